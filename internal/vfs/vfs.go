@@ -1,0 +1,69 @@
+// Package vfs is the small filesystem seam every file filechannel writes or
+// reads goes through: data logs, the checkpoint, its metadata and inflight
+// files, lock files. Production code uses OS(); crash tests substitute an
+// implementation that forgets what was not synced.
+//
+// The contract mirrors POSIX: data written to a File is durable only after
+// File.Sync returns nil; a created, renamed or removed directory entry is
+// durable only after SyncDir on its parent directory returns nil. Errors for a
+// missing file wrap fs.ErrNotExist.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ErrLocked is returned by FS.Lock when another holder has the lock.
+var ErrLocked = errors.New("vfs: file is locked by another holder")
+
+// File is an open file.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.WriterAt
+	io.Closer
+	Sync() error
+	Truncate(size int64) error
+	Stat() (fs.FileInfo, error)
+	Name() string
+}
+
+// FS is the set of filesystem operations filechannel needs.
+type FS interface {
+	// Create creates name for reading and writing; it fails if name exists.
+	Create(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing.
+	OpenReadWrite(name string) (File, error)
+	// Remove deletes a file (or an empty directory).
+	Remove(name string) error
+	// Rename atomically replaces newname with oldname.
+	Rename(oldname, newname string) error
+	// MkdirAll creates dir and its parents.
+	MkdirAll(dir string, perm fs.FileMode) error
+	// List returns the names (not paths) of the entries of dir, sorted.
+	List(dir string) ([]string, error)
+	// Stat describes name.
+	Stat(name string) (fs.FileInfo, error)
+	// SyncDir makes the entries of dir (creates, renames, removes) durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive, non-blocking lock on name, creating it if
+	// needed. It returns ErrLocked (wrapped) if another holder, in this
+	// process or another, has it. Closing the returned Closer releases it; a
+	// crashed holder's lock is released by the kernel.
+	Lock(name string) (io.Closer, error)
+	// FreeSpace reports the bytes available to an unprivileged writer on the
+	// filesystem holding dir.
+	FreeSpace(dir string) (int64, error)
+}
+
+// OSFile is implemented by files backed by a real *os.File (used to mmap the
+// checkpoint). Files of other FS implementations do not implement it.
+type OSFile interface {
+	OSFile() *os.File
+}
