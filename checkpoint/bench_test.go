@@ -1,0 +1,122 @@
+package checkpoint
+
+// Benchmarks. Reproduce with:
+//
+//	go test -run '^$' -bench . -benchmem ./checkpoint
+//
+// os = mmap slot store on the local filesystem (Write includes the msyncs and
+// fsyncs); mem = ReadAt/WriteAt store on memFS.
+
+import (
+	"testing"
+
+	"github.com/flumego/filechannel/eventqueue"
+)
+
+const benchCapacity = 1 << 20
+
+// BenchmarkSetSlot streams SetSlot through the ring as AddTail does, with a
+// checkpoint (Freeze, Thaw) every quarter lap so pages keep being copied.
+func BenchmarkSetSlot(b *testing.B) {
+	for _, k := range fsKinds {
+		b.Run(k.name, func(b *testing.B) {
+			fsys, dir := newDir(b, k)
+			c, err := Create(fsys, dir, benchCapacity)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetBytes(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			pos := 0
+			for i := range b.N {
+				c.SetSlot(hs+pos, uint64(i)|1)
+				if pos++; pos == benchCapacity {
+					pos = 0
+				}
+				if pos%(benchCapacity/4) == 0 {
+					c.Freeze()
+					c.Thaw(true)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSlot streams Slot through clean pages, as RemoveHead does after a
+// checkpoint.
+func BenchmarkSlot(b *testing.B) {
+	for _, k := range fsKinds {
+		b.Run(k.name, func(b *testing.B) {
+			fsys, dir := newDir(b, k)
+			c, err := Create(fsys, dir, benchCapacity)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.SetBytes(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var sum uint64
+			for i := range b.N {
+				sum += c.Slot(hs + i&(benchCapacity-1))
+			}
+			_ = sum
+		})
+	}
+}
+
+// BenchmarkQueueAddTailRemoveHead is the channel's steady state over a
+// checkpoint: one put and one take per op.
+func BenchmarkQueueAddTailRemoveHead(b *testing.B) {
+	fsys, dir := newDir(b, fsKinds[0])
+	c, err := Create(fsys, dir, benchCapacity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	q, err := eventqueue.New(c, benchCapacity, 0, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range benchCapacity / 2 {
+		q.AddTail(eventqueue.NewPointer(1, uint32(i)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		q.AddTail(eventqueue.NewPointer(1, uint32(i)))
+		q.RemoveHead()
+	}
+}
+
+// BenchmarkWrite checkpoints a 1M-slot ring with every page dirty.
+func BenchmarkWrite(b *testing.B) {
+	for _, k := range fsKinds {
+		b.Run(k.name, func(b *testing.B) {
+			fsys, dir := newDir(b, k)
+			c, err := Create(fsys, dir, benchCapacity)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			st := &State{Meta: Meta{Capacity: benchCapacity, Size: benchCapacity}}
+			b.SetBytes(benchCapacity * 8)
+			b.ReportAllocs()
+			for i := range b.N {
+				b.StopTimer()
+				for s := 0; s < benchCapacity; s += pageSlots {
+					c.SetSlot(hs+s, uint64(i+1))
+				}
+				st.WriteOrderID = uint64(i + 1)
+				b.StartTimer()
+				c.Freeze()
+				if err := c.Write(st); err != nil {
+					b.Fatal(err)
+				}
+				c.Thaw(true)
+			}
+		})
+	}
+}

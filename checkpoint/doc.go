@@ -1,0 +1,56 @@
+// Package checkpoint stores snapshots of the event queue so that a restart
+// replays only the log records written after the last snapshot.
+//
+// A checkpoint records the ring of event pointers (package eventqueue) as of
+// one write-order id W, together with the channel's log-file states and the
+// transactions in flight at W. Recovery opens it with Open, rebuilds the
+// queue from its slots and replays only log records with write-order id > W.
+//
+// # Files
+//
+// A checkpoint directory holds:
+//
+//	checkpoint      the slot file: a header of eventqueue.HeaderSlots slots,
+//	                then the ring; mapped into memory (mmap) on real files
+//	checkpoint.meta W, queue geometry, ids and per-log-file states
+//	inflightputs    put transactions open at W
+//	inflighttakes   take transactions open at W
+//	*.tmp           a file being published; a leftover is garbage
+//
+// A backup directory (Backup, RestoreBackup) holds copies of the same four
+// files plus backupComplete, which exists only while the copy is complete.
+// The channel's in_use.lock lives in the same directories and is never
+// touched here; unknown files are left alone. The byte layouts are in
+// format.go.
+//
+// # Copy-on-write
+//
+// The checkpoint file changes only inside Write, so on disk it always holds
+// the last complete checkpoint, or is marked incomplete while a Write runs
+// (or after one failed). Slot changes made by the queue through SetSlot are
+// buffered in dirty pages of 512 slots. Freeze turns the current pages into
+// the frozen generation at the instant the checkpoint's state is captured;
+// Write copies the frozen pages into the file while the queue keeps running on
+// a new current generation; Thaw drops the frozen pages (success) or merges
+// them back (failure) so the next checkpoint writes them again. Memory is
+// proportional to the pages dirtied since the last successful checkpoint.
+//
+// # Crash safety
+//
+// Write first marks the file INCOMPLETE and flushes, then writes the slots
+// and header and flushes, then publishes the inflight files and the metadata
+// (each write-tmp, fsync, rename, fsync-dir), and only then marks the file
+// COMPLETE with a header CRC and flushes. Open accepts a checkpoint only if
+// the marker is COMPLETE, every checksum matches and all four files agree on
+// W, so a crash at any point yields either the previous checkpoint (before
+// the first flush) or ErrBadCheckpoint, never a mix.
+//
+// # Concurrency
+//
+// A Checkpoint is not safe for arbitrary concurrent use. The caller (the
+// channel, under its queue lock) serialises Slot, SetSlot, Freeze, Thaw and
+// DirtyPages among themselves. Write, one at a time, runs without that lock,
+// concurrently with Slot and SetSlot, between a Freeze and the matching Thaw.
+// Close must not run concurrently with anything. Backup reads the files and
+// may run concurrently with Slot and SetSlot but not with Write.
+package checkpoint

@@ -1,0 +1,123 @@
+package checkpoint
+
+// On-disk formats of a checkpoint directory, version 1. Every integer is
+// big-endian; every CRC is CRC32C (Castagnoli). docs/format.md is the full
+// specification; this comment and the constants below are its source of truth
+// for the checkpoint package.
+//
+// checkpoint: (HeaderSlots + capacity) slots of 8 bytes; slot i at byte i*8.
+//
+//	slot  byte  field
+//	0     0     magic+version 0x46434350_00000001 ("FCCP", version 1)
+//	1     8     write-order id W of this checkpoint
+//	2     16    queue size
+//	3     24    queue head (ring position of the first pointer)
+//	4     32    marker: COMPLETE 0x434F4D504C455445 ("COMPLETE"); any other
+//	            value, such as INCOMPLETE 0x494E434F4D504C54 ("INCOMPLT") or
+//	            the 0 of a fresh file, means incomplete
+//	5     40    capacity
+//	6     48    time of the checkpoint, unix nanoseconds (0 = not recorded)
+//	7     56    CRC32C of the 56 bytes of slots 0..6, in the low 32 bits
+//	8..1028     reserved, zero
+//	1029+r      ring position r (0 <= r < capacity): an event pointer
+//	            fileID<<32 | offset, or stale garbage outside [head, head+size)
+//
+// checkpoint.meta (published with write-tmp, fsync, rename, fsync-dir):
+//
+//	off  len  field
+//	0    4    magic "FCCM"
+//	4    2    version 1
+//	6    2    reserved, zero
+//	8    8    W (equals checkpoint slot 1)
+//	16   8    capacity (equals slot 5)
+//	24   8    head (equals slot 3)
+//	32   8    size (equals slot 2)
+//	40   4    next log file id
+//	44   8    max transaction id
+//	52   8    time, unix nanoseconds (0 = not recorded)
+//	60   4    log count n, then n entries in strictly ascending file id order:
+//	          4 file id | 8 position | 8 refs | 4 takesFrom count k |
+//	          k x 4 file ids, strictly ascending
+//	end  4    CRC32C of every byte before it
+//
+// inflightputs / inflighttakes (each published like checkpoint.meta):
+//
+//	off  len  field
+//	0    4    magic "FCIP" (puts) or "FCIT" (takes)
+//	4    2    version 1
+//	6    2    reserved, zero
+//	8    8    W (equals checkpoint slot 1)
+//	16   4    transaction count m, then m entries, oldest transaction first:
+//	          8 tx id | 4 pointer count c | c x 8 pointers (never 0)
+//	end  4    CRC32C of every byte before it
+//
+// Decoders reject (with a *corrupt.Error) a bad CRC, bad magic, unknown
+// version, non-zero reserved bytes, counts larger than the bytes left,
+// trailing bytes, unsorted or duplicate ids, and values out of range, so
+// decoding then encoding reproduces the input byte for byte.
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/flumego/filechannel/eventqueue"
+)
+
+// Checkpoint file header. Part of the on-disk format; never renumber.
+const (
+	slotMagic     = 0 // magic+version
+	slotWriteID   = 1 // write-order id W
+	slotSize      = 2 // queue size
+	slotHead      = 3 // queue head
+	slotMarker    = 4 // COMPLETE marker
+	slotCapacity  = 5 // ring capacity
+	slotTime      = 6 // unix nanoseconds
+	slotHeaderCRC = 7 // CRC32C of slots 0..6
+	headerUsed    = 8 // slots 0..7 carry data; 8..HeaderSlots-1 are reserved
+
+	magicVersion     uint64 = 0x46434350_00000001 // "FCCP", version 1
+	magicMask        uint64 = 0xFFFFFFFF_00000000
+	markerComplete   uint64 = 0x434F4D504C455445 // "COMPLETE"
+	markerIncomplete uint64 = 0x494E434F4D504C54 // "INCOMPLT"
+)
+
+// checkpoint.meta and inflight files. Part of the on-disk format; never
+// renumber.
+const (
+	metaMagic     = "FCCM"
+	putsMagic     = "FCIP"
+	takesMagic    = "FCIT"
+	formatVersion = 1
+
+	metaFixedLen     = 64 // through the log count
+	metaLogFixedLen  = 24 // file id, position, refs, takesFrom count
+	inflightFixedLen = 20 // through the transaction count
+	inflightTxLen    = 12 // tx id, pointer count
+	crcLen           = 4
+
+	// Offsets of checkpoint.meta fields, for corruption reports.
+	metaOffWriteID  = 8
+	metaOffCapacity = 16
+	metaOffHead     = 24
+	metaOffSize     = 32
+	// Offset of W in an inflight file.
+	inflightOffWriteID = 8
+)
+
+// crcTable is the CRC32C (Castagnoli) table used by every checksum here.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// maxCapacity is the largest ring whose file length, (HeaderSlots+capacity)*8
+// bytes, fits in an int on this platform.
+const maxCapacity = (1<<(intBits-1)-1)/8 - eventqueue.HeaderSlots
+
+const intBits = 32 << (^uint(0) >> 63)
+
+// headerCRC is the CRC32C of the big-endian bytes of header slots 0..6.
+func headerCRC(h *[headerUsed]uint64) uint32 {
+	var b [slotHeaderCRC * 8]byte
+	for i := 0; i < slotHeaderCRC; i++ {
+		binary.BigEndian.PutUint64(b[i*8:], h[i])
+	}
+	return crc32.Checksum(b[:], crcTable)
+}

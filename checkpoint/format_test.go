@@ -1,0 +1,333 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/v1 and the fuzz seeds under testdata/fuzz")
+
+// reCRC recomputes the trailing CRC of a meta or inflight file, so a test
+// edit trips the check it targets instead of the checksum.
+func reCRC(b []byte) []byte {
+	body := b[:len(b)-crcLen]
+	binary.BigEndian.PutUint32(b[len(body):], crc32.Checksum(body, crcTable))
+	return b
+}
+
+func put32(off int, v uint32) func([]byte) []byte {
+	return func(b []byte) []byte { binary.BigEndian.PutUint32(b[off:], v); return reCRC(b) }
+}
+
+func put64(off int, v uint64) func([]byte) []byte {
+	return func(b []byte) []byte { binary.BigEndian.PutUint64(b[off:], v); return reCRC(b) }
+}
+
+func putByte(off int, v byte) func([]byte) []byte {
+	return func(b []byte) []byte { b[off] = v; return reCRC(b) }
+}
+
+func appendTrailing(b []byte) []byte {
+	body := append(b[:len(b)-crcLen:len(b)-crcLen], 0, 0, 0, 0)
+	return reCRC(append(body, 0, 0, 0, 0))
+}
+
+func flipNoCRC(off int) func([]byte) []byte {
+	return func(b []byte) []byte { b[off] ^= 1; return b }
+}
+
+func cut(n int) func([]byte) []byte { return func(b []byte) []byte { return b[:n] } }
+
+type decodeCase struct {
+	name    string
+	edit    func([]byte) []byte
+	wantOff int64
+}
+
+// checkCorrupt fails t unless err is a *corrupt.Error for file at off.
+func checkCorrupt(t *testing.T, err error, file string, off int64) {
+	t.Helper()
+	var ce *corrupt.Error
+	if !errors.As(err, &ce) || !errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("got %v, want a *corrupt.Error", err)
+	}
+	if ce.File != file || ce.Offset != off {
+		t.Fatalf("corrupt.Error at %s:%d (%v), want %s:%d", ce.File, ce.Offset, ce, file, off)
+	}
+}
+
+func sampleMeta() *Meta {
+	return &Meta{
+		WriteOrderID: 1000, Capacity: 64, Head: 3, Size: 10, NextFileID: 5, MaxTxID: 77,
+		Time: time.Unix(1_700_000_000, 5),
+		Logs: []LogState{
+			{FileID: 1, Position: 4096, Refs: 6, TakesFrom: []uint32{2, 3}}, // at 64; takesFrom at 88
+			{FileID: 4, Position: 16, Refs: 4},                              // at 96
+		},
+	}
+}
+
+func TestDecodeMetaRejects(t *testing.T) {
+	cases := []decodeCase{
+		{"bad_checksum", flipNoCRC(30), 120},
+		{"too_short", cut(20), 20},
+		{"bad_magic", putByte(0, 'X'), 0},
+		{"unknown_version", putByte(5, 2), 4},
+		{"reserved_not_zero", putByte(7, 1), 6},
+		{"capacity_zero", put64(16, 0), 16},
+		{"capacity_too_large", put64(16, 1<<63), 16},
+		{"head_at_capacity", put64(24, 64), 24},
+		{"size_above_capacity", put64(32, 65), 32},
+		{"time_out_of_range", put64(52, 1<<63), 52},
+		{"log_count_too_large", put32(60, 0xFFFFFFFF), 60},
+		{"log_ids_not_ascending", put32(96, 1), 96},
+		{"position_out_of_range", put64(68, 1<<63), 68},
+		{"refs_out_of_range", put64(76, 1<<63), 76},
+		{"takes_from_count_too_large", put32(84, 1000), 84},
+		{"takes_from_not_ascending", put32(92, 2), 92},
+		{"log_entry_truncated", put32(84, 3), 100}, // log 0 swallows log 1's id
+		{"trailing_bytes", appendTrailing, 120},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeMeta(tc.edit(EncodeMeta(sampleMeta())))
+			checkCorrupt(t, err, MetaName, tc.wantOff)
+		})
+	}
+}
+
+func sampleInflight() []eventqueue.InflightTx {
+	return []eventqueue.InflightTx{
+		{Tx: 1, Pointers: []eventqueue.Pointer{5, 6}}, // at 20; pointers at 32
+		{Tx: 2}, // at 48
+	}
+}
+
+func TestDecodeInflightRejects(t *testing.T) {
+	cases := []decodeCase{
+		{"bad_checksum", flipNoCRC(40), 60},
+		{"too_short", cut(23), 23},
+		{"bad_magic", putByte(3, 'T'), 0}, // a takes file read as puts
+		{"unknown_version", putByte(5, 9), 4},
+		{"reserved_not_zero", putByte(6, 1), 6},
+		{"tx_count_too_large", put32(16, 1<<31), 16},
+		{"tx_entry_truncated", put32(16, 3), 60},
+		{"duplicate_tx", put64(48, 1), 48},
+		{"pointer_count_too_large", put32(28, 100), 28},
+		{"zero_pointer", put64(32, 0), 32},
+		{"trailing_bytes", appendTrailing, 60},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := DecodeInflight(InflightPuts, tc.edit(EncodeInflight(InflightPuts, 9, sampleInflight())))
+			checkCorrupt(t, err, InflightPutsName, tc.wantOff)
+		})
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for i := range 200 {
+		st := randomState(rng, 1+rng.IntN(1<<20), rng.Uint64())
+		if i == 0 {
+			st = &State{Meta: Meta{Capacity: 1}} // everything empty or zero
+		}
+		b := EncodeMeta(&st.Meta)
+		m, err := DecodeMeta(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameState(t, &State{Meta: m}, &State{Meta: st.Meta})
+		if !bytes.Equal(EncodeMeta(&m), b) {
+			t.Fatal("meta re-encoding differs")
+		}
+		for _, kind := range []InflightKind{InflightPuts, InflightTakes} {
+			b := EncodeInflight(kind, st.WriteOrderID, st.InflightTakes)
+			w, txs, err := DecodeInflight(kind, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w != st.WriteOrderID || !reflect.DeepEqual(txs, st.InflightTakes) {
+				t.Fatalf("%s: got %d %v, want %d %v", kind, w, txs, st.WriteOrderID, st.InflightTakes)
+			}
+		}
+	}
+	if s := InflightKind(7).String(); s != "InflightKind(7)" {
+		t.Fatalf("String = %q", s)
+	}
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	f.Add(EncodeMeta(sampleMeta()))
+	f.Add(EncodeMeta(&Meta{Capacity: 1}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMeta(b)
+		if err != nil {
+			var ce *corrupt.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is not a *corrupt.Error: %v", err)
+			}
+			return
+		}
+		if err := validateMeta(&m); err != nil {
+			t.Fatalf("decoded an invalid meta: %v", err)
+		}
+		if !bytes.Equal(EncodeMeta(&m), b) {
+			t.Fatal("decode then encode does not reproduce the input")
+		}
+	})
+}
+
+func FuzzDecodeInflight(f *testing.F) {
+	f.Add(EncodeInflight(InflightPuts, 9, sampleInflight()), false)
+	f.Add(EncodeInflight(InflightTakes, 0, nil), true)
+	f.Fuzz(func(t *testing.T, b []byte, takes bool) {
+		kind := InflightPuts
+		if takes {
+			kind = InflightTakes
+		}
+		w, txs, err := DecodeInflight(kind, b)
+		if err != nil {
+			var ce *corrupt.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is not a *corrupt.Error: %v", err)
+			}
+			return
+		}
+		if err := validateInflight(kind, txs); err != nil {
+			t.Fatalf("decoded invalid transactions: %v", err)
+		}
+		if !bytes.Equal(EncodeInflight(kind, w, txs), b) {
+			t.Fatal("decode then encode does not reproduce the input")
+		}
+	})
+}
+
+// TestWriteFuzzSeeds writes the seed corpora under testdata/fuzz (with
+// -update): valid files and a few near misses.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if !*update {
+		t.Skip("run with -update to rewrite testdata/fuzz")
+	}
+	meta := EncodeMeta(sampleMeta())
+	metaSeeds := map[string][]byte{
+		"valid":          meta,
+		"empty":          EncodeMeta(&Meta{Capacity: 1}),
+		"bad_checksum":   flipNoCRC(30)(bytes.Clone(meta)),
+		"log_truncated":  put32(84, 3)(bytes.Clone(meta)),
+		"huge_log_count": put32(60, 0xFFFFFFFF)(bytes.Clone(meta)),
+	}
+	infl := EncodeInflight(InflightPuts, 9, sampleInflight())
+	inflSeeds := map[string][]byte{
+		"valid":         infl,
+		"empty":         EncodeInflight(InflightPuts, 1, nil),
+		"dup_tx":        put64(48, 1)(bytes.Clone(infl)),
+		"huge_tx_count": put32(16, 1<<31)(bytes.Clone(infl)),
+	}
+	for name, b := range metaSeeds {
+		writeSeed(t, "FuzzDecodeMeta", name, fmt.Sprintf("[]byte(%q)\n", b))
+	}
+	for name, b := range inflSeeds {
+		writeSeed(t, "FuzzDecodeInflight", name, fmt.Sprintf("[]byte(%q)\nbool(false)\n", b))
+	}
+	writeSeed(t, "FuzzDecodeInflight", "valid_takes",
+		fmt.Sprintf("[]byte(%q)\nbool(true)\n", EncodeInflight(InflightTakes, 9, sampleInflight())))
+}
+
+func writeSeed(t *testing.T, target, name, body string) {
+	dir := filepath.Join("testdata", "fuzz", target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("go test fuzz v1\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goldenState is the checkpoint stored in testdata/v1.
+func goldenState() (*State, map[int]uint64) {
+	st := &State{
+		Meta: Meta{
+			WriteOrderID: 0x0102030405060708, Capacity: 8, Head: 6, Size: 4, NextFileID: 3, MaxTxID: 41,
+			Time: time.Unix(1_750_000_000, 123456789),
+			Logs: []LogState{{FileID: 1, Position: 8192, Refs: 3, TakesFrom: nil}, {FileID: 2, Position: 64, Refs: 1, TakesFrom: []uint32{1}}},
+		},
+		InflightPuts:  []eventqueue.InflightTx{{Tx: 40, Pointers: []eventqueue.Pointer{eventqueue.NewPointer(2, 512)}}},
+		InflightTakes: []eventqueue.InflightTx{{Tx: 39, Pointers: []eventqueue.Pointer{eventqueue.NewPointer(1, 16), eventqueue.NewPointer(1, 32)}}},
+	}
+	ring := map[int]uint64{ // ring positions 6, 7, 0, 1
+		6: uint64(eventqueue.NewPointer(1, 48)), 7: uint64(eventqueue.NewPointer(1, 64)),
+		0: uint64(eventqueue.NewPointer(1, 80)), 1: uint64(eventqueue.NewPointer(2, 96)),
+	}
+	return st, ring
+}
+
+// TestGoldenV1 pins the version 1 format: writing the golden state must give
+// the files in testdata/v1 byte for byte, and Open must read them back.
+func TestGoldenV1(t *testing.T) {
+	st, ring := goldenState()
+	mem := newMemFS()
+	mem.MkdirAll("/cp", 0o755)
+	c := mustCreate(t, mem, "/cp", st.Capacity)
+	for r, v := range ring {
+		c.SetSlot(hs+r, v)
+	}
+	commit(t, c, st)
+	golden := filepath.Join("testdata", "v1")
+	for _, name := range checkpointFiles {
+		got, err := vfs.ReadFile(mem, path("/cp", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *update {
+			if err := os.MkdirAll(golden, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(golden, name), got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(filepath.Join(golden, name))
+		if err != nil {
+			t.Fatalf("%v (run go test -run TestGoldenV1 -update to create it)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from testdata/v1: the on-disk format changed", name)
+		}
+	}
+	// The fixture itself, copied into a fresh filesystem, opens to the state.
+	fresh := newMemFS()
+	fresh.MkdirAll("/g", 0o755)
+	for _, name := range checkpointFiles {
+		b, err := os.ReadFile(filepath.Join(golden, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replace(t, fresh, path("/g", name), b)
+	}
+	c2, got := mustOpen(t, fresh, "/g")
+	sameState(t, got, st)
+	q, err := eventqueue.New(c2, st.Capacity, got.Head, got.Size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []eventqueue.Pointer{eventqueue.Pointer(ring[6]), eventqueue.Pointer(ring[7]), eventqueue.Pointer(ring[0]), eventqueue.Pointer(ring[1])}
+	if !reflect.DeepEqual(q.Pointers(), want) {
+		t.Fatalf("golden queue = %v, want %v", q.Pointers(), want)
+	}
+}

@@ -1,0 +1,220 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+)
+
+// LogState is what a checkpoint records about one data log file.
+type LogState struct {
+	FileID uint32
+	// Position: every record of this file before Position has write-order
+	// id <= W, so replay may start reading the file here.
+	Position int64
+	// Refs counts the queued pointers (ring only, not inflight) into this file.
+	Refs int
+	// TakesFrom lists, strictly ascending, the ids of other log files that
+	// this file's take records point into.
+	TakesFrom []uint32
+}
+
+// Meta is the content of checkpoint.meta.
+type Meta struct {
+	WriteOrderID uint64
+	Capacity     int
+	Head, Size   int
+	NextFileID   uint32
+	MaxTxID      uint64
+	Time         time.Time  // the zero Time is stored as 0 and read back as the zero Time
+	Logs         []LogState // strictly ascending by FileID
+}
+
+// EncodeMeta returns the checkpoint.meta bytes of m. m must be valid: Write
+// checks that before calling it (see validateMeta); DecodeMeta rejects the
+// bytes of an invalid Meta.
+func EncodeMeta(m *Meta) []byte { return appendMeta(nil, m) }
+
+// appendMeta appends the checkpoint.meta bytes of m to dst.
+func appendMeta(dst []byte, m *Meta) []byte {
+	start := len(dst)
+	dst = append(dst, metaMagic...)
+	dst = binary.BigEndian.AppendUint16(dst, formatVersion)
+	dst = binary.BigEndian.AppendUint16(dst, 0)
+	dst = binary.BigEndian.AppendUint64(dst, m.WriteOrderID)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Capacity))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Head))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Size))
+	dst = binary.BigEndian.AppendUint32(dst, m.NextFileID)
+	dst = binary.BigEndian.AppendUint64(dst, m.MaxTxID)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(timeToNanos(m.Time)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Logs)))
+	for i := range m.Logs {
+		l := &m.Logs[i]
+		dst = binary.BigEndian.AppendUint32(dst, l.FileID)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(l.Position))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(l.Refs))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.TakesFrom)))
+		for _, id := range l.TakesFrom {
+			dst = binary.BigEndian.AppendUint32(dst, id)
+		}
+	}
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
+}
+
+// DecodeMeta parses checkpoint.meta bytes. Bad bytes give a *corrupt.Error
+// naming the file "checkpoint.meta" and the offset of the bad field.
+func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(MetaName, b) }
+
+func decodeMeta(file string, b []byte) (Meta, error) {
+	var m Meta
+	body, err := checkFrame(file, b, metaMagic, metaFixedLen)
+	if err != nil {
+		return m, err
+	}
+	be := binary.BigEndian
+	m.WriteOrderID = be.Uint64(body[metaOffWriteID:])
+	capacity := be.Uint64(body[metaOffCapacity:])
+	if capacity < 1 || capacity > maxCapacity {
+		return m, corrupt.New(file, metaOffCapacity, "capacity %d out of range", capacity)
+	}
+	head, size := be.Uint64(body[metaOffHead:]), be.Uint64(body[metaOffSize:])
+	if head >= capacity {
+		return m, corrupt.New(file, metaOffHead, "head %d not below capacity %d", head, capacity)
+	}
+	if size > capacity {
+		return m, corrupt.New(file, metaOffSize, "size %d above capacity %d", size, capacity)
+	}
+	m.Capacity, m.Head, m.Size = int(capacity), int(head), int(size)
+	m.NextFileID = be.Uint32(body[40:])
+	m.MaxTxID = be.Uint64(body[44:])
+	ns := be.Uint64(body[52:])
+	if ns > math.MaxInt64 {
+		return m, corrupt.New(file, 52, "time %d out of range", ns)
+	}
+	m.Time = nanosToTime(int64(ns))
+	n := be.Uint32(body[60:])
+	off := metaFixedLen
+	if uint64(n) > uint64(len(body)-off)/metaLogFixedLen {
+		return m, corrupt.New(file, 60, "log count %d exceeds the %d bytes left", n, len(body)-off)
+	}
+	if n > 0 {
+		m.Logs = make([]LogState, n)
+	}
+	for i := range m.Logs {
+		if len(body)-off < metaLogFixedLen {
+			return m, corrupt.New(file, int64(off), "log entry %d truncated", i)
+		}
+		l := &m.Logs[i]
+		l.FileID = be.Uint32(body[off:])
+		if i > 0 && l.FileID <= m.Logs[i-1].FileID {
+			return m, corrupt.New(file, int64(off), "log file id %d not above %d", l.FileID, m.Logs[i-1].FileID)
+		}
+		pos, refs := be.Uint64(body[off+4:]), be.Uint64(body[off+12:])
+		if pos > math.MaxInt64 {
+			return m, corrupt.New(file, int64(off+4), "log %d position %d out of range", l.FileID, pos)
+		}
+		if refs > math.MaxInt {
+			return m, corrupt.New(file, int64(off+12), "log %d refs %d out of range", l.FileID, refs)
+		}
+		l.Position, l.Refs = int64(pos), int(refs)
+		k := be.Uint32(body[off+20:])
+		off += metaLogFixedLen
+		if uint64(k) > uint64(len(body)-off)/4 {
+			return m, corrupt.New(file, int64(off-4), "log %d takesFrom count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+		}
+		if k > 0 {
+			l.TakesFrom = make([]uint32, k)
+		}
+		for j := range l.TakesFrom {
+			id := be.Uint32(body[off:])
+			if j > 0 && id <= l.TakesFrom[j-1] {
+				return m, corrupt.New(file, int64(off), "log %d takesFrom id %d not above %d", l.FileID, id, l.TakesFrom[j-1])
+			}
+			l.TakesFrom[j] = id
+			off += 4
+		}
+	}
+	if off != len(body) {
+		return m, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
+	}
+	return m, nil
+}
+
+// checkFrame checks what checkpoint.meta and the inflight files share: length
+// at least fixedLen plus the CRC, the CRC over everything before it, magic,
+// version and zero reserved bytes. It returns the bytes before the CRC.
+func checkFrame(file string, b []byte, magic string, fixedLen int) ([]byte, error) {
+	if len(b) < fixedLen+crcLen {
+		return nil, corrupt.New(file, int64(len(b)), "file too short: %d bytes, want at least %d", len(b), fixedLen+crcLen)
+	}
+	body := b[:len(b)-crcLen]
+	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); want != got {
+		return nil, corrupt.New(file, int64(len(body)), "checksum mismatch: stored %#08x, computed %#08x", want, got)
+	}
+	if string(body[:4]) != magic {
+		return nil, corrupt.New(file, 0, "bad magic %q, want %q", body[:4], magic)
+	}
+	if v := binary.BigEndian.Uint16(body[4:]); v != formatVersion {
+		return nil, corrupt.New(file, 4, "unsupported version %d", v)
+	}
+	if r := binary.BigEndian.Uint16(body[6:]); r != 0 {
+		return nil, corrupt.New(file, 6, "reserved bytes %#04x not zero", r)
+	}
+	return body, nil
+}
+
+// timeToNanos stores the zero Time as 0 (its UnixNano is undefined).
+func timeToNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func nanosToTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// validateMeta reports why m cannot be encoded into a checkpoint.meta that
+// DecodeMeta accepts, or nil.
+func validateMeta(m *Meta) error {
+	switch {
+	case m.Capacity < 1 || m.Capacity > maxCapacity:
+		return fmt.Errorf("capacity %d out of range", m.Capacity)
+	case m.Head < 0 || m.Head >= m.Capacity:
+		return fmt.Errorf("head %d out of range for capacity %d", m.Head, m.Capacity)
+	case m.Size < 0 || m.Size > m.Capacity:
+		return fmt.Errorf("size %d out of range for capacity %d", m.Size, m.Capacity)
+	case timeToNanos(m.Time) < 0:
+		return fmt.Errorf("time %v before 1970", m.Time)
+	case uint64(len(m.Logs)) > math.MaxUint32:
+		return fmt.Errorf("%d log states", len(m.Logs))
+	}
+	for i := range m.Logs {
+		l := &m.Logs[i]
+		switch {
+		case i > 0 && l.FileID <= m.Logs[i-1].FileID:
+			return fmt.Errorf("log file ids not strictly ascending: %d after %d", l.FileID, m.Logs[i-1].FileID)
+		case l.Position < 0:
+			return fmt.Errorf("log %d: negative position %d", l.FileID, l.Position)
+		case l.Refs < 0:
+			return fmt.Errorf("log %d: negative refs %d", l.FileID, l.Refs)
+		case uint64(len(l.TakesFrom)) > math.MaxUint32:
+			return fmt.Errorf("log %d: %d takesFrom ids", l.FileID, len(l.TakesFrom))
+		}
+		for j := 1; j < len(l.TakesFrom); j++ {
+			if l.TakesFrom[j] <= l.TakesFrom[j-1] {
+				return fmt.Errorf("log %d: takesFrom not strictly ascending: %d after %d", l.FileID, l.TakesFrom[j], l.TakesFrom[j-1])
+			}
+		}
+	}
+	return nil
+}

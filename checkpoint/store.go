@@ -1,0 +1,135 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/edsrzf/mmap-go"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// slotStore is the checkpoint file seen as an array of big-endian uint64
+// slots. The Slot/SetSlot side calls slot and readSlots; Write calls
+// writeSlots and flush. The two sides run concurrently but never touch the
+// same slots (Write writes only frozen pages and the header, which the other
+// side reads from memory or not at all), and each side has its own buffer,
+// so implementations need no lock.
+type slotStore interface {
+	slot(i int) (uint64, error)
+	readSlots(first int, dst []uint64) error
+	writeSlots(first int, src []uint64) error
+	// flush makes every slot written so far durable.
+	flush() error
+	// close releases the store and closes the file; it writes nothing.
+	close() error
+}
+
+// newStore maps f (total slots long) when it is a real file and falls back
+// to ReadAt/WriteAt otherwise (in-memory test filesystems). It takes
+// ownership of f.
+func newStore(f vfs.File, total int) (slotStore, error) {
+	osf, ok := f.(vfs.OSFile)
+	if !ok {
+		return &fileStore{f: f}, nil
+	}
+	m, err := mmap.MapRegion(osf.OSFile(), total*8, mmap.RDWR, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+	}
+	return &mmapStore{m: m, f: f}, nil
+}
+
+// mmapStore reads and writes the slots through a shared read-write mapping
+// and flushes with msync.
+type mmapStore struct {
+	m mmap.MMap
+	f vfs.File
+}
+
+func (s *mmapStore) slot(i int) (uint64, error) {
+	return binary.BigEndian.Uint64(s.m[i*8:]), nil
+}
+
+func (s *mmapStore) readSlots(first int, dst []uint64) error {
+	b := s.m[first*8 : (first+len(dst))*8]
+	for j := range dst {
+		dst[j] = binary.BigEndian.Uint64(b[j*8:])
+	}
+	return nil
+}
+
+func (s *mmapStore) writeSlots(first int, src []uint64) error {
+	b := s.m[first*8 : (first+len(src))*8]
+	for j, v := range src {
+		binary.BigEndian.PutUint64(b[j*8:], v)
+	}
+	return nil
+}
+
+func (s *mmapStore) flush() error {
+	if err := s.m.Flush(); err != nil {
+		return fmt.Errorf("msync %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func (s *mmapStore) close() error {
+	return errors.Join(s.m.Unmap(), s.f.Close())
+}
+
+// fileStore reads and writes the slots with ReadAt/WriteAt and flushes with
+// File.Sync.
+type fileStore struct {
+	f    vfs.File
+	rbuf [pageSlots * 8]byte // Slot/SetSlot side
+	wbuf [pageSlots * 8]byte // Write side
+}
+
+func (s *fileStore) slot(i int) (uint64, error) {
+	b := s.rbuf[:8]
+	if _, err := s.f.ReadAt(b, int64(i)*8); err != nil {
+		return 0, fmt.Errorf("read slot %d of %s: %w", i, s.f.Name(), err)
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+func (s *fileStore) readSlots(first int, dst []uint64) error {
+	for len(dst) > 0 {
+		n := min(len(dst), pageSlots)
+		b := s.rbuf[:n*8]
+		if _, err := s.f.ReadAt(b, int64(first)*8); err != nil {
+			return fmt.Errorf("read slots %d..%d of %s: %w", first, first+n-1, s.f.Name(), err)
+		}
+		for j := range n {
+			dst[j] = binary.BigEndian.Uint64(b[j*8:])
+		}
+		dst, first = dst[n:], first+n
+	}
+	return nil
+}
+
+func (s *fileStore) writeSlots(first int, src []uint64) error {
+	for len(src) > 0 {
+		n := min(len(src), pageSlots)
+		b := s.wbuf[:n*8]
+		for j, v := range src[:n] {
+			binary.BigEndian.PutUint64(b[j*8:], v)
+		}
+		if _, err := s.f.WriteAt(b, int64(first)*8); err != nil {
+			return fmt.Errorf("write slots %d..%d of %s: %w", first, first+n-1, s.f.Name(), err)
+		}
+		src, first = src[n:], first+n
+	}
+	return nil
+}
+
+func (s *fileStore) flush() error {
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", s.f.Name(), err)
+	}
+	return nil
+}
+
+func (s *fileStore) close() error { return s.f.Close() }
