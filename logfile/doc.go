@@ -1,0 +1,40 @@
+// Package logfile reads and writes filechannel's data log files. Every put,
+// take, rollback and commit of the channel is one record appended to a log
+// file; a put's 64-bit pointer (fileID<<32 | offset) names the frame of its
+// record, and takes read events back through that pointer.
+//
+// # Files
+//
+// A log file is named LogName(id), "log-" followed by the file id as ten
+// zero-padded decimal digits (log-0000000007), so lexical order is numeric
+// order. Create makes it, writes its 16-byte header and fsyncs both the file
+// and its directory. The package creates no other files; ParseLogName
+// rejects every other name (log-0000000007.corrupt, .tmp, ...), and ListLogs
+// skips them. The byte layout is in format.go.
+//
+// # Pieces
+//
+//   - AppendRecord / DecodeRecord encode and decode one framed record.
+//   - Writer appends encoded frames to one file and makes them durable with
+//     group commit (SyncTo): concurrent committers share fsyncs.
+//   - Reader reads single records by offset, for takes.
+//   - Scanner reads a file sequentially, for replay, and stops at the first
+//     frame that is not valid, reporting whether what follows the valid end is
+//     a clean end (EOF or zero fill) or a torn tail.
+//
+// # Concurrency
+//
+// Writer.Write must not be called concurrently with itself (the channel
+// serialises writers per data directory); Writer.Size, SyncTo, Sync and
+// Syncs are safe concurrently with Write and with each other, and SyncTo may
+// even race with Close (it then returns nil if its bytes were already made
+// durable, an error wrapping ErrClosed otherwise). Reader is safe for
+// concurrent use (it only uses ReadAt). A Scanner belongs to one goroutine.
+//
+// # Errors
+//
+// Damaged bytes are always reported as a *corrupt.Error carrying the file and
+// the offset of the damaged frame; it unwraps to corrupt.ErrCorrupt. A
+// Writer's write or fsync failure is sticky: every later Write and SyncTo
+// returns it (wrapped), and the channel rolls to a new file.
+package logfile

@@ -1,0 +1,24 @@
+package logfile
+
+import "errors"
+
+var (
+	// ErrTooLarge is returned by AppendRecord for a record whose payload
+	// would exceed MaxPayloadSize.
+	ErrTooLarge = errors.New("logfile: record too large")
+
+	// ErrInvalidRecord is returned by AppendRecord for a record it cannot
+	// encode: an unknown Type, or a commit whose CommitType is neither put
+	// nor take.
+	ErrInvalidRecord = errors.New("logfile: invalid record")
+
+	// ErrFileFull is returned by Writer.Write when the write would carry the
+	// file past MaxFileSize, where offsets no longer fit in a pointer.
+	// Nothing is written and the writer stays usable; the caller rolls to a
+	// new file.
+	ErrFileFull = errors.New("logfile: log file full")
+
+	// ErrClosed is returned by the methods of a closed Writer, Reader or
+	// Scanner.
+	ErrClosed = errors.New("logfile: closed")
+)

@@ -1,0 +1,208 @@
+package logfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync/atomic"
+	"testing"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/v1 and the fuzz seeds in testdata/fuzz")
+
+// sampleRecords is the fixed set of records the golden file holds: every
+// type, and the edge cases of each body.
+func sampleRecords() []Record {
+	ptrs := make([]uint64, 300)
+	for i := range ptrs {
+		ptrs[i] = uint64(i+1)<<32 | uint64(HeaderSize+i*37)
+	}
+	return []Record{
+		{Type: RecordPut, TxID: 1, WriteOrderID: 10, Headers: map[string]string{"timestamp": "1700000000", "host": "a.example", "z": ""}, Body: []byte("hello, channel")},
+		{Type: RecordPut, TxID: 1, WriteOrderID: 11},
+		{Type: RecordPut, TxID: 1, WriteOrderID: 12, Headers: map[string]string{"": "empty key"}, Body: []byte{0}},
+		{Type: RecordCommit, TxID: 1, WriteOrderID: 13, CommitType: RecordPut},
+		{Type: RecordTake, TxID: 2, WriteOrderID: 14},
+		{Type: RecordTake, TxID: 2, WriteOrderID: 15, Pointers: []uint64{1<<32 | HeaderSize}},
+		{Type: RecordTake, TxID: 2, WriteOrderID: 16, Pointers: ptrs},
+		{Type: RecordCommit, TxID: 2, WriteOrderID: 17, CommitType: RecordTake},
+		{Type: RecordPut, TxID: 3, WriteOrderID: 18, Body: bytes.Repeat([]byte("0123456789abcdef"), 512)},
+		{Type: RecordRollback, TxID: 3, WriteOrderID: 19},
+		{Type: RecordPut, TxID: 1<<64 - 1, WriteOrderID: 1<<64 - 1, Body: []byte("max ids")},
+	}
+}
+
+func mustAppend(t testing.TB, dst []byte, r *Record) []byte {
+	t.Helper()
+	out, err := AppendRecord(dst, r)
+	if err != nil {
+		t.Fatalf("AppendRecord(%v): %v", r.Type, err)
+	}
+	return out
+}
+
+// frameOf wraps payload in a frame with a correct length and checksum, so
+// tests can hand the payload decoder bytes the writer never produces.
+func frameOf(payload []byte) []byte {
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	b = binary.BigEndian.AppendUint32(b, frameCRC(b[0:4], payload))
+	return append(b, payload...)
+}
+
+// payloadHead is the fixed part of a payload.
+func payloadHead(t RecordType) []byte {
+	b := []byte{byte(t)}
+	b = binary.BigEndian.AppendUint64(b, 7)
+	return binary.BigEndian.AppendUint64(b, 8)
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// normalized maps the empty forms a decoder may return to nil, so records
+// compare by content.
+func normalized(r Record) Record {
+	if len(r.Headers) == 0 {
+		r.Headers = nil
+	}
+	if len(r.Body) == 0 {
+		r.Body = nil
+	}
+	if len(r.Pointers) == 0 {
+		r.Pointers = nil
+	}
+	return r
+}
+
+func requireSameRecord(t testing.TB, got, want Record) {
+	t.Helper()
+	if g, w := normalized(got), normalized(want); !reflect.DeepEqual(g, w) {
+		t.Fatalf("record mismatch\n got  %+v\n want %+v", g, w)
+	}
+}
+
+// requireCorrupt checks err is a *corrupt.Error for file at off.
+func requireCorrupt(t testing.TB, err error, file string, off int64) *corrupt.Error {
+	t.Helper()
+	var ce *corrupt.Error
+	if !errors.As(err, &ce) || !errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("got %v (%T), want a *corrupt.Error", err, err)
+	}
+	if ce.File != file || ce.Offset != off {
+		t.Fatalf("corruption at %q offset %d, want %q offset %d (%v)", ce.File, ce.Offset, file, off, err)
+	}
+	return ce
+}
+
+// writeLog writes recs to a new log file id in dir, one Write each, and
+// returns the path and the frame offset of every record.
+func writeLog(t testing.TB, dir string, id uint32, recs []Record) (string, []int64) {
+	t.Helper()
+	w, err := Create(vfs.OS(), dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := make([]int64, len(recs))
+	for i := range recs {
+		off, err := w.Write(mustAppend(t, nil, &recs[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs[i] = off
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Path(), offs
+}
+
+func appendToFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fileSize(t testing.TB, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+var errInjected = errors.New("injected fault")
+
+// faultFS is the OS filesystem with files whose next WriteAt or Sync can be
+// made to fail, and whose Sync can be slowed or gated.
+type faultFS struct {
+	vfs.FS
+	onCreate func(*faultFile) // configures each created file before use
+	last     *faultFile
+}
+
+func newFaultFS() *faultFS { return &faultFS{FS: vfs.OS()} }
+
+func (f *faultFS) Create(name string) (vfs.File, error) {
+	file, err := f.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	ff := &faultFile{File: file}
+	if f.onCreate != nil {
+		f.onCreate(ff)
+	}
+	f.last = ff
+	return ff, nil
+}
+
+type faultFile struct {
+	vfs.File
+	failWrite atomic.Bool // the next WriteAt writes half of p, then fails
+	failSync  atomic.Bool // the next Sync fails
+	syncHook  func()      // runs at the start of every Sync when set
+	syncCalls atomic.Int64
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.failWrite.CompareAndSwap(true, false) {
+		n, _ := f.File.WriteAt(p[:len(p)/2], off)
+		return n, errInjected
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) Sync() error {
+	f.syncCalls.Add(1)
+	if f.syncHook != nil {
+		f.syncHook()
+	}
+	if f.failSync.CompareAndSwap(true, false) {
+		return errInjected
+	}
+	return f.File.Sync()
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func tempLogPath(t testing.TB, id uint32) string {
+	return filepath.Join(t.TempDir(), LogName(id))
+}

@@ -1,0 +1,135 @@
+package logfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// readGuess is how many bytes ReadRecord reads first; a frame longer than
+// this costs a second read.
+const readGuess = 4 << 10
+
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, readGuess); return &b }}
+
+// Reader reads records by offset (takes). It is safe for concurrent use: it
+// only uses ReadAt.
+type Reader struct {
+	f    vfs.File
+	id   uint32
+	path string
+}
+
+// OpenReader opens the log file at path and validates its header: a bad
+// header, or a header whose file id disagrees with a log file name, is a
+// *corrupt.Error.
+func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
+	f, id, err := openLog(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{f: f, id: id, path: path}, nil
+}
+
+// openLog opens path read-only and checks its header.
+func openLog(fsys vfs.FS, path string) (vfs.File, uint32, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open log: %w", err)
+	}
+	id, err := readFileHeader(f, path)
+	if err != nil {
+		return nil, 0, errors.Join(err, f.Close())
+	}
+	return f, id, nil
+}
+
+func readFileHeader(f vfs.File, path string) (uint32, error) {
+	var hdr [HeaderSize]byte
+	n, err := f.ReadAt(hdr[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("read header of %s: %w", path, err)
+	}
+	id, err := DecodeFileHeader(hdr[:n])
+	if err != nil {
+		var ce *corrupt.Error
+		if errors.As(err, &ce) {
+			ce.File = path
+		}
+		return 0, err
+	}
+	if nameID, ok := ParseLogName(filepath.Base(path)); ok && nameID != id {
+		return 0, corrupt.New(path, 0, "header names file id %d, file name says %d", id, nameID)
+	}
+	return id, nil
+}
+
+// ID returns the file id from the header.
+func (r *Reader) ID() uint32 { return r.id }
+
+// ReadRecord reads the record whose frame starts at off. It reads a guessed
+// size first and a second time only if the frame is longer. Any bad frame,
+// including off < HeaderSize, a zero length and a frame running past the end
+// of the file, is a *corrupt.Error{File: path, Offset: off}. The returned
+// Body (and every other field) is owned by the caller.
+func (r *Reader) ReadRecord(off int64) (Record, error) {
+	if off < HeaderSize {
+		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
+	}
+	bp := readBufPool.Get().(*[]byte)
+	defer readBufPool.Put(bp)
+	buf := *bp
+	n, err := r.f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return Record{}, fmt.Errorf("read log %d at offset %d: %w", r.id, off, err)
+	}
+	frame := buf[:n]
+	owned := false // frame is a fresh buffer, not the pooled one
+	if n >= FrameHeaderSize {
+		if need, err := frameLen(frame); err == nil && need > n && n == len(buf) {
+			frame = make([]byte, need)
+			copy(frame, buf)
+			m, err := r.f.ReadAt(frame[n:], off+int64(n))
+			if err != nil && !errors.Is(err, io.EOF) {
+				return Record{}, fmt.Errorf("read log %d at offset %d: %w", r.id, off, err)
+			}
+			frame = frame[:n+m]
+			owned = true
+		}
+	}
+	var rec Record
+	if _, err := decodeFrame(frame, &rec, nil); err != nil {
+		return Record{}, corruptAt(r.path, off, err)
+	}
+	if !owned && rec.Body != nil {
+		rec.Body = append([]byte(nil), rec.Body...)
+	}
+	return rec, nil
+}
+
+// corruptAt turns a decodeFrame error for the frame at off in path into a
+// corruption error naming both.
+func corruptAt(path string, off int64, err error) *corrupt.Error {
+	var ce *corrupt.Error
+	if errors.As(err, &ce) {
+		ce.File, ce.Offset = path, off
+		return ce
+	}
+	return &corrupt.Error{File: path, Offset: off, Reason: "frame runs past the end of the file", Err: err}
+}
+
+// Close closes the file.
+func (r *Reader) Close() error {
+	if err := r.f.Close(); err != nil {
+		return fmt.Errorf("close log %d: %w", r.id, err)
+	}
+	return nil
+}
+
+// Path returns the file's path.
+func (r *Reader) Path() string { return r.path }

@@ -1,0 +1,224 @@
+package logfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// Writer appends encoded frames to one log file and makes them durable with
+// group commit.
+//
+// Write is not safe for concurrent use (the channel serialises writers per
+// data directory); Size, SyncTo, Sync and Syncs are safe concurrently with
+// Write and with each other.
+//
+// Failures are sticky: after a failed or short write (which Write tries to
+// undo by truncating the file back to its previous size) or a failed fsync
+// (after which the page cache can no longer be trusted), every later Write
+// and Sync returns the first failure, wrapped. The channel then rolls to a
+// new file.
+type Writer struct {
+	f    vfs.File
+	id   uint32
+	path string
+
+	size  atomic.Int64 // offset the next Write lands at; stored only by Write
+	syncs atomic.Int64 // fsyncs issued by SyncTo
+
+	// mu guards the sync state and the writer's health below.
+	mu       sync.Mutex
+	syncDone *sync.Cond // on mu; broadcast whenever an fsync ends
+	synced   int64      // bytes [0,synced) are durable
+	syncing  bool       // a SyncTo leader has an fsync in flight
+	err      error      // sticky write or fsync failure
+	closed   bool
+}
+
+// Create creates dir/LogName(id), which must not exist, writes and fsyncs
+// its header, then fsyncs dir so the new name survives a crash. On failure
+// it removes the file again.
+func Create(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
+	path := filepath.Join(dir, LogName(id))
+	f, err := fsys.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create log %d: %w", id, err)
+	}
+	if err := initFile(fsys, f, dir, id); err != nil {
+		return nil, errors.Join(fmt.Errorf("create log %d: %w", id, err), f.Close(), fsys.Remove(path))
+	}
+	w := &Writer{f: f, id: id, path: path, synced: HeaderSize}
+	w.syncDone = sync.NewCond(&w.mu)
+	w.size.Store(HeaderSize)
+	return w, nil
+}
+
+func initFile(fsys vfs.FS, f vfs.File, dir string, id uint32) error {
+	hdr := AppendFileHeader(make([]byte, 0, HeaderSize), id)
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		return fmt.Errorf("write header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync header: %w", err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return nil
+}
+
+// ID returns the file id.
+func (w *Writer) ID() uint32 { return w.id }
+
+// Path returns the path of the file.
+func (w *Writer) Path() string { return w.path }
+
+// Size returns the bytes written so far, header included: the offset the
+// next Write lands at.
+func (w *Writer) Size() int64 { return w.size.Load() }
+
+// Syncs returns the number of fsyncs SyncTo, Sync and Close have issued (the
+// header fsync of Create is not counted).
+func (w *Writer) Syncs() int64 { return w.syncs.Load() }
+
+// Write appends p, one or more encoded frames, in one write call and returns
+// the offset of p[0]. The bytes are not durable until SyncTo covers them. It
+// returns ErrFileFull, writing nothing, if the file would grow past
+// MaxFileSize. The offset is meaningful only when err is nil.
+func (w *Writer) Write(p []byte) (off int64, err error) {
+	w.mu.Lock()
+	err = w.unusableLocked()
+	w.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	off = w.size.Load()
+	if len(p) == 0 {
+		return off, nil
+	}
+	if int64(len(p)) > MaxFileSize-off {
+		return 0, fmt.Errorf("write log %d: %d bytes at offset %d: %w", w.id, len(p), off, ErrFileFull)
+	}
+	n, err := w.f.WriteAt(p, off)
+	if err == nil && n != len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		err = fmt.Errorf("write log %d at offset %d: %w", w.id, off, err)
+		// Take back whatever part of p landed, so the file still ends with a
+		// whole frame; the failure stays sticky either way.
+		if terr := w.f.Truncate(off); terr != nil {
+			err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, off, terr))
+		}
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+		return 0, err
+	}
+	w.size.Store(off + int64(n))
+	return off, nil
+}
+
+// unusableLocked returns why the writer can take no more writes, or nil.
+func (w *Writer) unusableLocked() error {
+	if w.closed {
+		return fmt.Errorf("log %d: %w", w.id, ErrClosed)
+	}
+	if w.err != nil {
+		return fmt.Errorf("log %d failed earlier: %w", w.id, w.err)
+	}
+	return nil
+}
+
+// SyncTo returns once bytes [0,off) of the file are durable. It is the group
+// commit: one fsync covers every byte written before it started, callers
+// arriving while an fsync is in flight wait for it and then share the next
+// one, and a caller whose range is already covered returns nil without an
+// fsync (even after a later failure or Close, since those bytes are on
+// disk). Otherwise it returns the writer's sticky failure. off must not
+// exceed Size().
+func (w *Writer) SyncTo(off int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		if off <= w.synced {
+			return nil
+		}
+		if err := w.unusableLocked(); err != nil {
+			return err
+		}
+		if size := w.size.Load(); off > size {
+			return fmt.Errorf("sync log %d to offset %d: past its end at %d", w.id, off, size)
+		}
+		if w.syncing {
+			w.syncDone.Wait()
+			continue
+		}
+		// Lead an fsync covering everything written so far.
+		w.syncing = true
+		target := w.size.Load()
+		w.mu.Unlock()
+		err := w.f.Sync()
+		w.syncs.Add(1)
+		w.mu.Lock()
+		w.syncing = false
+		w.syncDone.Broadcast()
+		if err != nil {
+			err = fmt.Errorf("sync log %d: %w", w.id, err)
+			if w.err == nil {
+				w.err = err
+			}
+			return err
+		}
+		w.synced = max(w.synced, target)
+	}
+}
+
+// Sync makes every byte written so far durable: SyncTo(Size()). It returns
+// the writer's sticky failure, if any, even when there is nothing to sync.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	err := w.unusableLocked()
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return w.SyncTo(w.Size())
+}
+
+// Close syncs and closes the file. It returns the sticky failure, if any,
+// but closes the file regardless. SyncTo calls racing with Close return nil
+// if their range was made durable, an error wrapping ErrClosed otherwise.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return fmt.Errorf("close log %d: %w", w.id, ErrClosed)
+	}
+	w.mu.Unlock()
+	serr := w.Sync()
+	w.mu.Lock()
+	for w.syncing {
+		w.syncDone.Wait()
+	}
+	w.closed = true
+	w.mu.Unlock()
+	if err := w.f.Close(); err != nil {
+		return errors.Join(serr, fmt.Errorf("close log %d: %w", w.id, err))
+	}
+	return serr
+}
+
+// Err returns the writer's sticky failure, or nil while it is healthy.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
