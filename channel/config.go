@@ -1,0 +1,160 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// Defaults, the same as Apache Flume's FileChannel.
+const (
+	DefaultCapacity             = 1_000_000
+	DefaultTransactionCapacity  = 10_000
+	DefaultCheckpointInterval   = 30 * time.Second
+	DefaultMaxFileSize          = 2_146_435_071
+	DefaultMinimumRequiredSpace = 524_288_000
+	DefaultKeepAlive            = 3 * time.Second
+
+	// MinMaxFileSize is the smallest MaxFileSize accepted.
+	MinMaxFileSize = 4096
+)
+
+// Config configures a FileChannel. Zero values mean the default; Open never
+// modifies the caller's Config.
+type Config struct {
+	CheckpointDir        string                // required
+	BackupCheckpointDir  string                // optional; set = dual checkpoints
+	DataDirs             []string              // required, one or more
+	Capacity             int                   // 0 = 1_000_000 events
+	TransactionCapacity  int                   // 0 = 10_000 events per transaction (at most Capacity)
+	CheckpointInterval   time.Duration         // 0 = 30s
+	MaxFileSize          int64                 // 0 = 2_146_435_071 bytes per log file
+	MinimumRequiredSpace int64                 // 0 = 524_288_000 bytes; negative = no check
+	KeepAlive            time.Duration         // 0 = 3s: how long Put waits for capacity; negative = no wait
+	Name                 string                // label for metrics and logs
+	Logger               *slog.Logger          // nil = discard
+	Registerer           prometheus.Registerer // nil = no metrics (never the global registry)
+
+	// NoCheckpointOnClose skips the checkpoint Close normally writes (then
+	// the next Open replays the logs written since the last checkpoint).
+	NoCheckpointOnClose bool
+	// NoSync trades durability for speed: Commit returns without waiting for
+	// fsync, so a power loss can lose recently committed events (a killed
+	// process loses nothing). Checkpoints still sync. Default false.
+	NoSync bool
+
+	// FS replaces the operating system's filesystem (crash tests). nil = OS.
+	FS vfs.FS
+}
+
+// withDefaults validates cfg and returns a copy with defaults applied.
+func (cfg Config) withDefaults() (Config, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if cfg.CheckpointDir == "" {
+		bad("CheckpointDir is required")
+	}
+	if len(cfg.DataDirs) == 0 {
+		bad("DataDirs needs at least one directory")
+	}
+	if cfg.Capacity < 0 {
+		bad("Capacity %d is negative", cfg.Capacity)
+	}
+	if cfg.TransactionCapacity < 0 {
+		bad("TransactionCapacity %d is negative", cfg.TransactionCapacity)
+	}
+	if cfg.CheckpointInterval < 0 {
+		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
+	}
+	if cfg.MaxFileSize < 0 || (cfg.MaxFileSize > 0 && cfg.MaxFileSize < MinMaxFileSize) || cfg.MaxFileSize > math.MaxUint32 {
+		bad("MaxFileSize %d is outside [%d, %d]", cfg.MaxFileSize, MinMaxFileSize, uint64(math.MaxUint32))
+	}
+	if cfg.Capacity > 0 && cfg.TransactionCapacity > cfg.Capacity {
+		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)
+	}
+	if cfg.Capacity == 0 {
+		cfg.Capacity = DefaultCapacity
+	}
+	if cfg.TransactionCapacity == 0 {
+		cfg.TransactionCapacity = min(DefaultTransactionCapacity, cfg.Capacity)
+	}
+	if cfg.TransactionCapacity > cfg.Capacity && len(errs) == 0 {
+		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if cfg.MaxFileSize == 0 {
+		cfg.MaxFileSize = DefaultMaxFileSize
+	}
+	if cfg.MinimumRequiredSpace == 0 {
+		cfg.MinimumRequiredSpace = DefaultMinimumRequiredSpace
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Name != "" {
+		cfg.Logger = cfg.Logger.With("channel", cfg.Name)
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS()
+	}
+	// Every directory must be distinct: two roles sharing a directory would
+	// share lock files and file names.
+	seen := map[string]string{}
+	role := func(dir, what string) {
+		if dir == "" {
+			return
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			bad("%s %q: %v", what, dir, err)
+			return
+		}
+		if other, dup := seen[abs]; dup {
+			bad("%s %q is also used as %s", what, dir, other)
+		}
+		seen[abs] = what
+	}
+	role(cfg.CheckpointDir, "CheckpointDir")
+	role(cfg.BackupCheckpointDir, "BackupCheckpointDir")
+	for i, d := range cfg.DataDirs {
+		if d == "" {
+			bad("DataDirs[%d] is empty", i)
+		}
+		role(d, fmt.Sprintf("DataDirs[%d]", i))
+	}
+	cfg.DataDirs = append([]string(nil), cfg.DataDirs...)
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("filechannel: invalid config: %w", errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+// prepareDir creates dir if needed and checks that it is a directory.
+func prepareDir(fsys vfs.FS, dir, what string) error {
+	if st, err := fsys.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("filechannel: invalid config: %s %q is not a directory", what, dir)
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filechannel: %s %q: %w", what, dir, err)
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
+	}
+	// Make the new directory's entry durable in its parent.
+	return fsys.SyncDir(filepath.Dir(filepath.Clean(dir)))
+}

@@ -1,0 +1,104 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// dataDir is one data directory and its active log writer. A transaction's
+// records all go to one dataDir.
+type dataDir struct {
+	path string
+
+	// mu guards w and serialises appends to it (and rolls).
+	mu sync.Mutex
+	w  *logfile.Writer
+
+	// Free-space cache for the MinimumRequiredSpace check: refreshed from
+	// the filesystem at most once per second and decremented by each write.
+	free        atomic.Int64
+	freeChecked atomic.Int64 // unix nanos of the last refresh
+}
+
+// logFile is a log file the channel knows about: the active writer's file or
+// an older one still holding records.
+type logFile struct {
+	id   uint32
+	dir  *dataDir
+	path string
+	r    *logfile.Reader
+	// size is the file's valid length once it is no longer written to
+	// (0 while it is an active writer's file).
+	size int64
+}
+
+// spaceOK reports whether dir can take n more bytes and keep the minimum
+// free space. min < 0 disables the check.
+func (d *dataDir) spaceOK(fsys vfs.FS, n, min int64) (bool, error) {
+	if min < 0 {
+		return true, nil
+	}
+	now := time.Now().UnixNano()
+	if now-d.freeChecked.Load() > int64(time.Second) {
+		free, err := fsys.FreeSpace(d.path)
+		if err != nil {
+			return false, fmt.Errorf("free space of %s: %w", d.path, err)
+		}
+		d.free.Store(free)
+		d.freeChecked.Store(now)
+	}
+	return d.free.Load()-n >= min, nil
+}
+
+// roll replaces d's writer with a new log file. The old writer is synced and
+// closed: a transaction whose records straddle the roll finds its earlier
+// records durable. Called with d.mu held.
+func (c *FileChannel) rollLocked(d *dataDir) error {
+	id := c.nextFileID.Add(1) - 1
+	w, err := logfile.Create(c.fs, d.path, id)
+	if err != nil {
+		return fmt.Errorf("create log %d in %s: %w", id, d.path, err)
+	}
+	r, err := logfile.OpenReader(c.fs, w.Path())
+	if err != nil {
+		return errors.Join(fmt.Errorf("open reader for %s: %w", w.Path(), err), w.Close())
+	}
+	old := d.w
+	c.filesMu.Lock()
+	c.files[id] = &logFile{id: id, dir: d, path: w.Path(), r: r}
+	if old != nil {
+		if f := c.files[old.ID()]; f != nil {
+			f.size = old.Size()
+		}
+	}
+	c.filesMu.Unlock()
+	d.w = w
+	if old != nil {
+		if err := old.Close(); err != nil {
+			// The records in the old file that were not yet synced may be
+			// lost; their commits have not returned (they sync after
+			// writing and will see the same sticky error).
+			c.log.Error("close rolled log file", "file", old.Path(), "err", err)
+		}
+		c.log.Info("rolled log file", "dir", d.path, "old", filepath.Base(old.Path()), "new", filepath.Base(w.Path()))
+	}
+	return nil
+}
+
+// reader returns the reader of log file id.
+func (c *FileChannel) reader(id uint32) (*logfile.Reader, error) {
+	c.filesMu.RLock()
+	f := c.files[id]
+	c.filesMu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("log file %s is not open", logfile.LogName(id))
+	}
+	return f.r, nil
+}

@@ -1,0 +1,41 @@
+package channel
+
+import (
+	"errors"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+)
+
+var (
+	// ErrChannelFull is returned by Put when the channel stayed at capacity
+	// for the whole KeepAlive wait. Sinks are slower than sources, or their
+	// batches are too small.
+	ErrChannelFull = errors.New("filechannel: channel is full")
+	// ErrTransactionFull is returned by Put or Take when the transaction
+	// already holds TransactionCapacity events: commit more often.
+	ErrTransactionFull = errors.New("filechannel: transaction is full")
+	// ErrMixedTransaction is returned when a transaction that has put events
+	// takes one, or the other way round.
+	ErrMixedTransaction = errors.New("filechannel: puts and takes in one transaction")
+	// ErrTransactionDone is returned by any use of a transaction after
+	// Commit or Rollback.
+	ErrTransactionDone = errors.New("filechannel: transaction already committed or rolled back")
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("filechannel: channel is closed")
+	// ErrInsufficientSpace is returned by Put (and Commit) when a data dir
+	// has less free space than MinimumRequiredSpace plus the record.
+	ErrInsufficientSpace = errors.New("filechannel: insufficient disk space")
+	// ErrLocked is returned by Open when a directory is in use by another
+	// FileChannel, in this process or another.
+	ErrLocked = errors.New("filechannel: directory is in use by another channel")
+	// ErrCorrupt is matched (errors.Is) by every corruption error; the
+	// concrete *CorruptError names the file and offset.
+	ErrCorrupt = corrupt.ErrCorrupt
+	// ErrEventTooLarge is returned by Put for an event whose record would
+	// exceed the largest record the log format allows (64 MiB).
+	ErrEventTooLarge = errors.New("filechannel: event too large")
+)
+
+// CorruptError names the file and byte offset of damaged data. It unwraps to
+// ErrCorrupt.
+type CorruptError = corrupt.Error

@@ -1,0 +1,41 @@
+package channel
+
+// Stats is a snapshot of the channel's state and counters.
+type Stats struct {
+	Queued        int // events in the channel, committed and not taken
+	InflightTakes int // events taken by open transactions
+	InflightPuts  int // events written by open transactions that spilled to the log
+	Capacity      int
+	LogFiles      int // data log files the channel holds open
+
+	RecoveredFrom  string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
+	ReplayRecords  int64  // log records read by the last Open
+	ReplaySkipped  int64  // of those, records already covered by the checkpoint
+	CorruptSkipped int64  // damaged events skipped by takes
+	CheckpointErrs int64  // failed checkpoints
+	BackupErrs     int64  // failed backup checkpoints
+	LastCheckpoint uint64 // write-order id of the last successful checkpoint
+}
+
+// Stats returns a snapshot of the channel's state and counters.
+func (c *FileChannel) Stats() Stats {
+	c.queueMu.Lock()
+	s := Stats{
+		Queued:        c.queue.Size(),
+		InflightTakes: c.inflightTakes.Len(),
+		InflightPuts:  c.inflightPuts.Len(),
+		Capacity:      c.cfg.Capacity,
+	}
+	c.queueMu.Unlock()
+	c.filesMu.RLock()
+	s.LogFiles = len(c.files)
+	c.filesMu.RUnlock()
+	s.RecoveredFrom = c.stats.recoveredFrom
+	s.ReplayRecords = c.stats.replayRecords
+	s.ReplaySkipped = c.stats.replaySkipped
+	s.CorruptSkipped = c.stats.corruptSkipped.Load()
+	s.CheckpointErrs = c.stats.checkpointErrs.Load()
+	s.BackupErrs = c.stats.backupErrs.Load()
+	s.LastCheckpoint = c.lastCkptW.Load()
+	return s
+}

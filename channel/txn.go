@@ -1,0 +1,343 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+type txKind uint8
+
+const (
+	txNone txKind = iota
+	txPut
+	txTake
+)
+
+// spillBytes bounds the encoded puts a transaction holds in memory; beyond
+// it they are written to the log (not synced) and tracked as in flight.
+const spillBytes = 1 << 20
+
+// Transaction is a put or a take transaction. It belongs to one goroutine.
+// Its records all go to one data dir.
+type Transaction struct {
+	c    *FileChannel
+	id   uint64
+	dir  *dataDir
+	kind txKind
+	done bool
+
+	// Put side: encoded frames not yet written, their offsets in buf, the
+	// number of events put (each holds a capacity permit), whether some
+	// were already written.
+	buf     []byte
+	frames  []int
+	puts    int
+	spilled bool
+
+	// Take side: the events taken, in order.
+	takes []eventqueue.Pointer
+}
+
+// Begin starts a transaction.
+func (c *FileChannel) Begin() (*Transaction, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	id := c.nextTxID.Add(1) - 1
+	return &Transaction{c: c, id: id, dir: c.dirs[id%uint64(len(c.dirs))]}, nil
+}
+
+func (t *Transaction) use(k txKind) error {
+	if t.done {
+		return ErrTransactionDone
+	}
+	if t.c.closed.Load() {
+		return ErrClosed
+	}
+	if t.kind != txNone && t.kind != k {
+		return ErrMixedTransaction
+	}
+	t.kind = k
+	return nil
+}
+
+// Put adds e to the transaction. It waits up to KeepAlive for room in the
+// channel and then returns ErrChannelFull. The event becomes visible to
+// takers when Commit returns.
+func (t *Transaction) Put(e Event) error {
+	if err := t.use(txPut); err != nil {
+		return err
+	}
+	c := t.c
+	if t.puts >= c.cfg.TransactionCapacity {
+		return fmt.Errorf("%w: %d puts; commit more often or raise TransactionCapacity", ErrTransactionFull, t.puts)
+	}
+	rec := logfile.Record{Type: logfile.RecordPut, TxID: t.id, Headers: e.Headers, Body: e.Body}
+	size := rec.EncodedSize()
+	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
+		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
+	}
+	ok, err := t.dir.spaceOK(c.fs, int64(len(t.buf)+size), c.cfg.MinimumRequiredSpace)
+	if err != nil {
+		return fmt.Errorf("filechannel: put: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
+			t.dir.path, t.dir.free.Load(), c.cfg.MinimumRequiredSpace)
+	}
+	if err := c.gate.acquire(1, c.cfg.KeepAlive, c.closing); err != nil {
+		if errors.Is(err, ErrChannelFull) {
+			return fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, c.cfg.Capacity, c.cfg.KeepAlive)
+		}
+		return err
+	}
+	off := len(t.buf)
+	buf, err := logfile.AppendRecord(t.buf, &rec)
+	if err != nil {
+		c.gate.release(1)
+		return fmt.Errorf("filechannel: put: %w", err)
+	}
+	t.buf = buf
+	t.frames = append(t.frames, off)
+	t.puts++
+	if len(t.buf) >= min(spillBytes, int(c.cfg.MaxFileSize/4)) {
+		if err := t.spill(); err != nil {
+			return fmt.Errorf("filechannel: put: %w", err)
+		}
+	}
+	return nil
+}
+
+// spill writes the buffered puts to the log without syncing them; they stay
+// in flight until the transaction commits or rolls back.
+func (t *Transaction) spill() error {
+	c := t.c
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	_, _, ptrs, err := c.appendRecords(t, nil)
+	if err != nil {
+		return err
+	}
+	c.queueMu.Lock()
+	for _, p := range ptrs {
+		c.inflightPuts.Add(t.id, p)
+	}
+	c.queueMu.Unlock()
+	t.spilled = true
+	return nil
+}
+
+// Take removes the event at the head of the channel and returns it; ok is
+// false when the channel is empty. The event is invisible to other takers
+// until the transaction commits (it is gone) or rolls back (it returns to
+// the head). A damaged event is never returned: it is logged, counted and
+// consumed by this transaction.
+func (t *Transaction) Take() (Event, bool, error) {
+	if err := t.use(txTake); err != nil {
+		return Event{}, false, err
+	}
+	c := t.c
+	for {
+		if len(t.takes) >= c.cfg.TransactionCapacity {
+			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, len(t.takes))
+		}
+		c.queueMu.Lock()
+		p, ok := c.queue.RemoveHead()
+		if ok {
+			c.inflightTakes.Add(t.id, p)
+		}
+		c.queueMu.Unlock()
+		if !ok {
+			return Event{}, false, nil
+		}
+		t.takes = append(t.takes, p)
+		ev, err := c.readEvent(p)
+		if err == nil {
+			return ev, true, nil
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			// Not damage but a failure to read: put the event back.
+			t.takes = t.takes[:len(t.takes)-1]
+			c.queueMu.Lock()
+			c.inflightTakes.RemovePointer(t.id, p)
+			if aerr := c.queue.AddHead(p); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+			c.queueMu.Unlock()
+			return Event{}, false, fmt.Errorf("filechannel: take: %w", err)
+		}
+		c.stats.corruptSkipped.Add(1)
+		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
+	}
+}
+
+func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
+	r, err := c.reader(p.FileID())
+	if err != nil {
+		return Event{}, err
+	}
+	rec, err := r.ReadRecord(int64(p.Offset()))
+	if err != nil {
+		return Event{}, err
+	}
+	if rec.Type != logfile.RecordPut {
+		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()), Reason: fmt.Sprintf("event pointer refers to a record of type %d, not a put", rec.Type)}
+	}
+	return Event{Headers: rec.Headers, Body: rec.Body}, nil
+}
+
+// Commit ends the transaction. A put commit returns once its records are
+// durable (fsync), then its events become visible; a take commit returns
+// once the takes are durable. If Commit fails, the transaction is rolled
+// back: the puts are discarded, the taken events return to the head.
+func (t *Transaction) Commit() error {
+	if t.done {
+		return ErrTransactionDone
+	}
+	c := t.c
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	t.done = true
+	switch {
+	case t.kind == txPut && t.puts > 0:
+		return t.commitPuts()
+	case t.kind == txTake && len(t.takes) > 0:
+		return t.commitTakes()
+	}
+	return nil
+}
+
+func (t *Transaction) commitPuts() error {
+	c := t.c
+	c.commitMu.RLock()
+	if c.closed.Load() {
+		c.commitMu.RUnlock()
+		t.abortPuts()
+		return ErrClosed
+	}
+	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut}
+	w, end, ptrs, err := c.appendRecords(t, []logfile.Record{commit})
+	if err == nil {
+		err = c.sync(t.dir, w, end)
+	}
+	if err != nil {
+		c.commitMu.RUnlock()
+		t.abortPuts()
+		return fmt.Errorf("filechannel: commit: %w (the transaction was rolled back)", err)
+	}
+	c.queueMu.Lock()
+	for _, p := range c.inflightPuts.Remove(t.id) {
+		err = errors.Join(err, c.queue.AddTail(p))
+	}
+	for _, p := range ptrs {
+		err = errors.Join(err, c.queue.AddTail(p))
+	}
+	c.queueMu.Unlock()
+	c.commitMu.RUnlock()
+	if err != nil {
+		// The capacity gate makes this impossible; if it happens anyway the
+		// events are durable and the next Open recovers them.
+		c.log.Error("queue refused committed events", "err", err)
+		return fmt.Errorf("filechannel: commit: %w", err)
+	}
+	return nil
+}
+
+// abortPuts forgets the transaction's puts after a failed commit or a
+// rollback.
+func (t *Transaction) abortPuts() {
+	c := t.c
+	if t.spilled {
+		c.queueMu.Lock()
+		c.inflightPuts.Remove(t.id)
+		c.queueMu.Unlock()
+	}
+	c.gate.release(t.puts)
+	t.puts, t.buf, t.frames = 0, nil, nil
+}
+
+func (t *Transaction) commitTakes() error {
+	c := t.c
+	c.commitMu.RLock()
+	if c.closed.Load() {
+		c.commitMu.RUnlock()
+		t.returnTakes()
+		return ErrClosed
+	}
+	ptrs := make([]uint64, len(t.takes))
+	for i, p := range t.takes {
+		ptrs[i] = uint64(p)
+	}
+	recs := []logfile.Record{
+		{Type: logfile.RecordTake, TxID: t.id, Pointers: ptrs},
+		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake},
+	}
+	w, end, _, err := c.appendRecords(t, recs)
+	if err == nil {
+		err = c.sync(t.dir, w, end)
+	}
+	if err != nil {
+		c.commitMu.RUnlock()
+		t.returnTakes()
+		return fmt.Errorf("filechannel: commit: %w (the taken events were returned to the channel)", err)
+	}
+	c.queueMu.Lock()
+	c.inflightTakes.Remove(t.id)
+	c.queueMu.Unlock()
+	c.commitMu.RUnlock()
+	c.gate.release(len(t.takes))
+	t.takes = nil
+	return nil
+}
+
+// returnTakes puts the taken events back at the head in their order.
+func (t *Transaction) returnTakes() {
+	c := t.c
+	c.queueMu.Lock()
+	c.inflightTakes.Remove(t.id)
+	var err error
+	for i := len(t.takes) - 1; i >= 0; i-- {
+		err = errors.Join(err, c.queue.AddHead(t.takes[i]))
+	}
+	c.queueMu.Unlock()
+	if err != nil {
+		c.log.Error("queue refused returned events", "err", err)
+	}
+	t.takes = nil
+}
+
+// Rollback ends the transaction: puts are discarded, taken events return to
+// the head of the channel in their original order.
+func (t *Transaction) Rollback() error {
+	if t.done {
+		return ErrTransactionDone
+	}
+	t.done = true
+	c := t.c
+	switch t.kind {
+	case txPut:
+		if t.spilled && !c.closed.Load() {
+			// A hint for replay; losing it is harmless.
+			t.buf, t.frames = t.buf[:0], t.frames[:0]
+			c.commitMu.RLock()
+			if !c.closed.Load() {
+				rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
+				if _, _, _, err := c.appendRecords(t, []logfile.Record{rb}); err != nil {
+					c.log.Warn("write rollback record", "err", err)
+				}
+			}
+			c.commitMu.RUnlock()
+		}
+		t.abortPuts()
+	case txTake:
+		t.returnTakes()
+	}
+	return nil
+}

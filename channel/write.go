@@ -1,0 +1,84 @@
+package channel
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// appendRecords writes t's buffered put frames followed by extra records to
+// t's data dir in one write, giving every record the next write-order id.
+// It returns the writer, the end offset to sync to, and the pointers of the
+// put frames. The caller holds commitMu shared. t's buffer is consumed.
+func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*logfile.Writer, int64, []eventqueue.Pointer, error) {
+	buf, frames := t.buf, t.frames
+	nputs := len(frames)
+	for i := range extra {
+		frames = append(frames, len(buf))
+		var err error
+		if buf, err = logfile.AppendRecord(buf, &extra[i]); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	d := t.dir
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.w == nil || d.w.Err() != nil ||
+		(d.w.Size() > logfile.HeaderSize && d.w.Size()+int64(len(buf)) > c.cfg.MaxFileSize) {
+		if err := c.rollLocked(d); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	w := d.w
+	base := w.Size()
+	if base+int64(len(buf)) > math.MaxUint32 {
+		return nil, 0, nil, fmt.Errorf("records of %d bytes do not fit a log file", len(buf))
+	}
+	first := c.nextWOID.Add(uint64(len(frames))) - uint64(len(frames))
+	ptrs := make([]eventqueue.Pointer, nputs)
+	for i, off := range frames {
+		logfile.SetWriteOrderID(buf[off:], first+uint64(i))
+		if i < nputs {
+			ptrs[i] = eventqueue.NewPointer(w.ID(), uint32(base+int64(off)))
+		}
+	}
+	if len(extra) > 0 && extra[0].Type == logfile.RecordTake {
+		c.queueMu.Lock()
+		for _, p := range extra[0].Pointers {
+			if f := eventqueue.Pointer(p).FileID(); f != w.ID() {
+				addTakesFrom(c.takesFrom, w.ID(), f)
+			}
+		}
+		c.queueMu.Unlock()
+	}
+	off, err := w.Write(buf)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("write %s: %w", w.Path(), err)
+	}
+	d.free.Add(-int64(len(buf)))
+	t.buf, t.frames = buf[:0], frames[:0]
+	return w, off + int64(len(buf)), ptrs, nil
+}
+
+// sync makes w durable up to end (shared with concurrent committers), unless
+// the channel was configured with NoSync.
+func (c *FileChannel) sync(d *dataDir, w *logfile.Writer, end int64) error {
+	if c.cfg.NoSync {
+		return nil
+	}
+	if err := w.SyncTo(end); err != nil {
+		return fmt.Errorf("sync %s: %w", w.Path(), err)
+	}
+	return nil
+}
+
+func addTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
+	s := m[file]
+	if s == nil {
+		s = map[uint32]struct{}{}
+		m[file] = s
+	}
+	s[from] = struct{}{}
+}

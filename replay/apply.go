@@ -1,0 +1,122 @@
+package replay
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// applier collects the effect of the records after the checkpoint and
+// applies it to the queue in one pass at the end.
+type applier struct {
+	txPuts  map[uint64][]eventqueue.Pointer // uncommitted put records seen, per tx
+	txTakes map[uint64][]eventqueue.Pointer // take records seen, per tx
+	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
+	takes   *eventqueue.Inflight            // takes in flight at the checkpoint
+
+	committed []eventqueue.Pointer              // committed puts, in commit order
+	taken     map[eventqueue.Pointer]struct{} // committed takes of events not in flight at the checkpoint
+	res       *Result
+}
+
+func (a *applier) apply(file uint32, off int64, r *logfile.Record) {
+	switch r.Type {
+	case logfile.RecordPut:
+		a.txPuts[r.TxID] = append(a.txPuts[r.TxID], eventqueue.NewPointer(file, uint32(off)))
+	case logfile.RecordTake:
+		for _, p := range r.Pointers {
+			a.txTakes[r.TxID] = append(a.txTakes[r.TxID], eventqueue.Pointer(p))
+		}
+	case logfile.RecordRollback:
+		a.res.Rollbacks++
+		a.res.Dropped += len(a.puts.Remove(r.TxID)) + len(a.txPuts[r.TxID])
+		delete(a.txPuts, r.TxID)
+		delete(a.txTakes, r.TxID)
+	case logfile.RecordCommit:
+		a.res.Commits++
+		switch r.CommitType {
+		case logfile.RecordPut:
+			spilled := a.puts.Remove(r.TxID)
+			a.committed = append(a.committed, spilled...)
+			a.committed = append(a.committed, a.txPuts[r.TxID]...)
+			a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
+			delete(a.txPuts, r.TxID)
+		case logfile.RecordTake:
+			for _, p := range a.txTakes[r.TxID] {
+				a.res.Takes++
+				if !a.takes.RemovePointer(r.TxID, p) {
+					a.taken[p] = struct{}{}
+				}
+			}
+			delete(a.txTakes, r.TxID)
+		}
+	}
+}
+
+// finish applies the collected commits to q:
+//
+//	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
+func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
+	// Puts committed and taken after the checkpoint never enter the queue.
+	puts := a.committed[:0]
+	for _, p := range a.committed {
+		if _, ok := a.taken[p]; ok {
+			delete(a.taken, p)
+			continue
+		}
+		puts = append(puts, p)
+	}
+
+	// The rest of the taken events are in the checkpointed ring, almost
+	// always near its head. Walk a bounded prefix, then use the index.
+	if len(a.taken) > 0 {
+		limit := 4*len(a.taken) + 1024
+		var kept []eventqueue.Pointer
+		for walked := 0; len(a.taken) > 0 && walked < limit && q.Size() > 0; walked++ {
+			p, _ := q.RemoveHead()
+			if _, ok := a.taken[p]; ok {
+				delete(a.taken, p)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		for i := len(kept) - 1; i >= 0; i-- {
+			if err := q.AddHead(kept[i]); err != nil {
+				return fmt.Errorf("replay: restore queue head: %w", err)
+			}
+		}
+		for p := range a.taken {
+			if !q.Remove(p) {
+				a.res.Missing++
+				log.Warn("replay: a committed take refers to an event that is not queued", "pointer", p.String())
+			}
+		}
+		q.DropIndex()
+	}
+
+	// Takes in flight at the checkpoint that never committed go back to the
+	// head, oldest first.
+	entries := a.takes.Entries()
+	for i := len(entries) - 1; i >= 0; i-- {
+		ps := entries[i].Pointers
+		for j := len(ps) - 1; j >= 0; j-- {
+			if err := q.AddHead(ps[j]); err != nil {
+				return fmt.Errorf("replay: return in-flight takes: %d events do not fit in capacity %d: %w", q.Size()+1, q.Capacity(), err)
+			}
+			a.res.Returned++
+		}
+	}
+	a.res.Dropped += a.puts.Len()
+	for _, ps := range a.txPuts {
+		a.res.Dropped += len(ps)
+	}
+
+	for i, p := range puts {
+		if err := q.AddTail(p); err != nil {
+			return fmt.Errorf("replay: %d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
+		}
+	}
+	return nil
+}

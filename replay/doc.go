@@ -1,0 +1,26 @@
+// Package replay rebuilds the event queue after a restart or a crash.
+//
+// Recovery starts from the last complete checkpoint (the queue's ring as of
+// write-order id W plus the transactions in flight at W), or from an empty
+// queue when no usable checkpoint exists (a full replay). Run then reads the
+// log records written after W from every log file of every data dir, merged
+// into one stream in write-order-id order (the order the records were
+// written, across all dirs), and applies only committed transactions:
+//
+//   - a put commit appends its events (including puts it had spilled to the
+//     log before W) to the tail, in commit order;
+//   - a take commit removes the events it took, wherever they are;
+//   - a transaction with no commit record is ignored: its puts vanish, and
+//     the events it had taken stay where they were; takes that were in flight
+//     at W and never committed go back to the head in their original order.
+//
+// The work is linear in the bytes read: the commits are collected first and
+// applied to the queue at the end. Taken events from the checkpointed ring
+// are found by walking the ring from the head (takes remove from the head,
+// so this walk is about as long as the number of takes); the few that are
+// not found near the head are removed through the queue's btree index.
+// Nothing scans the ring once per event.
+//
+// Replay reads files through vfs.FS and never writes them; truncating torn
+// tails and rewriting the checkpoint are the caller's business.
+package replay

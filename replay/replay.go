@@ -1,0 +1,263 @@
+package replay
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Options configures Run.
+type Options struct {
+	FS       vfs.FS
+	DataDirs []string
+	// Checkpoint is the state loaded with the queue, or nil for a full replay
+	// (then Queue must be empty and every record is applied).
+	Checkpoint *checkpoint.State
+	// Queue is the queue to rebuild: loaded from the checkpoint's ring, or
+	// empty. Run leaves it holding the recovered state, with no index.
+	Queue  *eventqueue.Queue
+	Logger *slog.Logger
+	// ProgressEvery is how often a long replay logs its progress; 0 = 10s.
+	ProgressEvery time.Duration
+}
+
+// LogFile describes one data log file seen by the replay.
+type LogFile struct {
+	ID    uint32
+	Dir   string // the data dir holding it
+	Path  string
+	Start int64        // offset the scan started at
+	End   int64        // offset just past the last valid record
+	Tail  logfile.Tail // what follows End
+}
+
+// Result is what a replay found and did.
+type Result struct {
+	Logs            []LogFile // every log file in the data dirs, by id
+	MaxWriteOrderID uint64    // the largest write-order id seen (at least the checkpoint's)
+	MaxTxID         uint64    // the largest transaction id seen
+	MaxFileID       uint32    // the largest log file id seen or recorded
+	// TakesFrom maps a log file to the files its take records point into
+	// (the checkpoint's knowledge merged with what was scanned).
+	TakesFrom map[uint32]map[uint32]struct{}
+
+	Records   int64 // records read
+	Skipped   int64 // records at or before the checkpoint's write-order id
+	Puts      int64 // events appended by committed put transactions
+	Takes     int64 // events removed by committed take transactions
+	Commits   int64 // commit records applied
+	Rollbacks int64 // rollback records seen
+	Returned  int   // in-flight takes returned to the head
+	Dropped   int   // uncommitted puts dropped
+	Missing   int   // taken pointers not found in the queue (logged)
+	Bytes     int64 // log bytes scanned
+	Duration  time.Duration
+}
+
+// Run replays the logs onto opts.Queue. It returns an error when a log file
+// cannot be read, when two data dirs hold the same file id, when a file the
+// checkpoint says holds queued events is missing, or when the recovered
+// events do not fit in the queue's capacity.
+func Run(opts Options) (*Result, error) {
+	start := time.Now()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	every := opts.ProgressEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	var (
+		w         uint64
+		positions = map[uint32]int64{}
+		ckptRefs  = map[uint32]int{}
+		res       = &Result{TakesFrom: map[uint32]map[uint32]struct{}{}}
+		puts      = eventqueue.NewInflight() // spilled puts in flight at W
+		takes     = eventqueue.NewInflight() // takes in flight at W
+	)
+	if st := opts.Checkpoint; st != nil {
+		w = st.WriteOrderID
+		res.MaxTxID = st.MaxTxID
+		if st.NextFileID > 0 {
+			res.MaxFileID = st.NextFileID - 1
+		}
+		for _, l := range st.Logs {
+			positions[l.FileID] = l.Position
+			ckptRefs[l.FileID] = l.Refs
+			for _, f := range l.TakesFrom {
+				addTakesFrom(res.TakesFrom, l.FileID, f)
+			}
+		}
+		puts.Load(st.InflightPuts)
+		takes.Load(st.InflightTakes)
+		for _, e := range append(slices.Clone(st.InflightPuts), st.InflightTakes...) {
+			res.MaxTxID = max(res.MaxTxID, e.Tx)
+		}
+	}
+	res.MaxWriteOrderID = w
+
+	scanners, err := openScanners(opts, positions, res)
+	defer func() {
+		for _, s := range scanners {
+			s.sc.Close()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	for id, refs := range ckptRefs {
+		if refs > 0 && !slices.ContainsFunc(res.Logs, func(l LogFile) bool { return l.ID == id }) {
+			return nil, fmt.Errorf("replay: log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)
+		}
+	}
+
+	a := applier{
+		txPuts:  map[uint64][]eventqueue.Pointer{},
+		txTakes: map[uint64][]eventqueue.Pointer{},
+		taken:   map[eventqueue.Pointer]struct{}{},
+		puts:    puts,
+		takes:   takes,
+		res:     res,
+	}
+	h := scanHeap(nil)
+	for _, s := range scanners {
+		if s.advance() {
+			h = append(h, s)
+		}
+	}
+	heap.Init(&h)
+	lastLog := time.Now()
+	for h.Len() > 0 {
+		s := h[0]
+		r := s.sc.Record()
+		res.Records++
+		res.MaxTxID = max(res.MaxTxID, r.TxID)
+		res.MaxWriteOrderID = max(res.MaxWriteOrderID, r.WriteOrderID)
+		if r.Type == logfile.RecordTake {
+			// Kept for every scanned take record, even old ones: a superset
+			// only makes log deletion more careful.
+			for _, p := range r.Pointers {
+				if f := eventqueue.Pointer(p).FileID(); f != s.id {
+					addTakesFrom(res.TakesFrom, s.id, f)
+				}
+			}
+		}
+		if r.WriteOrderID <= w {
+			res.Skipped++
+		} else {
+			a.apply(s.id, s.sc.Offset(), r)
+		}
+		if s.advance() {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+		if res.Records%65536 == 0 && time.Since(lastLog) >= every {
+			lastLog = time.Now()
+			log.Info("replay progress", "records", res.Records, "elapsed", time.Since(start).Round(time.Millisecond))
+		}
+	}
+	for _, s := range scanners {
+		if err := s.sc.Err(); err != nil {
+			return nil, fmt.Errorf("replay: read %s: %w", s.path, err)
+		}
+		l := &res.Logs[s.logIndex]
+		l.End, l.Tail = s.sc.End(), s.sc.Tail()
+		res.Bytes += l.End - l.Start
+		if l.Tail == logfile.TailTorn {
+			log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End)
+		}
+	}
+	if err := a.finish(opts.Queue, log); err != nil {
+		return nil, err
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func addTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
+	s := m[file]
+	if s == nil {
+		s = map[uint32]struct{}{}
+		m[file] = s
+	}
+	s[from] = struct{}{}
+}
+
+// openScanners lists the log files of every data dir and opens a scanner on
+// each, positioned where the checkpoint says its unreplayed records start.
+func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*source, error) {
+	seen := map[uint32]string{}
+	var out []*source
+	for _, dir := range opts.DataDirs {
+		ids, err := logfile.ListLogs(opts.FS, dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return out, fmt.Errorf("replay: list %s: %w", dir, err)
+		}
+		for _, id := range ids {
+			path := filepath.Join(dir, logfile.LogName(id))
+			if other, dup := seen[id]; dup {
+				return out, fmt.Errorf("replay: log file id %d exists in two data dirs (%s and %s)", id, other, dir)
+			}
+			seen[id] = dir
+			start := positions[id]
+			sc, err := logfile.NewScanner(opts.FS, path, start)
+			if err != nil {
+				return out, fmt.Errorf("replay: open %s: %w", path, err)
+			}
+			res.MaxFileID = max(res.MaxFileID, id)
+			res.Logs = append(res.Logs, LogFile{ID: id, Dir: dir, Path: path, Start: max(start, logfile.HeaderSize)})
+			out = append(out, &source{sc: sc, id: id, path: path})
+		}
+	}
+	slices.SortFunc(res.Logs, func(a, b LogFile) int { return int(a.ID) - int(b.ID) })
+	for _, s := range out {
+		s.logIndex = slices.IndexFunc(res.Logs, func(l LogFile) bool { return l.ID == s.id })
+	}
+	return out, nil
+}
+
+// source is one log file being merged.
+type source struct {
+	sc       *logfile.Scanner
+	id       uint32
+	path     string
+	logIndex int
+	woid     uint64 // write-order id of the current record
+}
+
+func (s *source) advance() bool {
+	if !s.sc.Next() {
+		return false
+	}
+	s.woid = s.sc.Record().WriteOrderID
+	return true
+}
+
+// scanHeap orders sources by the write-order id of their current record.
+type scanHeap []*source
+
+func (h scanHeap) Len() int           { return len(h) }
+func (h scanHeap) Less(i, j int) bool { return h[i].woid < h[j].woid }
+func (h scanHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *scanHeap) Push(x any)        { *h = append(*h, x.(*source)) }
+func (h *scanHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return s
+}
