@@ -16,7 +16,7 @@ type applier struct {
 	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
 	takes   *eventqueue.Inflight            // takes in flight at the checkpoint
 
-	committed []eventqueue.Pointer              // committed puts, in commit order
+	committed []eventqueue.Pointer            // committed puts, in commit order
 	taken     map[eventqueue.Pointer]struct{} // committed takes of events not in flight at the checkpoint
 	res       *Result
 }
