@@ -622,3 +622,56 @@ func TestConcurrentProducersAndConsumers(t *testing.T) {
 	}
 	c.Close()
 }
+
+func TestMinimumRequiredSpaceRefusesPutsButNotTakes(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 20, 10)
+	c.Close()
+	cfg.MinimumRequiredSpace = 1 << 62 // more than any disk has
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: []byte("x")}); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("put with no space: %v", err)
+	}
+	tx.Rollback()
+	wantEvents(t, drain(t, c), bodies(0, 20))
+	if err := c.Checkpoint(); err != nil {
+		t.Fatalf("checkpoint with no space: %v", err)
+	}
+}
+
+func TestUnknownFilesAreLeftAlone(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 10)
+	c.Close()
+	stray := []string{
+		filepath.Join(cfg.DataDirs[0], "notes.txt"),
+		filepath.Join(cfg.DataDirs[0], "log-0000000001.corrupt"),
+		filepath.Join(cfg.CheckpointDir, "README"),
+	}
+	for _, f := range stray {
+		os.WriteFile(f, []byte("keep me"), 0o644)
+	}
+	c = mustOpen(t, cfg)
+	wantEvents(t, drain(t, c), bodies(0, 10))
+	c.Checkpoint()
+	c.Close()
+	for _, f := range stray {
+		if b, err := os.ReadFile(f); err != nil || string(b) != "keep me" {
+			t.Fatalf("%s: %q %v", f, b, err)
+		}
+	}
+}
+
+func TestEventTooLarge(t *testing.T) {
+	c := mustOpen(t, testConfig(t, 1))
+	defer c.Close()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: make([]byte, logfile.MaxPayloadSize+1)}); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("huge put: %v", err)
+	}
+	tx.Rollback()
+}

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,20 @@ import (
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("FILECHANNEL_KILL_CHILD"); dir != "" {
 		killChild(dir)
+		return
+	}
+	if dir := os.Getenv("FILECHANNEL_LOCK_CHILD"); dir != "" {
+		// Try to open a channel another process holds; report the outcome.
+		c, err := Open(killConfig(dir))
+		switch {
+		case errors.Is(err, ErrLocked):
+			fmt.Println("LOCKED")
+		case err != nil:
+			fmt.Println("ERR", err)
+		default:
+			fmt.Println("OPENED")
+			c.Close()
+		}
 		return
 	}
 	os.Exit(m.Run())
@@ -223,5 +238,31 @@ func parseKillLine(t *testing.T, l string, acked *int, ackedSet, mayBeTaken, tak
 		}
 	case "ERR":
 		t.Fatalf("child: %s", l)
+	}
+}
+
+// TestLockAcrossProcesses: a channel held by this process cannot be opened
+// by another; once it is closed, it can.
+func TestLockAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	child := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "FILECHANNEL_LOCK_CHILD="+dir)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	c := mustOpen(t, killConfig(dir))
+	if got := child(); got != "LOCKED" {
+		t.Fatalf("child opening a held channel: %s", got)
+	}
+	c.Close()
+	if got := child(); got != "OPENED" {
+		t.Fatalf("child opening a released channel: %s", got)
 	}
 }

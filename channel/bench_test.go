@@ -1,0 +1,161 @@
+package channel
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// benchConfig is a durable channel sized for benchmarks.
+func benchConfig(b *testing.B) Config {
+	cfg := testConfig(b, 1)
+	cfg.Capacity = 2_000_000
+	cfg.TransactionCapacity = 10_000
+	cfg.MaxFileSize = 256 << 20
+	cfg.KeepAlive = time.Minute
+	return cfg
+}
+
+// BenchmarkPut measures durable put commits: one producer, batch × 1 KiB,
+// fsync per commit.
+func BenchmarkPut(b *testing.B) {
+	for _, batch := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			c := mustOpen(b, benchConfig(b))
+			defer c.Close()
+			ev := Event{Headers: map[string]string{"k": "v"}, Body: make([]byte, 1024)}
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				tx, _ := c.Begin()
+				for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
+					if err := tx.Put(ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				if c.Len() > 1_500_000 {
+					b.StopTimer()
+					takeN(b, c, c.Len(), 10_000)
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkConcurrentPut measures group commit: producers × batch 10.
+func BenchmarkConcurrentPut(b *testing.B) {
+	for _, producers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("producers=%d/batch=10", producers), func(b *testing.B) {
+			c := mustOpen(b, benchConfig(b))
+			defer c.Close()
+			ev := Event{Body: make([]byte, 1024)}
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			per := b.N/producers + 1
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range producers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < per; i += 10 {
+						tx, _ := c.Begin()
+						for range 10 {
+							if err := tx.Put(ev); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+						if err := tx.Commit(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(per*producers)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkTake measures durable take commits of batch 100 × 1 KiB.
+func BenchmarkTake(b *testing.B) {
+	c := mustOpen(b, benchConfig(b))
+	defer c.Close()
+	ev := Event{Body: make([]byte, 1024)}
+	fill := func(n int) {
+		for i := 0; i < n; i += 1000 {
+			tx, _ := c.Begin()
+			for range 1000 {
+				tx.Put(ev)
+			}
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	for i := 0; i < b.N; {
+		if c.Len() < 100 {
+			b.StopTimer()
+			fill(min(b.N-i+100, 200_000))
+			b.StartTimer()
+		}
+		tx, _ := c.Begin()
+		for j := 0; j < 100 && i < b.N; j, i = j+1, i+1 {
+			if _, ok, err := tx.Take(); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkCheckpoint measures a checkpoint after 100k puts.
+func BenchmarkCheckpoint(b *testing.B) {
+	c := mustOpen(b, benchConfig(b))
+	defer c.Close()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		putN(b, c, 0, 100_000, 1000)
+		takeN(b, c, 100_000, 10_000)
+		b.StartTimer()
+		if err := c.Checkpoint(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReopen measures Open after a clean Close with queued events.
+func BenchmarkReopen(b *testing.B) {
+	for _, queued := range []int{10_000, 200_000} {
+		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+			cfg := benchConfig(b)
+			c := mustOpen(b, cfg)
+			putN(b, c, 0, queued, 1000)
+			c.Close()
+			b.ResetTimer()
+			for range b.N {
+				c = mustOpen(b, cfg)
+				b.StopTimer()
+				if c.Len() != queued {
+					b.Fatalf("Len %d", c.Len())
+				}
+				c.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
