@@ -168,7 +168,7 @@ func (c *FileChannel) collectGarbage(k keep) (int, error) {
 	c.filesMu.RLock()
 	cand := map[uint32]*logFile{}
 	for id, f := range c.files {
-		active := f.dir != nil && f.dir.w != nil && f.dir.w.ID() == id
+		active := f.size == 0 // still being written; set when rolled
 		if active || k.ids[id] || id > k.maxID || live[id] || c.queue.FileRef(id) > 0 {
 			continue
 		}

@@ -152,9 +152,23 @@ func prepareDir(fsys vfs.FS, dir, what string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filechannel: %s %q: %w", what, dir, err)
 	}
+	// Find the deepest existing ancestor: every directory below it is new,
+	// and each new entry is durable only once its parent is synced.
+	dir = filepath.Clean(dir)
+	var created []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		created = append(created, d)
+	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
 	}
-	// Make the new directory's entry durable in its parent.
-	return fsys.SyncDir(filepath.Dir(filepath.Clean(dir)))
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(created[i])); err != nil {
+			return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
+		}
+	}
+	return nil
 }

@@ -35,7 +35,7 @@ type logFile struct {
 	path string
 	r    *logfile.Reader
 	// size is the file's valid length once it is no longer written to
-	// (0 while it is an active writer's file).
+	// (0 while it is an active writer's file). Guarded by filesMu.
 	size int64
 }
 

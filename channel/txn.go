@@ -225,7 +225,7 @@ func (t *Transaction) commitPuts() error {
 	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut}
 	w, end, ptrs, err := c.appendRecords(t, []logfile.Record{commit})
 	if err == nil {
-		err = c.sync(t.dir, w, end)
+		err = c.sync(w, end)
 	}
 	if err != nil {
 		c.commitMu.RUnlock()
@@ -281,7 +281,7 @@ func (t *Transaction) commitTakes() error {
 	}
 	w, end, _, err := c.appendRecords(t, recs)
 	if err == nil {
-		err = c.sync(t.dir, w, end)
+		err = c.sync(w, end)
 	}
 	if err != nil {
 		c.commitMu.RUnlock()

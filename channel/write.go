@@ -64,7 +64,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 
 // sync makes w durable up to end (shared with concurrent committers), unless
 // the channel was configured with NoSync.
-func (c *FileChannel) sync(d *dataDir, w *logfile.Writer, end int64) error {
+func (c *FileChannel) sync(w *logfile.Writer, end int64) error {
 	if c.cfg.NoSync {
 		return nil
 	}

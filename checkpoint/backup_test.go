@@ -112,11 +112,8 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 // and the backup is still complete for another try.
 func TestRestoreCrashNeverMixes(t *testing.T) {
 	for k := 1; ; k++ {
-		mem := newMemFS()
+		mem := newMem(t, "/a", "/b")
 		fsys := &faultFS{FS: mem}
-		for _, d := range []string{"/a", "/b"} {
-			mem.MkdirAll(d, 0o755)
-		}
 		ca := mustCreate(t, fsys, "/a", 100)
 		commit(t, ca, &State{Meta: Meta{WriteOrderID: 5, Capacity: 100}})
 		if err := Backup(fsys, "/a", "/b"); err != nil {
@@ -125,7 +122,7 @@ func TestRestoreCrashNeverMixes(t *testing.T) {
 		commit(t, ca, &State{Meta: Meta{WriteOrderID: 6, Capacity: 100}})
 		fsys.setFail(failFrom(fsys.count() + k))
 		rerr := RestoreBackup(fsys, "/b", "/a")
-		mem.crash()
+		mem = mem.CrashClone(false, 0)
 		c, st, err := Open(mem, "/a")
 		switch {
 		case err != nil:

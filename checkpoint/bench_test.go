@@ -5,7 +5,7 @@ package checkpoint
 //	go test -run '^$' -bench . -benchmem ./checkpoint
 //
 // os = mmap slot store on the local filesystem (Write includes the msyncs and
-// fsyncs); mem = ReadAt/WriteAt store on memFS.
+// fsyncs); mem = ReadAt/WriteAt store on vfs.MemFS.
 
 import (
 	"testing"

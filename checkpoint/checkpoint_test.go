@@ -154,9 +154,7 @@ func TestCopyOnWrite(t *testing.T) {
 }
 
 func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
-	mem := newMemFS()
-	fsys := &faultFS{FS: mem}
-	mem.MkdirAll("/cp", 0o755)
+	fsys := &faultFS{FS: newMem(t, "/cp")}
 	c := mustCreate(t, fsys, "/cp", 100)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 100}}
 	c.SetSlot(hs+3, 33)
@@ -180,9 +178,8 @@ func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
 }
 
 func TestFailedSlotReadFailsLaterWrites(t *testing.T) {
-	mem := newMemFS()
+	mem := newMem(t, "/cp")
 	fsys := &faultFS{FS: mem}
-	mem.MkdirAll("/cp", 0o755)
 	c := mustCreate(t, fsys, "/cp", 2000)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 2000}}
 	commit(t, c, st)
@@ -445,9 +442,8 @@ func TestCrashDuringWrite(t *testing.T) {
 	}
 	var sawOld, sawBad, sawNew bool
 	for k := 1; ; k++ {
-		mem := newMemFS()
+		mem := newMem(t, "/cp")
 		fsys := &faultFS{FS: mem}
-		mem.MkdirAll("/cp", 0o755)
 		c, err := Create(fsys, "/cp", capacity)
 		if err != nil {
 			t.Fatal(err)
@@ -464,7 +460,7 @@ func TestCrashDuringWrite(t *testing.T) {
 		c.Freeze()
 		fsys.setFail(failFrom(fsys.count() + k))
 		werr := c.Write(stB)
-		mem.crash()
+		mem = mem.CrashClone(false, 0)
 
 		c2, got, err := Open(mem, "/cp")
 		switch {
@@ -531,8 +527,7 @@ func TestWriteRejectsInvalidState(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := newMemFS()
-			mem.MkdirAll("/cp", 0o755)
+			mem := newMem(t, "/cp")
 			c := mustCreate(t, mem, "/cp", capacity)
 			commit(t, c, valid())
 			before, _ := vfs.ReadFile(mem, path("/cp", CheckpointName))
@@ -584,8 +579,7 @@ func TestCreateAndRemoveLeaveOtherFilesAlone(t *testing.T) {
 }
 
 func TestCreateRejectsBadCapacity(t *testing.T) {
-	mem := newMemFS()
-	mem.MkdirAll("/cp", 0o755)
+	mem := newMem(t, "/cp")
 	for _, capacity := range []int{0, -1, maxCapacity + 1} {
 		if c, err := Create(mem, "/cp", capacity); err == nil {
 			c.Close()
@@ -620,8 +614,7 @@ func TestLargeCapacity(t *testing.T) {
 }
 
 func TestSlotOutsideRingPanics(t *testing.T) {
-	mem := newMemFS()
-	mem.MkdirAll("/cp", 0o755)
+	mem := newMem(t, "/cp")
 	c := mustCreate(t, mem, "/cp", 10)
 	for _, i := range []int{-1, 0, hs - 1, hs + 10} {
 		func() {

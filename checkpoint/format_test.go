@@ -280,8 +280,7 @@ func goldenState() (*State, map[int]uint64) {
 // the files in testdata/v1 byte for byte, and Open must read them back.
 func TestGoldenV1(t *testing.T) {
 	st, ring := goldenState()
-	mem := newMemFS()
-	mem.MkdirAll("/cp", 0o755)
+	mem := newMem(t, "/cp")
 	c := mustCreate(t, mem, "/cp", st.Capacity)
 	for r, v := range ring {
 		c.SetSlot(hs+r, v)
@@ -311,8 +310,7 @@ func TestGoldenV1(t *testing.T) {
 		}
 	}
 	// The fixture itself, copied into a fresh filesystem, opens to the state.
-	fresh := newMemFS()
-	fresh.MkdirAll("/g", 0o755)
+	fresh := newMem(t, "/g")
 	for _, name := range checkpointFiles {
 		b, err := os.ReadFile(filepath.Join(golden, name))
 		if err != nil {

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
-// fsKind is a filesystem a test runs on: the OS (mmap slot store) or memFS
-// (ReadAt/WriteAt slot store).
+// fsKind is a filesystem a test runs on: the OS (mmap slot store) or
+// vfs.MemFS (ReadAt/WriteAt slot store).
 type fsKind struct {
 	name string
 	new  func(t testing.TB) (vfs.FS, string)
@@ -20,7 +21,24 @@ type fsKind struct {
 
 var fsKinds = []fsKind{
 	{"os", func(t testing.TB) (vfs.FS, string) { return vfs.OS(), t.TempDir() }},
-	{"mem", func(t testing.TB) (vfs.FS, string) { return newMemFS(), "/cp" }},
+	{"mem", func(t testing.TB) (vfs.FS, string) { return vfs.NewMem(), "/cp" }},
+}
+
+// newMem returns an in-memory filesystem holding dirs, each made durable
+// (SyncDir of its parent) so that a crash clone keeps them. Each dir must be
+// one level below the root.
+func newMem(t testing.TB, dirs ...string) *vfs.MemFS {
+	t.Helper()
+	mem := vfs.NewMem()
+	for _, d := range dirs {
+		if err := mem.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := mem.SyncDir(filepath.Dir(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mem
 }
 
 // newDir returns a filesystem of kind k and an existing directory on it.

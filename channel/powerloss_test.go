@@ -1,0 +1,194 @@
+package channel
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// These tests run the channel on an in-memory filesystem and take "power
+// loss" images of it: what a crash at that instant would leave on disk (only
+// fsync'd bytes and directory entries made durable by a directory fsync).
+// Each image is opened and must hold exactly the committed state. Deleting
+// any fsync on the commit path (the log's fsync, the directory fsync of a
+// new log file) or on the checkpoint path makes them fail.
+
+func memConfig(fsys vfs.FS, dirs int) Config {
+	cfg := Config{
+		CheckpointDir:        "/fc/checkpoint",
+		Capacity:             500,
+		TransactionCapacity:  50,
+		CheckpointInterval:   1 << 62, // checkpoints only where the test says
+		MaxFileSize:          4096,    // roll often
+		MinimumRequiredSpace: -1,
+		KeepAlive:            -1,
+		FS:                   fsys,
+	}
+	for i := range dirs {
+		cfg.DataDirs = append(cfg.DataDirs, fmt.Sprintf("/fc/data%d", i))
+	}
+	return cfg
+}
+
+type image struct {
+	fs   *vfs.MemFS
+	want []string
+	what string
+}
+
+// checkImage opens a power-loss image and compares its events with want.
+func checkImage(t *testing.T, img image, dirs int) {
+	t.Helper()
+	c, err := Open(memConfig(img.fs, dirs))
+	if err != nil {
+		t.Fatalf("%s: open after power loss: %v", img.what, err)
+	}
+	got := drain(t, c)
+	if !equal(got, img.want) {
+		t.Fatalf("%s: after power loss got %d events %s, want %d %s (recovered from %s)",
+			img.what, len(got), short(got), len(img.want), short(img.want), c.Stats().RecoveredFrom)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("%s: close: %v", img.what, err)
+	}
+}
+
+func TestPowerLossKeepsExactlyTheCommittedState(t *testing.T) {
+	for _, dirs := range []int{1, 2} {
+		for _, tear := range []bool{false, true} {
+			t.Run(fmt.Sprintf("dirs=%d/tear=%v", dirs, tear), func(t *testing.T) {
+				powerLossWorkload(t, dirs, tear, 1)
+			})
+		}
+	}
+}
+
+// powerLossWorkload runs a random mix of put, take, rollback and checkpoint
+// steps, with transactions left open across steps, and checks a power-loss
+// image after every step.
+func powerLossWorkload(t *testing.T, dirs int, tear bool, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	fsys := vfs.NewMem()
+	cfg := memConfig(fsys, dirs)
+	c := mustOpen(t, cfg)
+	var model []string // committed, not taken, in order
+	next := 0
+	var images []image
+	snap := func(what string) {
+		images = append(images, image{fs: fsys.CrashClone(tear, rng.Int63()), want: append([]string(nil), model...), what: what})
+	}
+	var openPut *Transaction // a put transaction left open (its events must never appear)
+	var openTake *Transaction
+	var openTaken []string
+	for step := range 60 {
+		switch op := rng.Intn(10); {
+		case op < 4: // put batch
+			n := 1 + rng.Intn(20)
+			tx, _ := c.Begin()
+			var batch []string
+			for range n {
+				b := string(body(next))
+				next++
+				if err := tx.Put(Event{Body: []byte(b)}); err != nil {
+					t.Fatal(err)
+				}
+				batch = append(batch, b)
+			}
+			if rng.Intn(5) == 0 {
+				tx.Rollback()
+			} else {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				model = append(model, batch...)
+			}
+		case op < 7: // take batch, commit or roll back
+			if openTake != nil {
+				continue
+			}
+			tx, _ := c.Begin()
+			n := 0
+			for range 1 + rng.Intn(15) {
+				if _, ok, err := tx.Take(); err != nil {
+					t.Fatal(err)
+				} else if !ok {
+					break
+				}
+				n++
+			}
+			if rng.Intn(4) == 0 {
+				tx.Rollback()
+			} else {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				model = model[n:]
+			}
+		case op == 7:
+			if err := c.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		case op == 8: // open or finish a long-lived put transaction
+			if openPut == nil {
+				openPut, _ = c.Begin()
+				for range 5 {
+					openPut.Put(Event{Body: []byte(fmt.Sprintf("uncommitted-%d", step))})
+				}
+			} else {
+				openPut.Rollback()
+				openPut = nil
+			}
+		case op == 9: // open or commit a long-lived take transaction
+			if openTake == nil {
+				openTake, _ = c.Begin()
+				openTaken = nil
+				for range 3 {
+					ev, ok, err := openTake.Take()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						openTaken = append(openTaken, string(ev.Body))
+					}
+				}
+			} else {
+				if err := openTake.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				model = model[len(openTaken):]
+				openTake = nil
+			}
+		}
+		snap(fmt.Sprintf("step %d", step))
+	}
+	c.Close()
+	snap("after close")
+	for _, img := range images {
+		checkImage(t, img, dirs)
+	}
+}
+
+// With NoSync, commits are not fsync'd, but a checkpoint makes everything
+// it covers durable: its ring must never point at bytes a power loss can
+// take away.
+func TestNoSyncCheckpointMakesCoveredEventsDurable(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := memConfig(fsys, 1)
+	cfg.NoSync = true
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	putN(t, c, 30, 10, 10) // not covered: may be lost
+	img := fsys.CrashClone(true, 7)
+	c.Close()
+	c = mustOpen(t, memConfig(img, 1))
+	defer c.Close()
+	got := drain(t, c)
+	if len(got) < 30 || !equal(got[:30], bodies(0, 30)) {
+		t.Fatalf("after power loss got %s, want at least the 30 checkpointed events", short(got))
+	}
+}
