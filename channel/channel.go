@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -167,6 +168,15 @@ func (c *FileChannel) open() error {
 		"puts", res.Puts, "takes", res.Takes, "returned", res.Returned, "queued", q.Size(),
 		"duration", res.Duration.Round(time.Microsecond))
 
+	for _, path := range res.Empty {
+		c.log.Warn("removing a log file left empty by a crash during its creation", "file", path)
+		if err := c.fs.Remove(path); err != nil {
+			return fmt.Errorf("filechannel: remove empty log %s: %w", path, err)
+		}
+		if err := c.fs.SyncDir(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("filechannel: %w", err)
+		}
+	}
 	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
 	c.nextWOID.Store(res.MaxWriteOrderID + 1)
 	c.nextTxID.Store(res.MaxTxID + 1)
@@ -219,7 +229,10 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 	if err == nil {
 		return ck, st, "checkpoint", nil
 	}
-	if !errors.Is(err, checkpoint.ErrNoCheckpoint) && !errors.Is(err, checkpoint.ErrBadCheckpoint) {
+	damaged := errors.Is(err, ErrCorrupt) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, checkpoint.ErrIncomplete)
+	if !errors.Is(err, checkpoint.ErrNoCheckpoint) && !(errors.Is(err, checkpoint.ErrBadCheckpoint) && damaged) {
+		// An I/O or permission error says nothing about the checkpoint's
+		// contents: do not throw it away.
 		return nil, nil, "", fmt.Errorf("filechannel: open checkpoint: %w", err)
 	}
 	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
@@ -235,7 +248,7 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 			c.log.Warn("backup checkpoint unusable", "dir", backup, "err", berr)
 		}
 	}
-	if errors.Is(err, checkpoint.ErrBadCheckpoint) || backup != "" {
+	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
 		c.log.Warn("no usable checkpoint: replaying every log file in full", "dir", dir)
 	}
 	if err := checkpoint.Remove(c.fs, dir); err != nil {

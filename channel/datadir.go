@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -98,7 +99,8 @@ func (c *FileChannel) reader(id uint32) (*logfile.Reader, error) {
 	f := c.files[id]
 	c.filesMu.RUnlock()
 	if f == nil {
-		return nil, fmt.Errorf("log file %s is not open", logfile.LogName(id))
+		// Only a damaged ring slot (or a file deleted by hand) points here.
+		return nil, corrupt.New(logfile.LogName(id), -1, "an event pointer refers to log file %d, which does not exist", id)
 	}
 	return f.r, nil
 }

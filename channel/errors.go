@@ -22,7 +22,7 @@ var (
 	ErrTransactionDone = errors.New("filechannel: transaction already committed or rolled back")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
-	// ErrInsufficientSpace is returned by Put (and Commit) when a data dir
+	// ErrInsufficientSpace is returned by Put when a data dir
 	// has less free space than MinimumRequiredSpace plus the record.
 	ErrInsufficientSpace = errors.New("filechannel: insufficient disk space")
 	// ErrLocked is returned by Open when a directory is in use by another

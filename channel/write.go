@@ -44,10 +44,23 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 			ptrs[i] = eventqueue.NewPointer(w.ID(), uint32(base+int64(off)))
 		}
 	}
-	if len(extra) > 0 && extra[0].Type == logfile.RecordTake {
+	// Remember which files this file's records complete transactions for
+	// (take records, and commits of puts spilled to older files): log
+	// deletion keeps this file while those exist, so that a full replay
+	// never resurrects a taken event or drops a committed one.
+	switch {
+	case len(extra) > 0 && extra[0].Type == logfile.RecordTake:
 		c.queueMu.Lock()
 		for _, p := range extra[0].Pointers {
 			if f := eventqueue.Pointer(p).FileID(); f != w.ID() {
+				addTakesFrom(c.takesFrom, w.ID(), f)
+			}
+		}
+		c.queueMu.Unlock()
+	case len(extra) > 0 && extra[0].Type == logfile.RecordCommit && t.spilled:
+		c.queueMu.Lock()
+		for _, p := range c.inflightPuts.Get(t.id) {
+			if f := p.FileID(); f != w.ID() {
 				addTakesFrom(c.takesFrom, w.ID(), f)
 			}
 		}

@@ -39,6 +39,15 @@ func (a *applier) apply(file uint32, off int64, r *logfile.Record) {
 		switch r.CommitType {
 		case logfile.RecordPut:
 			spilled := a.puts.Remove(r.TxID)
+			// The commit record completes puts that may sit in older files:
+			// this file must outlive them (see Result.TakesFrom).
+			for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
+				for _, p := range ps {
+					if f := p.FileID(); f != file {
+						addTakesFrom(a.res.TakesFrom, file, f)
+					}
+				}
+			}
 			a.committed = append(a.committed, spilled...)
 			a.committed = append(a.committed, a.txPuts[r.TxID]...)
 			a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
@@ -67,6 +76,22 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 			continue
 		}
 		puts = append(puts, p)
+	}
+
+	// A take in flight at the checkpoint may have rolled back (which writes
+	// nothing) and its events been taken again by a transaction that
+	// committed: those events are gone, not in flight.
+	entries := a.takes.Entries()
+	for i := range entries {
+		ps := entries[i].Pointers[:0:0]
+		for _, p := range entries[i].Pointers {
+			if _, ok := a.taken[p]; ok {
+				delete(a.taken, p)
+				continue
+			}
+			ps = append(ps, p)
+		}
+		entries[i].Pointers = ps
 	}
 
 	// The rest of the taken events are in the checkpointed ring, almost
@@ -98,7 +123,6 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 
 	// Takes in flight at the checkpoint that never committed go back to the
 	// head, oldest first.
-	entries := a.takes.Entries()
 	for i := len(entries) - 1; i >= 0; i-- {
 		ps := entries[i].Pointers
 		for j := len(ps) - 1; j >= 0; j-- {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -47,9 +48,18 @@ type Result struct {
 	MaxWriteOrderID uint64    // the largest write-order id seen (at least the checkpoint's)
 	MaxTxID         uint64    // the largest transaction id seen
 	MaxFileID       uint32    // the largest log file id seen or recorded
-	// TakesFrom maps a log file to the files its take records point into
-	// (the checkpoint's knowledge merged with what was scanned).
+	// TakesFrom maps a log file to the files whose events its records
+	// complete: the files its take records point into and the files holding
+	// the spilled puts its commit records commit (the checkpoint's knowledge
+	// merged with what was scanned). A file must not be deleted while a
+	// file it maps to exists, or a full replay would resurrect taken events
+	// or drop committed ones.
 	TakesFrom map[uint32]map[uint32]struct{}
+
+	// Empty lists log files left by a crash while they were being created
+	// (shorter than a header, or a header of zeros): they hold no record and
+	// are not in Logs. The caller may delete them.
+	Empty []string
 
 	Records   int64 // records read
 	Skipped   int64 // records at or before the checkpoint's write-order id
@@ -214,6 +224,13 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 				return out, fmt.Errorf("replay: log file id %d exists in two data dirs (%s and %s)", id, other, dir)
 			}
 			seen[id] = dir
+			if empty, err := unfinishedCreate(opts.FS, path); err != nil {
+				return out, fmt.Errorf("replay: %w", err)
+			} else if empty {
+				// A crash inside logfile.Create: the file holds no record.
+				res.Empty = append(res.Empty, path)
+				continue
+			}
 			start := positions[id]
 			sc, err := logfile.NewScanner(opts.FS, path, start)
 			if err != nil {
@@ -260,4 +277,25 @@ func (h *scanHeap) Pop() any {
 	s := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return s
+}
+
+// unfinishedCreate reports whether the log file at path was cut short by a
+// crash inside logfile.Create: shorter than a file header, or a header that
+// is all zeros. Anything else with a bad header is corruption, reported by
+// the scanner.
+func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var hdr [logfile.HeaderSize]byte
+	n, err := f.ReadAt(hdr[:], 0)
+	if n < len(hdr) {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, fmt.Errorf("read %s: %w", path, err)
+		}
+		return true, nil
+	}
+	return hdr == [logfile.HeaderSize]byte{}, nil
 }
