@@ -280,9 +280,9 @@ func (h *scanHeap) Pop() any {
 }
 
 // unfinishedCreate reports whether the log file at path was cut short by a
-// crash inside logfile.Create: shorter than a file header, or a header that
-// is all zeros. Anything else with a bad header is corruption, reported by
-// the scanner.
+// crash inside logfile.Create: shorter than a file header, or nothing but
+// zeros. Anything else with a bad header is corruption, reported by the
+// scanner.
 func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -297,5 +297,26 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 		}
 		return true, nil
 	}
-	return hdr == [logfile.HeaderSize]byte{}, nil
+	if hdr != [logfile.HeaderSize]byte{} {
+		return false, nil
+	}
+	// Create syncs the header before any record is written, so a zeroed
+	// header followed by anything but zeros is damage, not an unfinished
+	// create.
+	buf := make([]byte, 64<<10)
+	for off := int64(logfile.HeaderSize); ; {
+		n, err := f.ReadAt(buf, off)
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return false, nil
+			}
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
 }
