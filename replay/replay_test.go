@@ -577,6 +577,21 @@ func TestRunErrors(t *testing.T) {
 			is: corrupt.ErrCorrupt,
 		},
 		{
+			// logfile.Create fsyncs the header before any record, so a
+			// zeroed header with records after it is damage, not a crash
+			// inside Create: the file must not be dropped as empty.
+			name: "zeroed_header_of_file_with_records",
+			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
+				l.create(0, 1)
+				l.putCommitted(1, 1, 2)
+				b := l.bytes(1)
+				clear(b[:logfile.HeaderSize])
+				l.setBytes(1, b)
+				return nil, nil, []string{"log-0000000001"}
+			},
+			is: corrupt.ErrCorrupt,
+		},
+		{
 			name: "unlistable_data_dir",
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
