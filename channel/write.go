@@ -6,6 +6,7 @@ import (
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // appendRecords writes t's buffered put frames followed by extra records to
@@ -53,7 +54,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 		c.queueMu.Lock()
 		for _, p := range extra[0].Pointers {
 			if f := eventqueue.Pointer(p).FileID(); f != w.ID() {
-				addTakesFrom(c.takesFrom, w.ID(), f)
+				replay.AddTakesFrom(c.takesFrom, w.ID(), f)
 			}
 		}
 		c.queueMu.Unlock()
@@ -61,7 +62,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 		c.queueMu.Lock()
 		for _, p := range c.inflightPuts.Get(t.id) {
 			if f := p.FileID(); f != w.ID() {
-				addTakesFrom(c.takesFrom, w.ID(), f)
+				replay.AddTakesFrom(c.takesFrom, w.ID(), f)
 			}
 		}
 		c.queueMu.Unlock()
@@ -85,13 +86,4 @@ func (c *FileChannel) sync(w *logfile.Writer, end int64) error {
 		return fmt.Errorf("sync %s: %w", w.Path(), err)
 	}
 	return nil
-}
-
-func addTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
-	s := m[file]
-	if s == nil {
-		s = map[uint32]struct{}{}
-		m[file] = s
-	}
-	s[from] = struct{}{}
 }

@@ -44,7 +44,7 @@ func (a *applier) apply(file uint32, off int64, r *logfile.Record) {
 			for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
 				for _, p := range ps {
 					if f := p.FileID(); f != file {
-						addTakesFrom(a.res.TakesFrom, file, f)
+						AddTakesFrom(a.res.TakesFrom, file, f)
 					}
 				}
 			}

@@ -247,7 +247,7 @@ func (h *history) commitPuts(tx *modelTx) {
 	h.wrote(tx.id)
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			addTakesFrom(h.takesFrom, f, p.FileID()) // puts spilled to older files
+			AddTakesFrom(h.takesFrom, f, p.FileID()) // puts spilled to older files
 		}
 	}
 	h.queue = append(h.queue, tx.written...)
@@ -279,7 +279,7 @@ func (h *history) commitTakes(tx *modelTx) {
 	h.takeCommits = append(h.takeCommits, commitDone{h.l.woid, tx.written})
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			addTakesFrom(h.takesFrom, f, p.FileID())
+			AddTakesFrom(h.takesFrom, f, p.FileID())
 		}
 	}
 }

@@ -106,7 +106,7 @@ func Run(opts Options) (*Result, error) {
 			positions[l.FileID] = l.Position
 			ckptRefs[l.FileID] = l.Refs
 			for _, f := range l.TakesFrom {
-				addTakesFrom(res.TakesFrom, l.FileID, f)
+				AddTakesFrom(res.TakesFrom, l.FileID, f)
 			}
 		}
 		puts.Load(st.InflightPuts)
@@ -159,7 +159,7 @@ func Run(opts Options) (*Result, error) {
 			// only makes log deletion more careful.
 			for _, p := range r.Pointers {
 				if f := eventqueue.Pointer(p).FileID(); f != s.id {
-					addTakesFrom(res.TakesFrom, s.id, f)
+					AddTakesFrom(res.TakesFrom, s.id, f)
 				}
 			}
 		}
@@ -196,7 +196,9 @@ func Run(opts Options) (*Result, error) {
 	return res, nil
 }
 
-func addTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
+// AddTakesFrom records in m that log file file completes events of log file
+// from (see Result.TakesFrom).
+func AddTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
 	s := m[file]
 	if s == nil {
 		s = map[uint32]struct{}{}
