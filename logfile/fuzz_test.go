@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // FuzzDecodeRecord feeds arbitrary bytes to DecodeRecord twice: as they are
@@ -77,6 +78,113 @@ func FuzzDecodeFileHeader(f *testing.F) {
 	})
 }
 
+// FuzzScanner scans a log file made of a valid header (file id 1) followed by
+// arbitrary bytes, with a normal and with a salvage scanner. It must never
+// panic or hang, and what it reports must be consistent: records in
+// increasing offset and write-order id order, each re-read identically by a
+// Reader at its offset; skipped regions and records in file order without
+// overlap; End within the file.
+//
+//	go test ./logfile -run '^$' -fuzz FuzzScanner -fuzztime 30s
+func FuzzScanner(f *testing.F) {
+	for _, seed := range scannerSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fsys := vfs.NewMem()
+		path := "/" + LogName(1)
+		file, err := fsys.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := file.Write(append(AppendFileHeader(nil, 1), b...)); err != nil {
+			t.Fatal(err)
+		}
+		file.Close()
+		size := int64(HeaderSize + len(b))
+		r, err := OpenReader(fsys, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for _, salvage := range []bool{false, true} {
+			open := NewScanner
+			if salvage {
+				open = NewSalvageScanner
+			}
+			s, err := open(fsys, path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pos int64 = HeaderSize // end of what was accounted for
+			var woid uint64
+			skips := 0
+			for s.Next() {
+				rec := s.Record()
+				if sk := s.Skipped(); len(sk) > skips {
+					for _, k := range sk[skips:] {
+						if k.Offset != pos || k.Length <= 0 || !errors.Is(k.Err, corrupt.ErrCorrupt) {
+							t.Fatalf("skip %+v after position %d", k, pos)
+						}
+						pos += k.Length
+					}
+					skips = len(sk)
+				}
+				if s.Offset() != pos {
+					t.Fatalf("record at %d, expected at %d", s.Offset(), pos)
+				}
+				if pos > HeaderSize && rec.WriteOrderID <= woid {
+					t.Fatalf("write-order id %d after %d", rec.WriteOrderID, woid)
+				}
+				woid = rec.WriteOrderID
+				again, err := r.ReadRecord(s.Offset())
+				if err != nil {
+					t.Fatalf("reader at %d: %v", s.Offset(), err)
+				}
+				if again.WriteOrderID != rec.WriteOrderID || again.Type != rec.Type || !bytes.Equal(again.Body, rec.Body) {
+					t.Fatalf("reader and scanner disagree at %d", s.Offset())
+				}
+				pos += int64(rec.EncodedSize())
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Skipped()) != skips {
+				t.Fatalf("skips reported after the last record: %v", s.Skipped()[skips:])
+			}
+			if s.End() != pos || s.End() > size {
+				t.Fatalf("End %d, accounted %d, size %d", s.End(), pos, size)
+			}
+			if (s.Tail() == TailClean) == (s.TailError() != nil) {
+				t.Fatalf("tail %v with error %v", s.Tail(), s.TailError())
+			}
+			s.Close()
+		}
+	})
+}
+
+// scannerSeeds are record sequences (without the file header), intact and
+// damaged in the ways a crash or a bad disk damages them.
+func scannerSeeds(t testing.TB) map[string][]byte {
+	var all []byte
+	var offs []int
+	for _, r := range sampleRecords() {
+		offs = append(offs, len(all))
+		all = mustAppend(t, all, &r)
+	}
+	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
+	return map[string][]byte{
+		"intact":         all,
+		"torn_tail":      all[:len(all)-7],
+		"garbage_tail":   append(bytes.Clone(all), "garbage"...),
+		"zero_tail":      append(bytes.Clone(all), make([]byte, 100)...),
+		"damaged_middle": flip(all, offs[4]+FrameHeaderSize+2),
+		"damaged_length": flip(all, offs[2]),
+		"damaged_first":  flip(all, offs[0]+5),
+		"empty":          {},
+	}
+}
+
 func recordSeeds(t testing.TB) map[string][]byte {
 	seeds := map[string][]byte{}
 	for i, r := range sampleRecords() {
@@ -113,6 +221,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 	for target, seeds := range map[string]map[string][]byte{
 		"FuzzDecodeRecord":     recordSeeds(t),
 		"FuzzDecodeFileHeader": headerSeeds(),
+		"FuzzScanner":          scannerSeeds(t),
 	} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for name, b := range seeds {

@@ -36,6 +36,44 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 	return &Reader{f: f, id: id, path: path}, nil
 }
 
+// OpenSalvageReader is OpenReader for a log file whose header may be
+// damaged: the file id comes from the file's name (a LogName). A valid header
+// naming another id is still an error. Records carry their own checksums, so
+// reading them does not depend on the header.
+func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
+	f, id, _, err := openSalvage(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{f: f, id: id, path: path}, nil
+}
+
+// openSalvage opens path read-only, taking the file id from its name. herr
+// is the *corrupt.Error of a damaged header, which does not stop it; a valid
+// header naming another file id does, as does an I/O error.
+func openSalvage(fsys vfs.FS, path string) (f vfs.File, id uint32, herr, err error) {
+	id, ok := ParseLogName(filepath.Base(path))
+	if !ok {
+		return nil, 0, nil, fmt.Errorf("open %s: not a log file name", path)
+	}
+	if f, err = fsys.Open(path); err != nil {
+		return nil, 0, nil, fmt.Errorf("open log: %w", err)
+	}
+	var hdr [HeaderSize]byte
+	n, rerr := f.ReadAt(hdr[:], 0)
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		return nil, 0, nil, errors.Join(fmt.Errorf("read header of %s: %w", path, rerr), f.Close())
+	}
+	hid, derr := DecodeFileHeader(hdr[:n])
+	switch {
+	case derr != nil:
+		return f, id, corruptAt(path, 0, derr), nil
+	case hid != id:
+		return nil, 0, nil, errors.Join(corrupt.New(path, 0, "header names file id %d, file name says %d", hid, id), f.Close())
+	}
+	return f, id, nil, nil
+}
+
 // openLog opens path read-only and checks its header.
 func openLog(fsys vfs.FS, path string) (vfs.File, uint32, error) {
 	f, err := fsys.Open(path)

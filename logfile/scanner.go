@@ -35,10 +35,17 @@ func (t Tail) String() string {
 }
 
 // Scanner reads a log file sequentially from a start offset (replay),
-// through a large buffer. It stops at the first frame that is not valid
-// (zero length, bad checksum, running past the end of the file, bad
-// payload) and then reports, through Tail, whether the rest of the file is a
-// clean end or a torn tail. A Scanner belongs to one goroutine.
+// through a large buffer.
+//
+// At a frame that is not valid (bad checksum, zero or impossible length,
+// running past the end of the file, bad payload) it looks for the next
+// valid record further on: a frame that decodes, with a write-order id
+// larger than that of the last good record. If there is one, the bytes in
+// between are damage in the middle of the file: the scanner records them as
+// a Skip and goes on from that record. If there is none, the scan ends and
+// Tail says whether the rest of the file is a clean end (nothing, or only
+// zeros) or a torn tail (a half-written last write). A Scanner belongs to one
+// goroutine.
 //
 //	s, err := NewScanner(fsys, path, start)
 //	...
@@ -46,6 +53,7 @@ func (t Tail) String() string {
 //		rec := s.Record() // valid until the next call to Next
 //	}
 //	if err := s.Err(); err != nil { ... }
+//	for _, sk := range s.Skipped() { log the damage ... }
 //	if s.Tail() == TailTorn { truncate to s.End() ... }
 type Scanner struct {
 	f    vfs.File
@@ -56,14 +64,26 @@ type Scanner struct {
 	bufOff int64
 	bufLen int
 
-	pos     int64 // offset of the next frame: the end of the last valid record
-	rec     Record
-	recOff  int64
-	sc      scratch
-	done    bool
-	tail    Tail
-	tailErr error
-	err     error
+	pos      int64 // offset of the next frame: the end of the last valid record
+	rec      Record
+	recOff   int64
+	lastWOID uint64 // write-order id of the last valid record (0 before any)
+	size     int64  // file size, read when first needed (-1 before)
+	sc       scratch
+	skips    []Skip
+	done     bool
+	tail     Tail
+	tailErr  error
+	err      error
+}
+
+// Skip is a damaged region in the middle of a log file that a Scanner
+// stepped over: Length bytes from Offset that are not valid records, followed
+// by a valid one. Err is the *corrupt.Error for the frame at Offset.
+type Skip struct {
+	Offset int64
+	Length int64
+	Err    error
 }
 
 // NewScanner opens the log file at path, validates its header (a
@@ -75,16 +95,45 @@ func NewScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newScanner(f, id, path, start), nil
+}
+
+// NewSalvageScanner is NewScanner for a log file whose header may be damaged:
+// it takes the file id from the file's name (which must be a LogName) instead
+// of the header, and if the header is not valid it records it as a Skip of
+// the HeaderSize bytes at offset 0 and scans the records after it. A header
+// that is valid but names another file id is still an error, as are I/O
+// errors.
+func NewSalvageScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
+	f, id, herr, err := openSalvage(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	s := newScanner(f, id, path, start)
+	if herr != nil {
+		s.skips = append(s.skips, Skip{Offset: 0, Length: HeaderSize, Err: herr})
+	}
+	return s, nil
+}
+
+func newScanner(f vfs.File, id uint32, path string, start int64) *Scanner {
 	start = max(start, HeaderSize)
+	bufSize := int64(scanBufSize)
+	if fi, err := f.Stat(); err == nil {
+		// Small files (and fuzz inputs) need no megabyte of buffer; the
+		// buffer still grows for longer frames.
+		bufSize = min(bufSize, max(fi.Size()-start, 4096))
+	}
 	return &Scanner{
 		f:      f,
 		id:     id,
 		path:   path,
-		buf:    make([]byte, scanBufSize),
+		buf:    make([]byte, bufSize),
 		bufOff: start,
 		pos:    start,
 		recOff: start,
-	}, nil
+		size:   -1,
+	}
 }
 
 // FileID returns the file id from the header.
@@ -104,8 +153,19 @@ func (s *Scanner) Next() bool {
 		return false
 	}
 	if bad != nil {
-		s.stop(bad)
-		return false
+		next, m, err := s.resync(bad)
+		if err != nil {
+			s.err = err
+			s.done = true
+			return false
+		}
+		if m == 0 {
+			s.stop(bad)
+			return false
+		}
+		n = m
+		s.skips = append(s.skips, Skip{Offset: s.pos, Length: next - s.pos, Err: bad})
+		s.pos = next
 	}
 	if n == 0 {
 		s.done = true // EOF exactly at a record boundary
@@ -113,8 +173,70 @@ func (s *Scanner) Next() bool {
 	}
 	s.recOff = s.pos
 	s.pos += int64(n)
+	s.lastWOID = s.rec.WriteOrderID
 	return true
 }
+
+// resync looks for the first valid record after the invalid frame at s.pos
+// whose write-order id is larger than the last good record's. It returns its
+// offset and length, with the record decoded into s.rec, or n == 0 if the
+// rest of the file holds none (a clean or torn end). Only zeros after s.pos
+// is a clean end, decided without searching.
+func (s *Scanner) resync(bad error) (next int64, n int, err error) {
+	if zero, err := s.zeroFrom(s.pos); err != nil || zero {
+		return 0, 0, err
+	}
+	if _, err := s.Size(); err != nil {
+		return 0, 0, err
+	}
+	for off := s.pos + 1; off+FrameHeaderSize+payloadHeaderSize < s.size; off++ {
+		b, err := s.window(off, FrameHeaderSize+payloadHeaderSize)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(b) < FrameHeaderSize+payloadHeaderSize {
+			break // the file shrank under us
+		}
+		// Cheap rejections first: the length must fit in the file, the
+		// type must exist and the write-order id must move forward.
+		l := int64(binary.BigEndian.Uint32(b))
+		if l < payloadHeaderSize || l > MaxPayloadSize || off+FrameHeaderSize+l > s.size {
+			continue
+		}
+		p := b[FrameHeaderSize:]
+		if t := RecordType(p[0]); t < RecordPut || t > RecordCommit {
+			continue
+		}
+		if binary.BigEndian.Uint64(p[9:17]) <= s.lastWOID {
+			continue
+		}
+		n, bad, err := s.frameAt(off, &s.rec)
+		if err != nil {
+			return 0, 0, err
+		}
+		if bad == nil && n > 0 {
+			return off, n, nil
+		}
+	}
+	return 0, 0, nil
+}
+
+// Size returns the size of the file, read once: the end of a torn tail.
+func (s *Scanner) Size() (int64, error) {
+	if s.size < 0 {
+		fi, err := s.f.Stat()
+		if err != nil {
+			return 0, fmt.Errorf("stat log %d: %w", s.id, err)
+		}
+		s.size = fi.Size()
+	}
+	return s.size, nil
+}
+
+// Skipped returns the damaged regions in the middle of the file stepped over
+// so far, in file order (see Skip). A damaged header read by a salvage
+// scanner is the first.
+func (s *Scanner) Skipped() []Skip { return s.skips }
 
 // Record returns the current record. It and everything it refers to (Body,
 // Headers, Pointers) are valid only until the next call to Next: Body
@@ -208,7 +330,8 @@ func (s *Scanner) window(off int64, need int) ([]byte, error) {
 	return s.buf[:s.bufLen], nil
 }
 
-// stop ends the scan at the invalid frame at End and classifies the tail.
+// stop ends the scan at the invalid frame at End, after which no valid record
+// follows, and classifies the tail.
 func (s *Scanner) stop(bad error) {
 	s.done = true
 	zero, err := s.zeroFrom(s.pos)

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -99,10 +102,6 @@ func TestScannerTails(t *testing.T) {
 			flipByte(t, path, end-2)
 			return len(recs) - 1
 		}, TailTorn},
-		{"corrupt_record_in_the_middle", func(t *testing.T, path string, offs []int64, _ int64) int {
-			flipByte(t, path, offs[4]+FrameHeaderSize+3)
-			return 4
-		}, TailTorn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, offs := writeLog(t, t.TempDir(), 1, recs)
@@ -134,6 +133,162 @@ func TestScannerTails(t *testing.T) {
 				t.Fatalf("TailError %v on a clean tail", s.TailError())
 			}
 		})
+	}
+}
+
+// TestScannerSkipsDamageInTheMiddle: a damaged record followed by valid ones
+// is skipped (and reported), the scan goes on.
+func TestScannerSkipsDamageInTheMiddle(t *testing.T) {
+	recs := sampleRecords()
+	for _, tc := range []struct {
+		name    string
+		damage  func(t *testing.T, path string, offs []int64)
+		damaged []int // indexes of the records the damage destroys
+		tail    Tail
+	}{
+		{"flipped_payload_byte", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[4]+FrameHeaderSize+3)
+		}, []int{4}, TailClean},
+		{"flipped_checksum_byte", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[4]+5)
+		}, []int{4}, TailClean},
+		{"huge_length", func(t *testing.T, path string, offs []int64) {
+			writeAt(t, path, offs[4], []byte{0x7f, 0xff, 0xff, 0xff})
+		}, []int{4}, TailClean},
+		{"length_into_the_next_record", func(t *testing.T, path string, offs []int64) {
+			writeAt(t, path, offs[4], binary.BigEndian.AppendUint32(nil, uint32(offs[6]-offs[4])))
+		}, []int{4}, TailClean},
+		{"zeroed_record", func(t *testing.T, path string, offs []int64) {
+			writeAt(t, path, offs[4], make([]byte, offs[5]-offs[4]))
+		}, []int{4}, TailClean},
+		{"first_record", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[0]+FrameHeaderSize)
+		}, []int{0}, TailClean},
+		{"two_records_apart", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[2]+FrameHeaderSize+1)
+			flipByte(t, path, offs[6]+FrameHeaderSize+1)
+		}, []int{2, 6}, TailClean},
+		{"two_adjacent_records", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[2]+FrameHeaderSize+1)
+			flipByte(t, path, offs[3]+FrameHeaderSize+1)
+		}, []int{2, 3}, TailClean},
+		{"damage_and_torn_tail", func(t *testing.T, path string, offs []int64) {
+			flipByte(t, path, offs[4]+FrameHeaderSize+3)
+			appendToFile(t, path, []byte("garbage at the end"))
+		}, []int{4}, TailTorn},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, offs := writeLog(t, t.TempDir(), 1, recs)
+			end := fileSize(t, path)
+			tc.damage(t, path, offs)
+			got, gotOffs, s := scanAll(t, path, 0)
+			var want []int
+			for i := range recs {
+				if !slices.Contains(tc.damaged, i) {
+					want = append(want, i)
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("scanned %d records, want %d", len(got), len(want))
+			}
+			for i, w := range want {
+				requireSameRecord(t, got[i], recs[w])
+				if gotOffs[i] != offs[w] {
+					t.Fatalf("record %d at offset %d, want %d", w, gotOffs[i], offs[w])
+				}
+			}
+			// Adjacent damaged records form one skipped region.
+			var wantSkips []Skip
+			for _, d := range tc.damaged {
+				if n := len(wantSkips); n > 0 && wantSkips[n-1].Offset+wantSkips[n-1].Length == offs[d] {
+					wantSkips[n-1].Length += offs[d+1] - offs[d]
+					continue
+				}
+				wantSkips = append(wantSkips, Skip{Offset: offs[d], Length: offs[d+1] - offs[d]})
+			}
+			skips := s.Skipped()
+			if len(skips) != len(wantSkips) {
+				t.Fatalf("skipped %v, want %v", skips, wantSkips)
+			}
+			for i, sk := range skips {
+				if sk.Offset != wantSkips[i].Offset || sk.Length != wantSkips[i].Length {
+					t.Fatalf("skip %d = [%d,+%d), want [%d,+%d)", i, sk.Offset, sk.Length, wantSkips[i].Offset, wantSkips[i].Length)
+				}
+				requireCorrupt(t, sk.Err, path, sk.Offset)
+			}
+			if s.Tail() != tc.tail || s.End() != end {
+				t.Fatalf("tail %v end %d, want %v end %d", s.Tail(), s.End(), tc.tail, end)
+			}
+		})
+	}
+}
+
+// TestScannerResyncIgnoresOlderFramesInsideBodies: an event body holding an
+// encoded record (a log of logs) is not mistaken for the next record when the
+// record around it is damaged, because its write-order id does not move
+// forward.
+func TestScannerResyncIgnoresOlderFramesInsideBodies(t *testing.T) {
+	inner := mustAppend(t, nil, &Record{Type: RecordCommit, TxID: 1, WriteOrderID: 3, CommitType: RecordPut})
+	recs := []Record{
+		{Type: RecordPut, TxID: 7, WriteOrderID: 10, Body: []byte("first")},
+		{Type: RecordPut, TxID: 7, WriteOrderID: 11, Body: append(append([]byte("xx"), inner...), "yy"...)},
+		{Type: RecordCommit, TxID: 7, WriteOrderID: 12, CommitType: RecordPut},
+	}
+	path, offs := writeLog(t, t.TempDir(), 1, recs)
+	flipByte(t, path, offs[1]+5) // the outer frame's checksum
+	got, gotOffs, s := scanAll(t, path, 0)
+	if len(got) != 2 || gotOffs[1] != offs[2] {
+		t.Fatalf("got records at %v, want at %v and %v", gotOffs, offs[0], offs[2])
+	}
+	if sk := s.Skipped(); len(sk) != 1 || sk[0].Offset != offs[1] || sk[0].Length != offs[2]-offs[1] {
+		t.Fatalf("skipped %v", sk)
+	}
+}
+
+// TestSalvageScannerReadsPastADamagedHeader: with a damaged header the file
+// id comes from the name and every record is still read.
+func TestSalvageScannerReadsPastADamagedHeader(t *testing.T) {
+	recs := sampleRecords()
+	path, offs := writeLog(t, t.TempDir(), 9, recs)
+	flipByte(t, path, 2)
+	if _, err := NewScanner(vfs.OS(), path, 0); !errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("NewScanner on a damaged header: %v", err)
+	}
+	s, err := NewSalvageScanner(vfs.OS(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	for s.Next() {
+		if s.Offset() != offs[n] {
+			t.Fatalf("record %d at %d, want %d", n, s.Offset(), offs[n])
+		}
+		n++
+	}
+	if n != len(recs) || s.FileID() != 9 {
+		t.Fatalf("read %d records of file %d", n, s.FileID())
+	}
+	if sk := s.Skipped(); len(sk) != 1 || sk[0].Offset != 0 || sk[0].Length != HeaderSize {
+		t.Fatalf("skipped %v", sk)
+	}
+	r, err := OpenSalvageReader(vfs.OS(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if rec, err := r.ReadRecord(offs[0]); err != nil || rec.WriteOrderID != recs[0].WriteOrderID {
+		t.Fatalf("salvage reader: %v %v", rec, err)
+	}
+
+	// A valid header naming another file is not salvaged.
+	other, _ := writeLog(t, t.TempDir(), 4, recs[:1])
+	renamed := filepath.Join(filepath.Dir(other), LogName(5))
+	if err := os.Rename(other, renamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewSalvageScanner(vfs.OS(), renamed, 0); !errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("salvage of a file with another id's header: %v", err)
 	}
 }
 

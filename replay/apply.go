@@ -21,7 +21,8 @@ type applier struct {
 	res       *Result
 }
 
-func (a *applier) apply(file uint32, off int64, r *logfile.Record) {
+func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Logger) {
+	file := src.id
 	switch r.Type {
 	case logfile.RecordPut:
 		a.txPuts[r.TxID] = append(a.txPuts[r.TxID], eventqueue.NewPointer(file, uint32(off)))
@@ -39,6 +40,15 @@ func (a *applier) apply(file uint32, off int64, r *logfile.Record) {
 		switch r.CommitType {
 		case logfile.RecordPut:
 			spilled := a.puts.Remove(r.TxID)
+			if lo, ok := damagedBetween(src, a.txPuts[r.TxID], off); ok {
+				n := len(spilled) + len(a.txPuts[r.TxID])
+				a.res.DamagedTxs++
+				a.res.Dropped += n
+				log.Error("replay: dropping a committed put transaction: a damaged region lies between its records",
+					"file", src.path, "tx", r.TxID, "first_put", lo, "commit", off, "events", n)
+				delete(a.txPuts, r.TxID)
+				return
+			}
 			// The commit record completes puts that may sit in older files:
 			// this file must outlive them (see Result.TakesFrom).
 			for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
@@ -143,4 +153,27 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// damagedBetween reports whether the scanner of src skipped a damaged region
+// between the first of puts in src's file and the commit record at commit:
+// then a put of the transaction may have been lost with it. It returns that
+// first put's offset.
+func damagedBetween(src *source, puts []eventqueue.Pointer, commit int64) (int64, bool) {
+	skips := src.sc.Skipped()
+	if len(skips) == 0 {
+		return 0, false
+	}
+	lo := commit
+	for _, p := range puts {
+		if p.FileID() == src.id {
+			lo = min(lo, int64(p.Offset()))
+		}
+	}
+	for _, sk := range skips {
+		if sk.Offset >= lo && sk.Offset < commit {
+			return lo, true
+		}
+	}
+	return 0, false
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -40,6 +41,14 @@ type LogFile struct {
 	Start int64        // offset the scan started at
 	End   int64        // offset just past the last valid record
 	Tail  logfile.Tail // what follows End
+	// TailErr describes the invalid bytes at End when Tail is TailTorn.
+	TailErr error
+	// Size is the file's size when the scan ended; [End, Size) is the
+	// torn tail.
+	Size int64
+	// Skipped lists the damaged regions in the middle of the file (after
+	// Start) that the replay stepped over, each followed by valid records.
+	Skipped []logfile.Skip
 }
 
 // Result is what a replay found and did.
@@ -70,7 +79,14 @@ type Result struct {
 	Returned  int   // in-flight takes returned to the head
 	Dropped   int   // uncommitted puts dropped
 	Missing   int   // taken pointers not found in the queue (logged)
-	Bytes     int64 // log bytes scanned
+	// Corrupt counts the damaged regions skipped in the middle of log
+	// files (see LogFile.Skipped), a damaged file header included.
+	Corrupt int
+	// DamagedTxs counts committed put transactions dropped whole because a
+	// damaged region lies between their first put and their commit record:
+	// applying the rest would make part of a transaction visible.
+	DamagedTxs int
+	Bytes      int64 // log bytes scanned
 	Duration  time.Duration
 }
 
@@ -166,7 +182,7 @@ func Run(opts Options) (*Result, error) {
 		if r.WriteOrderID <= w {
 			res.Skipped++
 		} else {
-			a.apply(s.id, s.sc.Offset(), r)
+			a.apply(s, s.sc.Offset(), r, log)
 		}
 		if s.advance() {
 			heap.Fix(&h, 0)
@@ -183,10 +199,18 @@ func Run(opts Options) (*Result, error) {
 			return nil, fmt.Errorf("replay: read %s: %w", s.path, err)
 		}
 		l := &res.Logs[s.logIndex]
-		l.End, l.Tail = s.sc.End(), s.sc.Tail()
+		l.End, l.Tail, l.TailErr = s.sc.End(), s.sc.Tail(), s.sc.TailError()
+		l.Skipped = s.sc.Skipped()
 		res.Bytes += l.End - l.Start
+		res.Corrupt += len(l.Skipped)
+		if l.Size, err = s.sc.Size(); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
+		for _, sk := range l.Skipped {
+			log.Error("replay: skipped a damaged region of a log file", "file", l.Path, "offset", sk.Offset, "length", sk.Length, "err", sk.Err)
+		}
 		if l.Tail == logfile.TailTorn {
-			log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End)
+			log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End, "size", l.Size, "err", l.TailErr)
 		}
 	}
 	if err := a.finish(opts.Queue, log); err != nil {
@@ -235,6 +259,11 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 			}
 			start := positions[id]
 			sc, err := logfile.NewScanner(opts.FS, path, start)
+			if errors.Is(err, corrupt.ErrCorrupt) {
+				// A damaged header: the name still says which file this is
+				// and every record has its own checksum.
+				sc, err = logfile.NewSalvageScanner(opts.FS, path, start)
+			}
 			if err != nil {
 				return out, fmt.Errorf("replay: open %s: %w", path, err)
 			}

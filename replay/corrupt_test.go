@@ -1,0 +1,135 @@
+package replay
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// flip damages one byte of log file id at off.
+func (l *logSet) flip(id uint32, off int64) {
+	l.tb.Helper()
+	b := l.bytes(id)
+	b[off] ^= 0x55
+	l.setBytes(id, b)
+}
+
+// TestDamagedRecordIsSkippedAndTheRestRecovered: a record failing its
+// checksum in the middle of a file costs only what it held; every later
+// transaction of that file (and of the other files) is recovered, and the
+// damage is reported with its file and offset.
+func TestDamagedRecordIsSkippedAndTheRestRecovered(t *testing.T) {
+	l := newLogSet(t, 2)
+	l.create(0, 1)
+	l.create(1, 2)
+	a := l.putCommitted(1, 1, 3)
+	b := l.putCommitted(2, 2, 2)
+	lost := l.putCommitted(1, 3, 1)
+	c := l.putCommitted(1, 4, 2)
+	d := l.putCommitted(2, 5, 1)
+	l.takeCommitted(1, 6, a[0])
+	l.flip(1, int64(lost[0].Offset())+logfile.FrameHeaderSize+4)
+
+	res, q := l.mustRun(nil, nil)
+	wantQueue(t, q, cat(a[1:], b, c, d))
+	if res.Corrupt != 1 || res.DamagedTxs != 0 {
+		t.Errorf("Corrupt, DamagedTxs = %d, %d, want 1, 0", res.Corrupt, res.DamagedTxs)
+	}
+	lf := res.Logs[0]
+	if len(lf.Skipped) != 1 || lf.Skipped[0].Offset != int64(lost[0].Offset()) {
+		t.Fatalf("file 1 skipped %+v, want the put at %d", lf.Skipped, lost[0].Offset())
+	}
+	var ce *corrupt.Error
+	if !errors.As(lf.Skipped[0].Err, &ce) || ce.File != l.path(1) || ce.Offset != int64(lost[0].Offset()) {
+		t.Errorf("skip error %v does not name the file and offset", lf.Skipped[0].Err)
+	}
+	if lf.Tail != logfile.TailClean {
+		t.Errorf("tail %v", lf.Tail)
+	}
+}
+
+// TestDamageInsideATransactionDropsItWhole: a damaged record between a
+// transaction's first put and its commit may have been one of its puts;
+// applying the rest would show part of a transaction, so none of it is.
+// Damage before the first put (another transaction's record) does not.
+func TestDamageInsideATransactionDropsItWhole(t *testing.T) {
+	l := newLogSet(t, 1)
+	l.create(0, 1)
+	before := l.putCommitted(1, 1, 1)
+	ps := l.putCommitted(1, 2, 3)
+	after := l.putCommitted(1, 3, 2)
+	l.flip(1, int64(ps[1].Offset())+logfile.FrameHeaderSize+2)
+
+	res, q := l.mustRun(nil, nil)
+	wantQueue(t, q, cat(before, after))
+	if res.Corrupt != 1 || res.DamagedTxs != 1 || res.Dropped != 2 {
+		t.Errorf("Corrupt, DamagedTxs, Dropped = %d, %d, %d, want 1, 1, 2", res.Corrupt, res.DamagedTxs, res.Dropped)
+	}
+
+	// The same damage on the transaction's commit record instead: the
+	// transaction never committed as far as the log can tell.
+	l2 := newLogSet(t, 1)
+	l2.create(0, 1)
+	before = l2.putCommitted(1, 1, 1)
+	ps = l2.puts(1, 2, 2)
+	commitOff := l2.size(1)
+	l2.commitPut(1, 2)
+	after = l2.putCommitted(1, 3, 1)
+	l2.flip(1, commitOff+logfile.FrameHeaderSize+1)
+	res, q = l2.mustRun(nil, nil)
+	wantQueue(t, q, cat(before, after))
+	if res.Corrupt != 1 || res.DamagedTxs != 0 || res.Dropped != len(ps) {
+		t.Errorf("Corrupt, DamagedTxs, Dropped = %d, %d, %d, want 1, 0, %d", res.Corrupt, res.DamagedTxs, res.Dropped, len(ps))
+	}
+}
+
+// TestDamagedHeaderIsSalvaged: a log file whose header is damaged is read by
+// its name; the damage is counted.
+func TestDamagedHeaderIsSalvaged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte)
+	}{
+		{"bad_magic", func(b []byte) { b[0] = 'X' }},
+		{"zeroed", func(b []byte) { clear(b[:logfile.HeaderSize]) }},
+		{"bad_checksum", func(b []byte) { b[13] ^= 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLogSet(t, 1)
+			l.create(0, 1)
+			ps := l.putCommitted(1, 1, 2)
+			b := l.bytes(1)
+			tc.damage(b)
+			l.setBytes(1, b)
+			res, q := l.mustRun(nil, nil)
+			wantQueue(t, q, ps)
+			if res.Corrupt != 1 || len(res.Logs) != 1 || res.Logs[0].Skipped[0].Offset != 0 {
+				t.Errorf("Corrupt = %d, logs %+v", res.Corrupt, res.Logs)
+			}
+		})
+	}
+}
+
+// TestTornTailIsReported: garbage after the last record is a torn tail, with
+// the file's size and the reason, and costs nothing that was whole.
+func TestTornTailIsReported(t *testing.T) {
+	l := newLogSet(t, 1)
+	l.create(0, 1)
+	ps := l.putCommitted(1, 1, 2)
+	end := l.size(1)
+	half := l.puts(1, 2, 1)
+	l.commitPut(1, 2)
+	b := l.bytes(1)
+	l.setBytes(1, b[:int64(half[0].Offset())+5])
+	b = append(l.bytes(1), []byte("junk")...)
+	l.setBytes(1, b)
+
+	res, q := l.mustRun(nil, nil)
+	wantQueue(t, q, ps)
+	lf := res.Logs[0]
+	if lf.Tail != logfile.TailTorn || lf.End != end || lf.Size != int64(len(b)) || lf.TailErr == nil || res.Corrupt != 0 {
+		t.Errorf("log %+v, Corrupt %d", lf, res.Corrupt)
+	}
+}
