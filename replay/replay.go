@@ -87,7 +87,7 @@ type Result struct {
 	// applying the rest would make part of a transaction visible.
 	DamagedTxs int
 	Bytes      int64 // log bytes scanned
-	Duration  time.Duration
+	Duration   time.Duration
 }
 
 // Run replays the logs onto opts.Queue. It returns an error when a log file
