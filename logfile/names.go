@@ -63,3 +63,10 @@ func ListLogs(fsys vfs.FS, dir string) ([]uint32, error) {
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// CorruptName returns the name of the file that keeps the bytes cut from log
+// file id at offset off: "log-0000000007.4096.corrupt". It never parses as a
+// log name, so the channel ignores it; operators may delete it.
+func CorruptName(id uint32, off int64) string {
+	return fmt.Sprintf("%s.%d.corrupt", LogName(id), off)
+}

@@ -35,9 +35,9 @@ type logSet struct {
 }
 
 // newLogSet makes ndirs empty data dirs in a fresh vfs.MemFS, wrapped in a
-// faultFS (l.faults()).
+// vfs.FaultFS (l.faults()).
 func newLogSet(tb testingT, ndirs int) *logSet {
-	return newLogSetOn(tb, newFaultFS(vfs.NewMem()), "/data", ndirs)
+	return newLogSetOn(tb, vfs.NewFaultFS(vfs.NewMem()), "/data", ndirs)
 }
 
 // newLogSetOn makes ndirs empty data dirs under root on fsys.
@@ -81,7 +81,7 @@ func (l *logSet) create(dir int, id uint32) {
 func (l *logSet) path(id uint32) string { return l.w[id].Path() }
 
 // faults returns the set's fault-injecting filesystem.
-func (l *logSet) faults() *faultFS { return l.fs.(*faultFS) }
+func (l *logSet) faults() *vfs.FaultFS { return l.fs.(*vfs.FaultFS) }
 
 // bytes returns the content of log file id.
 func (l *logSet) bytes(id uint32) []byte {

@@ -10,6 +10,7 @@ import (
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -549,20 +550,20 @@ func TestRunErrors(t *testing.T) {
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
 				l.putCommitted(1, 1, 3)
-				l.faults().failReads(l.path(1), errInjected)
+				l.faults().Add(vfs.Rule{Ops: []string{"read", "readat"}, Name: l.path(1)})
 				return nil, nil, []string{"log-0000000001"}
 			},
-			is: errInjected,
+			is: vfs.ErrInjected,
 		},
 		{
 			name: "unreadable_log_file_after_its_header",
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
 				l.putCommitted(1, 1, 3)
-				l.faults().failAfterHeader(l.path(1), errInjected)
+				l.faults().Add(vfs.Rule{Ops: []string{"read", "readat"}, Name: l.path(1), Off: logfile.HeaderSize})
 				return nil, nil, []string{"log-0000000001"}
 			},
-			is: errInjected,
+			is: vfs.ErrInjected,
 		},
 		{
 			// A valid header naming another file: a misplaced file, not
@@ -582,10 +583,10 @@ func TestRunErrors(t *testing.T) {
 			name: "unlistable_data_dir",
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
-				l.faults().failList(l.dirs[0], errInjected)
+				l.faults().Add(vfs.Rule{Ops: []string{"list"}, Name: l.dirs[0]})
 				return nil, nil, []string{l.dirs[0]}
 			},
-			is: errInjected,
+			is: vfs.ErrInjected,
 		},
 	}
 	for _, tc := range tests {
@@ -610,8 +611,6 @@ func TestRunErrors(t *testing.T) {
 		})
 	}
 }
-
-var errInjected = errors.New("injected failure")
 
 // TestRunTolerates: states that are not errors.
 func TestRunTolerates(t *testing.T) {

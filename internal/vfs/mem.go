@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -23,6 +24,10 @@ const defaultFreeSpace = 1 << 40
 // maxTornBytes bounds how many bytes at the end of a torn tail CrashClone may
 // garble: one write that was in flight, not the whole tail.
 const maxTornBytes = 4096
+
+// sectorSize is the unit in which CrashClone tears in-place overwrites: a
+// disk persists each sector whole, old or new, never a mix within one.
+const sectorSize = 512
 
 // MemFS is an in-memory FS for tests whose crash keeps only what was made
 // durable: file contents as of their last successful File.Sync, and directory
@@ -50,11 +55,13 @@ const maxTornBytes = 4096
 //     under both names (two independent copies) or under neither.
 //
 // FreeSpace reports the value set by SetFreeSpace (default 1<<40) for any
-// existing directory; writes never fail for lack of space. Locks are per name
-// (the cleaned path) and per MemFS. Permissions are recorded, not enforced.
-// Files of a MemFS do not implement OSFile.
+// existing directory; writes never fail for lack of space (wrap it in a
+// FaultFS for that). Locks are per name (the cleaned path) and per MemFS.
+// Permissions are recorded, not enforced. Files of a MemFS do not implement
+// OSFile.
 //
-// A MemFS and its files are safe for concurrent use.
+// A MemFS and its files are safe for concurrent use. SetHook lets a crash
+// test take a CrashClone at every mutating operation.
 type MemFS struct {
 	// mu guards every field below, every node reachable from root and
 	// every open file and lock of this MemFS.
@@ -63,6 +70,62 @@ type MemFS struct {
 	locks     map[string]*memLock // cleaned path -> holder
 	freeSpace int64
 	ops       int64
+	hook      func(CrashPoint) // nil = none
+
+	// hookSeq is the Seq of the CrashPoint whose hook is running, 0 when
+	// none is; atomic so that a misused CrashPoint.Clone is caught, not raced.
+	hookSeq atomic.Int64
+}
+
+// CrashPoint is what a MemFS hook sees after each successful mutating
+// operation: an instant at which a crash test may take a crash image.
+type CrashPoint struct {
+	// Seq is the operation's number: Ops() including this operation.
+	Seq int64
+	// Op is the operation: "create", "write", "writeat", "truncate",
+	// "sync", "remove", "rename", "mkdir", "syncdir" or "lock" (a Lock that
+	// created its file).
+	Op string
+	// Path is the name the operation was given: for a file operation the
+	// name the file was opened with, for Rename the new name, for MkdirAll
+	// the cleaned path of the directory it created (one CrashPoint each).
+	Path string
+
+	m *MemFS
+}
+
+// Clone returns what CrashClone(tear, seed) would return at this instant.
+// It is valid only during the hook call that received p, and panics if
+// called after that call returned.
+func (p CrashPoint) Clone(tear bool, seed int64) *MemFS {
+	if p.m == nil || p.m.hookSeq.Load() != p.Seq {
+		panic("vfs: CrashPoint.Clone called outside its hook")
+	}
+	return p.m.crashCloneLocked(tear, seed)
+}
+
+// SetHook installs h, or removes the hook if h is nil. h runs after each
+// successful mutating operation (the ones Ops counts), synchronously, in the
+// goroutine that made the operation, with the MemFS locked: the operation's
+// caller waits for h, and no other operation of this MemFS can run meanwhile,
+// so what h records is atomic with the crash image it takes. h must not call
+// any method of this MemFS or of its files (they would deadlock); it may take
+// an image with p.Clone, and may use other MemFS instances (such as clones)
+// freely. Clones do not inherit the hook.
+func (m *MemFS) SetHook(h func(p CrashPoint)) {
+	m.mu.Lock()
+	m.hook = h
+	m.mu.Unlock()
+}
+
+// countLocked counts a successful mutating operation and runs the hook.
+func (m *MemFS) countLocked(op, path string) {
+	m.ops++
+	if m.hook != nil {
+		m.hookSeq.Store(m.ops)
+		defer m.hookSeq.Store(0)
+		m.hook(CrashPoint{Seq: m.ops, Op: op, Path: path, m: m})
+	}
 }
 
 // memNode is a file or a directory.
@@ -100,7 +163,8 @@ func (m *MemFS) SetFreeSpace(n int64) {
 // Write, WriteAt, Truncate and Sync of a file, and each Create, Rename,
 // Remove and SyncDir, each directory MkdirAll created and each lock file Lock
 // created count one. Reads, Stat, List, Open and failed operations count
-// nothing. A CrashClone starts at zero.
+// nothing. A CrashClone starts at zero. Each counted operation is one
+// CrashPoint for the hook (see SetHook), whose Seq is this count.
 func (m *MemFS) Ops() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -110,29 +174,45 @@ func (m *MemFS) Ops() int64 {
 // CrashClone returns a new MemFS holding what a power loss at this instant
 // would leave on disk. The receiver keeps working unchanged: a crashed
 // process's open handles keep writing into the receiver, never into the
-// clone. Locks are not carried over (the kernel releases them); FreeSpace is.
+// clone. Locks and the hook are not carried over (the kernel releases
+// locks); FreeSpace is.
 //
 // Every surviving file holds its durable contents. With tear=false that is
-// all. With tear=true, a file whose live contents are longer than its durable
-// contents (S durable bytes, L live bytes) also keeps part of its unsynced
-// tail, live bytes [S, L). Bytes below S are always exactly the durable ones.
-// The choice is made by a math/rand/v2 PCG generator seeded with
-// (uint64(seed), FNV-1a 64 of the file's cleaned path), so it is the same for
-// the same seed, path and contents, whatever other files exist:
+// all. With tear=true, a file also keeps part of what was written to it since
+// its last Sync, as a disk that lost power during writeback would. Let S be
+// its durable length, L its live length, and D the hull of the byte ranges
+// changed since its last Sync (by writes, and by truncates that grew it: the
+// zeros they add) cut to [0, min(S, L)): the in-place overwrites. Outside D
+// and below min(S, L), durable and live bytes are equal. The choices below
+// come from a math/rand/v2 PCG generator seeded with (uint64(seed), FNV-1a 64
+// of the file's cleaned path), so they are the same for the same seed, path
+// and file history, whatever other files exist. In this order:
 //
-//  1. k is drawn uniformly from [0, L-S]; the file becomes the durable bytes
-//     followed by live bytes [S, S+k).
+//  1. Appended tail, if L > S: k is drawn uniformly from [0, L-S]; the file
+//     becomes the durable bytes followed by live bytes [S, S+k).
 //  2. If k > 0, a mode is drawn uniformly from {intact, zeroed, garbage} and
 //     g uniformly from [1, min(k, 4096)]. Intact keeps the k bytes as they
 //     are; zeroed sets the last g of them to zero; garbage replaces the last g
 //     of them with bytes drawn from the same generator (a torn write).
+//  3. Overwrites, if D is not empty: each aligned 512-byte sector
+//     [512j, 512j+512) that meets D independently keeps its durable bytes or
+//     takes its live bytes (those inside D). The i-th such sector (i = 0, 1,
+//     ... in increasing offset order) takes its live bytes if bit i%64 of the
+//     (i/64+1)-th Uint64 drawn in this step is set.
 //
-// So a torn file is always a prefix of what was written, possibly ending in
-// up to 4096 damaged bytes: the torn tail a log reader must recognise and cut,
-// never damage followed by intact data.
+// Files with no in-place overwrite tear exactly as they did before step 3
+// existed. So below S a torn file holds, sector by sector, either what was
+// synced or what was written since, never a mix within a sector; from S on it
+// holds a prefix of what was appended, possibly ending in up to 4096 damaged
+// bytes: the torn tail a log reader must recognise and cut, never damage
+// followed by intact data.
 func (m *MemFS) CrashClone(tear bool, seed int64) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.crashCloneLocked(tear, seed)
+}
+
+func (m *MemFS) crashCloneLocked(tear bool, seed int64) *MemFS {
 	c := NewMem()
 	c.freeSpace = m.freeSpace
 	c.root = crashDir(m.root, "/", tear, seed, nil)
@@ -161,12 +241,29 @@ func crashDir(d *memNode, p string, tear bool, seed int64, onPath []*memNode) *m
 // crashFile returns the surviving copy of file n at path p (see CrashClone).
 func crashFile(n *memNode, p string, tear bool, seed int64) *memNode {
 	data := slices.Clone(n.synced)
-	if s := len(n.synced); tear && len(n.data) > s {
-		h := fnv.New64a()
-		h.Write([]byte(p))
-		rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
-		k := rng.IntN(len(n.data) - s + 1)
-		data = append(data, n.data[s:s+k]...)
+	if tear {
+		data = tearFile(n, data, p, seed)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return &memNode{perm: n.perm, data: data, synced: slices.Clone(data)}
+}
+
+// tearFile applies steps 1-3 of the CrashClone tear model to data, a copy of
+// n's durable contents, and returns it.
+func tearFile(n *memNode, data []byte, p string, seed int64) []byte {
+	s, l := int64(len(n.synced)), int64(len(n.data))
+	lo, hi := n.dirtyLo, min(n.dirtyHi, s, l) // D, the in-place overwrites
+	if l <= s && lo >= hi {
+		return data
+	}
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	rng := rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
+	if l > s {
+		k := rng.IntN(int(l-s) + 1)
+		data = append(data, n.data[s:s+int64(k)]...)
 		if k > 0 {
 			mode := rng.IntN(3)
 			g := 1 + rng.IntN(min(k, maxTornBytes))
@@ -181,10 +278,17 @@ func crashFile(n *memNode, p string, tear bool, seed int64) *memNode {
 			}
 		}
 	}
-	if data == nil {
-		data = []byte{}
+	var bits uint64
+	for i, sec := 0, lo/sectorSize*sectorSize; sec < hi; i, sec = i+1, sec+sectorSize {
+		if i%64 == 0 {
+			bits = rng.Uint64()
+		}
+		if bits&(1<<(i%64)) != 0 {
+			a, b := max(sec, lo), min(sec+sectorSize, hi)
+			copy(data[a:b], n.data[a:b])
+		}
 	}
-	return &memNode{perm: n.perm, data: data, synced: slices.Clone(data)}
+	return data
 }
 
 // split returns the components of name resolved from the root; none for the
@@ -253,7 +357,7 @@ func (m *MemFS) Create(name string) (File, error) {
 	}
 	n := &memNode{perm: 0o644}
 	d.entries[base] = n
-	m.ops++
+	m.countLocked("create", name)
 	return &memFile{m: m, n: n, name: name, writable: true}, nil
 }
 
@@ -292,7 +396,7 @@ func (m *MemFS) Remove(name string) error {
 		return pathErr("remove", name, syscall.ENOTEMPTY)
 	}
 	delete(d.entries, base)
-	m.ops++
+	m.countLocked("remove", name)
 	return nil
 }
 
@@ -336,7 +440,7 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	delete(od.entries, ob)
 	nd.entries[nb] = n
-	m.ops++
+	m.countLocked("rename", newname)
 	return nil
 }
 
@@ -346,13 +450,18 @@ func (m *MemFS) MkdirAll(dir string, perm fs.FileMode) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.root
-	for _, p := range split(dir) {
+	parts := split(dir)
+	for i, p := range parts {
 		c, ok := d.entries[p]
 		switch {
 		case !ok:
 			c = newDirNode(perm.Perm())
 			d.entries[p] = c
-			m.ops++
+			path := ""
+			if m.hook != nil {
+				path = string(filepath.Separator) + filepath.Join(parts[:i+1]...)
+			}
+			m.countLocked("mkdir", path)
 		case !c.dir:
 			return pathErr("mkdir", dir, syscall.ENOTDIR)
 		}
@@ -392,7 +501,7 @@ func (m *MemFS) SyncDir(dir string) error {
 		return pathErr("syncdir", dir, err)
 	}
 	d.durable = maps.Clone(d.entries)
-	m.ops++
+	m.countLocked("syncdir", dir)
 	return nil
 }
 
@@ -410,7 +519,7 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 			return nil, pathErr("lock", name, perr)
 		}
 		d.entries[base] = &memNode{perm: 0o644}
-		m.ops++
+		m.countLocked("lock", name)
 	case err != nil:
 		return nil, pathErr("lock", name, err)
 	case n.dir:
@@ -547,7 +656,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 	}
 	f.n.writeAt(p, f.off)
 	f.off += int64(len(p))
-	f.m.ops++
+	f.m.countLocked("write", f.name)
 	return len(p), nil
 }
 
@@ -561,7 +670,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, pathErr("writeat", f.name, syscall.EINVAL)
 	}
 	f.n.writeAt(p, off)
-	f.m.ops++
+	f.m.countLocked("writeat", f.name)
 	return len(p), nil
 }
 
@@ -575,7 +684,7 @@ func (f *memFile) Truncate(size int64) error {
 		return pathErr("truncate", f.name, syscall.EINVAL)
 	}
 	f.n.resize(size)
-	f.m.ops++
+	f.m.countLocked("truncate", f.name)
 	return nil
 }
 
@@ -586,7 +695,7 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	f.n.sync()
-	f.m.ops++
+	f.m.countLocked("sync", f.name)
 	return nil
 }
 

@@ -282,10 +282,12 @@ func TestMemCrashCloneIsIndependent(t *testing.T) {
 }
 
 // TestMemCrashTear checks the documented tear model over many seeds: the
-// synced bytes exactly, then a prefix of the unsynced tail whose last at most
-// maxTornBytes bytes may be damaged; deterministic per seed.
+// synced bytes, or the sector overwritten since (all of it); then a prefix of
+// the unsynced tail whose last at most maxTornBytes bytes may be damaged;
+// deterministic per seed.
 func TestMemCrashTear(t *testing.T) {
 	synced := bytes.Repeat([]byte("s"), 100)
+	overwritten := append([]byte("SS"), synced[2:]...)
 	tail := make([]byte, 6000)
 	for i := range tail {
 		tail[i] = byte('a' + i%26)
@@ -302,7 +304,7 @@ func TestMemCrashTear(t *testing.T) {
 	if b, _ := ReadFile(h.m.CrashClone(false, 1), "/f"); !bytes.Equal(b, synced) {
 		t.Fatalf("tear=false kept %d bytes, want the %d synced", len(b), len(synced))
 	}
-	var sawIntact, sawZeroed, sawGarbage bool
+	var sawIntact, sawZeroed, sawGarbage, sawOld, sawNew bool
 	for seed := range int64(300) {
 		c := h.m.CrashClone(true, seed)
 		b, err := ReadFile(c, "/f")
@@ -313,8 +315,15 @@ func TestMemCrashTear(t *testing.T) {
 		if clean, _ := ReadFile(c, "/clean"); string(clean) != "all synced" {
 			t.Fatalf("seed %d: a fully synced file changed: %q", seed, clean)
 		}
-		if len(b) < len(synced) || !bytes.Equal(b[:len(synced)], synced) {
-			t.Fatalf("seed %d: synced bytes changed", seed)
+		switch {
+		case len(b) < len(synced):
+			t.Fatalf("seed %d: %d bytes, shorter than the synced %d", seed, len(b), len(synced))
+		case bytes.Equal(b[:len(synced)], synced):
+			sawOld = true
+		case bytes.Equal(b[:len(synced)], overwritten):
+			sawNew = true
+		default:
+			t.Fatalf("seed %d: synced bytes changed to %q", seed, b[:len(synced)])
 		}
 		kept := b[len(synced):]
 		k := len(kept)
@@ -336,6 +345,137 @@ func TestMemCrashTear(t *testing.T) {
 	}
 	if !sawIntact || !sawZeroed || !sawGarbage {
 		t.Fatalf("tear modes not all seen: intact=%v zeroed=%v garbage=%v", sawIntact, sawZeroed, sawGarbage)
+	}
+	if !sawOld || !sawNew {
+		t.Fatalf("overwritten sector not seen both ways: old=%v new=%v", sawOld, sawNew)
+	}
+}
+
+// TestMemCrashTearSectors checks the tearing of in-place overwrites over many
+// seeds: below the durable length, every aligned 512-byte sector holds
+// either its durable or its live bytes, never a mix; sectors are chosen
+// independently (some clone mixes old and new sectors); beyond min(S, L) the
+// durable bytes stay.
+func TestMemCrashTearSectors(t *testing.T) {
+	fill := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	writeAt := func(h memT, f File, s string, off int64) { _, err := f.WriteAt([]byte(s), off); h.ok(err) }
+	cases := []struct {
+		name  string
+		do    func(h memT, f File) // on /f, durable since setup
+		durab string               // its durable contents, made durable before do
+		mixed bool                 // some clone must mix old and new sectors
+		torn  bool                 // some clone must differ from the durable contents
+	}{
+		{"overwrite_inside_one_sector", func(h memT, f File) {
+			writeAt(h, f, fill('n', 10), 10)
+		}, fill('o', 1024), false, true},
+		{"overwrite_across_unaligned_sectors", func(h memT, f File) {
+			writeAt(h, f, fill('n', 2800), 100)
+		}, fill('o', 3000), true, true},
+		{"two_overwrites_far_apart", func(h memT, f File) {
+			writeAt(h, f, fill('n', 10), 0)
+			writeAt(h, f, fill('n', 10), 2000)
+		}, fill('o', 2048), true, true},
+		{"overwrite_and_append", func(h memT, f File) {
+			writeAt(h, f, fill('n', 1000), 0)
+			writeAt(h, f, fill('a', 1000), 1000)
+		}, fill('o', 1000), true, true},
+		{"more_sectors_than_one_draw_covers", func(h memT, f File) {
+			writeAt(h, f, fill('n', 40<<10), 0)
+		}, fill('o', 40<<10), true, true},
+		{"truncate_shorter_then_overwrite", func(h memT, f File) {
+			h.ok(f.Truncate(1000))
+			writeAt(h, f, fill('n', 600), 0)
+		}, fill('o', 2048), true, true},
+		{"truncate_shorter_then_grow_zeroes", func(h memT, f File) {
+			h.ok(f.Truncate(50))
+			h.ok(f.Truncate(100))
+		}, fill('o', 100), false, true},
+		{"synced_overwrite_does_not_tear", func(h memT, f File) {
+			writeAt(h, f, fill('n', 2000), 0)
+			h.ok(f.Sync())
+		}, fill('o', 2048), false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := memT{t, NewMem()}
+			h.durable("/f", tc.durab)
+			tc.do(h, h.openRW("/f"))
+			durable, err := ReadFile(h.m.CrashClone(false, 0), "/f")
+			h.ok(err)
+			live, err := ReadFile(h.m, "/f")
+			h.ok(err)
+			s, top := len(durable), min(len(durable), len(live))
+			var sawMixed, sawTorn bool
+			sawOld, sawNew := map[int]bool{}, map[int]bool{} // sector offset -> seen so
+			for seed := range int64(200) {
+				b, err := ReadFile(h.m.CrashClone(true, seed), "/f")
+				h.ok(err)
+				if again, _ := ReadFile(h.m.CrashClone(true, seed), "/f"); !bytes.Equal(again, b) {
+					t.Fatalf("seed %d: two clones differ", seed)
+				}
+				if len(b) < s || len(b) > max(s, len(live)) {
+					t.Fatalf("seed %d: length %d, want in [%d, %d]", seed, len(b), s, max(s, len(live)))
+				}
+				if !bytes.Equal(b[top:s], durable[top:s]) {
+					t.Fatalf("seed %d: durable bytes beyond the live length changed", seed)
+				}
+				var old, new bool
+				for lo := 0; lo < top; lo += sectorSize {
+					hi := min(lo+sectorSize, top)
+					isOld, isNew := bytes.Equal(b[lo:hi], durable[lo:hi]), bytes.Equal(b[lo:hi], live[lo:hi])
+					switch {
+					case !isOld && !isNew:
+						t.Fatalf("seed %d: sector at %d mixes durable and live bytes", seed, lo)
+					case isOld && !isNew:
+						old, sawOld[lo] = true, true
+					case isNew && !isOld:
+						new, sawNew[lo] = true, true
+					}
+				}
+				sawMixed = sawMixed || (old && new)
+				sawTorn = sawTorn || !bytes.Equal(b[:s], durable)
+			}
+			for lo := range sawOld {
+				if tc.torn && !sawNew[lo] {
+					t.Errorf("sector at %d was never torn in %d seeds", lo, 200)
+				}
+			}
+			for lo := range sawNew {
+				if !sawOld[lo] {
+					t.Errorf("sector at %d always took its live bytes", lo)
+				}
+			}
+			if sawMixed != tc.mixed || sawTorn != tc.torn {
+				t.Fatalf("saw a clone mixing old and new sectors: %v (want %v); saw a torn clone: %v (want %v)",
+					sawMixed, tc.mixed, sawTorn, tc.torn)
+			}
+		})
+	}
+}
+
+// TestMemCrashTearOverwriteKeepsTailDraws: the sector draws come after the
+// tail's, so an in-place overwrite does not change how the tail tears.
+func TestMemCrashTearOverwriteKeepsTailDraws(t *testing.T) {
+	build := func(overwrite bool) *MemFS {
+		h := memT{t, NewMem()}
+		h.durable("/f", strings.Repeat("o", 1000))
+		f := h.openRW("/f")
+		_, err := f.WriteAt(bytes.Repeat([]byte("tail"), 2000), 1000)
+		h.ok(err)
+		if overwrite {
+			_, err := f.WriteAt(bytes.Repeat([]byte("n"), 1000), 0)
+			h.ok(err)
+		}
+		return h.m
+	}
+	plain, over := build(false), build(true)
+	for seed := range int64(50) {
+		a, _ := ReadFile(plain.CrashClone(true, seed), "/f")
+		b, _ := ReadFile(over.CrashClone(true, seed), "/f")
+		if !bytes.Equal(a[1000:], b[1000:]) {
+			t.Fatalf("seed %d: the overwrite changed the torn tail", seed)
+		}
 	}
 }
 
@@ -563,6 +703,123 @@ func TestMemOpsCountsMutations(t *testing.T) {
 	}
 }
 
+// TestMemHook: the hook sees every counted operation once, in order, with
+// its Seq, kind and path; failed operations and reads call nothing.
+func TestMemHook(t *testing.T) {
+	h := memT{t, NewMem()}
+	h.ok(h.create("/before", "", false).Close())
+	base := h.m.Ops()
+	var got []string
+	h.m.SetHook(func(p CrashPoint) { got = append(got, fmt.Sprintf("%d %s %s", p.Seq-base, p.Op, p.Path)) })
+	h.mkdir("/a/b")
+	h.syncDir("/")
+	f := h.create("/a/f", "one", true)
+	_, err := f.WriteAt([]byte("x"), 9)
+	h.ok(err)
+	h.ok(f.Truncate(2))
+	h.rename("/a/f", "/a/g")
+	h.remove("/a/g")
+	l, err := h.m.Lock("/a/lock")
+	h.ok(err)
+	h.ok(l.Close())
+	l, err = h.m.Lock("/a/lock") // exists: not counted
+	h.ok(err)
+	h.ok(l.Close())
+	if _, err := h.m.Create("/a/b"); err == nil {
+		t.Fatal("Create over a directory succeeded")
+	}
+	_, err = h.m.List("/a")
+	h.ok(err)
+	_, err = f.ReadAt(make([]byte, 1), 0)
+	h.ok(err)
+	h.m.SetHook(nil)
+	h.syncDir("/a")
+	want := []string{
+		"1 mkdir /a", "2 mkdir /a/b", "3 syncdir /", "4 create /a/f", "5 write /a/f", "6 sync /a/f",
+		"7 writeat /a/f", "8 truncate /a/f", "9 rename /a/g", "10 remove /a/g", "11 lock /a/lock",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hook saw\n%q\nwant\n%q", got, want)
+	}
+	if h.m.Ops()-base != int64(len(want))+1 {
+		t.Fatalf("Ops grew by %d, want %d", h.m.Ops()-base, len(want)+1)
+	}
+}
+
+// TestMemHookClones takes a clone at every operation: each holds what a
+// crash at that instant leaves, and stays so whatever happens later to the
+// MemFS or to the other clones.
+func TestMemHookClones(t *testing.T) {
+	h := memT{t, NewMem()}
+	h.mkdir("/d")
+	h.syncDir("/")
+	type point struct {
+		what  string
+		clone *MemFS
+	}
+	var points []point
+	h.m.SetHook(func(p CrashPoint) {
+		points = append(points, point{p.Op + " " + p.Path, p.Clone(false, 0)})
+		p.Clone(true, p.Seq) // a torn clone in the hook works too
+	})
+	f := h.create("/d/f", "one", false) // create, write
+	h.syncDir("/d")
+	h.ok(f.Sync())
+	_, err := f.Write([]byte("two"))
+	h.ok(err)
+	h.ok(f.Sync())
+	h.remove("/d/f")
+	h.m.SetHook(nil)
+	h.syncDir("/d")
+
+	want := []struct {
+		what string
+		tree map[string]string
+	}{
+		{"create /d/f", map[string]string{"/d/": ""}},
+		{"write /d/f", map[string]string{"/d/": ""}},
+		{"syncdir /d", map[string]string{"/d/": "", "/d/f": ""}},
+		{"sync /d/f", map[string]string{"/d/": "", "/d/f": "one"}},
+		{"write /d/f", map[string]string{"/d/": "", "/d/f": "one"}},
+		{"sync /d/f", map[string]string{"/d/": "", "/d/f": "onetwo"}},
+		{"remove /d/f", map[string]string{"/d/": "", "/d/f": "onetwo"}},
+	}
+	if len(points) != len(want) {
+		t.Fatalf("%d crash points, want %d", len(points), len(want))
+	}
+	// Damage one clone: no other clone and not the MemFS may see it.
+	g, err := points[3].clone.OpenReadWrite("/d/f")
+	h.ok(err)
+	_, err = g.WriteAt([]byte("XXX"), 0)
+	h.ok(err)
+	h.ok(g.Sync())
+	want[3].tree = map[string]string{"/d/": "", "/d/f": "XXX"}
+	for i, w := range want {
+		if points[i].what != w.what {
+			t.Fatalf("point %d is %q, want %q", i, points[i].what, w.what)
+		}
+		if got := tree(t, points[i].clone); !maps.Equal(got, w.tree) {
+			t.Fatalf("clone at %d (%s): %q, want %q", i, w.what, got, w.tree)
+		}
+	}
+	if got := tree(t, h.m); !maps.Equal(got, map[string]string{"/d/": ""}) {
+		t.Fatalf("MemFS after the clones: %q", got)
+	}
+}
+
+func TestMemHookCloneAfterTheHookPanics(t *testing.T) {
+	h := memT{t, NewMem()}
+	var saved CrashPoint
+	h.m.SetHook(func(p CrashPoint) { saved = p })
+	h.mkdir("/d")
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Clone after the hook returned did not panic")
+		}
+	}()
+	saved.Clone(false, 0)
+}
+
 func TestMemFreeSpace(t *testing.T) {
 	m := NewMem()
 	if free, err := m.FreeSpace("/"); err != nil || free != 1<<40 {
@@ -578,6 +835,13 @@ func TestMemFreeSpace(t *testing.T) {
 // goroutines; it is meant for -race.
 func TestMemConcurrent(t *testing.T) {
 	h := memT{t, NewMem()}
+	var hooked int64
+	h.m.SetHook(func(p CrashPoint) {
+		hooked++
+		if p.Seq%50 == 0 {
+			p.Clone(true, p.Seq)
+		}
+	})
 	shared := h.create("/shared", "", false)
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -604,6 +868,9 @@ func TestMemConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if hooked != h.m.Ops() {
+		t.Fatalf("hook ran %d times for %d operations", hooked, h.m.Ops())
+	}
 	if got := tree(t, h.m.CrashClone(false, 0)); len(got) != 5 || got["/g0"] != strings.Repeat("x", 50) {
 		t.Fatalf("after concurrent use: %q", got)
 	}

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,11 @@ import (
 // directory. After a crash, name holds either its old or its new contents,
 // never a mix; a leftover name.tmp is garbage and may be removed.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	return WriteFileAtomicFrom(fsys, name, bytes.NewReader(data))
+}
+
+// WriteFileAtomicFrom is WriteFileAtomic with the contents read from r.
+func WriteFileAtomicFrom(fsys FS, name string, r io.Reader) error {
 	tmp := name + ".tmp"
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove stale %s: %w", tmp, err)
@@ -21,7 +27,7 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(fileWriter{f}, r); err != nil {
 		return errors.Join(fmt.Errorf("write %s: %w", tmp, err), f.Close())
 	}
 	if err := f.Sync(); err != nil {
@@ -45,3 +51,9 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 	defer f.Close()
 	return io.ReadAll(f)
 }
+
+// fileWriter hides a File's other methods from io.Copy, which would
+// otherwise use its ReadFrom or WriterTo if it had one.
+type fileWriter struct{ f File }
+
+func (w fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }

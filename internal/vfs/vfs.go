@@ -1,12 +1,3 @@
-// Package vfs is the small filesystem seam every file filechannel writes or
-// reads goes through: data logs, the checkpoint, its metadata and inflight
-// files, lock files. Production code uses OS(); crash tests substitute
-// NewMem(), an in-memory FS whose CrashClone forgets what was not synced.
-//
-// The contract mirrors POSIX: data written to a File is durable only after
-// File.Sync returns nil; a created, renamed or removed directory entry is
-// durable only after SyncDir on its parent directory returns nil. Errors for a
-// missing file wrap fs.ErrNotExist.
 package vfs
 
 import (
