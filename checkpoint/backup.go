@@ -19,7 +19,9 @@ const copyChunk = 1 << 20
 // called right after a successful Write, while the checkpoint file is stable
 // (SetSlot never touches it). Order: remove backupComplete and fsync the dir;
 // copy the four checkpoint files, each to name.tmp, fsync, rename; fsync the
-// dir; publish backupComplete. A crash or error midway leaves no
+// dir; validate the copy as Open does (header, metadata, inflight files and
+// the ring CRC); publish backupComplete. A crash or error midway, or a copy
+// that fails validation (an error wrapping ErrBadCheckpoint), leaves no
 // backupComplete, so HasBackup is false until a Backup finishes.
 func Backup(fsys vfs.FS, srcDir, backupDir string) error {
 	if err := backup(fsys, srcDir, backupDir); err != nil {
@@ -46,6 +48,14 @@ func backup(fsys vfs.FS, srcDir, backupDir string) error {
 	if err := fsys.SyncDir(backupDir); err != nil {
 		return err
 	}
+	// A checkpoint damaged since its Write must not become the backup.
+	c, _, err := Open(fsys, backupDir)
+	if err != nil {
+		return fmt.Errorf("validate copy: %w", err)
+	}
+	if err := c.Close(); err != nil {
+		return fmt.Errorf("validate copy: %w", err)
+	}
 	return vfs.WriteFileAtomic(fsys, path(backupDir, BackupCompleteName), nil)
 }
 
@@ -61,7 +71,9 @@ func HasBackup(fsys vfs.FS, backupDir string) bool {
 // metadata and inflight files and then the checkpoint file (each to name.tmp,
 // fsync, rename), and fsyncs dir. Without backupComplete it returns
 // ErrNoBackup and changes nothing. A crash midway leaves an incomplete set
-// that Open rejects, and the backup intact for another try.
+// that Open rejects, and the backup intact for another try. The copies are
+// byte for byte, so the ring CRC travels in checkpoint.meta and Open of dir
+// validates the restored ring as it would the original.
 func RestoreBackup(fsys vfs.FS, backupDir, dir string) error {
 	if err := restoreBackup(fsys, backupDir, dir); err != nil {
 		return fmt.Errorf("restore checkpoint backup %s to %s: %w", backupDir, dir, err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -72,7 +73,7 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 	for _, k := range fsKinds {
 		t.Run(k.name, func(t *testing.T) {
 			base, dir, bdir, rdir := backupDirs(t, k)
-			fsys := &faultFS{FS: base}
+			fsys := vfs.NewFaultFS(base)
 			c := mustCreate(t, fsys, dir, 100)
 			commit(t, c, &State{Meta: Meta{WriteOrderID: 1, Capacity: 100}})
 			if err := Backup(fsys, dir, bdir); err != nil {
@@ -80,8 +81,8 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 			}
 			commit(t, c, &State{Meta: Meta{WriteOrderID: 2, Capacity: 100}})
 			// The second file copied is checkpoint.meta.
-			fsys.setFail(failOp("create", MetaName+tmpSuffix))
-			if err := Backup(fsys, dir, bdir); !errors.Is(err, errInjected) {
+			fsys.Add(vfs.Rule{Ops: []string{"create"}, Name: MetaName + tmpSuffix})
+			if err := Backup(fsys, dir, bdir); !errors.Is(err, vfs.ErrInjected) {
 				t.Fatalf("Backup = %v, want the injected fault", err)
 			}
 			if HasBackup(fsys, bdir) {
@@ -93,7 +94,7 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 			if err := RestoreBackup(fsys, bdir, rdir); !errors.Is(err, ErrNoBackup) {
 				t.Fatalf("RestoreBackup = %v, want ErrNoBackup", err)
 			}
-			fsys.setFail(nil)
+			fsys.Clear()
 			if err := Backup(fsys, dir, bdir); err != nil {
 				t.Fatal(err)
 			}
@@ -113,14 +114,14 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 func TestRestoreCrashNeverMixes(t *testing.T) {
 	for k := 1; ; k++ {
 		mem := newMem(t, "/a", "/b")
-		fsys := &faultFS{FS: mem}
+		fsys := vfs.NewFaultFS(mem)
 		ca := mustCreate(t, fsys, "/a", 100)
 		commit(t, ca, &State{Meta: Meta{WriteOrderID: 5, Capacity: 100}})
 		if err := Backup(fsys, "/a", "/b"); err != nil {
 			t.Fatal(err)
 		}
 		commit(t, ca, &State{Meta: Meta{WriteOrderID: 6, Capacity: 100}})
-		fsys.setFail(failFrom(fsys.count() + k))
+		fsys.Add(vfs.Rule{Seq: fsys.Ops() + int64(k), FailAfter: true}) // the process dies at op k
 		rerr := RestoreBackup(fsys, "/b", "/a")
 		mem = mem.CrashClone(false, 0)
 		c, st, err := Open(mem, "/a")
@@ -143,5 +144,60 @@ func TestRestoreCrashNeverMixes(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestBackupCarriesRingChecksum garbles a live ring slot of the checkpoint
+// before Backup, or of the backup before RestoreBackup. The ring CRC travels
+// with the copy: Backup refuses a damaged source (no backupComplete), and a
+// damaged backup restores to a checkpoint that Open rejects as corrupt.
+func TestBackupCarriesRingChecksum(t *testing.T) {
+	const capacity = 600
+	garble := func(t *testing.T, fsys vfs.FS, dir string) {
+		name := path(dir, CheckpointName)
+		b, err := vfs.ReadFile(fsys, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := int64(hs+capacity-1)*8 + 7 // live: the ring wraps from 590
+		patch(t, fsys, name, off, []byte{b[off] ^ 1})
+	}
+	wantCorrupt := func(t *testing.T, err error, file string) {
+		t.Helper()
+		var ce *corrupt.Error
+		if !errors.Is(err, ErrBadCheckpoint) || !errors.As(err, &ce) || ce.File != file {
+			t.Fatalf("got %v, want ErrBadCheckpoint with a *corrupt.Error naming %s", err, file)
+		}
+	}
+	for _, k := range fsKinds {
+		t.Run(k.name, func(t *testing.T) {
+			fsys, dir, bdir, rdir := backupDirs(t, k)
+			c := mustCreate(t, fsys, dir, capacity)
+			for i := range capacity {
+				c.SetSlot(hs+i, uint64(i+1))
+			}
+			st := &State{Meta: Meta{WriteOrderID: 3, Capacity: capacity, Head: 590, Size: 20}}
+			commit(t, c, st)
+
+			garble(t, fsys, dir)
+			wantCorrupt(t, Backup(fsys, dir, bdir), path(bdir, CheckpointName))
+			if HasBackup(fsys, bdir) {
+				t.Fatal("a backup of a damaged checkpoint is marked complete")
+			}
+
+			garble(t, fsys, dir) // undo
+			if err := Backup(fsys, dir, bdir); err != nil {
+				t.Fatal(err)
+			}
+			garble(t, fsys, bdir)
+			if err := RestoreBackup(fsys, bdir, rdir); err != nil {
+				t.Fatal(err)
+			}
+			c2, _, err := Open(fsys, rdir)
+			if err == nil {
+				c2.Close()
+			}
+			wantCorrupt(t, err, path(rdir, CheckpointName))
+		})
 	}
 }

@@ -108,7 +108,8 @@ func newCheckpoint(fsys vfs.FS, dir string, capacity int, store slotStore) *Chec
 // Validation: the header has the right magic and version, the COMPLETE marker
 // and a good CRC; the file length matches its capacity; checkpoint.meta
 // decodes and agrees with the header on W, capacity, head and size; both
-// inflight files decode and carry the same W.
+// inflight files decode and carry the same W; the live ring slots match the
+// meta's ring CRC (Open reads them once: about 8 MB for 1M queued events).
 //
 // Open returns ErrNoCheckpoint if neither the checkpoint file nor
 // checkpoint.meta exists; any other failure wraps ErrBadCheckpoint (and
@@ -132,39 +133,61 @@ func Open(fsys vfs.FS, dir string) (*Checkpoint, *State, error) {
 	}
 	c, st, err := open(fsys, dir, f)
 	if err != nil {
-		return nil, nil, errors.Join(bad(err), f.Close())
+		return nil, nil, bad(err)
 	}
 	return c, st, nil
 }
 
+// open validates the checkpoint whose file f is. It takes ownership of f: on
+// error it closes it.
 func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
+	st, err := readState(fsys, dir, f)
+	if err != nil {
+		return nil, nil, errors.Join(err, f.Close())
+	}
+	store, err := newStore(f, eventqueue.HeaderSlots+st.Capacity)
+	if err != nil {
+		return nil, nil, errors.Join(err, f.Close())
+	}
+	crc, err := ringCRC(store, st.Capacity, st.Head, st.Size)
+	if err == nil && crc != st.RingCRC {
+		err = corrupt.New(f.Name(), int64(eventqueue.HeaderSlots+st.Head)*8,
+			"ring checksum mismatch: %s has %#08x, the %d live slots from head %d give %#08x",
+			MetaName, st.RingCRC, st.Size, st.Head, crc)
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, store.close())
+	}
+	return newCheckpoint(fsys, dir, st.Capacity, store), st, nil
+}
+
+// readState reads and cross-checks the header of f, checkpoint.meta and the
+// inflight files of dir: everything Open validates but the ring.
+func readState(fsys vfs.FS, dir string, f vfs.File) (*State, error) {
 	name := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var hb [headerUsed * 8]byte
 	if fi.Size() < int64(len(hb)) {
-		return nil, nil, corrupt.New(name, fi.Size(), "file length %d too short for the header", fi.Size())
+		return nil, corrupt.New(name, fi.Size(), "file length %d too short for the header", fi.Size())
 	}
 	if _, err := f.ReadAt(hb[:], 0); err != nil {
-		return nil, nil, fmt.Errorf("read header: %w", err)
+		return nil, fmt.Errorf("read header: %w", err)
 	}
-	var h [headerUsed]uint64
-	for i := range h {
-		h[i] = binary.BigEndian.Uint64(hb[i*8:])
-	}
-	if err := checkHeader(name, &h, fi.Size()); err != nil {
-		return nil, nil, err
+	h, err := decodeHeader(name, hb[:], fi.Size())
+	if err != nil {
+		return nil, err
 	}
 	st := new(State)
 	metaName := path(dir, MetaName)
 	b, err := vfs.ReadFile(fsys, metaName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if st.Meta, err = decodeMeta(metaName, b); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, x := range []struct {
 		off       int64
@@ -177,21 +200,21 @@ func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
 		{metaOffSize, "size", uint64(st.Size), h[slotSize]},
 	} {
 		if x.meta != x.hdr {
-			return nil, nil, corrupt.New(metaName, x.off, "%s %d, checkpoint file has %d", x.what, x.meta, x.hdr)
+			return nil, corrupt.New(metaName, x.off, "%s %d, checkpoint file has %d", x.what, x.meta, x.hdr)
 		}
 	}
 	for _, kind := range []InflightKind{InflightPuts, InflightTakes} {
 		iname := path(dir, kind.String())
 		b, err := vfs.ReadFile(fsys, iname)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		w, txs, err := decodeInflight(iname, kind, b)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if w != st.WriteOrderID {
-			return nil, nil, corrupt.New(iname, inflightOffWriteID, "write-order id %d, checkpoint has %d", w, st.WriteOrderID)
+			return nil, corrupt.New(iname, inflightOffWriteID, "write-order id %d, checkpoint has %d", w, st.WriteOrderID)
 		}
 		if kind == InflightPuts {
 			st.InflightPuts = txs
@@ -199,11 +222,21 @@ func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
 			st.InflightTakes = txs
 		}
 	}
-	store, err := newStore(f, eventqueue.HeaderSlots+st.Capacity)
-	if err != nil {
-		return nil, nil, err
+	return st, nil
+}
+
+// decodeHeader parses header slots 0..7 from b, the first bytes of the
+// checkpoint file name of length size, and validates them (checkHeader). A
+// header it accepts re-encodes to b[:64].
+func decodeHeader(name string, b []byte, size int64) ([headerUsed]uint64, error) {
+	var h [headerUsed]uint64
+	if len(b) < headerUsed*8 {
+		return h, corrupt.New(name, int64(len(b)), "header truncated: %d bytes, want %d", len(b), headerUsed*8)
 	}
-	return newCheckpoint(fsys, dir, st.Capacity, store), st, nil
+	for i := range h {
+		h[i] = binary.BigEndian.Uint64(b[i*8:])
+	}
+	return h, checkHeader(name, &h, size)
 }
 
 // checkHeader validates header slots 0..7 of a checkpoint file of length
@@ -256,14 +289,15 @@ func (c *Checkpoint) Len() int { return c.total }
 // untouched.
 //
 // Order: the marker becomes INCOMPLETE and is flushed; the frozen pages are
-// copied into the file in ascending order; header slots 1, 2, 3, 5, 6 are
-// written and flushed; inflightputs, inflighttakes and checkpoint.meta are
-// published (write-tmp, fsync, rename, fsync-dir); the marker becomes COMPLETE
-// with the header CRC and is flushed. A crash leaves the previous checkpoint
-// (before the first flush), an incomplete one, or (after the last flush) this
-// one. On error the caller calls Thaw(false) so the next Write retries the
-// pages; a Write that fails its checks before the first flush leaves the
-// previous checkpoint valid.
+// copied into the file in ascending order; the ring CRC is computed from the
+// live slots now in the file (one read of size*8 bytes); header slots 1, 2,
+// 3, 5, 6 are written and flushed; inflightputs, inflighttakes and
+// checkpoint.meta (with the ring CRC) are published (write-tmp, fsync,
+// rename, fsync-dir); the marker becomes COMPLETE with the header CRC and is
+// flushed. A crash leaves the previous checkpoint (before the first flush),
+// an incomplete one, or (after the last flush) this one. On error the caller
+// calls Thaw(false) so the next Write retries the pages; a Write that fails
+// its checks before the first flush leaves the previous checkpoint valid.
 func (c *Checkpoint) Write(st *State) error {
 	if err := c.write(st); err != nil {
 		return fmt.Errorf("write checkpoint in %s: %w", c.dir, err)
@@ -278,7 +312,9 @@ func (c *Checkpoint) write(st *State) error {
 	if st.Capacity != c.capacity {
 		return fmt.Errorf("state capacity %d, checkpoint capacity %d", st.Capacity, c.capacity)
 	}
-	if err := validateMeta(&st.Meta); err != nil {
+	m := st.Meta // st.RingCRC is ignored; m gets the computed one
+	m.RingCRC = 0
+	if err := validateMeta(&m); err != nil {
 		return fmt.Errorf("invalid state: %w", err)
 	}
 	if err := validateInflight(InflightPuts, st.InflightPuts); err != nil {
@@ -305,6 +341,11 @@ func (c *Checkpoint) write(st *State) error {
 			return err
 		}
 	}
+	crc, err := ringCRC(c.store, c.capacity, m.Head, m.Size)
+	if err != nil {
+		return fmt.Errorf("checksum ring: %w", err)
+	}
+	m.RingCRC = crc
 	*h = [headerUsed]uint64{
 		slotMagic:    magicVersion,
 		slotWriteID:  st.WriteOrderID,
@@ -329,7 +370,7 @@ func (c *Checkpoint) write(st *State) error {
 	if err := vfs.WriteFileAtomic(c.fsys, path(c.dir, InflightTakesName), c.buf); err != nil {
 		return err
 	}
-	c.buf = appendMeta(c.buf[:0], &st.Meta)
+	c.buf = appendMeta(c.buf[:0], &m)
 	if err := vfs.WriteFileAtomic(c.fsys, path(c.dir, MetaName), c.buf); err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ func TestWriteReopenRoundTrip(t *testing.T) {
 				mirror[i] = v
 			}
 			st := randomState(rng, capacity, uint64(100+round))
+			st.RingCRC = rng.Uint32() // ignored: Write computes it
 			commit(t, c, st)
 			if got := ringOf(c); !slices.Equal(got, mirror) {
 				t.Fatalf("round %d: Slot values differ from what was set", round)
@@ -47,6 +48,9 @@ func TestWriteReopenRoundTrip(t *testing.T) {
 			var got *State
 			c, got = mustOpen(t, fsys, dir)
 			sameState(t, got, st)
+			if want := wantRingCRC(mirror, st.Head, st.Size); got.RingCRC != want {
+				t.Fatalf("round %d: RingCRC = %#08x, want %#08x", round, got.RingCRC, want)
+			}
 			if c.Capacity() != capacity || c.Len() != hs+capacity {
 				t.Fatalf("Capacity, Len = %d, %d", c.Capacity(), c.Len())
 			}
@@ -154,21 +158,21 @@ func TestCopyOnWrite(t *testing.T) {
 }
 
 func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
-	fsys := &faultFS{FS: newMem(t, "/cp")}
+	fsys := vfs.NewFaultFS(newMem(t, "/cp"))
 	c := mustCreate(t, fsys, "/cp", 100)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 100}}
 	c.SetSlot(hs+3, 33)
 	c.Freeze()
-	fsys.setFail(failOp("create", InflightPutsName+tmpSuffix))
+	fsys.Add(vfs.Rule{Ops: []string{"create"}, Name: InflightPutsName + tmpSuffix})
 	err := c.Write(st)
 	c.Thaw(err == nil)
-	if !errors.Is(err, errInjected) {
+	if !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Write = %v, want injected fault", err)
 	}
 	if _, _, err := Open(fsys, "/cp"); !errors.Is(err, ErrIncomplete) || !errors.Is(err, ErrBadCheckpoint) {
 		t.Fatalf("Open after failed Write = %v, want ErrBadCheckpoint (incomplete)", err)
 	}
-	fsys.setFail(nil)
+	fsys.Clear()
 	st.WriteOrderID = 2
 	commit(t, c, st)
 	_, got := mustOpen(t, fsys, "/cp")
@@ -179,23 +183,19 @@ func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
 
 func TestFailedSlotReadFailsLaterWrites(t *testing.T) {
 	mem := newMem(t, "/cp")
-	fsys := &faultFS{FS: mem}
+	fsys := vfs.NewFaultFS(mem)
 	c := mustCreate(t, fsys, "/cp", 2000)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 2000}}
 	commit(t, c, st)
-	fsys.mu.Lock()
-	fsys.failReads = true
-	fsys.mu.Unlock()
+	fsys.Add(vfs.Rule{Ops: []string{"readat"}})
 	c.Slot(hs + 1)        // clean page: read from the file
 	c.SetSlot(hs+1000, 5) // page copied from the file
-	fsys.mu.Lock()
-	fsys.failReads = false
-	fsys.mu.Unlock()
+	fsys.Clear()
 	c.Freeze()
 	st.WriteOrderID = 2
 	err := c.Write(st)
 	c.Thaw(false)
-	if !errors.Is(err, errInjected) {
+	if !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Write after a failed slot read = %v, want the read error", err)
 	}
 	if _, got := mustOpen(t, mem, "/cp"); got.WriteOrderID != 1 {
@@ -363,6 +363,18 @@ func TestOpenRejects(t *testing.T) {
 		{name: "inflight_kinds_swapped", mutate: func(t *testing.T, fsys vfs.FS, dir string, st *State) {
 			replace(t, fsys, path(dir, InflightTakesName), EncodeInflight(InflightPuts, st.WriteOrderID, st.InflightTakes))
 		}, corruptFile: InflightTakesName},
+		// The live ring is ring positions 10..29 (see below).
+		{name: "ring_slot_garbled", mutate: flip(CheckpointName, (hs+15)*8+3), corruptFile: CheckpointName},
+		{name: "ring_slot_zeroed", mutate: func(t *testing.T, fsys vfs.FS, dir string, _ *State) {
+			patch(t, fsys, path(dir, CheckpointName), (hs+10)*8, make([]byte, 8))
+		}, corruptFile: CheckpointName},
+		{name: "meta_ring_crc_wrong", mutate: func(t *testing.T, fsys vfs.FS, dir string, _ *State) {
+			b, err := vfs.ReadFile(fsys, path(dir, MetaName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			replace(t, fsys, path(dir, MetaName), putByte(metaOffRingCRC+3, b[metaOffRingCRC+3]^1)(b))
+		}, corruptFile: CheckpointName},
 	}
 	for _, k := range fsKinds {
 		for _, tc := range cases {
@@ -411,6 +423,93 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
+// TestRingChecksum garbles one ring slot of a written checkpoint: inside the
+// live ring [head, head+size) Open must report corruption (so recovery falls
+// back to the backup or a full replay instead of serving garbage pointers);
+// outside it the slot is stale and the checkpoint opens with its queue
+// intact.
+func TestRingChecksum(t *testing.T) {
+	const capacity = 1100 // three pages; 1000+300 wraps
+	cases := []struct {
+		name             string
+		head, size, slot int // slot: the ring position garbled
+		bad              bool
+	}{
+		{"live_first_slot", 100, 50, 100, true},
+		{"live_last_slot", 100, 50, 149, true},
+		{"live_before_wrap", 1000, 300, 1099, true},
+		{"live_after_wrap", 1000, 300, 5, true},
+		{"live_last_after_wrap", 1000, 300, 199, true},
+		{"full_ring_slot_before_head", 7, capacity, 6, true},
+		{"stale_before_head", 100, 50, 99, false},
+		{"stale_after_tail", 100, 50, 150, false},
+		{"stale_after_wrapped_tail", 1000, 300, 200, false},
+		{"stale_before_wrapped_head", 1000, 300, 999, false},
+		{"empty_queue", 100, 0, 100, false},
+	}
+	for _, k := range fsKinds {
+		for _, tc := range cases {
+			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
+				fsys, dir := newDir(t, k)
+				rng := rand.New(rand.NewPCG(15, 16))
+				c := mustCreate(t, fsys, dir, capacity)
+				ring := make([]uint64, capacity)
+				for i := range ring {
+					ring[i] = uint64(randomPointer(rng))
+					c.SetSlot(hs+i, ring[i])
+				}
+				st := randomState(rng, capacity, 9)
+				st.Head, st.Size = tc.head, tc.size
+				commit(t, c, st)
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				name := path(dir, CheckpointName)
+				b, err := vfs.ReadFile(fsys, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				off := int64(hs+tc.slot)*8 + 5
+				patch(t, fsys, name, off, []byte{b[off] ^ 0x10})
+
+				c2, got, err := Open(fsys, dir)
+				if tc.bad {
+					if err == nil {
+						c2.Close()
+						t.Fatal("Open accepted a garbled live slot")
+					}
+					var ce *corrupt.Error
+					if !errors.Is(err, ErrBadCheckpoint) || errors.Is(err, ErrIncomplete) || !errors.As(err, &ce) {
+						t.Fatalf("Open = %v, want ErrBadCheckpoint with a *corrupt.Error", err)
+					}
+					if ce.File != name || ce.Offset != int64(hs+tc.head)*8 {
+						t.Fatalf("corrupt.Error at %s:%d, want %s:%d", ce.File, ce.Offset, name, (hs+tc.head)*8)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Open with a garbled stale slot: %v", err)
+				}
+				defer c2.Close()
+				if want := wantRingCRC(ring, tc.head, tc.size); got.RingCRC != want {
+					t.Fatalf("RingCRC = %#08x, want %#08x", got.RingCRC, want)
+				}
+				q, err := eventqueue.New(c2, capacity, got.Head, got.Size, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := make([]eventqueue.Pointer, tc.size)
+				for i := range want {
+					want[i] = eventqueue.Pointer(ring[(tc.head+i)%capacity])
+				}
+				if !slices.Equal(q.Pointers(), want) {
+					t.Fatal("queue differs from the committed one")
+				}
+			})
+		}
+	}
+}
+
 func TestOpenFreshCreateIsIncomplete(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
 		c := mustCreate(t, fsys, dir, 10)
@@ -443,7 +542,7 @@ func TestCrashDuringWrite(t *testing.T) {
 	var sawOld, sawBad, sawNew bool
 	for k := 1; ; k++ {
 		mem := newMem(t, "/cp")
-		fsys := &faultFS{FS: mem}
+		fsys := vfs.NewFaultFS(mem)
 		c, err := Create(fsys, "/cp", capacity)
 		if err != nil {
 			t.Fatal(err)
@@ -458,7 +557,7 @@ func TestCrashDuringWrite(t *testing.T) {
 			}
 		}
 		c.Freeze()
-		fsys.setFail(failFrom(fsys.count() + k))
+		fsys.Add(vfs.Rule{Seq: fsys.Ops() + int64(k), FailAfter: true}) // the process dies at op k
 		werr := c.Write(stB)
 		mem = mem.CrashClone(false, 0)
 
@@ -491,7 +590,7 @@ func TestCrashDuringWrite(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(werr, errInjected) {
+		if !errors.Is(werr, vfs.ErrInjected) {
 			t.Fatalf("k=%d: Write = %v", k, werr)
 		}
 	}

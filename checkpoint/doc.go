@@ -12,7 +12,8 @@
 //
 //	checkpoint      the slot file: a header of eventqueue.HeaderSlots slots,
 //	                then the ring; mapped into memory (mmap) on real files
-//	checkpoint.meta W, queue geometry, ids and per-log-file states
+//	checkpoint.meta W, queue geometry, the CRC of the live ring slots, ids
+//	                and per-log-file states
 //	inflightputs    put transactions open at W
 //	inflighttakes   take transactions open at W
 //	*.tmp           a file being published; a leftover is garbage
@@ -37,13 +38,18 @@
 //
 // # Crash safety
 //
-// Write first marks the file INCOMPLETE and flushes, then writes the slots
-// and header and flushes, then publishes the inflight files and the metadata
-// (each write-tmp, fsync, rename, fsync-dir), and only then marks the file
-// COMPLETE with a header CRC and flushes. Open accepts a checkpoint only if
-// the marker is COMPLETE, every checksum matches and all four files agree on
-// W, so a crash at any point yields either the previous checkpoint (before
-// the first flush) or ErrBadCheckpoint, never a mix.
+// Write first marks the file INCOMPLETE and flushes, then writes the slots,
+// computes the CRC32C of the live ring slots [head, head+size) from the file,
+// writes the header and flushes, then publishes the inflight files and the
+// metadata carrying that ring CRC (each write-tmp, fsync, rename, fsync-dir),
+// and only then marks the file COMPLETE with a header CRC and flushes. Open
+// accepts a checkpoint only if the marker is COMPLETE, every checksum matches
+// (the ring CRC included: Open reads the live ring once) and all four files
+// agree on W, so a crash at any point yields either the previous checkpoint
+// (before the first flush) or ErrBadCheckpoint, never a mix, and a garbled
+// live slot is ErrBadCheckpoint (corrupt) rather than a lost event. The CRC
+// costs one read of the live ring per Write and per Open; Slot and SetSlot
+// never touch it.
 //
 // # Concurrency
 //

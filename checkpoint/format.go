@@ -22,6 +22,11 @@ package checkpoint
 //	1029+r      ring position r (0 <= r < capacity): an event pointer
 //	            fileID<<32 | offset, or stale garbage outside [head, head+size)
 //
+// The live ring is the size slots from ring position head, in ring order:
+// physical slots 1029+head .. 1029+capacity-1, then wrapping to 1029. Its
+// CRC32C over the size*8 bytes as stored (each slot big-endian) is the ring
+// CRC of checkpoint.meta; slots outside the live ring are not covered.
+//
 // checkpoint.meta (published with write-tmp, fsync, rename, fsync-dir):
 //
 //	off  len  field
@@ -35,7 +40,8 @@ package checkpoint
 //	40   4    next log file id
 //	44   8    max transaction id
 //	52   8    time, unix nanoseconds (0 = not recorded)
-//	60   4    log count n, then n entries in strictly ascending file id order:
+//	60   4    ring CRC: CRC32C of the live ring (0 when size is 0)
+//	64   4    log count n, then n entries in strictly ascending file id order:
 //	          4 file id | 8 position | 8 refs | 4 takesFrom count k |
 //	          k x 4 file ids, strictly ascending
 //	end  4    CRC32C of every byte before it
@@ -54,7 +60,8 @@ package checkpoint
 // Decoders reject (with a *corrupt.Error) a bad CRC, bad magic, unknown
 // version, non-zero reserved bytes, counts larger than the bytes left,
 // trailing bytes, unsorted or duplicate ids, and values out of range, so
-// decoding then encoding reproduces the input byte for byte.
+// decoding then encoding reproduces the input byte for byte. Open also
+// recomputes the ring CRC from the checkpoint file and rejects a mismatch.
 
 import (
 	"encoding/binary"
@@ -89,7 +96,7 @@ const (
 	takesMagic    = "FCIT"
 	formatVersion = 1
 
-	metaFixedLen     = 64 // through the log count
+	metaFixedLen     = 68 // through the log count
 	metaLogFixedLen  = 24 // file id, position, refs, takesFrom count
 	inflightFixedLen = 20 // through the transaction count
 	inflightTxLen    = 12 // tx id, pointer count
@@ -100,6 +107,11 @@ const (
 	metaOffCapacity = 16
 	metaOffHead     = 24
 	metaOffSize     = 32
+	metaOffNextFile = 40
+	metaOffMaxTxID  = 44
+	metaOffTime     = 52
+	metaOffRingCRC  = 60
+	metaOffLogCount = 64
 	// Offset of W in an inflight file.
 	inflightOffWriteID = 8
 )
@@ -120,4 +132,17 @@ func headerCRC(h *[headerUsed]uint64) uint32 {
 		binary.BigEndian.PutUint64(b[i*8:], h[i])
 	}
 	return crc32.Checksum(b[:], crcTable)
+}
+
+// ringCRC is the CRC32C of the live ring of a checkpoint with capacity, head
+// and size, read from s: size slots from ring position head, in ring order,
+// each as its 8 stored bytes. The caller has checked head < capacity and size
+// <= capacity.
+func ringCRC(s slotStore, capacity, head, size int) (uint32, error) {
+	first := min(size, capacity-head) // up to the end of the file
+	crc, err := s.checksum(0, eventqueue.HeaderSlots+head, first)
+	if err != nil || first == size {
+		return crc, err
+	}
+	return s.checksum(crc, eventqueue.HeaderSlots, size-first) // wrapped
 }

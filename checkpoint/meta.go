@@ -30,8 +30,12 @@ type Meta struct {
 	Head, Size   int
 	NextFileID   uint32
 	MaxTxID      uint64
-	Time         time.Time  // the zero Time is stored as 0 and read back as the zero Time
-	Logs         []LogState // strictly ascending by FileID
+	Time         time.Time // the zero Time is stored as 0 and read back as the zero Time
+	// RingCRC is the CRC32C of the live ring slots (see format.go); 0 when
+	// Size is 0. Open returns the value it verified; Write ignores the
+	// caller's value and stores the CRC it computes from the file.
+	RingCRC uint32
+	Logs    []LogState // strictly ascending by FileID
 }
 
 // EncodeMeta returns the checkpoint.meta bytes of m. m must be valid: Write
@@ -52,6 +56,7 @@ func appendMeta(dst []byte, m *Meta) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, m.NextFileID)
 	dst = binary.BigEndian.AppendUint64(dst, m.MaxTxID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(timeToNanos(m.Time)))
+	dst = binary.BigEndian.AppendUint32(dst, m.RingCRC)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Logs)))
 	for i := range m.Logs {
 		l := &m.Logs[i]
@@ -90,17 +95,21 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 		return m, corrupt.New(file, metaOffSize, "size %d above capacity %d", size, capacity)
 	}
 	m.Capacity, m.Head, m.Size = int(capacity), int(head), int(size)
-	m.NextFileID = be.Uint32(body[40:])
-	m.MaxTxID = be.Uint64(body[44:])
-	ns := be.Uint64(body[52:])
+	m.NextFileID = be.Uint32(body[metaOffNextFile:])
+	m.MaxTxID = be.Uint64(body[metaOffMaxTxID:])
+	ns := be.Uint64(body[metaOffTime:])
 	if ns > math.MaxInt64 {
-		return m, corrupt.New(file, 52, "time %d out of range", ns)
+		return m, corrupt.New(file, metaOffTime, "time %d out of range", ns)
 	}
 	m.Time = nanosToTime(int64(ns))
-	n := be.Uint32(body[60:])
+	m.RingCRC = be.Uint32(body[metaOffRingCRC:])
+	if m.Size == 0 && m.RingCRC != 0 {
+		return m, corrupt.New(file, metaOffRingCRC, "ring checksum %#08x for an empty queue", m.RingCRC)
+	}
+	n := be.Uint32(body[metaOffLogCount:])
 	off := metaFixedLen
 	if uint64(n) > uint64(len(body)-off)/metaLogFixedLen {
-		return m, corrupt.New(file, 60, "log count %d exceeds the %d bytes left", n, len(body)-off)
+		return m, corrupt.New(file, metaOffLogCount, "log count %d exceeds the %d bytes left", n, len(body)-off)
 	}
 	if n > 0 {
 		m.Logs = make([]LogState, n)
@@ -195,6 +204,8 @@ func validateMeta(m *Meta) error {
 		return fmt.Errorf("size %d out of range for capacity %d", m.Size, m.Capacity)
 	case timeToNanos(m.Time) < 0:
 		return fmt.Errorf("time %v before 1970", m.Time)
+	case m.Size == 0 && m.RingCRC != 0:
+		return fmt.Errorf("ring checksum %#08x for an empty queue", m.RingCRC)
 	case uint64(len(m.Logs)) > math.MaxUint32:
 		return fmt.Errorf("%d log states", len(m.Logs))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/edsrzf/mmap-go"
 
@@ -11,15 +12,19 @@ import (
 )
 
 // slotStore is the checkpoint file seen as an array of big-endian uint64
-// slots. The Slot/SetSlot side calls slot and readSlots; Write calls
-// writeSlots and flush. The two sides run concurrently but never touch the
-// same slots (Write writes only frozen pages and the header, which the other
-// side reads from memory or not at all), and each side has its own buffer,
-// so implementations need no lock.
+// slots. The Slot/SetSlot side calls slot and readSlots; Write (and Open,
+// before the store is shared) calls writeSlots, checksum and flush. The two
+// sides run concurrently but never write the same slots (Write writes only
+// frozen pages and the header, which the other side reads from memory or not
+// at all; checksum only reads), and each side has its own buffers, so
+// implementations need no lock.
 type slotStore interface {
 	slot(i int) (uint64, error)
 	readSlots(first int, dst []uint64) error
 	writeSlots(first int, src []uint64) error
+	// checksum extends the CRC32C crc over the stored bytes of the n slots
+	// from physical slot first.
+	checksum(crc uint32, first, n int) (uint32, error)
 	// flush makes every slot written so far durable.
 	flush() error
 	// close releases the store and closes the file; it writes nothing.
@@ -68,6 +73,10 @@ func (s *mmapStore) writeSlots(first int, src []uint64) error {
 	return nil
 }
 
+func (s *mmapStore) checksum(crc uint32, first, n int) (uint32, error) {
+	return crc32.Update(crc, crcTable, s.m[first*8:(first+n)*8]), nil
+}
+
 func (s *mmapStore) flush() error {
 	if err := s.m.Flush(); err != nil {
 		return fmt.Errorf("msync %s: %w", s.f.Name(), err)
@@ -85,7 +94,11 @@ type fileStore struct {
 	f    vfs.File
 	rbuf [pageSlots * 8]byte // Slot/SetSlot side
 	wbuf [pageSlots * 8]byte // Write side
+	cbuf []byte              // Write side: checksum reads, up to checksumChunk bytes
 }
+
+// checksumChunk is the largest read fileStore.checksum makes.
+const checksumChunk = 1 << 20
 
 func (s *fileStore) slot(i int) (uint64, error) {
 	b := s.rbuf[:8]
@@ -123,6 +136,22 @@ func (s *fileStore) writeSlots(first int, src []uint64) error {
 		src, first = src[n:], first+n
 	}
 	return nil
+}
+
+func (s *fileStore) checksum(crc uint32, first, n int) (uint32, error) {
+	if want := min(n*8, checksumChunk); len(s.cbuf) < want {
+		s.cbuf = make([]byte, want)
+	}
+	for n > 0 {
+		k := min(n, len(s.cbuf)/8)
+		b := s.cbuf[:k*8]
+		if _, err := s.f.ReadAt(b, int64(first)*8); err != nil {
+			return 0, fmt.Errorf("read slots %d..%d of %s: %w", first, first+k-1, s.f.Name(), err)
+		}
+		crc = crc32.Update(crc, crcTable, b)
+		first, n = first+k, n-k
+	}
+	return crc, nil
 }
 
 func (s *fileStore) flush() error {
