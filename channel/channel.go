@@ -73,9 +73,12 @@ type FileChannel struct {
 // stats are counters kept whether or not metrics are registered.
 type stats struct {
 	// Set once by Open.
-	recoveredFrom string
-	replayRecords int64
-	replaySkipped int64
+	recoveredFrom    string
+	replayRecords    int64
+	replaySkipped    int64
+	replayCorrupt    int64
+	replayDamagedTxs int64
+	tornTails        int64
 
 	corruptSkipped atomic.Int64
 	checkpointErrs atomic.Int64
@@ -177,13 +180,32 @@ func (c *FileChannel) open() error {
 			return fmt.Errorf("filechannel: %w", err)
 		}
 	}
+	for _, l := range res.Logs {
+		if l.Tail != logfile.TailTorn {
+			continue
+		}
+		// The tail of a write that a crash cut short (or damage after the
+		// last record): keep its bytes for the operator, then cut it so
+		// later replays and readers see a clean end.
+		keep, err := logfile.CutTail(c.fs, l.Path, l.End)
+		if err != nil {
+			return fmt.Errorf("filechannel: %w", err)
+		}
+		c.stats.tornTails++
+		c.log.Warn("cut a torn tail from a log file", "file", l.Path, "valid_end", l.End,
+			"bytes", l.Size-l.End, "kept_in", keep, "reason", l.TailErr)
+	}
 	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
+	c.stats.replayCorrupt, c.stats.replayDamagedTxs = int64(res.Corrupt), int64(res.DamagedTxs)
 	c.nextWOID.Store(res.MaxWriteOrderID + 1)
 	c.nextTxID.Store(res.MaxTxID + 1)
 	c.nextFileID.Store(res.MaxFileID + 1)
 	c.takesFrom = res.TakesFrom
 	for _, l := range res.Logs {
 		r, err := logfile.OpenReader(c.fs, l.Path)
+		if errors.Is(err, ErrCorrupt) {
+			r, err = logfile.OpenSalvageReader(c.fs, l.Path) // replay reported the header
+		}
 		if err != nil {
 			return fmt.Errorf("filechannel: open %s: %w", l.Path, err)
 		}

@@ -8,9 +8,20 @@ type Stats struct {
 	Capacity      int
 	LogFiles      int // data log files the channel holds open
 
-	RecoveredFrom  string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
-	ReplayRecords  int64  // log records read by the last Open
-	ReplaySkipped  int64  // of those, records already covered by the checkpoint
+	RecoveredFrom string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
+	ReplayRecords int64  // log records read by the last Open
+	ReplaySkipped int64  // of those, records already covered by the checkpoint
+	// ReplayCorrupt counts the damaged regions in the middle of log files
+	// (or damaged log headers) the last Open stepped over; the damage is
+	// logged with file and offset and left in place (fcreplay repair
+	// removes it).
+	ReplayCorrupt int64
+	// ReplayDamagedTxs counts committed put transactions the last Open
+	// dropped whole because damage lay between their records.
+	ReplayDamagedTxs int64
+	// TornTails counts log files whose torn tail the last Open cut off
+	// (the bytes are kept in a .corrupt file next to the log).
+	TornTails      int64
 	CorruptSkipped int64  // damaged events skipped by takes
 	CheckpointErrs int64  // failed checkpoints
 	BackupErrs     int64  // failed backup checkpoints
@@ -33,6 +44,9 @@ func (c *FileChannel) Stats() Stats {
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped
+	s.ReplayCorrupt = c.stats.replayCorrupt
+	s.ReplayDamagedTxs = c.stats.replayDamagedTxs
+	s.TornTails = c.stats.tornTails
 	s.CorruptSkipped = c.stats.corruptSkipped.Load()
 	s.CheckpointErrs = c.stats.checkpointErrs.Load()
 	s.BackupErrs = c.stats.backupErrs.Load()

@@ -222,7 +222,7 @@ func (t *Transaction) commitPuts() error {
 		t.abortPuts()
 		return ErrClosed
 	}
-	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut}
+	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)}
 	w, end, ptrs, err := c.appendRecords(t, []logfile.Record{commit})
 	if err == nil {
 		err = c.sync(w, end)
@@ -277,7 +277,7 @@ func (t *Transaction) commitTakes() error {
 	}
 	recs := []logfile.Record{
 		{Type: logfile.RecordTake, TxID: t.id, Pointers: ptrs},
-		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake},
+		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))},
 	}
 	w, end, _, err := c.appendRecords(t, recs)
 	if err == nil {

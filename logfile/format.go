@@ -30,7 +30,9 @@ package logfile
 //	             uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
 //	   take:     uvarint pointer count n; n x uint64 BE pointers (fileID<<32 | offset) of the put records consumed
 //	   rollback: empty
-//	   commit:   1 byte: the type being committed (1 put or 2 take)
+//	   commit:   1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
+//	             events the transaction put (all its put records) or took (all pointers of its take records),
+//	             so that replay can tell a transaction whose records it saw only in part
 //
 // A payload with trailing bytes after its body, an unknown type, or lengths
 // that overrun are corrupt. So are encodings the writer never produces, so
@@ -108,6 +110,7 @@ type Record struct {
 	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
 	Pointers     []uint64          // take; nil when a decoded take has none
 	CommitType   RecordType        // commit: RecordPut or RecordTake
+	Count        uint64            // commit: events put or taken by the transaction
 }
 
 // EncodedSize returns the size of the whole frame AppendRecord writes for r:
@@ -128,7 +131,7 @@ func (r *Record) payloadSize() int {
 	case RecordTake:
 		n += uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordCommit:
-		n++
+		n += 1 + uvarintLen(r.Count)
 	}
 	return n
 }
@@ -176,6 +179,7 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 		}
 	case RecordCommit:
 		dst = append(dst, byte(r.CommitType))
+		dst = binary.AppendUvarint(dst, r.Count)
 	}
 	frame := dst[start:]
 	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], frame[FrameHeaderSize:]))
@@ -322,13 +326,21 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 			return "trailing bytes after rollback"
 		}
 	case RecordCommit:
-		if len(p) != 1 {
-			return "commit body is not one byte"
+		if len(p) < 1 {
+			return "commit body is empty"
 		}
 		r.CommitType = RecordType(p[0])
 		if r.CommitType != RecordPut && r.CommitType != RecordTake {
 			return "commit of unknown type"
 		}
+		count, rest, ok := readUvarint(p[1:])
+		if !ok {
+			return "bad commit count"
+		}
+		if len(rest) != 0 {
+			return "trailing bytes after commit"
+		}
+		r.Count = count
 	default:
 		return "unknown record type"
 	}

@@ -199,7 +199,7 @@ func recordSeeds(t testing.TB) map[string][]byte {
 	// Payloads for the wrapped path.
 	seeds["payload_put"] = cat(payloadHead(RecordPut), []byte{1, 1, 'k', 1, 'v', 2, 'h', 'i'})
 	seeds["payload_take"] = cat(payloadHead(RecordTake), []byte{1, 0, 0, 0, 1, 0, 0, 0, 16})
-	seeds["payload_commit"] = cat(payloadHead(RecordCommit), []byte{2})
+	seeds["payload_commit"] = cat(payloadHead(RecordCommit), []byte{2, 0x81, 0x01})
 	return seeds
 }
 

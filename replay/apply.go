@@ -40,12 +40,13 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		switch r.CommitType {
 		case logfile.RecordPut:
 			spilled := a.puts.Remove(r.TxID)
-			if lo, ok := damagedBetween(src, a.txPuts[r.TxID], off); ok {
-				n := len(spilled) + len(a.txPuts[r.TxID])
+			if n := len(spilled) + len(a.txPuts[r.TxID]); uint64(n) != r.Count {
+				// Some of its put records were lost to damage: applying the
+				// rest would make part of a transaction visible.
 				a.res.DamagedTxs++
 				a.res.Dropped += n
-				log.Error("replay: dropping a committed put transaction: a damaged region lies between its records",
-					"file", src.path, "tx", r.TxID, "first_put", lo, "commit", off, "events", n)
+				log.Error("replay: dropping a committed put transaction whose records were damaged",
+					"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
 				delete(a.txPuts, r.TxID)
 				return
 			}
@@ -63,6 +64,13 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 			a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
 			delete(a.txPuts, r.TxID)
 		case logfile.RecordTake:
+			if n := len(a.txTakes[r.TxID]) + len(a.takes.Get(r.TxID)); uint64(n) != r.Count {
+				// Take records lost to damage: the events they took stay
+				// in the channel (delivered again, never lost).
+				a.res.DamagedTxs++
+				log.Error("replay: a committed take transaction's records were damaged; its lost takes stay queued",
+					"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
+			}
 			for _, p := range a.txTakes[r.TxID] {
 				a.res.Takes++
 				if !a.takes.RemovePointer(r.TxID, p) {
@@ -153,27 +161,4 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		}
 	}
 	return nil
-}
-
-// damagedBetween reports whether the scanner of src skipped a damaged region
-// between the first of puts in src's file and the commit record at commit:
-// then a put of the transaction may have been lost with it. It returns that
-// first put's offset.
-func damagedBetween(src *source, puts []eventqueue.Pointer, commit int64) (int64, bool) {
-	skips := src.sc.Skipped()
-	if len(skips) == 0 {
-		return 0, false
-	}
-	lo := commit
-	for _, p := range puts {
-		if p.FileID() == src.id {
-			lo = min(lo, int64(p.Offset()))
-		}
-	}
-	for _, sk := range skips {
-		if sk.Offset >= lo && sk.Offset < commit {
-			return lo, true
-		}
-	}
-	return 0, false
 }

@@ -34,8 +34,9 @@ func TestDamagedRecordIsSkippedAndTheRestRecovered(t *testing.T) {
 
 	res, q := l.mustRun(nil, nil)
 	wantQueue(t, q, cat(a[1:], b, c, d))
-	if res.Corrupt != 1 || res.DamagedTxs != 0 {
-		t.Errorf("Corrupt, DamagedTxs = %d, %d, want 1, 0", res.Corrupt, res.DamagedTxs)
+	// Transaction 3 lost its only put: its commit finds none of them.
+	if res.Corrupt != 1 || res.DamagedTxs != 1 {
+		t.Errorf("Corrupt, DamagedTxs = %d, %d, want 1, 1", res.Corrupt, res.DamagedTxs)
 	}
 	lf := res.Logs[0]
 	if len(lf.Skipped) != 1 || lf.Skipped[0].Offset != int64(lost[0].Offset()) {
@@ -50,22 +51,38 @@ func TestDamagedRecordIsSkippedAndTheRestRecovered(t *testing.T) {
 	}
 }
 
-// TestDamageInsideATransactionDropsItWhole: a damaged record between a
-// transaction's first put and its commit may have been one of its puts;
+// TestDamageInsideATransactionDropsItWhole: a commit record counts the
+// transaction's events; when damage cost the transaction one of its puts,
 // applying the rest would show part of a transaction, so none of it is.
-// Damage before the first put (another transaction's record) does not.
+// Damage to a neighbour's record costs the neighbour only.
 func TestDamageInsideATransactionDropsItWhole(t *testing.T) {
 	l := newLogSet(t, 1)
 	l.create(0, 1)
 	before := l.putCommitted(1, 1, 1)
 	ps := l.putCommitted(1, 2, 3)
 	after := l.putCommitted(1, 3, 2)
-	l.flip(1, int64(ps[1].Offset())+logfile.FrameHeaderSize+2)
+	l.flip(1, int64(ps[0].Offset())+logfile.FrameHeaderSize+2) // its first put
 
 	res, q := l.mustRun(nil, nil)
 	wantQueue(t, q, cat(before, after))
 	if res.Corrupt != 1 || res.DamagedTxs != 1 || res.Dropped != 2 {
 		t.Errorf("Corrupt, DamagedTxs, Dropped = %d, %d, %d, want 1, 1, 2", res.Corrupt, res.DamagedTxs, res.Dropped)
+	}
+
+	// A damaged take record: the events it took stay queued (delivered
+	// again rather than lost); the rest of the take applies.
+	l3 := newLogSet(t, 1)
+	l3.create(0, 1)
+	ev := l3.putCommitted(1, 1, 3)
+	takeOff := l3.size(1)
+	l3.take(1, 2, ev[0])
+	l3.take(1, 2, ev[1])
+	l3.commitTake(1, 2)
+	l3.flip(1, takeOff+logfile.FrameHeaderSize+3)
+	res, q = l3.mustRun(nil, nil)
+	wantQueue(t, q, cat(ev[:1], ev[2:]))
+	if res.Corrupt != 1 || res.DamagedTxs != 1 {
+		t.Errorf("Corrupt, DamagedTxs = %d, %d, want 1, 1", res.Corrupt, res.DamagedTxs)
 	}
 
 	// The same damage on the transaction's commit record instead: the

@@ -32,6 +32,9 @@ type logSet struct {
 	w    map[uint32]*logfile.Writer
 	woid uint64 // last write-order id handed out
 	buf  []byte
+	// txEvents counts the events each open transaction put or took so
+	// far, for its commit record's Count.
+	txEvents map[uint64]uint64
 }
 
 // newLogSet makes ndirs empty data dirs in a fresh vfs.MemFS, wrapped in a
@@ -134,6 +137,24 @@ func (l *logSet) write(id uint32, r logfile.Record) ptr {
 		r.WriteOrderID = l.woid
 	}
 	l.woid = max(l.woid, r.WriteOrderID)
+	// A commit carries the number of events its transaction put or took,
+	// counted here unless the test set one.
+	if l.txEvents == nil {
+		l.txEvents = map[uint64]uint64{}
+	}
+	switch r.Type {
+	case logfile.RecordPut:
+		l.txEvents[r.TxID]++
+	case logfile.RecordTake:
+		l.txEvents[r.TxID] += uint64(len(r.Pointers))
+	case logfile.RecordCommit:
+		if r.Count == 0 {
+			r.Count = l.txEvents[r.TxID]
+		}
+		delete(l.txEvents, r.TxID)
+	case logfile.RecordRollback:
+		delete(l.txEvents, r.TxID)
+	}
 	var err error
 	l.buf, err = logfile.AppendRecord(l.buf[:0], &r)
 	if err != nil {

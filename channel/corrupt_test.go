@@ -1,0 +1,167 @@
+package channel
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// logPath is the path of log file id in the first data dir.
+func logPath(cfg Config, id uint32) string {
+	return filepath.Join(cfg.DataDirs[0], logfile.LogName(id))
+}
+
+func appendBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipAt(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x5a
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeCheckpoint(t *testing.T, cfg Config) {
+	t.Helper()
+	for _, n := range []string{checkpoint.CheckpointName, checkpoint.MetaName} {
+		if err := os.Remove(filepath.Join(cfg.CheckpointDir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTornTailIsCutAndKept: garbage after the last record of the log being
+// written when the process died is cut on open, its bytes kept in a
+// .corrupt file; the channel then works and replays cleanly, even in full.
+func TestTornTailIsCutAndKept(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	path := c.dirs[0].w.Path()
+	end := c.dirs[0].w.Size()
+	crash(t, c)
+	garbage := []byte("\x00\x00\x01\x00half a frame, then the power went")
+	appendBytes(t, path, garbage)
+
+	c = mustOpen(t, cfg)
+	if s := c.Stats(); s.TornTails != 1 || s.ReplayCorrupt != 0 {
+		t.Fatalf("TornTails %d, ReplayCorrupt %d, want 1, 0", s.TornTails, s.ReplayCorrupt)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != end {
+		t.Fatalf("log after open: %v, %v; want size %d", fi, err, end)
+	}
+	id, _ := logfile.ParseLogName(filepath.Base(path))
+	kept, err := os.ReadFile(filepath.Join(cfg.DataDirs[0], logfile.CorruptName(id, end)))
+	if err != nil || string(kept) != string(garbage) {
+		t.Fatalf("kept %q, %v", kept, err)
+	}
+	putN(t, c, 30, 10, 10)
+	c.Close()
+
+	removeCheckpoint(t, cfg)
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if s := c.Stats(); s.TornTails != 0 || s.ReplayCorrupt != 0 || s.RecoveredFrom != "full replay" {
+		t.Fatalf("second open: %+v", s)
+	}
+	wantEvents(t, drain(t, c), bodies(0, 40))
+}
+
+// TestCorruptRecordInTheMiddleCostsOnlyItsTransaction: a put record damaged
+// inside a log file (found by a full replay) drops its transaction, whole;
+// the transactions after it in the same file are recovered.
+func TestCorruptRecordInTheMiddleCostsOnlyItsTransaction(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 5) // two transactions
+	path := c.dirs[0].w.Path()
+	second := c.dirs[0].w.Size()
+	putN(t, c, 10, 5, 5) // the damaged one
+	putN(t, c, 15, 10, 5)
+	c.Close()
+	flipAt(t, path, second+logfile.FrameHeaderSize+20)
+	removeCheckpoint(t, cfg)
+
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if s := c.Stats(); s.ReplayCorrupt != 1 || s.ReplayDamagedTxs != 1 {
+		t.Fatalf("ReplayCorrupt %d, ReplayDamagedTxs %d, want 1, 1", s.ReplayCorrupt, s.ReplayDamagedTxs)
+	}
+	wantEvents(t, drain(t, c), append(bodies(0, 10), bodies(15, 10)...))
+}
+
+// TestTakeSkipsDamagedEvents: events damaged on disk after their commit are
+// skipped by takes (counted), never returned and never block the queue.
+func TestTakeSkipsDamagedEvents(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	path := c.dirs[0].w.Path()
+	first := c.dirs[0].w.Size()
+	putN(t, c, 0, 1, 1)
+	putN(t, c, 1, 4, 4)
+	flipAt(t, path, first+logfile.FrameHeaderSize+20)
+	got := drain(t, c)
+	wantEvents(t, got, bodies(1, 4))
+	if s := c.Stats(); s.CorruptSkipped != 1 {
+		t.Fatalf("CorruptSkipped %d", s.CorruptSkipped)
+	}
+	c.Close()
+}
+
+// TestDamagedLogHeaderIsSalvaged: a damaged header of an older log file does
+// not stop the channel: the file is read by its name.
+func TestDamagedLogHeaderIsSalvaged(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	path := c.dirs[0].w.Path()
+	putN(t, c, 0, 20, 10)
+	c.Close()
+	flipAt(t, path, 1)
+	for _, full := range []bool{false, true} {
+		if full {
+			removeCheckpoint(t, cfg)
+		}
+		c = mustOpen(t, cfg)
+		tx, _ := c.Begin()
+		var got []string
+		for {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, string(ev.Body))
+		}
+		tx.Rollback()
+		wantEvents(t, got, bodies(0, 20))
+		// The damaged header is reported whenever the file is read.
+		if s := c.Stats(); s.ReplayCorrupt != 1 {
+			t.Fatalf("full replay %v: ReplayCorrupt %d", full, s.ReplayCorrupt)
+		}
+		c.Close()
+	}
+}
