@@ -1,0 +1,634 @@
+package channel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// Crash-state enumeration. A workload runs on a vfs.MemFS whose hook sees
+// every mutating filesystem operation (each write, sync, create, rename,
+// remove, directory sync...). At each one the test takes two power-loss
+// images — only what was fsync'd survives, and in the second one the
+// unsynced tail of every file is torn and unsynced overwrites are torn
+// sector by sector — together with a snapshot of what the workload knew at
+// that instant: which commits had returned and which were in progress. Each
+// image is then opened and must hold:
+//
+//   - every event whose put commit had returned, unless its take commit had
+//     also returned;
+//   - no event whose put was never committed (still open, rolled back, or
+//     not yet committing), and none whose take commit had returned;
+//   - of a put transaction whose commit was in progress, all events or none;
+//   - each event intact (body and headers exactly as put) and at most once;
+//   - every producer's events in the order it committed them.
+//
+// The short mode runs in CI; FC_CRASH_LONG=1 runs longer workloads over more
+// seeds and configurations (the count of crash states is logged).
+
+// Event states in the model, one byte per event: put phase | take phase<<4.
+const (
+	putPending    = 0 // in an open transaction, Commit not called
+	putCommitting = 1 // Commit called, not returned
+	putCommitted  = 2 // Commit returned nil
+	putAborted    = 3 // rolled back
+	putUncertain  = 4 // Commit returned an error: may or may not be there
+
+	takeNone       = 0 << 4
+	takeOpen       = 1 << 4 // taken by an open transaction (comes back after a crash)
+	takeCommitting = 2 << 4
+	takeCommitted  = 3 << 4
+)
+
+type crashModel struct {
+	mu     sync.Mutex
+	states []byte // by event id
+	txOf   []int  // by event id: the put transaction
+	prod   []int  // by event id: the producer
+	nth    []int  // by event id: the producer's sequence number
+	nextTx int
+}
+
+// newEvent registers an event of producer p (its n-th) in put transaction
+// tx and returns its id.
+func (m *crashModel) newEvent(p, n, tx int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states = append(m.states, putPending)
+	m.txOf = append(m.txOf, tx)
+	m.prod = append(m.prod, p)
+	m.nth = append(m.nth, n)
+	return len(m.states) - 1
+}
+
+func (m *crashModel) newTx() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nextTx++
+	return m.nextTx
+}
+
+// setPut sets the put phase of ids.
+func (m *crashModel) setPut(ids []int, phase byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		m.states[id] = m.states[id]&0xf0 | phase
+	}
+}
+
+// setTake sets the take phase of ids.
+func (m *crashModel) setTake(ids []int, phase byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		m.states[id] = m.states[id]&0x0f | phase
+	}
+}
+
+// crashSnap is the model as of one crash point.
+type crashSnap struct {
+	states []byte
+	txOf   []int
+	prod   []int
+	nth    []int
+}
+
+func (m *crashModel) snapshot() crashSnap {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// txOf, prod and nth are append-only: a capped slice of them is stable.
+	n := len(m.states)
+	return crashSnap{states: slices.Clone(m.states), txOf: m.txOf[:n:n], prod: m.prod[:n:n], nth: m.nth[:n:n]}
+}
+
+// eventBody is the deterministic body of event id (producer p, n-th): its
+// identity, a filler whose length varies from a few bytes to past the spill
+// threshold of the small test config, and a checksum.
+func eventBody(id, p, n int) []byte {
+	size := 8 + (id*37)%120
+	if id%23 == 0 {
+		size = 700 + (id*131)%900
+	}
+	b := fmt.Appendf(nil, "%d/%d/%d|", id, p, n)
+	for i := range size {
+		b = append(b, byte('a'+(id+i)%26))
+	}
+	return fmt.Appendf(b, "|%08x", crc32.ChecksumIEEE(b))
+}
+
+func parseEventID(b []byte) (id, p, n int, ok bool) {
+	head, _, found := bytes.Cut(b, []byte("|"))
+	if !found {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(string(head), "/")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	var err [3]error
+	id, err[0] = strconv.Atoi(parts[0])
+	p, err[1] = strconv.Atoi(parts[1])
+	n, err[2] = strconv.Atoi(parts[2])
+	return id, p, n, errors.Join(err[:]...) == nil
+}
+
+// crashJob is one crash image to check.
+type crashJob struct {
+	img  *vfs.MemFS
+	snap crashSnap
+	seq  int64
+	op   string
+	path string
+	tear bool
+}
+
+// crashRun drives one workload and checks every crash image it produces.
+type crashRun struct {
+	t     *testing.T
+	name  string
+	cfg   Config // FS is the workload's MemFS; each check replaces it
+	fs    *vfs.MemFS
+	model crashModel
+	seed  uint64
+
+	jobs     chan crashJob
+	wg       sync.WaitGroup
+	states   atomic.Int64 // images checked
+	failures atomic.Int64
+	stop     atomic.Bool // a failure stops further checks
+}
+
+const maxCrashFailures = 3
+
+func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) *crashRun {
+	fsys := vfs.NewMem()
+	cfg := memConfig(fsys, dirs)
+	cfg.Capacity = 300
+	cfg.TransactionCapacity = 40
+	if backup {
+		cfg.BackupCheckpointDir = "/fc/backup"
+	}
+	r := &crashRun{t: t, name: name, cfg: cfg, fs: fsys, seed: seed, jobs: make(chan crashJob, 16)}
+	for range 2 {
+		r.wg.Add(1)
+		go r.checker()
+	}
+	fsys.SetHook(func(p vfs.CrashPoint) {
+		if r.stop.Load() {
+			return
+		}
+		snap := r.model.snapshot()
+		r.jobs <- crashJob{img: p.Clone(false, 0), snap: snap, seq: p.Seq, op: p.Op, path: p.Path}
+		r.jobs <- crashJob{img: p.Clone(true, int64(seed)<<20^p.Seq), snap: snap, seq: p.Seq, op: p.Op, path: p.Path, tear: true}
+	})
+	return r
+}
+
+// finish stops taking crash points, waits for the checks and returns how
+// many images were checked.
+func (r *crashRun) finish() int64 {
+	r.fs.SetHook(nil)
+	close(r.jobs)
+	r.wg.Wait()
+	return r.states.Load()
+}
+
+func (r *crashRun) checker() {
+	defer r.wg.Done()
+	for j := range r.jobs {
+		if r.stop.Load() {
+			continue
+		}
+		if err := r.check(j); err != nil {
+			if r.failures.Add(1) >= maxCrashFailures {
+				r.stop.Store(true)
+			}
+			r.t.Errorf("%s: crash after op %d (%s %s, tear=%v): %v", r.name, j.seq, j.op, j.path, j.tear, err)
+		}
+		r.states.Add(1)
+	}
+}
+
+// check recovers one crash image and compares it with the model.
+func (r *crashRun) check(j crashJob) error {
+	cfg := r.cfg
+	cfg.FS = j.img
+	cfg.Logger = nil
+	c, err := Open(cfg)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	got, err := r.recovered(c)
+	if err == nil {
+		if s := c.Stats(); s.ReplayCorrupt != 0 || s.ReplayDamagedTxs != 0 || s.CorruptSkipped != 0 {
+			err = fmt.Errorf("a crash left damage the replay had to skip: %+v", s)
+		}
+	}
+	if err == nil {
+		err = compareWithModel(got, j.snap)
+	}
+	if cerr := c.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	// The recovered state must itself be durable: reopen (after the clean
+	// close) and find the same events.
+	if j.seq%5 == 0 {
+		c, err := Open(cfg)
+		if err != nil {
+			return fmt.Errorf("reopen after recovery: %w", err)
+		}
+		again, err := r.recovered(c)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("reopen after recovery: %w", err)
+		}
+		if !slices.Equal(again, got) {
+			return fmt.Errorf("reopen after recovery: %d events, first recovery had %d", len(again), len(got))
+		}
+	}
+	return nil
+}
+
+// recovered returns the ids of the events queued in c, in order, without
+// consuming them; a damaged or foreign event is an error.
+func (r *crashRun) recovered(c *FileChannel) ([]int, error) {
+	c.queueMu.Lock()
+	ptrs := c.queue.Pointers()
+	inflight := c.inflightTakes.Len() + c.inflightPuts.Len()
+	c.queueMu.Unlock()
+	if inflight != 0 {
+		return nil, fmt.Errorf("%d events in flight right after Open", inflight)
+	}
+	ids := make([]int, 0, len(ptrs))
+	for _, p := range ptrs {
+		ev, err := c.readEvent(p)
+		if err != nil {
+			return nil, fmt.Errorf("read queued event %v: %w", p, err)
+		}
+		id, prod, n, ok := parseEventID(ev.Body)
+		if !ok || !bytes.Equal(ev.Body, eventBody(id, prod, n)) || ev.Headers["id"] != strconv.Itoa(id) || len(ev.Headers) != 1 {
+			return nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// compareWithModel checks recovered event ids against the model snapshot.
+func compareWithModel(got []int, s crashSnap) error {
+	present := make(map[int]bool, len(got))
+	last := map[int]int{} // producer -> last sequence number seen
+	txPresent := map[int]int{}
+	for _, id := range got {
+		if id >= len(s.states) {
+			return fmt.Errorf("event %d did not exist at the crash", id)
+		}
+		if present[id] {
+			return fmt.Errorf("event %d recovered twice", id)
+		}
+		present[id] = true
+		st := s.states[id]
+		put, take := st&0x0f, st&0xf0
+		switch {
+		case put == putPending || put == putAborted:
+			return fmt.Errorf("event %d recovered but its put was never committed (state %#x)", id, st)
+		case take == takeCommitted:
+			return fmt.Errorf("event %d recovered but its take had committed", id)
+		}
+		if n, ok := last[s.prod[id]]; ok && s.nth[id] <= n {
+			return fmt.Errorf("producer %d's event %d (its #%d) recovered after its #%d: commit order broken", s.prod[id], id, s.nth[id], n)
+		}
+		last[s.prod[id]] = s.nth[id]
+		txPresent[s.txOf[id]]++
+	}
+	txSize := map[int]int{}
+	for id, st := range s.states {
+		put, take := st&0x0f, st&0xf0
+		if put == putCommitted && take != takeCommitting && take != takeCommitted && !present[id] {
+			return fmt.Errorf("event %d was committed (and not taken) but is lost; %d events recovered", id, len(got))
+		}
+		if put == putCommitting && take != takeCommitting && take != takeCommitted {
+			txSize[s.txOf[id]]++
+		}
+	}
+	// A put transaction caught committing is there whole or not at all. (Its
+	// events become visible just before Commit returns, so a consumer may
+	// already have taken some: those whose take was committing or committed
+	// are not counted.)
+	for tx, n := range txSize {
+		if k := txPresent[tx]; k != 0 && k < n {
+			return fmt.Errorf("put transaction %d was committing at the crash: %d of its %d events recovered", tx, k, n)
+		}
+	}
+	return nil
+}
+
+// crashWorkload is what a workload may do to a channel; the model follows.
+type crashWorkload struct {
+	r   *crashRun
+	c   *FileChannel
+	rng *rand.Rand
+	n   map[int]int // producer -> events made so far
+}
+
+// put runs one put transaction of producer p with k events; it commits
+// unless rollback.
+func (w *crashWorkload) put(c *FileChannel, p, k int, rollback bool) error {
+	m := &w.r.model
+	tx, err := c.Begin()
+	if err != nil {
+		return err
+	}
+	txID := m.newTx()
+	ids := make([]int, 0, k)
+	for range k {
+		n := w.n[p]
+		w.n[p]++
+		id := m.newEvent(p, n, txID)
+		ids = append(ids, id)
+		if err := tx.Put(Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, p, n)}); err != nil {
+			tx.Rollback()
+			m.setPut(ids, putAborted)
+			if errors.Is(err, ErrChannelFull) {
+				return nil
+			}
+			return err
+		}
+	}
+	if rollback {
+		err := tx.Rollback()
+		m.setPut(ids, putAborted)
+		return err
+	}
+	m.setPut(ids, putCommitting)
+	if err := tx.Commit(); err != nil {
+		m.setPut(ids, putUncertain)
+		return err
+	}
+	m.setPut(ids, putCommitted)
+	return nil
+}
+
+// takeIDs takes up to k events into tx and returns their ids (marked open).
+func (w *crashWorkload) takeIDs(tx *Transaction, k int) ([]int, error) {
+	var ids []int
+	for range k {
+		ev, ok, err := tx.Take()
+		if err != nil || !ok {
+			return ids, err
+		}
+		id, _, _, _ := parseEventID(ev.Body)
+		ids = append(ids, id)
+		w.r.model.setTake([]int{id}, takeOpen)
+	}
+	return ids, nil
+}
+
+// endTake commits or rolls back a take transaction holding ids.
+func (w *crashWorkload) endTake(tx *Transaction, ids []int, commit bool) error {
+	m := &w.r.model
+	if !commit {
+		err := tx.Rollback()
+		m.setTake(ids, takeNone)
+		return err
+	}
+	m.setTake(ids, takeCommitting)
+	if err := tx.Commit(); err != nil {
+		m.setTake(ids, takeNone) // a failed take commit returns the events
+		return err
+	}
+	m.setTake(ids, takeCommitted)
+	return nil
+}
+
+// serial runs steps random operations from one goroutine: put transactions
+// (committed or rolled back, some large enough to spill), take transactions
+// (committed or rolled back), a take transaction left open across other
+// steps (and across checkpoints), checkpoints, and clean restarts.
+func (w *crashWorkload) serial(steps int) error {
+	cfg := w.r.cfg
+	c, err := Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { c.Close() }()
+	var openTake *Transaction
+	var openIDs []int
+	for range steps {
+		switch x := w.rng.IntN(100); {
+		case x < 40 && c.Len() < cfg.Capacity-40:
+			if err := w.put(c, 0, 1+w.rng.IntN(8), w.rng.IntN(6) == 0); err != nil {
+				return err
+			}
+		case x < 68:
+			if openTake != nil {
+				if err := w.endTake(openTake, openIDs, w.rng.IntN(2) == 0); err != nil {
+					return err
+				}
+				openTake, openIDs = nil, nil
+			}
+			tx, err := c.Begin()
+			if err != nil {
+				return err
+			}
+			ids, err := w.takeIDs(tx, 1+w.rng.IntN(10))
+			if err != nil {
+				return err
+			}
+			if err := w.endTake(tx, ids, w.rng.IntN(5) != 0); err != nil {
+				return err
+			}
+		case x < 78:
+			if openTake == nil {
+				if openTake, err = c.Begin(); err != nil {
+					return err
+				}
+				if openIDs, err = w.takeIDs(openTake, 1+w.rng.IntN(4)); err != nil {
+					return err
+				}
+			}
+		case x < 92:
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+		default:
+			// A clean restart abandons the open take: its events come
+			// back at the head.
+			if err := c.Close(); err != nil {
+				return err
+			}
+			if openTake != nil {
+				w.r.model.setTake(openIDs, takeNone)
+				openTake, openIDs = nil, nil
+			}
+			if c, err = Open(cfg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// concurrent runs producers committing at the same time (group commit),
+// one consumer and a checkpointer, each for its share of steps.
+func (w *crashWorkload) concurrent(steps, producers int) error {
+	c, err := Open(w.r.cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers+2)
+	var mu sync.Mutex // guards w.n and w.rng
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range steps / producers {
+				mu.Lock()
+				k, rollback := 1+w.rng.IntN(5), w.rng.IntN(8) == 0
+				mu.Unlock()
+				if c.Len() > w.r.cfg.Capacity-60 {
+					continue
+				}
+				// w.put reads w.n[p] only for its own p; guard the map.
+				mu.Lock()
+				start := w.n[p]
+				w.n[p] += k
+				mu.Unlock()
+				if err := w.putN(c, p, start, k, rollback); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() { // consumer
+		defer wg.Done()
+		for range steps / 2 {
+			tx, err := c.Begin()
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids, err := w.takeIDs(tx, 1+rand.IntN(6))
+			if err == nil {
+				err = w.endTake(tx, ids, rand.IntN(5) != 0)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	go func() { // checkpointer
+		defer wg.Done()
+		for range steps / 10 {
+			if err := c.Checkpoint(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// putN is put for concurrent producers: sequence numbers start..start+k-1
+// were reserved by the caller.
+func (w *crashWorkload) putN(c *FileChannel, p, start, k int, rollback bool) error {
+	m := &w.r.model
+	tx, err := c.Begin()
+	if err != nil {
+		return err
+	}
+	txID := m.newTx()
+	ids := make([]int, 0, k)
+	for i := range k {
+		id := m.newEvent(p, start+i, txID)
+		ids = append(ids, id)
+		if err := tx.Put(Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, p, start+i)}); err != nil {
+			tx.Rollback()
+			m.setPut(ids, putAborted)
+			if errors.Is(err, ErrChannelFull) {
+				return nil
+			}
+			return err
+		}
+	}
+	if rollback {
+		err := tx.Rollback()
+		m.setPut(ids, putAborted)
+		return err
+	}
+	m.setPut(ids, putCommitting)
+	if err := tx.Commit(); err != nil {
+		m.setPut(ids, putUncertain)
+		return err
+	}
+	m.setPut(ids, putCommitted)
+	return nil
+}
+
+// crashLong reports whether the long mode was asked for.
+func crashLong() bool { return os.Getenv("FC_CRASH_LONG") != "" }
+
+func TestCrashStateEnumeration(t *testing.T) {
+	type config struct {
+		name       string
+		dirs       int
+		backup     bool
+		concurrent bool
+		steps      int // short mode; the long mode runs 4x as many
+		seeds      int // long mode only; the short mode runs one
+	}
+	configs := []config{
+		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6},
+		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4},
+		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4},
+	}
+	var total atomic.Int64
+	for _, cf := range configs {
+		seeds, steps := 1, cf.steps
+		if crashLong() {
+			seeds, steps = cf.seeds, 4*cf.steps
+		}
+		for seed := range seeds {
+			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
+			t.Run(name, func(t *testing.T) {
+				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
+				w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 42)), n: map[int]int{}}
+				var err error
+				if cf.concurrent {
+					err = w.concurrent(steps, 3)
+				} else {
+					err = w.serial(steps)
+				}
+				n := r.finish()
+				if err != nil {
+					t.Fatalf("workload: %v", err)
+				}
+				total.Add(n)
+				t.Logf("%d crash states checked", n)
+			})
+		}
+	}
+	t.Logf("crash states checked in all: %d (FC_CRASH_LONG=%q)", total.Load(), os.Getenv("FC_CRASH_LONG"))
+}
