@@ -122,10 +122,17 @@ func (c *FileChannel) open() error {
 	for i, d := range cfg.DataDirs {
 		roles = append(roles, role{d, fmt.Sprintf("DataDirs[%d]", i)})
 	}
+	var dirs []string
 	for _, r := range roles {
 		if err := prepareDir(c.fs, r.dir, r.what); err != nil {
 			return err
 		}
+		dirs = append(dirs, r.dir)
+	}
+	if err := syncParents(c.fs, dirs); err != nil {
+		return err
+	}
+	for _, r := range roles {
 		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName))
 		if errors.Is(err, vfs.ErrLocked) {
 			return fmt.Errorf("%w: %s %s", ErrLocked, r.what, r.dir)
@@ -194,6 +201,17 @@ func (c *FileChannel) open() error {
 		c.stats.tornTails++
 		c.log.Warn("cut a torn tail from a log file", "file", l.Path, "valid_end", l.End,
 			"bytes", l.Size-l.End, "kept_in", keep, "reason", l.TailErr)
+	}
+	// Replay read the files through the page cache. What it applied must be
+	// on disk before a checkpoint refers to it: after a failed fsync (or
+	// with NoSync) a killed process leaves records that a power loss would
+	// still take away.
+	for _, l := range res.Logs {
+		if l.End > l.Start {
+			if err := syncFile(c.fs, l.Path); err != nil {
+				return fmt.Errorf("filechannel: %w", err)
+			}
+		}
 	}
 	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
 	c.stats.replayCorrupt, c.stats.replayDamagedTxs = int64(res.Corrupt), int64(res.DamagedTxs)
@@ -387,4 +405,16 @@ func (c *FileChannel) release() error {
 	}
 	c.locks = nil
 	return errors.Join(errs...)
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(fsys vfs.FS, path string) error {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("sync %s: %w", path, err), f.Close())
+	}
+	return f.Close()
 }

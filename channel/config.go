@@ -143,6 +143,7 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 // prepareDir creates dir if needed and checks that it is a directory.
+// syncParents must follow, once every directory is made.
 func prepareDir(fsys vfs.FS, dir, what string) error {
 	if st, err := fsys.Stat(dir); err == nil {
 		if !st.IsDir() {
@@ -152,22 +153,35 @@ func prepareDir(fsys vfs.FS, dir, what string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filechannel: %s %q: %w", what, dir, err)
 	}
-	// Find the deepest existing ancestor: every directory below it is new,
-	// and each new entry is durable only once its parent is synced.
-	dir = filepath.Clean(dir)
-	var created []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		created = append(created, d)
-	}
 	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
 	}
-	for i := len(created) - 1; i >= 0; i-- {
-		if err := fsys.SyncDir(filepath.Dir(created[i])); err != nil {
-			return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
+	return nil
+}
+
+// syncParents makes the entries of dirs durable: it syncs every directory
+// from each one's parent up to the root, each once. Syncing only the
+// parents of directories this Open created is not enough: an earlier Open
+// may have created them and then failed (or crashed) before its parent's
+// sync, and a retry would find them present and never sync them, losing
+// them at the next power loss. An ancestor above a dir's parent that the
+// process may not read is skipped (it cannot have created entries there).
+func syncParents(fsys vfs.FS, dirs []string) error {
+	synced := map[string]bool{}
+	for _, dir := range dirs {
+		dir = filepath.Clean(dir)
+		for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+			parent := filepath.Dir(d)
+			if synced[parent] {
+				break // and so is everything above it
+			}
+			if err := fsys.SyncDir(parent); err != nil {
+				if errors.Is(err, fs.ErrPermission) && parent != filepath.Dir(dir) {
+					break
+				}
+				return fmt.Errorf("filechannel: sync the directory holding %q: %w", dir, err)
+			}
+			synced[parent] = true
 		}
 	}
 	return nil
