@@ -11,16 +11,19 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
-// copyChunk is the unit in which files are copied; an all-zero chunk is
-// skipped, so the sparse checkpoint file stays sparse in the copy.
+// copyChunk is the unit in which files are copied. Backup skips all-zero
+// chunks, so its copy of the checkpoint file is sparse (it is never mapped);
+// RestoreBackup writes every chunk, so the restored file, which Open maps, has
+// all its blocks allocated.
 const copyChunk = 1 << 20
 
 // Backup copies the checkpoint in srcDir to backupDir, which must exist. It is
 // called right after a successful Write, while the checkpoint file is stable
 // (SetSlot never touches it). Order: remove backupComplete and fsync the dir;
-// copy the four checkpoint files, each to name.tmp, fsync, rename; fsync the
-// dir; validate the copy as Open does (header, metadata, inflight files and
-// the ring CRC); publish backupComplete. A crash or error midway, or a copy
+// copy the four checkpoint files, each to name.tmp, fsync, rename (all-zero
+// chunks are skipped: the copy is sparse); fsync the dir; validate the copy as
+// Open does (header, metadata, inflight files and the ring CRC, read without
+// mapping the file); publish backupComplete. A crash or error midway, or a copy
 // that fails validation (an error wrapping ErrBadCheckpoint), leaves no
 // backupComplete, so HasBackup is false until a Backup finishes.
 func Backup(fsys vfs.FS, srcDir, backupDir string) error {
@@ -41,19 +44,16 @@ func backup(fsys vfs.FS, srcDir, backupDir string) error {
 		return err
 	}
 	for _, name := range checkpointFiles {
-		if err := copyFile(fsys, path(srcDir, name), path(backupDir, name)); err != nil {
+		if err := copyFile(fsys, path(srcDir, name), path(backupDir, name), true); err != nil {
 			return err
 		}
 	}
 	if err := fsys.SyncDir(backupDir); err != nil {
 		return err
 	}
-	// A checkpoint damaged since its Write must not become the backup.
-	c, _, err := Open(fsys, backupDir)
-	if err != nil {
-		return fmt.Errorf("validate copy: %w", err)
-	}
-	if err := c.Close(); err != nil {
+	// A checkpoint damaged since its Write must not become the backup. The
+	// copy is sparse, so it is validated without mapping it.
+	if err := validate(fsys, backupDir); err != nil {
 		return fmt.Errorf("validate copy: %w", err)
 	}
 	return vfs.WriteFileAtomic(fsys, path(backupDir, BackupCompleteName), nil)
@@ -69,7 +69,9 @@ func HasBackup(fsys vfs.FS, backupDir string) bool {
 // RestoreBackup replaces the checkpoint in dir with the complete backup in
 // backupDir: it removes dir's checkpoint files (see Remove), copies the
 // metadata and inflight files and then the checkpoint file (each to name.tmp,
-// fsync, rename), and fsyncs dir. Without backupComplete it returns
+// fsync, rename; every byte written, zeros included, so that the checkpoint
+// file has all its blocks allocated as after Create), and fsyncs dir. A full
+// disk is an error wrapping syscall.ENOSPC. Without backupComplete it returns
 // ErrNoBackup and changes nothing. A crash midway leaves an incomplete set
 // that Open rejects, and the backup intact for another try. The copies are
 // byte for byte, so the ring CRC travels in checkpoint.meta and Open of dir
@@ -96,7 +98,7 @@ func restoreBackup(fsys vfs.FS, backupDir, dir string) error {
 	}
 	for i := len(checkpointFiles) - 1; i >= 0; i-- {
 		name := checkpointFiles[i]
-		if err := copyFile(fsys, path(backupDir, name), path(dir, name)); err != nil {
+		if err := copyFile(fsys, path(backupDir, name), path(dir, name), false); err != nil {
 			return err
 		}
 	}
@@ -138,21 +140,21 @@ func removeIfExists(fsys vfs.FS, name string) error {
 }
 
 // copyFile copies src to dst through dst.tmp: write, fsync, close, rename.
-// The caller fsyncs dst's directory. All-zero chunks are not written, so a
-// sparse source gives a sparse copy.
-func copyFile(fsys vfs.FS, src, dst string) error {
+// The caller fsyncs dst's directory. With skipZeros, all-zero chunks are not
+// written, so the copy has holes there; without, every byte is written.
+func copyFile(fsys vfs.FS, src, dst string, skipZeros bool) error {
 	in, err := fsys.Open(src)
 	if err != nil {
 		return err
 	}
-	err = copyInto(fsys, in, dst)
+	err = copyInto(fsys, in, dst, skipZeros)
 	if cerr := in.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close %s: %w", src, cerr)
 	}
 	return err
 }
 
-func copyInto(fsys vfs.FS, in vfs.File, dst string) error {
+func copyInto(fsys vfs.FS, in vfs.File, dst string, skipZeros bool) error {
 	tmp := dst + tmpSuffix
 	if err := removeIfExists(fsys, tmp); err != nil {
 		return err
@@ -161,7 +163,7 @@ func copyInto(fsys vfs.FS, in vfs.File, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeCopy(in, out); err != nil {
+	if err := writeCopy(in, out, skipZeros); err != nil {
 		return errors.Join(fmt.Errorf("copy %s to %s: %w", in.Name(), tmp, err), out.Close())
 	}
 	if err := out.Sync(); err != nil {
@@ -173,12 +175,12 @@ func copyInto(fsys vfs.FS, in vfs.File, dst string) error {
 	return fsys.Rename(tmp, dst)
 }
 
-func writeCopy(in, out vfs.File) error {
+func writeCopy(in, out vfs.File, skipZeros bool) error {
 	buf := make([]byte, copyChunk)
 	var off int64
 	for {
 		n, err := io.ReadFull(in, buf)
-		if n > 0 && !allZero(buf[:n]) {
+		if n > 0 && !(skipZeros && allZero(buf[:n])) {
 			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
 				return werr
 			}

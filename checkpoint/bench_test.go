@@ -4,8 +4,9 @@ package checkpoint
 //
 //	go test -run '^$' -bench . -benchmem ./checkpoint
 //
-// os = mmap slot store on the local filesystem (Write includes the msyncs and
-// fsyncs); mem = ReadAt/WriteAt store on vfs.MemFS.
+// os = the local filesystem: slots read through a read-only mapping, written
+// with pwrite (Write includes the fsyncs); mem = ReadAt/WriteAt store on
+// vfs.MemFS.
 
 import (
 	"testing"
@@ -104,6 +105,7 @@ func BenchmarkWrite(b *testing.B) {
 			st := &State{Meta: Meta{Capacity: benchCapacity, Size: benchCapacity}}
 			b.SetBytes(benchCapacity * 8)
 			b.ReportAllocs()
+			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
 				for s := 0; s < benchCapacity; s += pageSlots {
@@ -116,6 +118,28 @@ func BenchmarkWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 				c.Thaw(true)
+			}
+		})
+	}
+}
+
+// BenchmarkCreate creates the checkpoint file of a 1M-slot ring (8 MB),
+// writing every byte of it and syncing it: the price of a file with no holes
+// (about 0.5 ms when it was created sparse, on ext4).
+func BenchmarkCreate(b *testing.B) {
+	for _, k := range fsKinds {
+		b.Run(k.name, func(b *testing.B) {
+			fsys, dir := newDir(b, k)
+			b.SetBytes(benchCapacity * 8)
+			b.ReportAllocs()
+			for range b.N {
+				c, err := Create(fsys, dir, benchCapacity)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -50,9 +50,11 @@ type Checkpoint struct {
 
 // Create starts a fresh checkpoint in dir, which must exist. It removes any
 // checkpoint files already there (see Remove), creates the checkpoint file
-// sized for capacity (sparse), writes its magic, capacity and INCOMPLETE
-// marker, and fsyncs the file and dir. It is not a valid checkpoint until the
-// first successful Write.
+// sized for capacity and writes every byte of it (zeros, in 1 MiB chunks) so
+// that the filesystem allocates all its blocks, writes its magic, capacity and
+// INCOMPLETE marker, and fsyncs the file and dir. A full disk is an error
+// wrapping syscall.ENOSPC here rather than a SIGBUS later. It is not a valid
+// checkpoint until the first successful Write.
 func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 	if capacity < 1 || capacity > maxCapacity {
 		return nil, fmt.Errorf("create checkpoint in %s: capacity %d out of range [1, %d]", dir, capacity, maxCapacity)
@@ -74,8 +76,12 @@ func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 
 func create(fsys vfs.FS, dir string, f vfs.File, capacity int) (*Checkpoint, error) {
 	total := eventqueue.HeaderSlots + capacity
-	if err := f.Truncate(int64(total) * 8); err != nil {
+	size := int64(total) * 8
+	if err := f.Truncate(size); err != nil {
 		return nil, err
+	}
+	if err := writeZeros(f, size); err != nil {
+		return nil, fmt.Errorf("allocate %d bytes: %w", size, err)
 	}
 	var h [headerUsed * 8]byte
 	binary.BigEndian.PutUint64(h[slotMagic*8:], magicVersion)
@@ -149,16 +155,46 @@ func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
 	if err != nil {
 		return nil, nil, errors.Join(err, f.Close())
 	}
-	crc, err := ringCRC(store, st.Capacity, st.Head, st.Size)
-	if err == nil && crc != st.RingCRC {
-		err = corrupt.New(f.Name(), int64(eventqueue.HeaderSlots+st.Head)*8,
-			"ring checksum mismatch: %s has %#08x, the %d live slots from head %d give %#08x",
-			MetaName, st.RingCRC, st.Size, st.Head, crc)
-	}
-	if err != nil {
+	if err := checkRing(store, f.Name(), st); err != nil {
 		return nil, nil, errors.Join(err, store.close())
 	}
 	return newCheckpoint(fsys, dir, st.Capacity, store), st, nil
+}
+
+// validate checks the checkpoint in dir as Open does, but reads the
+// checkpoint file with ReadAt only: it neither maps nor writes it, so the
+// file may be sparse (a backup copy).
+func validate(fsys vfs.FS, dir string) error {
+	f, err := fsys.Open(path(dir, CheckpointName))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+	}
+	st, err := readState(fsys, dir, f)
+	if err == nil {
+		err = checkRing(&fileStore{f: f}, f.Name(), st)
+	}
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+	}
+	if cerr := f.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close %s: %w", f.Name(), cerr))
+	}
+	return err
+}
+
+// checkRing recomputes the ring CRC of st's live slots from s, the store of
+// the checkpoint file name, and compares it with st.RingCRC.
+func checkRing(s slotStore, name string, st *State) error {
+	crc, err := ringCRC(s, st.Capacity, st.Head, st.Size)
+	if err != nil {
+		return err
+	}
+	if crc != st.RingCRC {
+		return corrupt.New(name, int64(eventqueue.HeaderSlots+st.Head)*8,
+			"ring checksum mismatch: %s has %#08x, the %d live slots from head %d give %#08x",
+			MetaName, st.RingCRC, st.Size, st.Head, crc)
+	}
+	return nil
 }
 
 // readState reads and cross-checks the header of f, checkpoint.meta and the

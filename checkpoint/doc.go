@@ -11,7 +11,9 @@
 // A checkpoint directory holds:
 //
 //	checkpoint      the slot file: a header of eventqueue.HeaderSlots slots,
-//	                then the ring; mapped into memory (mmap) on real files
+//	                then the ring; every block allocated; read through a
+//	                read-only memory mapping on real files, written with
+//	                WriteAt
 //	checkpoint.meta W, queue geometry, the CRC of the live ring slots, ids
 //	                and per-log-file states
 //	inflightputs    put transactions open at W
@@ -23,6 +25,20 @@
 // The channel's in_use.lock lives in the same directories and is never
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.
+//
+// # Full disks
+//
+// A full disk is an error (wrapping syscall.ENOSPC) from a call that can
+// report it, never a SIGBUS. Touching a page of the mapping whose block the
+// filesystem must still allocate faults when it cannot, so Create writes every
+// byte of the checkpoint file (zeros, 1 MiB at a time) and RestoreBackup
+// copies every byte: the file has no holes. Open fills the holes of a file
+// made otherwise (copied sparse by another tool) before mapping it. Writes go
+// through WriteAt and flushes through File.Sync, never through the mapping, so
+// a block that needs allocating at write time (copy-on-write filesystems) is
+// an error from Write. The backup copy is sparse; it is never mapped (Backup
+// validates it with ReadAt). Create costs one write of the whole file: about
+// 10 ms for a 1M-slot ring (8 MB) on ext4 (0.5 ms when it was sparse).
 //
 // # Copy-on-write
 //

@@ -31,26 +31,39 @@ type slotStore interface {
 	close() error
 }
 
-// newStore maps f (total slots long) when it is a real file and falls back
-// to ReadAt/WriteAt otherwise (in-memory test filesystems). It takes
-// ownership of f.
+// newStore returns the slot store of f (total slots long), taking ownership
+// of f. A real file is mapped read-only for Slot, readSlots and checksum and
+// written with WriteAt; before mapping it, newStore allocates any block of the
+// file that is a hole (see allocate), so that no access through the mapping
+// needs the filesystem to allocate a block. Other files (in-memory test
+// filesystems) use ReadAt/WriteAt for everything.
 func newStore(f vfs.File, total int) (slotStore, error) {
+	fst := &fileStore{f: f}
 	osf, ok := f.(vfs.OSFile)
 	if !ok {
-		return &fileStore{f: f}, nil
+		return fst, nil
 	}
-	m, err := mmap.MapRegion(osf.OSFile(), total*8, mmap.RDWR, 0, 0)
+	if err := allocate(f, int64(total)*8); err != nil {
+		return nil, err
+	}
+	m, err := mmap.MapRegion(osf.OSFile(), total*8, mmap.RDONLY, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
-	return &mmapStore{m: m, f: f}, nil
+	return &mmapStore{fileStore: fst, m: m}, nil
 }
 
-// mmapStore reads and writes the slots through a shared read-write mapping
-// and flushes with msync.
+// mmapStore reads the slots through a shared read-only mapping and writes
+// them with WriteAt (pwrite) and File.Sync, inherited from fileStore, never
+// through the mapping: a write that needs a block the filesystem cannot
+// allocate (a full disk; any overwrite on a copy-on-write filesystem) is then
+// an error return instead of a SIGBUS. The mapping sees those writes through
+// the page cache. Reads through it are safe because every block of the file
+// is allocated (Create, RestoreBackup and newStore see to it); on tmpfs even a
+// read fault on a hole allocates a page.
 type mmapStore struct {
+	*fileStore
 	m mmap.MMap
-	f vfs.File
 }
 
 func (s *mmapStore) slot(i int) (uint64, error) {
@@ -65,23 +78,8 @@ func (s *mmapStore) readSlots(first int, dst []uint64) error {
 	return nil
 }
 
-func (s *mmapStore) writeSlots(first int, src []uint64) error {
-	b := s.m[first*8 : (first+len(src))*8]
-	for j, v := range src {
-		binary.BigEndian.PutUint64(b[j*8:], v)
-	}
-	return nil
-}
-
 func (s *mmapStore) checksum(crc uint32, first, n int) (uint32, error) {
 	return crc32.Update(crc, crcTable, s.m[first*8:(first+n)*8]), nil
-}
-
-func (s *mmapStore) flush() error {
-	if err := s.m.Flush(); err != nil {
-		return fmt.Errorf("msync %s: %w", s.f.Name(), err)
-	}
-	return nil
 }
 
 func (s *mmapStore) close() error {
@@ -89,7 +87,7 @@ func (s *mmapStore) close() error {
 }
 
 // fileStore reads and writes the slots with ReadAt/WriteAt and flushes with
-// File.Sync.
+// File.Sync. mmapStore uses its writeSlots and flush.
 type fileStore struct {
 	f    vfs.File
 	rbuf [pageSlots * 8]byte // Slot/SetSlot side

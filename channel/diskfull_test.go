@@ -1,0 +1,564 @@
+package channel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Full disks. MinimumRequiredSpace refuses puts while there is still room,
+// so takes, rollbacks and checkpoints keep working; without it (or when the
+// disk fills anyway) writes fail with ENOSPC, and every commit that returned
+// nil must survive, and a failed one must be all or nothing.
+
+func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
+	const (
+		minFree  = 1 << 20
+		headroom = 4096 // bytes the disk has above MinimumRequiredSpace
+	)
+	fsys := vfs.NewMem()
+	cfg := memConfig(fsys, 1)
+	cfg.MaxFileSize = 1 << 20 // no roll: every byte written is counted below
+	cfg.MinimumRequiredSpace = minFree
+	fsys.SetFreeSpace(minFree + headroom)
+	c := mustOpen(t, cfg)
+	// A dataDir asks the filesystem for its free space at most once a second
+	// and counts its own writes in between; forget the cached value so the
+	// next put looks at the disk now, instead of sleeping for a second.
+	refresh := func() {
+		for _, d := range c.dirs {
+			d.freeChecked.Store(0)
+		}
+	}
+	logBytes := func() int64 {
+		t.Helper()
+		var n int64
+		names, err := fsys.List(cfg.DataDirs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if _, ok := logfile.ParseLogName(name); !ok {
+				continue
+			}
+			fi, err := fsys.Stat(filepath.Join(cfg.DataDirs[0], name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+		return n
+	}
+
+	// Puts until the channel refuses one.
+	start := logBytes()
+	var model []string
+	next := 0
+	var refused error
+	for refused == nil {
+		if next > 1000 {
+			t.Fatalf("%d events put into %d bytes of headroom and none refused", next, headroom)
+		}
+		tx, _ := c.Begin()
+		var batch []string
+		for range 5 {
+			if err := tx.Put(Event{Body: body(next)}); err != nil {
+				refused = err
+				break
+			}
+			batch = append(batch, string(body(next)))
+			next++
+		}
+		if refused != nil {
+			if err := tx.Rollback(); err != nil {
+				t.Fatalf("rollback of a refused put: %v", err)
+			}
+			break
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		model = append(model, batch...)
+	}
+	if !errors.Is(refused, ErrInsufficientSpace) {
+		t.Fatalf("put on a nearly full disk: %v, want ErrInsufficientSpace", refused)
+	}
+	for _, want := range []string{cfg.DataDirs[0], "bytes free", strconv.Itoa(minFree)} {
+		if !strings.Contains(refused.Error(), want) {
+			t.Errorf("error %q does not name %q", refused, want)
+		}
+	}
+	if len(model) == 0 {
+		t.Fatal("no put fitted in the headroom")
+	}
+	// Refused before the disk fills: the puts stayed within the headroom
+	// (a put transaction's commit record is not checked, so it may overrun
+	// by one).
+	commit := logfile.Record{Type: logfile.RecordCommit, CommitType: logfile.RecordPut}
+	if written := logBytes() - start; written > headroom+int64(commit.EncodedSize()) {
+		t.Errorf("puts wrote %d bytes with %d bytes of headroom", written, headroom)
+	}
+
+	// The disk fills further; the channel notices at its next look.
+	fsys.SetFreeSpace(minFree - 1000)
+	refresh()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: body(next)}); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("put after the disk filled: %v", err)
+	}
+	tx.Rollback()
+
+	// Takes, take rollbacks and checkpoints still work.
+	tx, _ = c.Begin()
+	for i := range 3 {
+		if ev, ok, err := tx.Take(); err != nil || !ok || string(ev.Body) != model[i] {
+			t.Fatalf("take %d: %q %v %v", i, ev.Body, ok, err)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, takeN(t, c, 5, 5), model[:5])
+	model = model[5:]
+	if err := c.Checkpoint(); err != nil {
+		t.Fatalf("checkpoint below MinimumRequiredSpace: %v", err)
+	}
+
+	// Space freed: puts work again.
+	fsys.SetFreeSpace(1 << 30)
+	refresh()
+	putN(t, c, next, 20, 10)
+	model = append(model, bodies(next, 20)...)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	wantEvents(t, drain(t, c), model)
+}
+
+// TestDiskFullENOSPCDataDir fills a real filesystem holding the data and
+// checkpoint dirs until a commit fails.
+func TestDiskFullENOSPCDataDir(t *testing.T) {
+	base := t.TempDir()
+	mnt := filepath.Join(base, "full")
+	mountTmpfs(t, mnt, "size=4m")
+	// Created first, deleted to give takes room once the disk is full.
+	reserve := filepath.Join(mnt, "reserve")
+	if err := os.WriteFile(reserve, bytes.Repeat([]byte{0xAA}, 256<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		CheckpointDir:        filepath.Join(mnt, "checkpoint"),
+		DataDirs:             []string{filepath.Join(mnt, "data")},
+		Capacity:             20_000,
+		TransactionCapacity:  100,
+		CheckpointInterval:   time.Hour,
+		MaxFileSize:          1 << 20,
+		MinimumRequiredSpace: -1,
+		KeepAlive:            -1,
+	}
+	c := mustOpen(t, cfg)
+	var broken bool // a fault or a hang: leave the channel alone
+	t.Cleanup(func() { crashIfOpen(t, c, broken) })
+	defer failOnFault(t, &broken)()
+
+	// Commit batches of 1 KiB events until a commit fails, then try a few
+	// more.
+	var batches []dfBatch
+	next, failed := 0, 0
+	for failed < 3 {
+		if len(batches) > 1000 {
+			t.Fatal("4 MiB never filled")
+		}
+		tx, _ := c.Begin()
+		b := dfBatch{}
+		for range 20 {
+			ev := dfEvent(next)
+			next++
+			if err := tx.Put(ev); err != nil {
+				t.Fatalf("put: %v", err)
+			}
+			b.ids = append(b.ids, dfID(ev.Body))
+		}
+		err := tx.Commit()
+		b.committed = err == nil
+		batches = append(batches, b)
+		if err == nil {
+			continue
+		}
+		failed++
+		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), cfg.DataDirs[0]) {
+			t.Errorf("commit on a full disk: %v; want ENOSPC naming a file in %s", err, cfg.DataDirs[0])
+		}
+		if failed == 1 {
+			t.Logf("first failed commit (after %d batches): %v", len(batches)-1, err)
+		}
+	}
+	var queued []string // committed and not taken, in order (failed commits excluded)
+	for _, b := range batches {
+		if b.committed {
+			queued = append(queued, b.ids...)
+		}
+	}
+	taken := map[string]bool{}
+
+	// Takes read what is there; a take commit needs a little room for its
+	// record, so on the full disk it may fail, returning the events.
+	takeCommit := func(n int, mayFail bool) {
+		t.Helper()
+		tx, _ := c.Begin()
+		for i := range n {
+			ev, ok, err := tx.Take()
+			if err != nil || !ok || dfID(ev.Body) != queued[i] {
+				t.Fatalf("take %d: %.10q %v %v, want %s", i, ev.Body, ok, err, queued[i])
+			}
+		}
+		err := tx.Commit()
+		if err == nil {
+			for _, id := range queued[:n] {
+				taken[id] = true
+			}
+			queued = queued[n:]
+			return
+		}
+		if !mayFail || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("take commit: %v", err)
+		}
+		t.Logf("take commit on the full disk: %v", err)
+	}
+	takeCommit(10, true)
+	tx, _ := c.Begin()
+	for i := range 3 {
+		if ev, ok, err := tx.Take(); err != nil || !ok || dfID(ev.Body) != queued[i] {
+			t.Fatalf("take %d: %.10q %v %v", i, ev.Body, ok, err)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint on the full disk may fail; it must not hang or crash.
+	if err := within(t, &broken, "checkpoint on the full disk", c.Checkpoint); err != nil {
+		t.Logf("checkpoint on the full disk: %v", err)
+		if s := c.Stats(); s.CheckpointErrs == 0 {
+			t.Errorf("failed checkpoint not counted: %+v", s)
+		}
+	}
+	if err := os.Remove(reserve); err != nil {
+		t.Fatal(err)
+	}
+	takeCommit(10, false)
+	if err := within(t, &broken, "close on the nearly full disk", c.Close); err != nil {
+		t.Logf("close on the nearly full disk: %v", err)
+	}
+
+	// Free space and restart.
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
+		t.Fatalf("remount bigger: %v", err)
+	}
+	var got []string
+	if err := within(t, &broken, "open after freeing space", func() error {
+		var err error
+		c, err = Open(cfg)
+		return err
+	}); err != nil {
+		t.Fatalf("open after freeing space: %v", err)
+	}
+	t.Logf("recovered from %s", c.Stats().RecoveredFrom)
+	got = dfDrain(t, c)
+	checkDiskFullRecovery(t, got, batches, taken)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDiskFullENOSPCCheckpointDir fills the filesystem of the checkpoint dir
+// while the data dir has room: checkpoints fail, counted, and puts and takes
+// go on; a restart recovers everything. The ring either stays within the
+// checkpoint file's pages that were already allocated or grows into pages
+// the full filesystem cannot allocate.
+func TestDiskFullENOSPCCheckpointDir(t *testing.T) {
+	for _, grow := range []bool{false, true} {
+		name := "ring_in_allocated_pages"
+		if grow {
+			name = "ring_grows_into_unallocated_pages"
+		}
+		t.Run(name, func(t *testing.T) { diskFullCheckpointDir(t, grow) })
+	}
+}
+
+func diskFullCheckpointDir(t *testing.T, grow bool) {
+	base := t.TempDir()
+	mnt := filepath.Join(base, "full")
+	mountTmpfs(t, mnt, "size=1m")
+	cfg := Config{
+		CheckpointDir:        filepath.Join(mnt, "checkpoint"),
+		DataDirs:             []string{filepath.Join(base, "data")},
+		Capacity:             20_000, // a 164 KiB sparse ring file
+		TransactionCapacity:  100,
+		CheckpointInterval:   time.Hour,
+		MaxFileSize:          64 << 10,
+		MinimumRequiredSpace: -1,
+		KeepAlive:            -1,
+	}
+	c := mustOpen(t, cfg)
+	var broken bool // a fault or a hang: leave the channel alone
+	t.Cleanup(func() { crashIfOpen(t, c, broken) })
+	defer failOnFault(t, &broken)()
+	var model []string
+	put := func(from, n int) {
+		t.Helper()
+		putN(t, c, from, n, 50)
+		model = append(model, bodies(from, n)...)
+	}
+	take := func(n int) {
+		t.Helper()
+		wantEvents(t, takeN(t, c, n, 50), model[:n])
+		model = model[n:]
+	}
+	put(0, 300)
+	take(50)
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	fillFS(t, filepath.Join(mnt, "filler"))
+
+	// Ring positions 0..506 share one 4 KiB page of the checkpoint file,
+	// allocated by the puts above.
+	more := 150
+	if grow {
+		more = 2000 // the ring grows into pages the file never had
+	}
+	put(300, more)
+	take(100)
+	before := c.Stats().CheckpointErrs
+	err := within(t, &broken, "checkpoint on the full disk", c.Checkpoint)
+	if err == nil {
+		t.Fatal("checkpoint on a full disk succeeded")
+	}
+	t.Logf("checkpoint on the full disk: %v", err)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), cfg.CheckpointDir) {
+		t.Errorf("checkpoint error %v: want ENOSPC naming %s", err, cfg.CheckpointDir)
+	}
+	if got := c.Stats().CheckpointErrs; got != before+1 {
+		t.Errorf("CheckpointErrs = %d, want %d", got, before+1)
+	}
+	put(300+more, 40)
+	take(100)
+	if err := within(t, &broken, "close on the full disk", c.Close); err != nil {
+		t.Logf("close on the full disk: %v", err)
+	}
+
+	if err := os.Remove(filepath.Join(mnt, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	if err := within(t, &broken, "open after freeing space", func() error {
+		var err error
+		c, err = Open(cfg)
+		return err
+	}); err != nil {
+		t.Fatalf("open after freeing space: %v", err)
+	}
+	t.Logf("recovered from %s", c.Stats().RecoveredFrom)
+	wantEvents(t, drain(t, c), model)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dfBatch is one put transaction of the ENOSPC test: its event ids and
+// whether its commit returned nil (a failed commit has an unknown outcome).
+type dfBatch struct {
+	ids       []string
+	committed bool
+}
+
+// dfEvent is event i: a 1 KiB body starting with its id.
+func dfEvent(i int) Event {
+	b := make([]byte, 1024)
+	copy(b, fmt.Sprintf("ev-%07d|", i))
+	for j := 11; j < len(b); j++ {
+		b[j] = byte('a' + (i+j)%26)
+	}
+	return Event{Body: b}
+}
+
+func dfID(body []byte) string {
+	if i := bytes.IndexByte(body, '|'); i > 0 {
+		return string(body[:i])
+	}
+	return string(body)
+}
+
+func dfDrain(t *testing.T, c *FileChannel) []string {
+	var out []string
+	for {
+		tx, _ := c.Begin()
+		n := 0
+		for ; n < 100; n++ {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatalf("take: %v", err)
+			}
+			if !ok {
+				break
+			}
+			out = append(out, dfID(ev.Body))
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// checkDiskFullRecovery checks that got holds, in commit order, every event
+// of every committed batch not taken, and of each failed batch either every
+// event or none.
+func checkDiskFullRecovery(t *testing.T, got []string, batches []dfBatch, taken map[string]bool) {
+	t.Helper()
+	i := 0
+	for bi, b := range batches {
+		var want []string
+		for _, id := range b.ids {
+			if !taken[id] {
+				want = append(want, id)
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		present := i < len(got) && got[i] == want[0]
+		if !present && !b.committed {
+			continue // a failed commit that left nothing: fine
+		}
+		if !present || i+len(want) > len(got) || !equal(got[i:i+len(want)], want) {
+			t.Fatalf("batch %d (committed %v, events %s..%s): not found whole at position %d of %d recovered events %s",
+				bi, b.committed, want[0], want[len(want)-1], i, len(got), short(got))
+		}
+		if !b.committed {
+			t.Logf("batch %d: its commit failed but all its events were recovered", bi)
+		}
+		i += len(want)
+	}
+	if i != len(got) {
+		t.Fatalf("%d unexpected events after the last batch: %s", len(got)-i, short(got[i:]))
+	}
+}
+
+// mountTmpfs mounts a tmpfs of the given options at dir, skipping the test
+// when that is not permitted (not root), and unmounts it on cleanup.
+func mountTmpfs(t *testing.T, dir, opts string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Skipf("cannot mount a tmpfs at %s (needs root): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			// Still busy (a failed test left files open): detach it.
+			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+		}
+	})
+}
+
+// fillFS writes name until its filesystem is full.
+func fillFS(t *testing.T, name string) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, chunk := range []int{64 << 10, 4 << 10, 512} {
+		buf := bytes.Repeat([]byte{0x55}, chunk)
+		for {
+			if _, err := f.Write(buf); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("fill %s: %v", name, err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// within runs f in its own goroutine and returns its error. The test fails,
+// setting *broken, if f runs longer than 20 s or panics, including on a
+// memory fault (see failOnFault).
+func within(t *testing.T, broken *bool, what string, f func() error) error {
+	t.Helper()
+	type result struct {
+		err   error
+		panic any
+	}
+	done := make(chan result, 1)
+	go func() {
+		debug.SetPanicOnFault(true)
+		defer func() {
+			if r := recover(); r != nil {
+				done <- result{panic: fmt.Sprintf("%v\n%s", r, debug.Stack())}
+			}
+		}()
+		done <- result{err: f()}
+	}()
+	select {
+	case r := <-done:
+		if r.panic != nil {
+			*broken = true
+			t.Fatalf("%s panicked: %v", what, r.panic)
+		}
+		return r.err
+	case <-time.After(20 * time.Second):
+		*broken = true
+		t.Fatalf("%s: still running after 20s", what)
+		return nil
+	}
+}
+
+// failOnFault makes a memory fault in the calling goroutine a panic instead
+// of a crash of the test binary, and returns the function to defer that
+// turns that panic into a test failure. The checkpoint file is mmap'd: on a
+// full filesystem, touching a page of it that was never allocated (a tmpfs
+// allocates on the first read too) raises SIGBUS. After a fault the
+// channel's locks may be held for ever; *broken tells the cleanup to leave
+// it alone.
+func failOnFault(t *testing.T, broken *bool) func() {
+	prev := debug.SetPanicOnFault(true)
+	return func() {
+		debug.SetPanicOnFault(prev)
+		if r := recover(); r != nil {
+			*broken = true
+			if f, ok := r.(interface{ Addr() uintptr }); ok {
+				t.Fatalf("memory fault at %#x (SIGBUS: the mmap'd checkpoint file touched a page the full filesystem cannot allocate): %v\n%s",
+					f.Addr(), r, debug.Stack())
+			}
+			t.Fatalf("panic: %v\n%s", r, debug.Stack())
+		}
+	}
+}
+
+// crashIfOpen releases c's files without a checkpoint unless it is closed
+// or broken (its locks may be held by a goroutine that faulted or hangs).
+func crashIfOpen(t *testing.T, c *FileChannel, broken bool) {
+	if c != nil && !broken && !c.closed.Load() {
+		crash(t, c)
+	}
+}
