@@ -1,0 +1,998 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Problem kinds: stable strings that tools may match.
+const (
+	// ProblemCheckpointMissing: the checkpoint dir holds no checkpoint; the
+	// channel would fall back to the backup or replay every log.
+	ProblemCheckpointMissing = "checkpoint-missing"
+	// ProblemCheckpointIncomplete: a checkpoint write did not finish (a
+	// crash mid-checkpoint, or a failed write).
+	ProblemCheckpointIncomplete = "checkpoint-incomplete"
+	// ProblemCheckpointCorrupt: a checkpoint file is damaged or missing
+	// (Detail holds checkpoint.Open's error).
+	ProblemCheckpointCorrupt = "checkpoint-corrupt"
+	// ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt:
+	// the same for the backup checkpoint, when one is configured. A backup
+	// without its backupComplete marker is missing.
+	ProblemBackupMissing    = "backup-missing"
+	ProblemBackupIncomplete = "backup-incomplete"
+	ProblemBackupCorrupt    = "backup-corrupt"
+
+	// ProblemBadHeader: a log file's header is damaged; its records are
+	// still read by its name (salvaged), unless the header names another
+	// file id.
+	ProblemBadHeader = "bad-header"
+	// ProblemCorruptRecord: a damaged region in the middle of a log file,
+	// followed by valid records (Offset, and the length in Detail).
+	ProblemCorruptRecord = "corrupt-record"
+	// ProblemTornTail: bytes after the last valid record that are not a
+	// record (Offset is the valid end; Detail has the file size). Normal
+	// after a crash: the channel cuts it on open.
+	ProblemTornTail = "torn-tail"
+	// ProblemUnfinishedCreate: a log file left by a crash inside
+	// logfile.Create (short or zero header, no record). The channel
+	// deletes it on open.
+	ProblemUnfinishedCreate = "unfinished-create"
+	// ProblemDuplicateLog: the same log file id in two data dirs; the
+	// channel refuses to open.
+	ProblemDuplicateLog = "duplicate-log"
+	// ProblemWriteOrder: a record whose write-order id is not above the
+	// previous record's in the same file.
+	ProblemWriteOrder = "write-order"
+
+	// ProblemRecoveryFailed: a replay the channel would do (or the full
+	// replay) failed on the files' contents: the channel would not open, or
+	// the comparison with a full replay is impossible.
+	ProblemRecoveryFailed = "recovery-failed"
+	// ProblemCheckpointDisagrees: the recovered queue and a full replay do
+	// not hold the same events (see Report.Diff).
+	ProblemCheckpointDisagrees = "checkpoint-disagrees"
+
+	// ProblemBadPointer: a queued or in-flight pointer does not read back
+	// as a valid put record (or is zero).
+	ProblemBadPointer = "bad-pointer"
+	// ProblemDuplicatePointer: the recovered queue holds a pointer twice.
+	ProblemDuplicatePointer = "duplicate-pointer"
+	// ProblemMissingLog: queued or in-flight pointers into a log file that
+	// no data dir holds (one problem per file; Detail has the count).
+	ProblemMissingLog = "missing-log"
+	// ProblemRefcountMismatch: a checkpoint log state's Refs differs from
+	// the number of pointers into that file in the checkpoint's ring. The
+	// channel trusts Refs to delete log files.
+	ProblemRefcountMismatch = "refcount-mismatch"
+	// ProblemMissingLogState: the checkpoint's ring or in-flight
+	// transactions point into a file it has no log state for.
+	ProblemMissingLogState = "missing-log-state"
+)
+
+// Note kinds: findings that are not damage (Report.Notes; OK ignores them).
+const (
+	// NoteOrderDiffers: the recovered queue and a full replay hold the same
+	// events in a different order. Takes rolled back in another order than
+	// they were taken put their events back at the head in the rollback
+	// order, which no log record says, so this follows from normal use.
+	NoteOrderDiffers = "order-differs"
+)
+
+// States of a checkpoint (CheckpointInfo.State).
+const (
+	StateComplete   = "complete"
+	StateIncomplete = "incomplete"
+	StateCorrupt    = "corrupt"
+	StateMissing    = "missing"
+	StateNone       = "none" // no backup dir configured
+)
+
+// Recovery sources (Report.RecoveredFrom), as the channel names them.
+const (
+	FromCheckpoint = "checkpoint"
+	FromBackup     = "backup checkpoint"
+	FromFullReplay = "full replay"
+)
+
+// maxProblemsPerKind bounds the problems of one kind listed one by one; the
+// rest are counted in a last problem of that kind.
+const maxProblemsPerKind = 100
+
+// maxDiffShown is how many differing pointers a checkpoint-disagrees
+// problem names.
+const maxDiffShown = 5
+
+// VerifyOptions configures Verify.
+type VerifyOptions struct {
+	FS                  vfs.FS
+	CheckpointDir       string
+	BackupCheckpointDir string // "" = no backup
+	DataDirs            []string
+	// Logger receives progress (the replays' progress included; their
+	// reports of damage are the report's problems). nil = discard.
+	Logger *slog.Logger
+}
+
+// Problem is one inconsistency.
+type Problem struct {
+	Kind   string // one of the Problem* (or Note*) constants
+	File   string // the file concerned, or ""
+	Offset int64  // byte offset in File, or -1 when not about a place in a file
+	Detail string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Kind)
+	if p.File != "" {
+		b.WriteString(" " + p.File)
+		if p.Offset >= 0 {
+			b.WriteString(" at offset " + strconv.FormatInt(p.Offset, 10))
+		}
+	}
+	if p.Detail != "" {
+		b.WriteString(": " + p.Detail)
+	}
+	return b.String()
+}
+
+// CheckpointInfo describes the checkpoint or the backup.
+type CheckpointInfo struct {
+	Dir   string
+	State string // a State* constant
+	Err   error  // why it is not complete
+	// Read from a complete checkpoint only.
+	WriteOrderID         uint64
+	Capacity, Head, Size int
+	Time                 time.Time
+	LogStates            int // log file states recorded
+}
+
+// LogInfo describes one log file, scanned in full.
+type LogInfo struct {
+	ID        uint32
+	Dir, Path string
+	Size      int64 // file size
+	End       int64 // just past the last valid record
+
+	// Counts of the valid records, by type.
+	Records, Puts, Takes, Rollbacks, Commits int64
+	// FirstWOID and LastWOID are the write-order ids of the first and last
+	// valid records; 0 when there is none.
+	FirstWOID, LastWOID uint64
+
+	Tail    logfile.Tail
+	TailErr error // why the bytes at End are not a record, for a torn tail
+	// HeaderErr is a damaged header: the file was salvaged, or skipped if
+	// the header names another file id.
+	HeaderErr error
+	Skipped   []logfile.Skip // damaged regions after the header
+	// Unfinished: left by a crash inside logfile.Create; holds no record.
+	Unfinished bool
+}
+
+// QueueDiff is how the recovered queue differs from a full replay's.
+type QueueDiff struct {
+	// OnlyRecovered holds the events the recovered queue has and a full
+	// replay does not (resurrected, or lost to a full replay); OnlyReplayed
+	// the reverse. Sorted by pointer.
+	OnlyRecovered, OnlyReplayed []eventqueue.Pointer
+	// Reordered: same events, different order; FirstReorder is the first
+	// index where they differ.
+	Reordered    bool
+	FirstReorder int
+}
+
+// Report is what Verify found.
+type Report struct {
+	Checkpoint, Backup CheckpointInfo
+	Logs               []LogInfo // by id, then data dir order
+	// RecoveredFrom is where the channel would recover from: FromCheckpoint,
+	// FromBackup or FromFullReplay.
+	RecoveredFrom string
+	// Queued is the number of events the channel would hold after opening
+	// (-1 if that replay failed); FullReplayQueued is a full replay's.
+	Queued, FullReplayQueued int
+	// InflightPuts and InflightTakes count the events in flight at the
+	// checkpoint used.
+	InflightPuts, InflightTakes int
+	// PointersChecked counts the distinct pointers read back.
+	PointersChecked int
+	Diff            QueueDiff
+	Problems        []Problem
+	Notes           []Problem
+	Duration        time.Duration
+
+	perKind map[string]int // problems per kind, for the bound
+}
+
+// OK reports whether Verify found no problem (notes aside).
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// String lists the problems, one a line.
+func (r *Report) String() string {
+	if r.OK() {
+		return "ok"
+	}
+	var b strings.Builder
+	for i, p := range r.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// add records a problem, keeping at most maxProblemsPerKind of each kind.
+func (r *Report) add(kind, file string, off int64, format string, args ...any) {
+	if r.perKind == nil {
+		r.perKind = map[string]int{}
+	}
+	r.perKind[kind]++
+	if r.perKind[kind] > maxProblemsPerKind {
+		return
+	}
+	r.Problems = append(r.Problems, Problem{Kind: kind, File: file, Offset: off, Detail: fmt.Sprintf(format, args...)})
+}
+
+// summarize adds, for each kind over the bound, a problem counting the ones
+// not listed.
+func (r *Report) summarize() {
+	kinds := make([]string, 0, len(r.perKind))
+	for k, n := range r.perKind {
+		if n > maxProblemsPerKind {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		r.Problems = append(r.Problems, Problem{Kind: k, Offset: -1,
+			Detail: fmt.Sprintf("%d more problems of this kind not listed", r.perKind[k]-maxProblemsPerKind)})
+	}
+}
+
+// Verify checks a closed channel's files without changing a byte of them:
+//
+//  1. the checkpoint and the backup checkpoint: complete, incomplete,
+//     corrupt or missing;
+//  2. every log file, scanned in full from its header: damaged header,
+//     damaged regions in the middle, torn tail, a file left by an
+//     unfinished create, the same id in two data dirs, write-order ids
+//     that do not increase within a file;
+//  3. the queue recovered as the channel recovers it (checkpoint, else the
+//     backup, else a full replay) against the queue of a full replay of
+//     every log: the channel keeps log files so that both hold the same
+//     events, and a difference is a lost or resurrected event;
+//  4. every pointer of the recovered queue and every pointer in flight at
+//     the checkpoint used reads back (logfile.Reader) as a valid put record
+//     of an existing log file;
+//  5. the checkpoint's per-file reference counts equal the counts of its
+//     ring, and every file its ring or in-flight transactions point into has
+//     a log state.
+//
+// Each inconsistency is a Problem with one of the Problem* kinds. The
+// checkpoint files are copied into a vfs.MemFS and opened there, and the
+// replays only read the data dirs, so Verify needs no lock and writes
+// nothing; it must not run while the channel is open (the files would change
+// under it).
+//
+// Cost: memory for a copy of the checkpoint file (8 bytes a slot) and a few
+// slices of pointers as long as the queue; time for about two scans of every
+// log file (the full replay and the check of each file; the recovery replays
+// only what follows the checkpoint) and one ReadRecord per queued pointer,
+// in file order: 1.4 s for 1M queued events of 100 bytes in the page cache
+// (2-core EPYC).
+//
+// Verify returns an error only for bad options and I/O errors; damage of
+// any kind is a Problem.
+func Verify(opts VerifyOptions) (*Report, error) {
+	start := time.Now()
+	switch {
+	case opts.FS == nil:
+		return nil, errors.New("verify: no FS")
+	case opts.CheckpointDir == "":
+		return nil, errors.New("verify: no checkpoint dir")
+	case len(opts.DataDirs) == 0:
+		return nil, errors.New("verify: no data dirs")
+	case opts.BackupCheckpointDir != "" && filepath.Clean(opts.BackupCheckpointDir) == filepath.Clean(opts.CheckpointDir):
+		return nil, errors.New("verify: the backup dir is the checkpoint dir")
+	}
+	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem()}
+	if v.log == nil {
+		v.log = slog.New(slog.DiscardHandler)
+	}
+	err := v.run()
+	if cerr := v.closeAll(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	v.rep.summarize()
+	v.rep.Duration = time.Since(start)
+	v.log.Info("verify done", "problems", len(v.rep.Problems), "recovered_from", v.rep.RecoveredFrom,
+		"queued", v.rep.Queued, "duration", v.rep.Duration.Round(time.Millisecond))
+	return v.rep, nil
+}
+
+// verifier holds one Verify's state.
+type verifier struct {
+	opts VerifyOptions
+	log  *slog.Logger
+	rep  *Report
+	mem  *vfs.MemFS // copies of the checkpoint files, at their own paths
+
+	logs    map[uint32]*LogInfo // first file of each id with records
+	puts    int64               // put records in every log
+	readers map[uint32]openedReader
+	closers []io.Closer
+}
+
+func (v *verifier) run() error {
+	if err := v.scanLogs(); err != nil {
+		return err
+	}
+	primary, err := v.loadCheckpoint()
+	if err != nil {
+		return err
+	}
+	var backup *loadedCheckpoint
+	if v.opts.BackupCheckpointDir == "" {
+		v.rep.Backup = CheckpointInfo{State: StateNone}
+	} else if backup, err = v.loadBackup(); err != nil {
+		return err
+	}
+
+	used := primary
+	v.rep.RecoveredFrom = FromCheckpoint
+	if used == nil {
+		used = backup
+		v.rep.RecoveredFrom = FromBackup
+	}
+	if used == nil {
+		v.rep.RecoveredFrom = FromFullReplay
+	}
+
+	// The recovered queue (queue A) and the checkpoint's own pointers.
+	var recovered []eventqueue.Pointer
+	var inflight []rolePointer
+	v.rep.Queued = -1
+	if used != nil {
+		st := used.st
+		for _, tx := range st.InflightPuts {
+			for _, p := range tx.Pointers {
+				inflight = append(inflight, rolePointer{p, roleInflightPut})
+			}
+		}
+		for _, tx := range st.InflightTakes {
+			for _, p := range tx.Pointers {
+				inflight = append(inflight, rolePointer{p, roleInflightTake})
+			}
+		}
+		v.rep.InflightPuts = countPointers(st.InflightPuts)
+		v.rep.InflightTakes = countPointers(st.InflightTakes)
+		ring, q, err := v.loadQueue(used)
+		if err != nil {
+			return err
+		}
+		v.checkRefs(used, ring, inflight)
+		ok, err := v.replay(v.rep.RecoveredFrom, st, q)
+		if err != nil {
+			return err
+		}
+		if ok {
+			recovered = q.Pointers()
+			v.rep.Queued = len(recovered)
+		} else {
+			// Check what the checkpoint holds at least.
+			recovered = ring
+		}
+	}
+
+	// A full replay (queue B).
+	q, err := eventqueue.New(eventqueue.NewMemSlots(int(max(v.puts, 1))), int(max(v.puts, 1)), 0, 0, map[uint32]int{})
+	if err != nil {
+		return err
+	}
+	var replayed []eventqueue.Pointer
+	v.rep.FullReplayQueued = -1
+	ok, err := v.replay(FromFullReplay, nil, q)
+	if err != nil {
+		return err
+	}
+	if ok {
+		replayed = q.Pointers()
+		v.rep.FullReplayQueued = len(replayed)
+	}
+	if used == nil {
+		recovered, v.rep.Queued = replayed, v.rep.FullReplayQueued
+	} else if ok && v.rep.Queued >= 0 {
+		v.compare(recovered, replayed)
+	}
+	return v.checkPointers(recovered, inflight)
+}
+
+func countPointers(txs []eventqueue.InflightTx) int {
+	n := 0
+	for _, tx := range txs {
+		n += len(tx.Pointers)
+	}
+	return n
+}
+
+// scanLogs scans every log file of every data dir in full (check 2).
+func (v *verifier) scanLogs() error {
+	dirOf := map[uint32]string{}
+	v.logs = map[uint32]*LogInfo{}
+	for _, dir := range v.opts.DataDirs {
+		ids, err := logfile.ListLogs(v.opts.FS, dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			v.log.Warn("verify: data dir does not exist", "dir", dir)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			path := filepath.Join(dir, logfile.LogName(id))
+			if other, dup := dirOf[id]; dup {
+				v.rep.add(ProblemDuplicateLog, path, -1, "log file id %d is also in %s", id, other)
+			} else {
+				dirOf[id] = dir
+			}
+			info, err := v.scanLog(dir, id, path)
+			if err != nil {
+				return err
+			}
+			v.rep.Logs = append(v.rep.Logs, info)
+		}
+	}
+	slices.SortStableFunc(v.rep.Logs, func(a, b LogInfo) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	for i := range v.rep.Logs {
+		l := &v.rep.Logs[i]
+		if _, seen := v.logs[l.ID]; !seen && !l.Unfinished {
+			v.logs[l.ID] = l
+		}
+	}
+	return nil
+}
+
+// scanLog scans one log file from its header to its end.
+func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) {
+	fsys := v.opts.FS
+	info := LogInfo{ID: id, Dir: dir, Path: path}
+	fi, err := fsys.Stat(path)
+	if err != nil {
+		return info, err
+	}
+	info.Size = fi.Size()
+	empty, err := unfinishedCreate(fsys, path)
+	if err != nil {
+		return info, err
+	}
+	if empty {
+		info.Unfinished = true
+		v.rep.add(ProblemUnfinishedCreate, path, -1, "%d bytes, no record: left by a crash while the file was created", info.Size)
+		return info, nil
+	}
+	sc, err := logfile.NewScanner(fsys, path, 0)
+	salvaged := false
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		salvaged = true
+		sc, err = logfile.NewSalvageScanner(fsys, path, 0)
+	}
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		// A valid header naming another file: the replay refuses it.
+		info.HeaderErr = err
+		v.rep.add(ProblemBadHeader, path, 0, "%v", err)
+		return info, nil
+	}
+	if err != nil {
+		return info, err
+	}
+	defer sc.Close()
+	var lastWOID uint64
+	badOrder := 0
+	for sc.Next() {
+		r := sc.Record()
+		info.Records++
+		switch r.Type {
+		case logfile.RecordPut:
+			info.Puts++
+		case logfile.RecordTake:
+			info.Takes++
+		case logfile.RecordRollback:
+			info.Rollbacks++
+		case logfile.RecordCommit:
+			info.Commits++
+		}
+		if info.Records == 1 {
+			info.FirstWOID = r.WriteOrderID
+		} else if r.WriteOrderID <= lastWOID {
+			if badOrder == 0 {
+				v.rep.add(ProblemWriteOrder, path, sc.Offset(), "write-order id %d after %d", r.WriteOrderID, lastWOID)
+			}
+			badOrder++
+		}
+		lastWOID = r.WriteOrderID
+	}
+	if err := sc.Err(); err != nil {
+		return info, err
+	}
+	if badOrder > 1 {
+		v.rep.add(ProblemWriteOrder, path, -1, "%d records in all have a write-order id not above the previous record's", badOrder)
+	}
+	v.puts += info.Puts
+	info.LastWOID = lastWOID
+	info.End, info.Tail, info.TailErr = sc.End(), sc.Tail(), sc.TailError()
+	if info.Size, err = sc.Size(); err != nil {
+		return info, err
+	}
+	for i, sk := range sc.Skipped() {
+		if salvaged && i == 0 && sk.Offset == 0 {
+			info.HeaderErr = sk.Err
+			v.rep.add(ProblemBadHeader, path, 0, "%v (the records after it are read)", sk.Err)
+			continue
+		}
+		info.Skipped = append(info.Skipped, sk)
+		v.rep.add(ProblemCorruptRecord, path, sk.Offset, "%d damaged bytes skipped: %v", sk.Length, sk.Err)
+	}
+	if info.Tail == logfile.TailTorn {
+		v.rep.add(ProblemTornTail, path, info.End, "%d bytes that are not a record up to the file size %d: %v",
+			info.Size-info.End, info.Size, info.TailErr)
+	}
+	return info, nil
+}
+
+// loadedCheckpoint is a checkpoint opened in the MemFS.
+type loadedCheckpoint struct {
+	ck *checkpoint.Checkpoint
+	st *checkpoint.State
+}
+
+// loadCheckpoint copies the checkpoint into the MemFS, at the same path,
+// and opens it there. It returns nil when the checkpoint is not complete.
+func (v *verifier) loadCheckpoint() (*loadedCheckpoint, error) {
+	dir := v.opts.CheckpointDir
+	info := &v.rep.Checkpoint
+	info.Dir = dir
+	if err := v.copyDir(dir, false); err != nil {
+		return nil, err
+	}
+	ck, st, err := checkpoint.Open(v.mem, dir)
+	return v.opened(info, ck, st, err, ProblemCheckpointMissing, ProblemCheckpointIncomplete, ProblemCheckpointCorrupt)
+}
+
+// loadBackup copies the backup into the MemFS, at the same path, and opens
+// it there. It returns nil when the backup is not complete. The channel
+// restores a backup (checkpoint.RestoreBackup) into the checkpoint dir
+// before opening it; the restore copies the files byte for byte, so opening
+// the copy in place gives the same result, with errors naming the backup's
+// files.
+func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
+	dir := v.opts.BackupCheckpointDir
+	info := &v.rep.Backup
+	info.Dir = dir
+	if err := v.copyDir(dir, true); err != nil {
+		return nil, err
+	}
+	if !checkpoint.HasBackup(v.mem, dir) {
+		info.State, info.Err = StateMissing, checkpoint.ErrNoBackup
+		v.rep.add(ProblemBackupMissing, dir, -1, "no complete backup (no %s marker)", checkpoint.BackupCompleteName)
+		return nil, nil
+	}
+	ck, st, err := checkpoint.Open(v.mem, dir)
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		// backupComplete without the files: RestoreBackup would fail.
+		err = fmt.Errorf("%w: %w", checkpoint.ErrBadCheckpoint, err)
+	}
+	return v.opened(info, ck, st, err, ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt)
+}
+
+// opened classifies the result of checkpoint.Open in the MemFS. The real
+// files were already read without an I/O error, so every failure here is
+// about their contents.
+func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
+	missing, incomplete, bad string) (*loadedCheckpoint, error) {
+	switch {
+	case err == nil:
+		v.closers = append(v.closers, ck)
+		info.State = StateComplete
+		info.WriteOrderID, info.Capacity, info.Head, info.Size = st.WriteOrderID, st.Capacity, st.Head, st.Size
+		info.Time, info.LogStates = st.Time, len(st.Logs)
+		return &loadedCheckpoint{ck: ck, st: st}, nil
+	case errors.Is(err, checkpoint.ErrIncomplete):
+		info.State, info.Err = StateIncomplete, err
+		v.rep.add(incomplete, filepath.Join(info.Dir, checkpoint.CheckpointName), -1, "%v", err)
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		info.State, info.Err = StateMissing, err
+		v.rep.add(missing, info.Dir, -1, "no checkpoint")
+	default:
+		info.State, info.Err = StateCorrupt, err
+		file, off := info.Dir, int64(-1)
+		var ce *corrupt.Error
+		if errors.As(err, &ce) {
+			file, off = ce.File, ce.Offset
+		}
+		v.rep.add(bad, file, off, "%v", err)
+	}
+	return nil, nil
+}
+
+// copyDir copies the checkpoint files of dir (and backupComplete if
+// backup) that exist into the same directory of the MemFS.
+func (v *verifier) copyDir(dir string, backup bool) error {
+	if err := v.mem.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	names := []string{checkpoint.CheckpointName, checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName}
+	if backup {
+		names = append(names, checkpoint.BackupCompleteName)
+	}
+	for _, name := range names {
+		if err := v.copyFile(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyChunk is the unit of copyFile.
+const copyChunk = 1 << 20
+
+// copyFile copies src of the real FS to the same path of the MemFS; a
+// missing src is not copied.
+func (v *verifier) copyFile(src string) (err error) {
+	in, err := v.opts.FS.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := in.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", src, cerr)
+		}
+	}()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := v.mem.Create(src)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := out.Truncate(fi.Size()); err != nil { // one allocation
+		return err
+	}
+	buf := make([]byte, copyChunk)
+	for off := int64(0); ; {
+		n, rerr := in.ReadAt(buf, off)
+		if n > 0 {
+			if _, err := out.WriteAt(buf[:n], off); err != nil {
+				return err
+			}
+			off += int64(n)
+		}
+		if errors.Is(rerr, io.EOF) || (rerr == nil && n == 0) {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("read %s: %w", src, rerr)
+		}
+	}
+}
+
+// loadQueue builds the queue the channel builds over a checkpoint (with the
+// per-file counts of its log states) and returns a copy of its ring.
+func (v *verifier) loadQueue(c *loadedCheckpoint) ([]eventqueue.Pointer, *eventqueue.Queue, error) {
+	st := c.st
+	refs := map[uint32]int{}
+	for _, l := range st.Logs {
+		if l.Refs > 0 {
+			refs[l.FileID] = l.Refs
+		}
+	}
+	q, err := eventqueue.New(c.ck, c.ck.Capacity(), st.Head, st.Size, refs)
+	if err != nil {
+		return nil, nil, err // Open checked head and size
+	}
+	return q.Pointers(), q, nil
+}
+
+// checkRefs compares the checkpoint's log states with its ring and
+// in-flight pointers (check 5).
+func (v *verifier) checkRefs(c *loadedCheckpoint, ring []eventqueue.Pointer, inflight []rolePointer) {
+	st := c.st
+	file := filepath.Join(v.checkpointDirUsed(), checkpoint.MetaName)
+	counts := map[uint32]int{}
+	for _, p := range ring {
+		if p != 0 {
+			counts[p.FileID()]++
+		}
+	}
+	states := make(map[uint32]bool, len(st.Logs))
+	for _, l := range st.Logs {
+		states[l.FileID] = true
+		if n := counts[l.FileID]; n != l.Refs {
+			v.rep.add(ProblemRefcountMismatch, file, -1, "log file %d has refs %d, the ring holds %d pointers into it", l.FileID, l.Refs, n)
+		}
+	}
+	ids := make([]uint32, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	for _, rp := range inflight {
+		if _, ok := counts[rp.p.FileID()]; !ok {
+			ids = append(ids, rp.p.FileID())
+			counts[rp.p.FileID()] = 0
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if !states[id] {
+			v.rep.add(ProblemMissingLogState, file, -1, "the checkpoint points into log file %d (%d queued) but has no state for it", id, counts[id])
+		}
+	}
+}
+
+// checkpointDirUsed is the real directory of the checkpoint recovery uses.
+func (v *verifier) checkpointDirUsed() string {
+	if v.rep.RecoveredFrom == FromBackup {
+		return v.opts.BackupCheckpointDir
+	}
+	return v.opts.CheckpointDir
+}
+
+// replay runs a replay onto q as the channel would. A failure caused by
+// the files' contents is a problem (ok false); an I/O error is returned.
+func (v *verifier) replay(what string, st *checkpoint.State, q *eventqueue.Queue) (ok bool, err error) {
+	// The replay's own reports of damage would repeat the problems: only
+	// its progress goes to the logger.
+	log := slog.New(progressOnly{v.log.Handler()}).With("verify", what)
+	res, err := Run(Options{FS: v.opts.FS, DataDirs: v.opts.DataDirs, Checkpoint: st, Queue: q, Logger: log})
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && !errors.Is(err, corrupt.ErrCorrupt) {
+			return false, err
+		}
+		v.rep.add(ProblemRecoveryFailed, "", -1, "%s: %v", what, err)
+		return false, nil
+	}
+	v.log.Debug("verify: replay done", "from", what, "records", res.Records, "queued", q.Size())
+	return true, nil
+}
+
+// compare reports how the recovered queue differs from a full replay's
+// (check 3). Both are sorted only when they differ.
+func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
+	if slices.Equal(recovered, replayed) {
+		return
+	}
+	a, b := slices.Clone(recovered), slices.Clone(replayed)
+	slices.Sort(a)
+	slices.Sort(b)
+	d := &v.rep.Diff
+	for i, j := 0, 0; i < len(a) || j < len(b); {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			d.OnlyRecovered = append(d.OnlyRecovered, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			d.OnlyReplayed = append(d.OnlyReplayed, b[j])
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	if len(d.OnlyRecovered) == 0 && len(d.OnlyReplayed) == 0 {
+		d.Reordered = true
+		for d.FirstReorder < len(recovered) && recovered[d.FirstReorder] == replayed[d.FirstReorder] {
+			d.FirstReorder++
+		}
+		i := d.FirstReorder
+		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteOrderDiffers, Offset: -1,
+			Detail: fmt.Sprintf("the recovered queue and a full replay hold the same %d events in a different order: at index %d %v and %v",
+				len(recovered), i, recovered[i], replayed[i])})
+		return
+	}
+	v.rep.add(ProblemCheckpointDisagrees, "", -1,
+		"recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, %d only in the full replay%s",
+		v.rep.RecoveredFrom, len(recovered), len(replayed),
+		len(d.OnlyRecovered), firstPointers(d.OnlyRecovered), len(d.OnlyReplayed), firstPointers(d.OnlyReplayed))
+}
+
+// firstPointers formats the first few pointers of ps as " (a, b, ...)".
+func firstPointers(ps []eventqueue.Pointer) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" (")
+	for i, p := range ps[:min(len(ps), maxDiffShown)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.String())
+	}
+	if len(ps) > maxDiffShown {
+		b.WriteString(", ...")
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// Roles of a checked pointer, for problem details.
+const (
+	roleQueued uint8 = 1 << iota
+	roleInflightPut
+	roleInflightTake
+)
+
+type rolePointer struct {
+	p    eventqueue.Pointer
+	role uint8
+}
+
+func roleString(r uint8) string {
+	var parts []string
+	if r&roleQueued != 0 {
+		parts = append(parts, "queued")
+	}
+	if r&roleInflightPut != 0 {
+		parts = append(parts, "in flight (put)")
+	}
+	if r&roleInflightTake != 0 {
+		parts = append(parts, "in flight (take)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkPointers reads back every queued and in-flight pointer once, in file
+// and offset order (check 4).
+func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer) error {
+	all := make([]rolePointer, 0, len(queued)+len(inflight))
+	for _, p := range queued {
+		all = append(all, rolePointer{p, roleQueued})
+	}
+	all = append(all, inflight...)
+	slices.SortFunc(all, func(a, b rolePointer) int {
+		switch {
+		case a.p < b.p:
+			return -1
+		case a.p > b.p:
+			return 1
+		}
+		return int(a.role) - int(b.role)
+	})
+	missing := map[uint32]int{}
+	for i := 0; i < len(all); {
+		p, role := all[i].p, uint8(0)
+		queuedTimes := 0
+		for ; i < len(all) && all[i].p == p; i++ {
+			role |= all[i].role
+			if all[i].role == roleQueued {
+				queuedTimes++
+			}
+		}
+		if queuedTimes > 1 {
+			v.rep.add(ProblemDuplicatePointer, "", -1, "pointer %v is queued %d times", p, queuedTimes)
+		}
+		if p == 0 {
+			v.rep.add(ProblemBadPointer, "", -1, "the zero pointer is %s", roleString(role))
+			continue
+		}
+		v.rep.PointersChecked++
+		l := v.logs[p.FileID()]
+		if l == nil {
+			missing[p.FileID()]++
+			continue
+		}
+		r, err := v.reader(l)
+		if errors.Is(err, corrupt.ErrCorrupt) {
+			// A header naming another file id.
+			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		rec, err := r.ReadRecord(int64(p.Offset()))
+		switch {
+		case errors.Is(err, corrupt.ErrCorrupt):
+			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+		case err != nil:
+			return err
+		case rec.Type != logfile.RecordPut:
+			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: the record there is a %v, not a put", roleString(role), p, rec.Type)
+		}
+	}
+	ids := make([]uint32, 0, len(missing))
+	for id := range missing {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		v.rep.add(ProblemMissingLog, logfile.LogName(id), -1, "%d queued or in-flight pointers into a log file no data dir holds", missing[id])
+	}
+	return nil
+}
+
+// openedReader is a log file's reader, or why it cannot be opened.
+type openedReader struct {
+	r   *logfile.Reader
+	err error // a *corrupt.Error
+}
+
+// reader returns a reader of log file l, opened on first use.
+func (v *verifier) reader(l *LogInfo) (*logfile.Reader, error) {
+	if r, ok := v.readers[l.ID]; ok {
+		return r.r, r.err
+	}
+	r, err := logfile.OpenReader(v.opts.FS, l.Path)
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		r, err = logfile.OpenSalvageReader(v.opts.FS, l.Path) // the scan reported the header
+	}
+	if err != nil && !errors.Is(err, corrupt.ErrCorrupt) {
+		return nil, err
+	}
+	if v.readers == nil {
+		v.readers = map[uint32]openedReader{}
+	}
+	v.readers[l.ID] = openedReader{r, err}
+	if r != nil {
+		v.closers = append(v.closers, r)
+	}
+	return r, err
+}
+
+// progressOnly passes on the records of a handler below slog.LevelWarn.
+type progressOnly struct{ h slog.Handler }
+
+func (p progressOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l < slog.LevelWarn && p.h.Enabled(ctx, l)
+}
+func (p progressOnly) Handle(ctx context.Context, r slog.Record) error { return p.h.Handle(ctx, r) }
+func (p progressOnly) WithAttrs(as []slog.Attr) slog.Handler           { return progressOnly{p.h.WithAttrs(as)} }
+func (p progressOnly) WithGroup(name string) slog.Handler              { return progressOnly{p.h.WithGroup(name)} }
+
+// closeAll closes the checkpoints and readers.
+func (v *verifier) closeAll() error {
+	var errs []error
+	for _, c := range v.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
