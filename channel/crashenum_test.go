@@ -160,6 +160,10 @@ type crashJob struct {
 	op   string
 	path string
 	tear bool
+	// recoveryCrashes: also take a crash image at every operation of the
+	// recovery itself (cutting torn tails, removing empty logs, the
+	// checkpoint after replay, Close) and check each the same way.
+	recoveryCrashes bool
 }
 
 // crashRun drives one workload and checks every crash image it produces.
@@ -180,6 +184,10 @@ type crashRun struct {
 
 const maxCrashFailures = 3
 
+// recoveryCrashEvery: every this many crash points, the recovery of the torn
+// image is itself crashed at each of its operations.
+var recoveryCrashEvery = map[bool]int64{false: 61, true: 3}[crashLong()]
+
 func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) *crashRun {
 	fsys := vfs.NewMem()
 	cfg := memConfig(fsys, dirs)
@@ -199,7 +207,8 @@ func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) 
 		}
 		snap := r.model.snapshot()
 		r.jobs <- crashJob{img: p.Clone(false, 0), snap: snap, seq: p.Seq, op: p.Op, path: p.Path}
-		r.jobs <- crashJob{img: p.Clone(true, int64(seed)<<20^p.Seq), snap: snap, seq: p.Seq, op: p.Op, path: p.Path, tear: true}
+		r.jobs <- crashJob{img: p.Clone(true, int64(seed)<<20^p.Seq), snap: snap, seq: p.Seq, op: p.Op, path: p.Path, tear: true,
+			recoveryCrashes: p.Seq%recoveryCrashEvery == 0}
 	})
 	return r
 }
@@ -234,6 +243,23 @@ func (r *crashRun) check(j crashJob) error {
 	cfg := r.cfg
 	cfg.FS = j.img
 	cfg.Logger = nil
+	var inner []crashJob
+	if j.recoveryCrashes {
+		j.img.SetHook(func(p vfs.CrashPoint) {
+			inner = append(inner, crashJob{img: p.Clone(true, p.Seq), snap: j.snap, seq: p.Seq, op: p.Op, path: p.Path, tear: true})
+		})
+		defer func() {
+			j.img.SetHook(nil)
+			for _, in := range inner {
+				if err := r.check(in); err != nil {
+					r.t.Errorf("%s: crash after op %d (%s %s, tear=%v), then again during recovery after op %d (%s %s): %v",
+						r.name, j.seq, j.op, j.path, j.tear, in.seq, in.op, in.path, err)
+					return
+				}
+				r.states.Add(1)
+			}
+		}()
+	}
 	c, err := Open(cfg)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
@@ -252,6 +278,9 @@ func (r *crashRun) check(j crashJob) error {
 	}
 	if err != nil {
 		return err
+	}
+	if j.recoveryCrashes {
+		j.img.SetHook(nil)
 	}
 	// The recovered state must itself be durable: reopen (after the clean
 	// close) and find the same events.
