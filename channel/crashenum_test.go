@@ -279,6 +279,13 @@ func (r *crashRun) check(j crashJob) error {
 	if err != nil {
 		return err
 	}
+	// After the recovery and a clean close, the files hold no
+	// inconsistency at all.
+	if rep, err := Verify(cfg); err != nil {
+		return fmt.Errorf("verify after recovery: %w", err)
+	} else if !rep.OK() {
+		return fmt.Errorf("verify after recovery: %s", rep)
+	}
 	if j.recoveryCrashes {
 		j.img.SetHook(nil)
 	}

@@ -72,22 +72,28 @@ func (c *FileChannel) rollLocked(d *dataDir) error {
 		return errors.Join(fmt.Errorf("open reader for %s: %w", w.Path(), err), w.Close())
 	}
 	old := d.w
+	size := int64(0)
+	if old != nil {
+		size = old.Size()
+		if err := old.Close(); err != nil || old.Err() != nil {
+			// The records in the old file that were not synced may be lost;
+			// their commits have not returned (they sync after writing and
+			// see the same sticky error). The file is valid only as far as
+			// its last good fsync: a checkpoint must not cover the rest.
+			size = old.Synced()
+			c.log.Error("close rolled log file", "file", old.Path(), "err", errors.Join(err, old.Err()))
+		}
+	}
 	c.filesMu.Lock()
 	c.files[id] = &logFile{id: id, dir: d, path: w.Path(), r: r}
 	if old != nil {
 		if f := c.files[old.ID()]; f != nil {
-			f.size = old.Size()
+			f.size = size
 		}
 	}
 	c.filesMu.Unlock()
 	d.w = w
 	if old != nil {
-		if err := old.Close(); err != nil {
-			// The records in the old file that were not yet synced may be
-			// lost; their commits have not returned (they sync after
-			// writing and will see the same sticky error).
-			c.log.Error("close rolled log file", "file", old.Path(), "err", err)
-		}
 		c.log.Info("rolled log file", "dir", d.path, "old", filepath.Base(old.Path()), "new", filepath.Base(w.Path()))
 	}
 	return nil

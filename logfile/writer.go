@@ -82,6 +82,14 @@ func (w *Writer) Path() string { return w.path }
 // next Write lands at.
 func (w *Writer) Size() int64 { return w.size.Load() }
 
+// Synced returns how many bytes of the file are known to be durable: the
+// extent of the last successful fsync (the header, right after Create).
+func (w *Writer) Synced() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.synced
+}
+
 // Syncs returns the number of fsyncs SyncTo, Sync and Close have issued (the
 // header fsync of Create is not counted).
 func (w *Writer) Syncs() int64 { return w.syncs.Load() }
@@ -172,6 +180,13 @@ func (w *Writer) SyncTo(off int64) error {
 		w.syncDone.Broadcast()
 		if err != nil {
 			err = fmt.Errorf("sync log %d: %w", w.id, err)
+			// Nothing after the last good fsync can be trusted to reach
+			// the disk, but the page cache still holds it, and a restart
+			// without a power loss would replay it: take it back (best
+			// effort; the failure stays sticky either way).
+			if terr := w.f.Truncate(w.synced); terr != nil {
+				err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, w.synced, terr))
+			}
 			if w.err == nil {
 				w.err = err
 			}

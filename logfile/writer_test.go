@@ -308,3 +308,40 @@ func TestClosedWriter(t *testing.T) {
 		t.Fatalf("second Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestFailedSyncTakesBackTheUnsyncedBytes: after a failed fsync nothing past
+// the last good one can be trusted, so the writer truncates the file back to
+// it (a restart without a power loss must not replay what never reached the
+// disk) and Synced says where the durable part ends.
+func TestFailedSyncTakesBackTheUnsyncedBytes(t *testing.T) {
+	fsys := newFaultFS()
+	w, err := Create(fsys, t.TempDir(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("synced")})
+	if _, err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	good := w.Size()
+	if w.Synced() != good {
+		t.Fatalf("Synced %d after a good sync, want %d", w.Synced(), good)
+	}
+	if _, err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	fsys.last.failSync.Store(true)
+	if err := w.Sync(); !errors.Is(err, errInjected) {
+		t.Fatalf("Sync: %v", err)
+	}
+	if got := fileSize(t, w.Path()); got != good {
+		t.Fatalf("file is %d bytes after the failed sync, want it cut back to %d", got, good)
+	}
+	if w.Synced() != good {
+		t.Fatalf("Synced %d, want %d", w.Synced(), good)
+	}
+}

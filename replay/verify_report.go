@@ -1,0 +1,262 @@
+package replay
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Problem kinds: stable strings that tools may match.
+const (
+	// ProblemCheckpointMissing: the checkpoint dir holds no checkpoint; the
+	// channel would fall back to the backup or replay every log.
+	ProblemCheckpointMissing = "checkpoint-missing"
+	// ProblemCheckpointIncomplete: a checkpoint write did not finish (a
+	// crash mid-checkpoint, or a failed write).
+	ProblemCheckpointIncomplete = "checkpoint-incomplete"
+	// ProblemCheckpointCorrupt: a checkpoint file is damaged or missing
+	// (Detail holds checkpoint.Open's error).
+	ProblemCheckpointCorrupt = "checkpoint-corrupt"
+	// ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt:
+	// the same for the backup checkpoint, when one is configured. A backup
+	// without its backupComplete marker is missing.
+	ProblemBackupMissing    = "backup-missing"
+	ProblemBackupIncomplete = "backup-incomplete"
+	ProblemBackupCorrupt    = "backup-corrupt"
+
+	// ProblemBadHeader: a log file's header is damaged; its records are
+	// still read by its name (salvaged), unless the header names another
+	// file id.
+	ProblemBadHeader = "bad-header"
+	// ProblemCorruptRecord: a damaged region in the middle of a log file,
+	// followed by valid records (Offset, and the length in Detail).
+	ProblemCorruptRecord = "corrupt-record"
+	// ProblemTornTail: bytes after the last valid record that are not a
+	// record (Offset is the valid end; Detail has the file size). Normal
+	// after a crash: the channel cuts it on open.
+	ProblemTornTail = "torn-tail"
+	// ProblemUnfinishedCreate: a log file left by a crash inside
+	// logfile.Create (short or zero header, no record). The channel
+	// deletes it on open.
+	ProblemUnfinishedCreate = "unfinished-create"
+	// ProblemDuplicateLog: the same log file id in two data dirs; the
+	// channel refuses to open.
+	ProblemDuplicateLog = "duplicate-log"
+	// ProblemWriteOrder: a record whose write-order id is not above the
+	// previous record's in the same file.
+	ProblemWriteOrder = "write-order"
+
+	// ProblemRecoveryFailed: a replay the channel would do (or the full
+	// replay) failed on the files' contents: the channel would not open, or
+	// the comparison with a full replay is impossible.
+	ProblemRecoveryFailed = "recovery-failed"
+	// ProblemCheckpointDisagrees: the recovered queue and a full replay do
+	// not hold the same events (see Report.Diff).
+	ProblemCheckpointDisagrees = "checkpoint-disagrees"
+
+	// ProblemBadPointer: a queued or in-flight pointer does not read back
+	// as a valid put record (or is zero).
+	ProblemBadPointer = "bad-pointer"
+	// ProblemDuplicatePointer: the recovered queue holds a pointer twice.
+	ProblemDuplicatePointer = "duplicate-pointer"
+	// ProblemMissingLog: queued or in-flight pointers into a log file that
+	// no data dir holds (one problem per file; Detail has the count).
+	ProblemMissingLog = "missing-log"
+	// ProblemRefcountMismatch: a checkpoint log state's Refs differs from
+	// the number of pointers into that file in the checkpoint's ring. The
+	// channel trusts Refs to delete log files.
+	ProblemRefcountMismatch = "refcount-mismatch"
+	// ProblemMissingLogState: the checkpoint's ring or in-flight
+	// transactions point into a file it has no log state for.
+	ProblemMissingLogState = "missing-log-state"
+)
+
+// Note kinds: findings that are not damage (Report.Notes; OK ignores them).
+const (
+	// NoteOrderDiffers: the recovered queue and a full replay hold the same
+	// events in a different order. Takes rolled back in another order than
+	// they were taken put their events back at the head in the rollback
+	// order, which no log record says, so this follows from normal use.
+	NoteOrderDiffers = "order-differs"
+)
+
+// States of a checkpoint (CheckpointInfo.State).
+const (
+	StateComplete   = "complete"
+	StateIncomplete = "incomplete"
+	StateCorrupt    = "corrupt"
+	StateMissing    = "missing"
+	StateNone       = "none" // no backup dir configured
+)
+
+// Recovery sources (Report.RecoveredFrom), as the channel names them.
+const (
+	FromCheckpoint = "checkpoint"
+	FromBackup     = "backup checkpoint"
+	FromFullReplay = "full replay"
+)
+
+// maxProblemsPerKind bounds the problems of one kind listed one by one; the
+// rest are counted in a last problem of that kind.
+const maxProblemsPerKind = 100
+
+// maxDiffShown is how many differing pointers a checkpoint-disagrees
+// problem names.
+const maxDiffShown = 5
+
+// VerifyOptions configures Verify.
+type VerifyOptions struct {
+	FS                  vfs.FS
+	CheckpointDir       string
+	BackupCheckpointDir string // "" = no backup
+	DataDirs            []string
+	// Logger receives progress (the replays' progress included; their
+	// reports of damage are the report's problems). nil = discard.
+	Logger *slog.Logger
+}
+
+// Problem is one inconsistency.
+type Problem struct {
+	Kind   string // one of the Problem* (or Note*) constants
+	File   string // the file concerned, or ""
+	Offset int64  // byte offset in File, or -1 when not about a place in a file
+	Detail string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Kind)
+	if p.File != "" {
+		b.WriteString(" " + p.File)
+		if p.Offset >= 0 {
+			b.WriteString(" at offset " + strconv.FormatInt(p.Offset, 10))
+		}
+	}
+	if p.Detail != "" {
+		b.WriteString(": " + p.Detail)
+	}
+	return b.String()
+}
+
+// CheckpointInfo describes the checkpoint or the backup.
+type CheckpointInfo struct {
+	Dir   string
+	State string // a State* constant
+	Err   error  // why it is not complete
+	// Read from a complete checkpoint only.
+	WriteOrderID         uint64
+	Capacity, Head, Size int
+	Time                 time.Time
+	LogStates            int // log file states recorded
+}
+
+// LogInfo describes one log file, scanned in full.
+type LogInfo struct {
+	ID        uint32
+	Dir, Path string
+	Size      int64 // file size
+	End       int64 // just past the last valid record
+
+	// Counts of the valid records, by type.
+	Records, Puts, Takes, Rollbacks, Commits int64
+	// FirstWOID and LastWOID are the write-order ids of the first and last
+	// valid records; 0 when there is none.
+	FirstWOID, LastWOID uint64
+
+	Tail    logfile.Tail
+	TailErr error // why the bytes at End are not a record, for a torn tail
+	// HeaderErr is a damaged header: the file was salvaged, or skipped if
+	// the header names another file id.
+	HeaderErr error
+	Skipped   []logfile.Skip // damaged regions after the header
+	// Unfinished: left by a crash inside logfile.Create; holds no record.
+	Unfinished bool
+}
+
+// QueueDiff is how the recovered queue differs from a full replay's.
+type QueueDiff struct {
+	// OnlyRecovered holds the events the recovered queue has and a full
+	// replay does not (resurrected, or lost to a full replay); OnlyReplayed
+	// the reverse. Sorted by pointer.
+	OnlyRecovered, OnlyReplayed []eventqueue.Pointer
+	// Reordered: same events, different order; FirstReorder is the first
+	// index where they differ.
+	Reordered    bool
+	FirstReorder int
+}
+
+// Report is what Verify found.
+type Report struct {
+	Checkpoint, Backup CheckpointInfo
+	Logs               []LogInfo // by id, then data dir order
+	// RecoveredFrom is where the channel would recover from: FromCheckpoint,
+	// FromBackup or FromFullReplay.
+	RecoveredFrom string
+	// Queued is the number of events the channel would hold after opening
+	// (-1 if that replay failed); FullReplayQueued is a full replay's.
+	Queued, FullReplayQueued int
+	// InflightPuts and InflightTakes count the events in flight at the
+	// checkpoint used.
+	InflightPuts, InflightTakes int
+	// PointersChecked counts the distinct pointers read back.
+	PointersChecked int
+	Diff            QueueDiff
+	Problems        []Problem
+	Notes           []Problem
+	Duration        time.Duration
+
+	perKind map[string]int // problems per kind, for the bound
+}
+
+// OK reports whether Verify found no problem (notes aside).
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// String lists the problems, one a line.
+func (r *Report) String() string {
+	if r.OK() {
+		return "ok"
+	}
+	var b strings.Builder
+	for i, p := range r.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// add records a problem, keeping at most maxProblemsPerKind of each kind.
+func (r *Report) add(kind, file string, off int64, format string, args ...any) {
+	if r.perKind == nil {
+		r.perKind = map[string]int{}
+	}
+	r.perKind[kind]++
+	if r.perKind[kind] > maxProblemsPerKind {
+		return
+	}
+	r.Problems = append(r.Problems, Problem{Kind: kind, File: file, Offset: off, Detail: fmt.Sprintf(format, args...)})
+}
+
+// summarize adds, for each kind over the bound, a problem counting the ones
+// not listed.
+func (r *Report) summarize() {
+	kinds := make([]string, 0, len(r.perKind))
+	for k, n := range r.perKind {
+		if n > maxProblemsPerKind {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		r.Problems = append(r.Problems, Problem{Kind: k, Offset: -1,
+			Detail: fmt.Sprintf("%d more problems of this kind not listed", r.perKind[k]-maxProblemsPerKind)})
+	}
+}
