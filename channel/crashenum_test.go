@@ -280,14 +280,17 @@ func (r *crashRun) check(j crashJob) error {
 		return err
 	}
 	// After the recovery and a clean close, the files hold no
-	// inconsistency at all.
-	if rep, err := Verify(cfg); err != nil {
-		return fmt.Errorf("verify after recovery: %w", err)
-	} else if !rep.OK() {
-		return fmt.Errorf("verify after recovery: %s", rep)
-	}
+	// inconsistency at all. (Checked on a sample in the short mode: it
+	// costs about as much as the recovery.)
 	if j.recoveryCrashes {
 		j.img.SetHook(nil)
+	}
+	if crashLong() || j.seq%3 == 0 {
+		if rep, err := Verify(cfg); err != nil {
+			return fmt.Errorf("verify after recovery: %w", err)
+		} else if !rep.OK() {
+			return fmt.Errorf("verify after recovery: %s", rep)
+		}
 	}
 	// The recovered state must itself be durable: reopen (after the clean
 	// close) and find the same events.
