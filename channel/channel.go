@@ -385,7 +385,16 @@ func (c *FileChannel) release() error {
 	for _, d := range c.dirs {
 		d.mu.Lock()
 		if d.w != nil {
-			errs = append(errs, d.w.Close())
+			failed := d.w.Err() != nil
+			if err := d.w.Close(); err != nil {
+				if failed {
+					// Already returned to the commit it failed; what that
+					// writer synced before stays valid.
+					c.log.Warn("closed a log writer that had failed", "file", d.w.Path(), "err", err)
+				} else {
+					errs = append(errs, err)
+				}
+			}
 			d.w = nil
 		}
 		d.mu.Unlock()

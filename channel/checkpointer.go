@@ -46,6 +46,10 @@ func (c *FileChannel) checkpointLoop() {
 type keep struct {
 	ids   map[uint32]bool
 	maxID uint32
+	// failed holds the active writers that had already failed at the
+	// capture: their files count only up to their last good fsync, and
+	// there is nothing more of theirs to sync.
+	failed map[*logfile.Writer]bool
 }
 
 func (c *FileChannel) checkpoint() error {
@@ -62,7 +66,7 @@ func (c *FileChannel) checkpoint() error {
 		d.mu.Lock()
 		w := d.w
 		d.mu.Unlock()
-		if w == nil {
+		if w == nil || k.failed[w] {
 			continue
 		}
 		if err := w.Sync(); err != nil {
@@ -80,9 +84,14 @@ func (c *FileChannel) checkpoint() error {
 	c.lastCkptW.Store(st.WriteOrderID)
 	if b := c.cfg.BackupCheckpointDir; b != "" {
 		if err := checkpoint.Backup(c.fs, c.cfg.CheckpointDir, b); err != nil {
-			// The main checkpoint is good; the backup is marked incomplete.
+			// The main checkpoint is good. The backup is marked
+			// incomplete, unless the failure was in making that mark
+			// durable: then a power loss could bring the previous backup
+			// back, and it needs the log files it knew. Delete none until
+			// a backup succeeds.
 			c.stats.backupErrs.Add(1)
-			c.log.Error("backup checkpoint failed", "dir", b, "err", err)
+			c.log.Error("backup checkpoint failed; keeping every log file until a backup succeeds", "dir", b, "err", err)
+			return nil
 		}
 	}
 	deleted, err := c.collectGarbage(k)
@@ -122,12 +131,19 @@ func (c *FileChannel) capture() (*checkpoint.State, keep) {
 		InflightPuts:  c.inflightPuts.Entries(),
 		InflightTakes: c.inflightTakes.Entries(),
 	}
-	k := keep{ids: map[uint32]bool{}, maxID: c.nextFileID.Load() - 1}
+	k := keep{ids: map[uint32]bool{}, maxID: c.nextFileID.Load() - 1, failed: map[*logfile.Writer]bool{}}
 	c.filesMu.RLock()
 	for id, f := range c.files {
 		pos := f.size
 		if f.dir != nil && f.dir.w != nil && f.dir.w.ID() == id {
-			pos = f.dir.w.Size()
+			w := f.dir.w
+			pos = w.Size()
+			if w.Err() != nil {
+				// Its next append rolls it; what it wrote after its last
+				// good fsync was taken back.
+				pos = w.Synced()
+				k.failed[w] = true
+			}
 			k.ids[id] = true
 		}
 		ls := checkpoint.LogState{FileID: id, Position: pos, Refs: c.queue.FileRef(id)}

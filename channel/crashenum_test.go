@@ -186,7 +186,7 @@ const maxCrashFailures = 3
 
 // recoveryCrashEvery: every this many crash points, the recovery of the torn
 // image is itself crashed at each of its operations.
-var recoveryCrashEvery = map[bool]int64{false: 61, true: 3}[crashLong()]
+var recoveryCrashEvery = map[bool]int64{false: 61, true: 11}[crashLong()]
 
 func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) *crashRun {
 	fsys := vfs.NewMem()

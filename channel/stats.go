@@ -13,11 +13,12 @@ type Stats struct {
 	ReplaySkipped int64  // of those, records already covered by the checkpoint
 	// ReplayCorrupt counts the damaged regions in the middle of log files
 	// (or damaged log headers) the last Open stepped over; the damage is
-	// logged with file and offset and left in place (fcreplay repair
-	// removes it).
+	// logged with file and offset and left in place (the fcreplay tool's
+	// repair command removes it).
 	ReplayCorrupt int64
-	// ReplayDamagedTxs counts committed put transactions the last Open
-	// dropped whole because damage lay between their records.
+	// ReplayDamagedTxs counts committed transactions damage took records
+	// of in the last Open: put transactions dropped whole, and take
+	// transactions missing take records (whose events stay queued).
 	ReplayDamagedTxs int64
 	// TornTails counts log files whose torn tail the last Open cut off
 	// (the bytes are kept in a .corrupt file next to the log).

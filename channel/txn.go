@@ -36,6 +36,9 @@ type Transaction struct {
 	frames  []int
 	puts    int
 	spilled bool
+	// spills: where each spill ended, to check at commit that a writer
+	// which failed since did not take them back (see appendRecords).
+	spills []spillMark
 
 	// Take side: the events taken, in order.
 	takes []eventqueue.Pointer
@@ -120,10 +123,11 @@ func (t *Transaction) spill() error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	_, _, ptrs, err := c.appendRecords(t, nil)
+	w, end, ptrs, err := c.appendRecords(t, nil)
 	if err != nil {
 		return err
 	}
+	t.spills = append(t.spills, spillMark{w: w, end: end})
 	c.queueMu.Lock()
 	for _, p := range ptrs {
 		c.inflightPuts.Add(t.id, p)
@@ -260,7 +264,7 @@ func (t *Transaction) abortPuts() {
 		c.queueMu.Unlock()
 	}
 	c.gate.release(t.puts)
-	t.puts, t.buf, t.frames = 0, nil, nil
+	t.puts, t.buf, t.frames, t.spills = 0, nil, nil, nil
 }
 
 func (t *Transaction) commitTakes() error {

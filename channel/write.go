@@ -33,6 +33,19 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 		}
 	}
 	w := d.w
+	if len(extra) > 0 && extra[0].Type == logfile.RecordCommit {
+		// Puts spilled to an earlier file of this dir must be durable
+		// before a commit record counts them: that file was synced when
+		// it was rolled, unless its writer failed and cut them off. (Those
+		// in w itself are covered by the commit's own fsync.)
+		for _, m := range t.spills {
+			if m.w != w {
+				if err := m.w.SyncTo(m.end); err != nil {
+					return nil, 0, nil, fmt.Errorf("spilled puts in %s were lost: %w", m.w.Path(), err)
+				}
+			}
+		}
+	}
 	base := w.Size()
 	if base+int64(len(buf)) > math.MaxUint32 {
 		return nil, 0, nil, fmt.Errorf("records of %d bytes do not fit a log file", len(buf))
@@ -86,4 +99,10 @@ func (c *FileChannel) sync(w *logfile.Writer, end int64) error {
 		return fmt.Errorf("sync %s: %w", w.Path(), err)
 	}
 	return nil
+}
+
+// spillMark records where a spill of a transaction's puts ended.
+type spillMark struct {
+	w   *logfile.Writer
+	end int64
 }

@@ -189,7 +189,7 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 	if _, err := s.Size(); err != nil {
 		return 0, 0, err
 	}
-	for off := s.pos + 1; off+FrameHeaderSize+payloadHeaderSize < s.size; off++ {
+	for off := s.pos + 1; off+FrameHeaderSize+payloadHeaderSize <= s.size; off++ {
 		b, err := s.window(off, FrameHeaderSize+payloadHeaderSize)
 		if err != nil {
 			return 0, 0, err

@@ -245,6 +245,23 @@ func TestScannerResyncIgnoresOlderFramesInsideBodies(t *testing.T) {
 	}
 }
 
+// TestScannerResyncFindsASmallestLastRecord: the search for the next valid
+// record reaches the very end of the file (a rollback, the smallest record,
+// ending it).
+func TestScannerResyncFindsASmallestLastRecord(t *testing.T) {
+	recs := []Record{
+		{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("a")},
+		{Type: RecordPut, TxID: 1, WriteOrderID: 2, Body: []byte("b")},
+		{Type: RecordRollback, TxID: 1, WriteOrderID: 3},
+	}
+	path, offs := writeLog(t, t.TempDir(), 1, recs)
+	flipByte(t, path, offs[1]+FrameHeaderSize+2)
+	got, gotOffs, s := scanAll(t, path, 0)
+	if len(got) != 2 || gotOffs[1] != offs[2] || s.Tail() != TailClean {
+		t.Fatalf("records at %v (want %d and %d), tail %v", gotOffs, offs[0], offs[2], s.Tail())
+	}
+}
+
 // TestSalvageScannerReadsPastADamagedHeader: with a damaged header the file
 // id comes from the name and every record is still read.
 func TestSalvageScannerReadsPastADamagedHeader(t *testing.T) {

@@ -31,6 +31,12 @@ type Writer struct {
 	size  atomic.Int64 // offset the next Write lands at; stored only by Write
 	syncs atomic.Int64 // fsyncs issued by SyncTo
 
+	// writing is held shared by a Write from its health check to the end
+	// of its write, and exclusively by a failed fsync's truncation, so
+	// that a write racing with the failure never lands past the cut end
+	// (leaving a hole). Lock order: writing, then mu.
+	writing sync.RWMutex
+
 	// mu guards the sync state and the writer's health below.
 	mu       sync.Mutex
 	syncDone *sync.Cond // on mu; broadcast whenever an fsync ends
@@ -99,6 +105,8 @@ func (w *Writer) Syncs() int64 { return w.syncs.Load() }
 // returns ErrFileFull, writing nothing, if the file would grow past
 // MaxFileSize. The offset is meaningful only when err is nil.
 func (w *Writer) Write(p []byte) (off int64, err error) {
+	w.writing.RLock()
+	defer w.writing.RUnlock()
 	w.mu.Lock()
 	err = w.unusableLocked()
 	w.mu.Unlock()
@@ -180,15 +188,23 @@ func (w *Writer) SyncTo(off int64) error {
 		w.syncDone.Broadcast()
 		if err != nil {
 			err = fmt.Errorf("sync log %d: %w", w.id, err)
+			if w.err == nil {
+				w.err = err
+			}
 			// Nothing after the last good fsync can be trusted to reach
 			// the disk, but the page cache still holds it, and a restart
 			// without a power loss would replay it: take it back (best
-			// effort; the failure stays sticky either way).
-			if terr := w.f.Truncate(w.synced); terr != nil {
-				err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, w.synced, terr))
-			}
-			if w.err == nil {
-				w.err = err
+			// effort; the failure stays sticky either way). Writes that
+			// passed their health check before w.err was set finish
+			// first; later ones see w.err.
+			synced := w.synced
+			w.mu.Unlock()
+			w.writing.Lock()
+			terr := w.f.Truncate(synced)
+			w.writing.Unlock()
+			w.mu.Lock()
+			if terr != nil {
+				err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, synced, terr))
 			}
 			return err
 		}

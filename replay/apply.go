@@ -19,6 +19,24 @@ type applier struct {
 	committed []eventqueue.Pointer            // committed puts, in commit order
 	taken     map[eventqueue.Pointer]struct{} // committed takes of events not in flight at the checkpoint
 	res       *Result
+
+	// short lists put transactions whose commit counts more events than
+	// the replay found; finish decides, once every damaged region is
+	// known, whether damage took the missing ones (see shortTx).
+	short   []shortTx
+	sources map[uint32]*source // by file id, for their skipped regions
+}
+
+// shortTx is a committed put transaction with fewer put records than its
+// commit counts. Either log deletion removed some (a file holding only its
+// spilled puts, all of them taken since: normal), or damage did (then no
+// event of it may become visible).
+type shortTx struct {
+	tx         uint64
+	commitFile uint32
+	commitOff  int64
+	found      []eventqueue.Pointer // its puts the replay found
+	count      uint64
 }
 
 func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Logger) {
@@ -40,15 +58,9 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		switch r.CommitType {
 		case logfile.RecordPut:
 			spilled := a.puts.Remove(r.TxID)
-			if n := len(spilled) + len(a.txPuts[r.TxID]); uint64(n) != r.Count {
-				// Some of its put records were lost to damage: applying the
-				// rest would make part of a transaction visible.
-				a.res.DamagedTxs++
-				a.res.Dropped += n
-				log.Error("replay: dropping a committed put transaction whose records were damaged",
-					"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
-				delete(a.txPuts, r.TxID)
-				return
+			if n := len(spilled) + len(a.txPuts[r.TxID]); uint64(n) < r.Count {
+				found := append(append([]eventqueue.Pointer(nil), spilled...), a.txPuts[r.TxID]...)
+				a.short = append(a.short, shortTx{tx: r.TxID, commitFile: file, commitOff: off, found: found, count: r.Count})
 			}
 			// The commit record completes puts that may sit in older files:
 			// this file must outlive them (see Result.TakesFrom).
@@ -85,13 +97,69 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 	}
 }
 
+// damaged reports whether damage may have taken the missing puts of t: a
+// skipped region in the file of its commit, from (or right before) its
+// first put there up to the commit; or, in a file holding its other puts, a
+// skipped region or a torn tail after (or right before) the first of them. Missing puts without such
+// damage were in log files deleted because every event in them was taken.
+func (a *applier) damaged(t shortTx) bool {
+	lo := map[uint32]int64{t.commitFile: t.commitOff}
+	for _, p := range t.found {
+		if l, ok := lo[p.FileID()]; !ok || int64(p.Offset()) < l {
+			lo[p.FileID()] = int64(p.Offset())
+		}
+	}
+	for f, l := range lo {
+		src := a.sources[f]
+		if src == nil {
+			continue
+		}
+		if src.sc.Tail() == logfile.TailTorn && src.sc.End() >= l && f != t.commitFile {
+			return true // its later puts may have been in the damaged end
+		}
+		for _, sk := range src.sc.Skipped() {
+			if sk.Offset < logfile.HeaderSize || sk.Offset+sk.Length < l {
+				continue // a damaged header, or damage well before its records
+			}
+			if f == t.commitFile && sk.Offset >= t.commitOff {
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // finish applies the collected commits to q:
 //
 //	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
 func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
+	var drop map[eventqueue.Pointer]bool
+	for _, t := range a.short {
+		if !a.damaged(t) {
+			log.Info("replay: a committed put transaction has puts in deleted log files (their events were taken)",
+				"tx", t.tx, "events", t.count, "found", len(t.found))
+			continue
+		}
+		// Applying the rest would make part of a transaction visible.
+		if drop == nil {
+			drop = map[eventqueue.Pointer]bool{}
+		}
+		for _, p := range t.found {
+			drop[p] = true
+		}
+		a.res.DamagedTxs++
+		a.res.Dropped += len(t.found)
+		a.res.Puts -= int64(len(t.found))
+		log.Error("replay: dropping a committed put transaction whose records were damaged",
+			"file", logfile.LogName(t.commitFile), "tx", t.tx, "commit_offset", t.commitOff, "events", t.count, "found", len(t.found))
+	}
 	// Puts committed and taken after the checkpoint never enter the queue.
 	puts := a.committed[:0]
 	for _, p := range a.committed {
+		if drop[p] {
+			continue
+		}
 		if _, ok := a.taken[p]; ok {
 			delete(a.taken, p)
 			continue

@@ -82,9 +82,10 @@ type Result struct {
 	// Corrupt counts the damaged regions skipped in the middle of log
 	// files (see LogFile.Skipped), a damaged file header included.
 	Corrupt int
-	// DamagedTxs counts committed put transactions dropped whole because a
-	// damaged region lies between their first put and their commit record:
-	// applying the rest would make part of a transaction visible.
+	// DamagedTxs counts committed transactions damage took records of: put
+	// transactions dropped whole (applying the rest would make part of a
+	// transaction visible) and take transactions missing take records
+	// (the events those took stay queued).
 	DamagedTxs int
 	Bytes      int64 // log bytes scanned
 	Duration   time.Duration
@@ -155,6 +156,10 @@ func Run(opts Options) (*Result, error) {
 		puts:    puts,
 		takes:   takes,
 		res:     res,
+		sources: map[uint32]*source{},
+	}
+	for _, s := range scanners {
+		a.sources[s.id] = s
 	}
 	h := scanHeap(nil)
 	for _, s := range scanners {
