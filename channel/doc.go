@@ -42,6 +42,18 @@
 // checkpoint and replays only the log records written after it. Log files
 // that hold nothing needed are deleted after each checkpoint.
 //
+// # Crash safety
+//
+// After a process kill or a power loss, Open recovers every put whose Commit
+// returned nil and no event whose take Commit returned nil; events taken by
+// transactions that had not committed come back at the head. A Commit that
+// returned an error has an unknown outcome. Open cuts a log file's torn tail
+// (keeping the bytes in a .corrupt file), skips damaged records (counted in
+// Stats), and falls back from a damaged checkpoint to the backup or a full
+// replay; Verify checks a closed channel's files. docs/crash-safety.md lists
+// every crash state, step by step, what recovery does with it, and how it is
+// tested.
+//
 // # Concurrency and lock order
 //
 // FileChannel is safe for concurrent use; a Transaction belongs to one
