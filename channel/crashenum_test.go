@@ -396,39 +396,9 @@ type crashWorkload struct {
 // put runs one put transaction of producer p with k events; it commits
 // unless rollback.
 func (w *crashWorkload) put(c *FileChannel, p, k int, rollback bool) error {
-	m := &w.r.model
-	tx, err := c.Begin()
-	if err != nil {
-		return err
-	}
-	txID := m.newTx()
-	ids := make([]int, 0, k)
-	for range k {
-		n := w.n[p]
-		w.n[p]++
-		id := m.newEvent(p, n, txID)
-		ids = append(ids, id)
-		if err := tx.Put(Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, p, n)}); err != nil {
-			tx.Rollback()
-			m.setPut(ids, putAborted)
-			if errors.Is(err, ErrChannelFull) {
-				return nil
-			}
-			return err
-		}
-	}
-	if rollback {
-		err := tx.Rollback()
-		m.setPut(ids, putAborted)
-		return err
-	}
-	m.setPut(ids, putCommitting)
-	if err := tx.Commit(); err != nil {
-		m.setPut(ids, putUncertain)
-		return err
-	}
-	m.setPut(ids, putCommitted)
-	return nil
+	start := w.n[p]
+	w.n[p] += k
+	return w.putN(c, p, start, k, rollback)
 }
 
 // takeIDs takes up to k events into tx and returns their ids (marked open).

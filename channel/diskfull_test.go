@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -153,7 +154,7 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 func TestDiskFullENOSPCDataDir(t *testing.T) {
 	base := t.TempDir()
 	mnt := filepath.Join(base, "full")
-	mountTmpfs(t, mnt, "size=4m")
+	testutil.MountTmpfs(t, mnt, "size=4m")
 	// Created first, deleted to give takes room once the disk is full.
 	reserve := filepath.Join(mnt, "reserve")
 	if err := os.WriteFile(reserve, bytes.Repeat([]byte{0xAA}, 256<<10), 0o644); err != nil {
@@ -264,9 +265,7 @@ func TestDiskFullENOSPCDataDir(t *testing.T) {
 	}
 
 	// Free space and restart.
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
-		t.Fatalf("remount bigger: %v", err)
-	}
+	testutil.RemountTmpfs(t, mnt, "size=16m")
 	var got []string
 	if err := within(t, &broken, "open after freeing space", func() error {
 		var err error
@@ -301,7 +300,7 @@ func TestDiskFullENOSPCCheckpointDir(t *testing.T) {
 func diskFullCheckpointDir(t *testing.T, grow bool) {
 	base := t.TempDir()
 	mnt := filepath.Join(base, "full")
-	mountTmpfs(t, mnt, "size=1m")
+	testutil.MountTmpfs(t, mnt, "size=1m")
 	cfg := Config{
 		CheckpointDir:        filepath.Join(mnt, "checkpoint"),
 		DataDirs:             []string{filepath.Join(base, "data")},
@@ -332,7 +331,7 @@ func diskFullCheckpointDir(t *testing.T, grow bool) {
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	fillFS(t, filepath.Join(mnt, "filler"))
+	testutil.FillFS(t, filepath.Join(mnt, "filler"))
 
 	// Ring positions 0..506 share one 4 KiB page of the checkpoint file,
 	// allocated by the puts above.
@@ -456,47 +455,6 @@ func checkDiskFullRecovery(t *testing.T, got []string, batches []dfBatch, taken 
 	}
 	if i != len(got) {
 		t.Fatalf("%d unexpected events after the last batch: %s", len(got)-i, short(got[i:]))
-	}
-}
-
-// mountTmpfs mounts a tmpfs of the given options at dir, skipping the test
-// when that is not permitted (not root), and unmounts it on cleanup.
-func mountTmpfs(t *testing.T, dir, opts string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-		t.Skipf("cannot mount a tmpfs at %s (needs root): %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			// Still busy (a failed test left files open): detach it.
-			if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", dir, err)
-			}
-		}
-	})
-}
-
-// fillFS writes name until its filesystem is full.
-func fillFS(t *testing.T, name string) {
-	t.Helper()
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{64 << 10, 4 << 10, 512} {
-		buf := bytes.Repeat([]byte{0x55}, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", name, err)
-				}
-				break
-			}
-		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -19,17 +19,7 @@ import (
 // that does not fit is an ENOSPC error, and nothing faults.
 func TestFullTmpfs(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
+	testutil.MountTmpfs(t, mnt, "size=1m")
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // a SIGBUS fails the test
 	fsys := vfs.OS()
 	dir, big := filepath.Join(mnt, "cp"), filepath.Join(mnt, "big")
@@ -42,7 +32,7 @@ func TestFullTmpfs(t *testing.T) {
 	c := mustCreate(t, fsys, dir, capacity)
 	commit(t, c, &State{Meta: Meta{WriteOrderID: 1, Capacity: capacity}}) // reads no ring page
 
-	fill(t, filepath.Join(mnt, "filler"))
+	testutil.FillFS(t, filepath.Join(mnt, "filler"))
 	for r := 0; r < capacity; r += 100 { // every page read from the file and changed
 		c.SetSlot(hs+r, uint64(r+1))
 	}
@@ -64,26 +54,5 @@ func TestFullTmpfs(t *testing.T) {
 	c2, got := mustOpen(t, fsys, dir)
 	if got.WriteOrderID != 2 || c2.Slot(hs+19_900) != 19_901 {
 		t.Fatalf("after freeing space: W = %d, slot = %d", got.WriteOrderID, c2.Slot(hs+19_900))
-	}
-}
-
-// fill writes name until its filesystem is full.
-func fill(t *testing.T, name string) {
-	t.Helper()
-	f, err := os.Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, chunk := range []int{64 << 10, 4 << 10, 512} {
-		buf := bytes.Repeat([]byte{0x55}, chunk)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", name, err)
-				}
-				break
-			}
-		}
 	}
 }
