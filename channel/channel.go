@@ -34,8 +34,11 @@ type FileChannel struct {
 	log  *slog.Logger
 	gate *gate
 
-	locks []io.Closer
-	dirs  []*dataDir
+	// dirsLocked: the caller (Rebuild, Repair) holds every directory's lock;
+	// open takes none and release closes none.
+	dirsLocked bool
+	locks      []io.Closer
+	dirs       []*dataDir
 
 	// commitMu orders log writes against checkpoint snapshots. Every write of
 	// records holds it shared from the moment it takes write-order ids until
@@ -89,11 +92,18 @@ type stats struct {
 // committed state: it loads the last complete checkpoint (or the backup, or
 // nothing) and replays the logs written after it.
 func Open(cfg Config) (*FileChannel, error) {
+	return openWith(cfg, false)
+}
+
+// openWith is Open; with dirsLocked the caller holds the lock of every
+// directory of cfg (and keeps it after Close).
+func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	c := &FileChannel{
+		dirsLocked:    dirsLocked,
 		cfg:           cfg,
 		fs:            cfg.FS,
 		log:           cfg.Logger,
@@ -133,6 +143,9 @@ func (c *FileChannel) open() error {
 		return err
 	}
 	for _, r := range roles {
+		if c.dirsLocked {
+			break
+		}
 		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName))
 		if errors.Is(err, vfs.ErrLocked) {
 			return fmt.Errorf("%w: %s %s", ErrLocked, r.what, r.dir)
@@ -168,9 +181,11 @@ func (c *FileChannel) open() error {
 		return fmt.Errorf("filechannel: load queue from checkpoint: %w", err)
 	}
 	c.queue = q
-	res, err := replay.Run(replay.Options{
-		FS: c.fs, DataDirs: cfg.DataDirs, Checkpoint: st, Queue: q, Logger: c.log,
-	})
+	ropts := replay.Options{FS: c.fs, DataDirs: cfg.DataDirs, Checkpoint: st, Queue: q, Logger: c.log}
+	if cfg.ReplayProgress != nil {
+		ropts.Progress, ropts.ProgressEvery = cfg.ReplayProgress, cfg.ReplayProgressEvery
+	}
+	res, err := replay.Run(ropts)
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

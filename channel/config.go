@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/replay"
 )
 
 // Defaults, the same as Apache Flume's FileChannel.
@@ -51,9 +52,19 @@ type Config struct {
 	// process loses nothing). Checkpoints still sync. Default false.
 	NoSync bool
 
+	// ReplayProgress, if set, is called during Open's replay of the logs
+	// about every ReplayProgressEvery, and once when it ends, on Open's
+	// goroutine (a progress bar for a long recovery). nil = none.
+	ReplayProgress func(replay.Progress)
+	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
+	ReplayProgressEvery time.Duration
+
 	// FS replaces the operating system's filesystem (crash tests). nil = OS.
 	FS vfs.FS
 }
+
+// DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.
+const DefaultReplayProgressEvery = time.Second
 
 // withDefaults validates cfg and returns a copy with defaults applied.
 func (cfg Config) withDefaults() (Config, error) {
@@ -73,6 +84,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.CheckpointInterval < 0 {
 		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
+	}
+	if cfg.ReplayProgressEvery < 0 {
+		bad("ReplayProgressEvery %v is negative", cfg.ReplayProgressEvery)
 	}
 	if cfg.MaxFileSize < 0 || (cfg.MaxFileSize > 0 && cfg.MaxFileSize < MinMaxFileSize) || cfg.MaxFileSize > math.MaxUint32 {
 		bad("MaxFileSize %d is outside [%d, %d]", cfg.MaxFileSize, MinMaxFileSize, uint64(math.MaxUint32))
@@ -100,6 +114,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.ReplayProgressEvery == 0 {
+		cfg.ReplayProgressEvery = DefaultReplayProgressEvery
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

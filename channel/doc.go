@@ -24,7 +24,8 @@
 //
 // In CheckpointDir: checkpoint (the mmap'd ring of event pointers),
 // checkpoint.meta, inflightputs, inflighttakes, in_use.lock. In each data
-// dir: log-NNNNNNNNNN data log files and in_use.lock. In
+// dir: log-NNNNNNNNNN data log files, in_use.lock, and the .corrupt files
+// holding bytes cut from a torn tail by Open or removed by Repair. In
 // BackupCheckpointDir (optional): a copy of the checkpoint files and
 // backupComplete. docs/format.md specifies every format.
 //
@@ -50,7 +51,18 @@
 // returned an error has an unknown outcome. Open cuts a log file's torn tail
 // (keeping the bytes in a .corrupt file), skips damaged records (counted in
 // Stats), and falls back from a damaged checkpoint to the backup or a full
-// replay; Verify checks a closed channel's files. docs/crash-safety.md lists
+// replay.
+//
+// # Offline tools
+//
+// On a closed channel (each takes every directory's lock, so they fail with
+// ErrLocked while it is open): Verify checks the files and lists every
+// inconsistency; Repair overwrites damaged log regions with padding in place
+// (no record moves), rewrites damaged headers, cuts torn tails and removes
+// unfinished log files, keeping every byte it removes in a .corrupt file,
+// then rebuilds the checkpoint; Rebuild replaces the checkpoint with one
+// made by a full replay of the logs. replay.Events lists the queued events
+// read-only. docs/crash-safety.md lists
 // every crash state, step by step, what recovery does with it, and how it is
 // tested.
 //

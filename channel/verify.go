@@ -1,12 +1,6 @@
 package channel
 
 import (
-	"errors"
-	"fmt"
-	"io"
-	"path/filepath"
-
-	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -23,36 +17,22 @@ func Verify(cfg Config) (*replay.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs := append([]string{cfg.CheckpointDir}, cfg.DataDirs...)
-	if cfg.BackupCheckpointDir != "" {
-		dirs = append(dirs, cfg.BackupCheckpointDir)
+	locks, err := lockDirs(cfg, "verify", missingFail)
+	if err != nil {
+		return nil, err
 	}
-	var locks []io.Closer
-	defer func() {
-		for _, l := range locks {
-			l.Close()
-		}
-	}()
-	for _, d := range dirs {
-		if st, err := cfg.FS.Stat(d); err != nil {
-			return nil, fmt.Errorf("filechannel: verify: %w", err)
-		} else if !st.IsDir() {
-			return nil, fmt.Errorf("filechannel: verify: %s is not a directory", d)
-		}
-		l, err := cfg.FS.Lock(filepath.Join(d, LockFileName))
-		if errors.Is(err, vfs.ErrLocked) {
-			return nil, fmt.Errorf("%w: %s (verify a channel only while it is closed)", ErrLocked, d)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("filechannel: verify: lock %s: %w", d, err)
-		}
-		locks = append(locks, l)
-	}
-	return replay.Verify(replay.VerifyOptions{
+	defer locks.Close()
+	return replay.Verify(verifyOptions(cfg))
+}
+
+// verifyOptions are the options of replay.Verify and replay.Events for the
+// channel cfg describes (defaults applied).
+func verifyOptions(cfg Config) replay.VerifyOptions {
+	return replay.VerifyOptions{
 		FS:                  cfg.FS,
 		CheckpointDir:       cfg.CheckpointDir,
 		BackupCheckpointDir: cfg.BackupCheckpointDir,
 		DataDirs:            cfg.DataDirs,
 		Logger:              cfg.Logger,
-	})
+	}
 }

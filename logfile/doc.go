@@ -8,9 +8,12 @@
 // A log file is named LogName(id), "log-" followed by the file id as ten
 // zero-padded decimal digits (log-0000000007), so lexical order is numeric
 // order. Create makes it, writes its 16-byte header and fsyncs both the file
-// and its directory. The package creates no other files; ParseLogName
-// rejects every other name (log-0000000007.corrupt, .tmp, ...), and ListLogs
-// skips them. The byte layout is in format.go.
+// and its directory. CutTail, PadRegion and RewriteHeader keep the bytes they
+// remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
+// or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
+// published through a ".tmp" file; the package creates no other files.
+// ParseLogName rejects every other name (log-0000000007.corrupt, .tmp, ...),
+// and ListLogs skips them. The byte layout is in format.go.
 //
 // # Pieces
 //
@@ -18,9 +21,13 @@
 //   - Writer appends encoded frames to one file and makes them durable with
 //     group commit (SyncTo): concurrent committers share fsyncs.
 //   - Reader reads single records by offset, for takes.
-//   - Scanner reads a file sequentially, for replay, and stops at the first
-//     frame that is not valid, reporting whether what follows the valid end is
-//     a clean end (EOF or zero fill) or a torn tail.
+//   - Scanner reads a file sequentially, for replay, steps over damaged
+//     regions in the middle (Skipped) and reports whether what follows the
+//     valid end is a clean end (EOF or zero fill) or a torn tail.
+//   - CutTail, PadRegion and RewriteHeader repair a file in place (a torn
+//     tail, a damaged region, a damaged header), keeping what they remove in
+//     a .corrupt file first. A padding record (RecordPadding, AppendPadding)
+//     takes the place of a damaged region so that no record moves.
 //
 // # Concurrency
 //

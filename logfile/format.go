@@ -22,9 +22,10 @@ package logfile
 //
 // Payload:
 //
-//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit
-//	1  8  transaction id, uint64 BE
-//	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file)
+//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding
+//	1  8  transaction id, uint64 BE (0 for padding)
+//	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
+//	      among the records that are not padding; 0 for padding)
 //	17 .. type-specific body:
 //	   put:      uvarint header count; per header (sorted by key, so bytes are deterministic):
 //	             uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
@@ -33,12 +34,22 @@ package logfile
 //	   commit:   1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
 //	             events the transaction put (all its put records) or took (all pointers of its take records),
 //	             so that replay can tell a transaction whose records it saw only in part
+//	   padding:  filler, zero bytes (any number, 0 included)
+//
+// A padding record takes the place of damaged bytes that a repair
+// (channel.Repair, PadRegion) copied to a .corrupt file, so that no record
+// after them moves: pointers name records by offset. It belongs to no
+// transaction and has no write-order id; replay steps over it (and treats it
+// as former damage), and a take of a pointer to it is a damaged event. A
+// padding frame is MinPaddingSize (25) to MaxFrameSize bytes long; a longer
+// region is covered by several.
 //
 // A payload with trailing bytes after its body, an unknown type, or lengths
 // that overrun are corrupt. So are encodings the writer never produces, so
 // that every record that decodes re-encodes to the same bytes: a uvarint in
 // more bytes than needed, header keys not in strictly increasing byte order,
-// a commit of a type other than put or take.
+// a commit of a type other than put or take, padding with a non-zero
+// transaction id, write-order id or filler byte.
 
 import (
 	"bytes"
@@ -62,6 +73,7 @@ const (
 	RecordTake     RecordType = 2
 	RecordRollback RecordType = 3
 	RecordCommit   RecordType = 4
+	RecordPadding  RecordType = 5
 )
 
 // Sizes and version; part of the on-disk format; never renumber.
@@ -70,6 +82,12 @@ const (
 	FrameHeaderSize = 8        // payload length + CRC
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry
 	FormatVersion   = 1        // version written in the file header
+)
+
+// Padding frame sizes; follow from the format.
+const (
+	MinPaddingSize = FrameHeaderSize + payloadHeaderSize // 25: a padding frame with no filler
+	MaxFrameSize   = FrameHeaderSize + MaxPayloadSize    // the longest frame of any type
 )
 
 // Further layout constants; part of the on-disk format; never renumber.
@@ -95,6 +113,8 @@ func (t RecordType) String() string {
 		return "rollback"
 	case RecordCommit:
 		return "commit"
+	case RecordPadding:
+		return "padding"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -111,6 +131,7 @@ type Record struct {
 	Pointers     []uint64          // take; nil when a decoded take has none
 	CommitType   RecordType        // commit: RecordPut or RecordTake
 	Count        uint64            // commit: events put or taken by the transaction
+	Filler       int               // padding: the number of zero bytes after the fixed fields
 }
 
 // EncodedSize returns the size of the whole frame AppendRecord writes for r:
@@ -132,6 +153,8 @@ func (r *Record) payloadSize() int {
 		n += uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordCommit:
 		n += 1 + uvarintLen(r.Count)
+	case RecordPadding:
+		n += max(r.Filler, 0)
 	}
 	return n
 }
@@ -143,8 +166,9 @@ func uvarintLen(x uint64) int {
 
 // AppendRecord appends r's frame to dst and returns the extended slice. It
 // returns ErrTooLarge if the payload would exceed MaxPayloadSize, and
-// ErrInvalidRecord for an unknown Type or a commit of a type other than put
-// or take; dst is returned unchanged with an error. With a dst of enough
+// ErrInvalidRecord for an unknown Type, a commit of a type other than put
+// or take, or padding with a transaction id, a write-order id or a negative
+// Filler; dst is returned unchanged with an error. With a dst of enough
 // capacity it does not allocate (unless a put has more than 16 headers).
 func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	switch r.Type {
@@ -152,6 +176,10 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	case RecordCommit:
 		if r.CommitType != RecordPut && r.CommitType != RecordTake {
 			return dst, fmt.Errorf("%w: commit of %v", ErrInvalidRecord, r.CommitType)
+		}
+	case RecordPadding:
+		if r.TxID != 0 || r.WriteOrderID != 0 || r.Filler < 0 {
+			return dst, fmt.Errorf("%w: padding with transaction id %d, write-order id %d, filler %d", ErrInvalidRecord, r.TxID, r.WriteOrderID, r.Filler)
 		}
 	default:
 		return dst, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
@@ -180,6 +208,9 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	case RecordCommit:
 		dst = append(dst, byte(r.CommitType))
 		dst = binary.AppendUvarint(dst, r.Count)
+	case RecordPadding:
+		dst = dst[:len(dst)+r.Filler] // capacity grown above
+		clear(dst[len(dst)-r.Filler:])
 	}
 	frame := dst[start:]
 	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], frame[FrameHeaderSize:]))
@@ -341,6 +372,14 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 			return "trailing bytes after commit"
 		}
 		r.Count = count
+	case RecordPadding:
+		if r.TxID != 0 || r.WriteOrderID != 0 {
+			return "padding with a transaction or write-order id"
+		}
+		if !allZero(p) {
+			return "padding filler not zero"
+		}
+		r.Filler = len(p)
 	default:
 		return "unknown record type"
 	}
@@ -440,6 +479,36 @@ func readBytes(b []byte) ([]byte, []byte, bool) {
 		return nil, b, false
 	}
 	return b[:l], b[l:], true
+}
+
+// AppendPadding appends a padding frame (type RecordPadding) of exactly size
+// bytes to dst: MinPaddingSize <= size <= MaxFrameSize, else ErrInvalidRecord
+// and dst unchanged. Use PaddingSizes to cover a longer region.
+func AppendPadding(dst []byte, size int) ([]byte, error) {
+	if size < MinPaddingSize || size > MaxFrameSize {
+		return dst, fmt.Errorf("%w: padding frame of %d bytes, want %d to %d", ErrInvalidRecord, size, MinPaddingSize, MaxFrameSize)
+	}
+	return AppendRecord(dst, &Record{Type: RecordPadding, Filler: size - MinPaddingSize})
+}
+
+// PaddingSizes splits a region of n bytes into the sizes of the padding
+// frames that cover it exactly, in order: one frame up to MaxFrameSize, else
+// frames of MaxFrameSize and a last one of at least MinPaddingSize. It
+// returns nil for n < MinPaddingSize, which no padding can cover.
+func PaddingSizes(n int64) []int {
+	if n < MinPaddingSize {
+		return nil
+	}
+	var sizes []int
+	for n > MaxFrameSize {
+		s := MaxFrameSize
+		if n-MaxFrameSize < MinPaddingSize {
+			s = MaxFrameSize - MinPaddingSize // leaves between 25 and 50 bytes
+		}
+		sizes = append(sizes, s)
+		n -= int64(s)
+	}
+	return append(sizes, int(n))
 }
 
 // AppendFileHeader appends the HeaderSize-byte header of log file fileID.

@@ -93,7 +93,11 @@ func TestAppendRecordRejects(t *testing.T) {
 		want error
 	}{
 		{"unknown_type_zero", Record{Type: 0}, ErrInvalidRecord},
-		{"unknown_type_five", Record{Type: 5}, ErrInvalidRecord},
+		{"unknown_type_six", Record{Type: 6}, ErrInvalidRecord},
+		{"padding_with_tx_id", Record{Type: RecordPadding, TxID: 1}, ErrInvalidRecord},
+		{"padding_with_write_order_id", Record{Type: RecordPadding, WriteOrderID: 1}, ErrInvalidRecord},
+		{"padding_negative_filler", Record{Type: RecordPadding, Filler: -1}, ErrInvalidRecord},
+		{"padding_over_max_payload", Record{Type: RecordPadding, Filler: MaxPayloadSize}, ErrTooLarge},
 		{"commit_of_rollback", Record{Type: RecordCommit, CommitType: RecordRollback}, ErrInvalidRecord},
 		{"commit_without_type", Record{Type: RecordCommit}, ErrInvalidRecord},
 		// The allocation is lazily zeroed memory: cheap even under -race.
@@ -169,7 +173,11 @@ func TestDecodeRecordCorruption(t *testing.T) {
 		{"bad_checksum", badCRC},
 		{"payload_shorter_than_fixed_fields", frameOf(put[:16])},
 		{"unknown_type_zero", frameOf(payloadHead(0))},
-		{"unknown_type_five", frameOf(payloadHead(5))},
+		{"unknown_type_six", frameOf(payloadHead(6))},
+		{"padding_with_ids", frameOf(payloadHead(RecordPadding))},
+		{"padding_with_tx_id", frameOf(cat([]byte{5, 0, 0, 0, 0, 0, 0, 0, 1}, make([]byte, 8)))},
+		{"padding_with_write_order_id", frameOf(cat([]byte{5}, make([]byte, 15), []byte{1}))},
+		{"padding_filler_not_zero", frameOf(cat([]byte{5}, make([]byte, 16), []byte{0, 0, 1, 0}))},
 		{"rollback_with_trailing_byte", frameOf(cat(payloadHead(RecordRollback), []byte{0}))},
 		{"commit_without_body", frameOf(payloadHead(RecordCommit))},
 		{"commit_without_count", frameOf(cat(payloadHead(RecordCommit), []byte{1}))},

@@ -118,6 +118,7 @@ func FuzzScanner(f *testing.F) {
 			}
 			var pos int64 = HeaderSize // end of what was accounted for
 			var woid uint64
+			seen := false // a record that is not padding
 			skips := 0
 			for s.Next() {
 				rec := s.Record()
@@ -133,10 +134,12 @@ func FuzzScanner(f *testing.F) {
 				if s.Offset() != pos {
 					t.Fatalf("record at %d, expected at %d", s.Offset(), pos)
 				}
-				if pos > HeaderSize && rec.WriteOrderID <= woid {
-					t.Fatalf("write-order id %d after %d", rec.WriteOrderID, woid)
+				if rec.Type != RecordPadding { // padding has no write-order id
+					if seen && rec.WriteOrderID <= woid {
+						t.Fatalf("write-order id %d after %d", rec.WriteOrderID, woid)
+					}
+					seen, woid = true, rec.WriteOrderID
 				}
-				woid = rec.WriteOrderID
 				again, err := r.ReadRecord(s.Offset())
 				if err != nil {
 					t.Fatalf("reader at %d: %v", s.Offset(), err)
@@ -173,15 +176,23 @@ func scannerSeeds(t testing.TB) map[string][]byte {
 		all = mustAppend(t, all, &r)
 	}
 	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
+	// A repair's result: record 4 overwritten with padding, in place.
+	padded := bytes.Clone(all)
+	pad, err := AppendPadding(nil, offs[5]-offs[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(padded[offs[4]:], pad)
 	return map[string][]byte{
-		"intact":         all,
-		"torn_tail":      all[:len(all)-7],
-		"garbage_tail":   append(bytes.Clone(all), "garbage"...),
-		"zero_tail":      append(bytes.Clone(all), make([]byte, 100)...),
-		"damaged_middle": flip(all, offs[4]+FrameHeaderSize+2),
-		"damaged_length": flip(all, offs[2]),
-		"damaged_first":  flip(all, offs[0]+5),
-		"empty":          {},
+		"repaired_middle": padded,
+		"intact":          all,
+		"torn_tail":       all[:len(all)-7],
+		"garbage_tail":    append(bytes.Clone(all), "garbage"...),
+		"zero_tail":       append(bytes.Clone(all), make([]byte, 100)...),
+		"damaged_middle":  flip(all, offs[4]+FrameHeaderSize+2),
+		"damaged_length":  flip(all, offs[2]),
+		"damaged_first":   flip(all, offs[0]+5),
+		"empty":           {},
 	}
 }
 
@@ -196,6 +207,12 @@ func recordSeeds(t testing.TB) map[string][]byte {
 	badCRC[len(badCRC)-1] ^= 1
 	seeds["bad_checksum"] = badCRC
 	seeds["zero_fill"] = make([]byte, 16)
+	pad, err := AppendPadding(nil, MinPaddingSize+15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds["valid_padding"] = pad
+	seeds["payload_padding"] = cat([]byte{byte(RecordPadding)}, make([]byte, 20))
 	// Payloads for the wrapped path.
 	seeds["payload_put"] = cat(payloadHead(RecordPut), []byte{1, 1, 'k', 1, 'v', 2, 'h', 'i'})
 	seeds["payload_take"] = cat(payloadHead(RecordTake), []byte{1, 0, 0, 0, 1, 0, 0, 0, 16})

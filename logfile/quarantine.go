@@ -1,13 +1,22 @@
 package logfile
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/flumego/filechannel/internal/vfs"
 )
+
+// The functions here change a log file in place after copying the bytes they
+// remove or overwrite to a .corrupt file next to it (keepBytes). Each one
+// publishes the copy before it touches the log, so a crash at any point leaves
+// the bytes in one of the two places, and running it again finishes the job.
 
 // CutTail removes the bytes of the log file at path from offset end on (a
 // torn tail), keeping them in CorruptName(id, end) next to it. The copy is
@@ -31,9 +40,8 @@ func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 	if fi.Size() <= end {
 		return "", f.Close()
 	}
-	keep := filepath.Join(filepath.Dir(path), CorruptName(id, end))
-	tail := io.NewSectionReader(f, end, fi.Size()-end)
-	if err := vfs.WriteFileAtomicFrom(fsys, keep, tail); err != nil {
+	keep, err := keepBytes(fsys, filepath.Dir(path), id, end, f, fi.Size()-end)
+	if err != nil {
 		return "", errors.Join(fmt.Errorf("cut tail: keep the bytes of %s: %w", path, err), f.Close())
 	}
 	if err := f.Truncate(end); err != nil {
@@ -46,4 +54,240 @@ func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 		return "", fmt.Errorf("cut tail: close %s: %w", path, err)
 	}
 	return keep, nil
+}
+
+// PadRegion overwrites the length bytes of the log file at path from offset
+// off (a damaged region in the middle of the file) with padding frames
+// (PaddingSizes), after keeping the bytes in CorruptName(id, off) next to it.
+// No other byte of the file moves, so pointers to the records after the
+// region stay valid. The copy is published before the overwrite, and the
+// log is fsynced after it; running PadRegion again after a crash finishes the
+// job (a region overwritten in part still starts at off: a scan steps over
+// padding after damage). It returns the path of the copy. The region must lie
+// after the file header, inside the file, and be at least MinPaddingSize
+// bytes long.
+func PadRegion(fsys vfs.FS, path string, off, length int64) (string, error) {
+	id, ok := ParseLogName(filepath.Base(path))
+	if !ok {
+		return "", fmt.Errorf("pad region of %s: not a log file name", path)
+	}
+	if off < HeaderSize || length < MinPaddingSize {
+		return "", fmt.Errorf("pad region of %s: %d bytes at offset %d cannot be padded (at least %d bytes after the %d-byte header)",
+			path, length, off, MinPaddingSize, HeaderSize)
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return "", fmt.Errorf("pad region: %w", err)
+	}
+	fail := func(format string, args ...any) (string, error) {
+		return "", errors.Join(fmt.Errorf("pad region of %s: "+format, append([]any{path}, args...)...), f.Close())
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fail("stat: %w", err)
+	}
+	if off+length > fi.Size() {
+		return fail("%d bytes at offset %d run past the end of the %d-byte file", length, off, fi.Size())
+	}
+	keep, err := keepBytes(fsys, filepath.Dir(path), id, off, f, length)
+	if err != nil {
+		return fail("keep the bytes: %w", err)
+	}
+	if err := writePadding(f, off, length); err != nil {
+		return fail("%w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("pad region of %s: close: %w", path, err)
+	}
+	return keep, nil
+}
+
+// padChunk is the unit in which writePadding writes a frame's zero filler.
+const padChunk = 1 << 20
+
+var zeroChunk [padChunk]byte
+
+// writePadding writes the padding frames covering [off, off+length): each
+// frame's length, CRC and fixed fields, then its zero filler, a chunk at a
+// time (a frame may be 64 MiB long).
+func writePadding(f vfs.File, off, length int64) error {
+	for _, size := range PaddingSizes(length) {
+		// The frame of AppendPadding, without building the filler.
+		var head [MinPaddingSize]byte
+		binary.BigEndian.PutUint32(head[0:4], uint32(size-FrameHeaderSize))
+		head[FrameHeaderSize] = byte(RecordPadding) // ids zero
+		crc := crc32.Update(crc32.Checksum(head[0:4], castagnoli), castagnoli, head[FrameHeaderSize:])
+		for n := size - MinPaddingSize; n > 0; n -= min(n, padChunk) {
+			crc = crc32.Update(crc, castagnoli, zeroChunk[:min(n, padChunk)])
+		}
+		binary.BigEndian.PutUint32(head[4:8], crc)
+		if _, err := f.WriteAt(head[:], off); err != nil {
+			return fmt.Errorf("write padding at offset %d: %w", off, err)
+		}
+		for pos := off + MinPaddingSize; pos < off+int64(size); {
+			n := min(off+int64(size)-pos, padChunk)
+			if _, err := f.WriteAt(zeroChunk[:n], pos); err != nil {
+				return fmt.Errorf("write padding at offset %d: %w", pos, err)
+			}
+			pos += n
+		}
+		off += int64(size)
+	}
+	return nil
+}
+
+// RewriteHeader replaces a damaged file header of the log file at path with
+// a valid one for the id in the file's name, after keeping the old
+// HeaderSize bytes in CorruptName(id, 0) next to it, and fsyncs the file. It
+// returns the path of the copy, or "" and nil if the header is valid. A valid
+// header naming another file id is an error (the file was renamed, not
+// damaged), as is a file shorter than a header (an unfinished create, which
+// holds no record).
+func RewriteHeader(fsys vfs.FS, path string) (string, error) {
+	id, ok := ParseLogName(filepath.Base(path))
+	if !ok {
+		return "", fmt.Errorf("rewrite header of %s: not a log file name", path)
+	}
+	f, err := fsys.OpenReadWrite(path)
+	if err != nil {
+		return "", fmt.Errorf("rewrite header: %w", err)
+	}
+	fail := func(format string, args ...any) (string, error) {
+		return "", errors.Join(fmt.Errorf("rewrite header of %s: "+format, append([]any{path}, args...)...), f.Close())
+	}
+	var hdr [HeaderSize]byte
+	if n, err := f.ReadAt(hdr[:], 0); n < HeaderSize {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fail("read: %w", err)
+		}
+		return fail("the file is %d bytes long, shorter than a header", n)
+	}
+	switch hid, err := DecodeFileHeader(hdr[:]); {
+	case err == nil && hid == id:
+		return "", f.Close()
+	case err == nil:
+		return fail("the header is valid and names file id %d", hid)
+	}
+	keep, err := keepBytes(fsys, filepath.Dir(path), id, 0, f, HeaderSize)
+	if err != nil {
+		return fail("keep the bytes: %w", err)
+	}
+	if _, err := f.WriteAt(AppendFileHeader(nil, id), 0); err != nil {
+		return fail("write: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("rewrite header of %s: close: %w", path, err)
+	}
+	return keep, nil
+}
+
+// maxCorruptVariants bounds the names keepBytes tries for one offset.
+const maxCorruptVariants = 1000
+
+// keepBytes makes the n bytes of src from off durable in a .corrupt file of
+// dir and returns its path: CorruptName(id, off), or, if a file of that name
+// holds other bytes, the first of corruptVariant(id, off, 1), (…, 2), … that
+// is free or holds the same bytes. A .corrupt file is never replaced: one
+// left by an earlier attempt whose overwrite then tore holds the original
+// bytes. A file that already holds exactly these bytes (an earlier attempt
+// that crashed before changing the log) is fsynced with its directory and
+// reused. New copies are published with vfs.WriteFileAtomicFrom.
+func keepBytes(fsys vfs.FS, dir string, id uint32, off int64, src io.ReaderAt, n int64) (string, error) {
+	for v := 0; v < maxCorruptVariants; v++ {
+		path := filepath.Join(dir, corruptVariant(id, off, v))
+		same, err := holds(fsys, path, src, off, n)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := vfs.WriteFileAtomicFrom(fsys, path, io.NewSectionReader(src, off, n)); err != nil {
+				return "", err
+			}
+			return path, nil
+		case err != nil:
+			return "", err
+		case same:
+			if err := syncFile(fsys, path); err != nil {
+				return "", err
+			}
+			if err := fsys.SyncDir(dir); err != nil {
+				return "", err
+			}
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("%d .corrupt files for offset %d of log %d already hold other bytes", maxCorruptVariants, off, id)
+}
+
+// corruptVariant is CorruptName(id, off) for v == 0, and
+// "log-0000000007.4096.v.corrupt" otherwise.
+func corruptVariant(id uint32, off int64, v int) string {
+	if v == 0 {
+		return CorruptName(id, off)
+	}
+	return fmt.Sprintf("%s.%d.%d.corrupt", LogName(id), off, v)
+}
+
+// holds reports whether the file at path holds exactly the n bytes of src
+// from off. A missing file is an error wrapping fs.ErrNotExist.
+func holds(fsys vfs.FS, path string, src io.ReaderAt, off, n int64) (same bool, err error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if fi.Size() != n {
+		return false, nil
+	}
+	a, b := make([]byte, min(n, padChunk)), make([]byte, min(n, padChunk))
+	for pos := int64(0); pos < n; {
+		k := int(min(n-pos, int64(len(a))))
+		if err := readFull(src, a[:k], off+pos); err != nil {
+			return false, fmt.Errorf("read at offset %d: %w", off+pos, err)
+		}
+		if err := readFull(f, b[:k], pos); err != nil {
+			return false, fmt.Errorf("read %s: %w", path, err)
+		}
+		if !bytes.Equal(a[:k], b[:k]) {
+			return false, nil
+		}
+		pos += int64(k)
+	}
+	return true, nil
+}
+
+// readFull fills b from r at off; an io.EOF with b full is no error.
+func readFull(r io.ReaderAt, b []byte, off int64) error {
+	n, err := r.ReadAt(b, off)
+	if n == len(b) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(fsys vfs.FS, path string) error {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("sync %s: %w", path, err), f.Close())
+	}
+	return f.Close()
 }

@@ -37,10 +37,15 @@ func (t Tail) String() string {
 // Scanner reads a log file sequentially from a start offset (replay),
 // through a large buffer.
 //
+// Padding records (RecordPadding, left by a repair) are returned like any
+// other record, but play no part in the write-order checks below: they have
+// no write-order id.
+//
 // At a frame that is not valid (bad checksum, zero or impossible length,
 // running past the end of the file, bad payload) it looks for the next
-// valid record further on: a frame that decodes, with a write-order id
-// larger than that of the last good record. If there is one, the bytes in
+// valid record further on: a frame that decodes, of a type other than
+// padding, with a write-order id larger than that of the last good record
+// that is not padding. If there is one, the bytes in
 // between are damage in the middle of the file: the scanner records them as
 // a Skip and goes on from that record. If there is none, the scan ends and
 // Tail says whether the rest of the file is a clean end (nothing, or only
@@ -173,12 +178,17 @@ func (s *Scanner) Next() bool {
 	}
 	s.recOff = s.pos
 	s.pos += int64(n)
-	s.lastWOID = s.rec.WriteOrderID
+	if s.rec.Type != RecordPadding { // padding has no write-order id
+		s.lastWOID = s.rec.WriteOrderID
+	}
 	return true
 }
 
 // resync looks for the first valid record after the invalid frame at s.pos
-// whose write-order id is larger than the last good record's. It returns its
+// whose write-order id is larger than the last good record's. Padding is
+// never a resync point (it has no write-order id): a padding frame after
+// damage is stepped over with it, so a region a repair overwrote only in
+// part is found again from the same start. It returns its
 // offset and length, with the record decoded into s.rec, or n == 0 if the
 // rest of the file holds none (a clean or torn end). Only zeros after s.pos
 // is a clean end, decided without searching.

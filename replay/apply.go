@@ -100,8 +100,10 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 // damaged reports whether damage may have taken the missing puts of t: a
 // skipped region in the file of its commit, from (or right before) its
 // first put there up to the commit; or, in a file holding its other puts, a
-// skipped region or a torn tail after (or right before) the first of them. Missing puts without such
-// damage were in log files deleted because every event in them was taken.
+// skipped region or a torn tail after (or right before) the first of them.
+// Padding records count as skipped regions: a repair wrote them over damage.
+// Missing puts without such damage were in log files deleted because every
+// event in them was taken.
 func (a *applier) damaged(t shortTx) bool {
 	lo := map[uint32]int64{t.commitFile: t.commitOff}
 	for _, p := range t.found {
@@ -117,14 +119,16 @@ func (a *applier) damaged(t shortTx) bool {
 		if src.sc.Tail() == logfile.TailTorn && src.sc.End() >= l && f != t.commitFile {
 			return true // its later puts may have been in the damaged end
 		}
-		for _, sk := range src.sc.Skipped() {
-			if sk.Offset < logfile.HeaderSize || sk.Offset+sk.Length < l {
-				continue // a damaged header, or damage well before its records
+		for _, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
+			for _, sk := range regions {
+				if sk.Offset < logfile.HeaderSize || sk.Offset+sk.Length < l {
+					continue // a damaged header, or damage well before its records
+				}
+				if f == t.commitFile && sk.Offset >= t.commitOff {
+					continue
+				}
+				return true
 			}
-			if f == t.commitFile && sk.Offset >= t.commitOff {
-				continue
-			}
-			return true
 		}
 	}
 	return false
@@ -208,6 +212,14 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 			}
 		}
 		q.DropIndex()
+	}
+
+	needed := q.Size() + len(puts)
+	for _, e := range entries {
+		needed += len(e.Pointers)
+	}
+	if needed > q.Capacity() {
+		return fmt.Errorf("replay: %w", &CapacityError{Needed: needed, Capacity: q.Capacity()})
 	}
 
 	// Takes in flight at the checkpoint that never committed go back to the

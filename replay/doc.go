@@ -21,6 +21,18 @@
 // not found near the head are removed through the queue's btree index.
 // Nothing scans the ring once per event.
 //
+// Padding records (left by channel.Repair over damaged regions) are stepped
+// over, and count as damage for the commit-count check. Options.Progress
+// reports how far a long replay has come.
+//
 // Replay reads files through vfs.FS and never writes them; truncating torn
 // tails and rewriting the checkpoint are the caller's business.
+//
+// # Read-only tools
+//
+// Verify checks a closed channel's files and reports every inconsistency;
+// Events lists the queue the channel would recover, event by event. Both
+// copy the checkpoint files into memory and only read the data dirs, so
+// they take no lock and write nothing (channel.Verify takes the locks); they
+// must not run while the channel is open.
 package replay

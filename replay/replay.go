@@ -29,9 +29,40 @@ type Options struct {
 	// empty. Run leaves it holding the recovered state, with no index.
 	Queue  *eventqueue.Queue
 	Logger *slog.Logger
-	// ProgressEvery is how often a long replay logs its progress; 0 = 10s.
+	// ProgressEvery is how often a long replay logs its progress and calls
+	// Progress; 0 = 10s.
 	ProgressEvery time.Duration
+	// Progress, if set, is called about every ProgressEvery while the logs
+	// are read, and once at the end (with Bytes == TotalBytes), on Run's
+	// goroutine. nil = none.
+	Progress func(Progress)
 }
+
+// Progress is how far a replay has come.
+type Progress struct {
+	Records int64 // records read so far (padding aside)
+	// Bytes is how many bytes of the log files the replay has consumed so
+	// far, out of TotalBytes: the sum over the files of their size minus
+	// where the scan starts. At the end every file is consumed in full, so
+	// the last call has Bytes == TotalBytes.
+	Bytes, TotalBytes int64
+	Elapsed           time.Duration
+}
+
+// CapacityError is returned (wrapped) by Run when the recovered events do
+// not fit in the queue's capacity; it unwraps to eventqueue.ErrFull. The
+// queue is then in no useful state.
+type CapacityError struct {
+	Needed   int // the events the replay recovered
+	Capacity int // the queue's capacity
+}
+
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("%d recovered events do not fit in capacity %d", e.Needed, e.Capacity)
+}
+
+// Unwrap returns eventqueue.ErrFull.
+func (e *CapacityError) Unwrap() error { return eventqueue.ErrFull }
 
 // LogFile describes one data log file seen by the replay.
 type LogFile struct {
@@ -87,14 +118,18 @@ type Result struct {
 	// transaction visible) and take transactions missing take records
 	// (the events those took stay queued).
 	DamagedTxs int
-	Bytes      int64 // log bytes scanned
-	Duration   time.Duration
+	// Padding counts the padding records stepped over: regions a repair
+	// overwrote (channel.Repair). They count as damage for the commit-count
+	// check (see DamagedTxs), but not in Records or Corrupt.
+	Padding  int64
+	Bytes    int64 // log bytes scanned: up to each file's valid end
+	Duration time.Duration
 }
 
 // Run replays the logs onto opts.Queue. It returns an error when a log file
 // cannot be read, when two data dirs hold the same file id, when a file the
 // checkpoint says holds queued events is missing, or when the recovered
-// events do not fit in the queue's capacity.
+// events do not fit in the queue's capacity (wrapping a *CapacityError).
 func Run(opts Options) (*Result, error) {
 	start := time.Now()
 	log := opts.Logger
@@ -168,10 +203,38 @@ func Run(opts Options) (*Result, error) {
 		}
 	}
 	heap.Init(&h)
+	var total int64
+	for _, l := range res.Logs {
+		total += max(l.Size-l.Start, 0)
+	}
+	progress := func(bytes int64) Progress {
+		return Progress{Records: res.Records, Bytes: bytes, TotalBytes: total, Elapsed: time.Since(start)}
+	}
 	lastLog := time.Now()
-	for h.Len() > 0 {
+	for n := 1; h.Len() > 0; n++ {
 		s := h[0]
 		r := s.sc.Record()
+		if n&(progressCheck-1) == 0 && time.Since(lastLog) >= every {
+			lastLog = time.Now()
+			p := progress(consumed(scanners, res.Logs))
+			log.Info("replay progress", "records", p.Records, "bytes", p.Bytes, "total_bytes", p.TotalBytes,
+				"elapsed", p.Elapsed.Round(time.Millisecond))
+			if opts.Progress != nil {
+				opts.Progress(p)
+			}
+		}
+		if r.Type == logfile.RecordPadding {
+			// A region a repair overwrote: no transaction's records, but
+			// damage for the commit-count check.
+			res.Padding++
+			s.pads = append(s.pads, logfile.Skip{Offset: s.sc.Offset(), Length: int64(r.EncodedSize())})
+			if s.advance() {
+				heap.Fix(&h, 0)
+			} else {
+				heap.Pop(&h)
+			}
+			continue
+		}
 		res.Records++
 		res.MaxTxID = max(res.MaxTxID, r.TxID)
 		res.MaxWriteOrderID = max(res.MaxWriteOrderID, r.WriteOrderID)
@@ -194,10 +257,6 @@ func Run(opts Options) (*Result, error) {
 		} else {
 			heap.Pop(&h)
 		}
-		if res.Records%65536 == 0 && time.Since(lastLog) >= every {
-			lastLog = time.Now()
-			log.Info("replay progress", "records", res.Records, "elapsed", time.Since(start).Round(time.Millisecond))
-		}
 	}
 	for _, s := range scanners {
 		if err := s.sc.Err(); err != nil {
@@ -218,11 +277,27 @@ func Run(opts Options) (*Result, error) {
 			log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End, "size", l.Size, "err", l.TailErr)
 		}
 	}
+	if opts.Progress != nil {
+		opts.Progress(progress(total))
+	}
 	if err := a.finish(opts.Queue, log); err != nil {
 		return nil, err
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// progressCheck is how many records go by between two looks at the clock
+// (a power of two).
+const progressCheck = 4096
+
+// consumed is how many bytes the scanners have read past their starts.
+func consumed(scanners []*source, logs []LogFile) int64 {
+	var n int64
+	for _, s := range scanners {
+		n += max(s.sc.End()-logs[s.logIndex].Start, 0)
+	}
+	return n
 }
 
 // AddTakesFrom records in m that log file file completes events of log file
@@ -255,7 +330,7 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 				return out, fmt.Errorf("replay: log file id %d exists in two data dirs (%s and %s)", id, other, dir)
 			}
 			seen[id] = dir
-			if empty, err := unfinishedCreate(opts.FS, path); err != nil {
+			if empty, err := UnfinishedCreate(opts.FS, path); err != nil {
 				return out, fmt.Errorf("replay: %w", err)
 			} else if empty {
 				// A crash inside logfile.Create: the file holds no record.
@@ -273,7 +348,11 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 				return out, fmt.Errorf("replay: open %s: %w", path, err)
 			}
 			res.MaxFileID = max(res.MaxFileID, id)
-			res.Logs = append(res.Logs, LogFile{ID: id, Dir: dir, Path: path, Start: max(start, logfile.HeaderSize)})
+			size, err := sc.Size()
+			if err != nil {
+				return append(out, &source{sc: sc, id: id, path: path}), fmt.Errorf("replay: %w", err)
+			}
+			res.Logs = append(res.Logs, LogFile{ID: id, Dir: dir, Path: path, Start: max(start, logfile.HeaderSize), Size: size})
 			out = append(out, &source{sc: sc, id: id, path: path})
 		}
 	}
@@ -290,7 +369,8 @@ type source struct {
 	id       uint32
 	path     string
 	logIndex int
-	woid     uint64 // write-order id of the current record
+	woid     uint64         // write-order id of the current record
+	pads     []logfile.Skip // padding records read: regions a repair overwrote
 }
 
 func (s *source) advance() bool {
@@ -315,11 +395,11 @@ func (h *scanHeap) Pop() any {
 	return s
 }
 
-// unfinishedCreate reports whether the log file at path was cut short by a
+// UnfinishedCreate reports whether the log file at path was cut short by a
 // crash inside logfile.Create: shorter than a file header, or nothing but
-// zeros. Anything else with a bad header is corruption, reported by the
-// scanner.
-func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
+// zeros. Such a file holds no record; the channel deletes it on Open.
+// Anything else with a bad header is corruption, reported by the scanner.
+func UnfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return false, err

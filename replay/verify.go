@@ -55,20 +55,10 @@ import (
 // any kind is a Problem.
 func Verify(opts VerifyOptions) (*Report, error) {
 	start := time.Now()
-	switch {
-	case opts.FS == nil:
-		return nil, errors.New("verify: no FS")
-	case opts.CheckpointDir == "":
-		return nil, errors.New("verify: no checkpoint dir")
-	case len(opts.DataDirs) == 0:
-		return nil, errors.New("verify: no data dirs")
-	case opts.BackupCheckpointDir != "" && filepath.Clean(opts.BackupCheckpointDir) == filepath.Clean(opts.CheckpointDir):
-		return nil, errors.New("verify: the backup dir is the checkpoint dir")
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
 	}
-	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem()}
-	if v.log == nil {
-		v.log = slog.New(slog.DiscardHandler)
-	}
+	v := newVerifier(opts)
 	err := v.run()
 	if cerr := v.closeAll(); err == nil {
 		err = cerr
@@ -83,7 +73,23 @@ func Verify(opts VerifyOptions) (*Report, error) {
 	return v.rep, nil
 }
 
-// verifier holds one Verify's state.
+// check validates the options of Verify and Events.
+func (opts *VerifyOptions) check() error {
+	switch {
+	case opts.FS == nil:
+		return errors.New("no FS")
+	case opts.CheckpointDir == "":
+		return errors.New("no checkpoint dir")
+	case len(opts.DataDirs) == 0:
+		return errors.New("no data dirs")
+	case opts.BackupCheckpointDir != "" && filepath.Clean(opts.BackupCheckpointDir) == filepath.Clean(opts.CheckpointDir):
+		return errors.New("the backup dir is the checkpoint dir")
+	}
+	return nil
+}
+
+// verifier holds one Verify's (or Events') state: the checkpoint copies,
+// readers and the report their loading fills in. Close it with closeAll.
 type verifier struct {
 	opts VerifyOptions
 	log  *slog.Logger
@@ -96,29 +102,21 @@ type verifier struct {
 	closers []io.Closer
 }
 
+func newVerifier(opts VerifyOptions) *verifier {
+	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem()}
+	if v.log == nil {
+		v.log = slog.New(slog.DiscardHandler)
+	}
+	return v
+}
+
 func (v *verifier) run() error {
 	if err := v.scanLogs(); err != nil {
 		return err
 	}
-	primary, err := v.loadCheckpoint()
+	used, err := v.pickCheckpoint()
 	if err != nil {
 		return err
-	}
-	var backup *loadedCheckpoint
-	if v.opts.BackupCheckpointDir == "" {
-		v.rep.Backup = CheckpointInfo{State: StateNone}
-	} else if backup, err = v.loadBackup(); err != nil {
-		return err
-	}
-
-	used := primary
-	v.rep.RecoveredFrom = FromCheckpoint
-	if used == nil {
-		used = backup
-		v.rep.RecoveredFrom = FromBackup
-	}
-	if used == nil {
-		v.rep.RecoveredFrom = FromFullReplay
 	}
 
 	// The recovered queue (queue A) and the checkpoint's own pointers.
@@ -158,7 +156,7 @@ func (v *verifier) run() error {
 	}
 
 	// A full replay (queue B).
-	q, err := eventqueue.New(eventqueue.NewMemSlots(int(max(v.puts, 1))), int(max(v.puts, 1)), 0, 0, map[uint32]int{})
+	q, err := emptyQueue(int(v.puts))
 	if err != nil {
 		return err
 	}
@@ -178,6 +176,41 @@ func (v *verifier) run() error {
 		v.compare(recovered, replayed)
 	}
 	return v.checkPointers(recovered, inflight)
+}
+
+// pickCheckpoint loads the checkpoint and the backup into the MemFS and
+// returns the one recovery starts from, as the channel picks it: the
+// checkpoint if complete, else the backup if complete, else nil (a full
+// replay). It fills in the report's Checkpoint, Backup and RecoveredFrom,
+// and a problem for each one that is not usable.
+func (v *verifier) pickCheckpoint() (*loadedCheckpoint, error) {
+	primary, err := v.loadCheckpoint()
+	if err != nil {
+		return nil, err
+	}
+	var backup *loadedCheckpoint
+	if v.opts.BackupCheckpointDir == "" {
+		v.rep.Backup = CheckpointInfo{State: StateNone}
+	} else if backup, err = v.loadBackup(); err != nil {
+		return nil, err
+	}
+	switch {
+	case primary != nil:
+		v.rep.RecoveredFrom = FromCheckpoint
+		return primary, nil
+	case backup != nil:
+		v.rep.RecoveredFrom = FromBackup
+		return backup, nil
+	}
+	v.rep.RecoveredFrom = FromFullReplay
+	return nil, nil
+}
+
+// emptyQueue returns an empty in-memory queue of capacity max(n, 1), for a
+// full replay.
+func emptyQueue(n int) (*eventqueue.Queue, error) {
+	n = max(n, 1)
+	return eventqueue.New(eventqueue.NewMemSlots(n), n, 0, 0, map[uint32]int{})
 }
 
 func countPointers(txs []eventqueue.InflightTx) int {
@@ -242,7 +275,7 @@ func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) 
 		return info, err
 	}
 	info.Size = fi.Size()
-	empty, err := unfinishedCreate(fsys, path)
+	empty, err := UnfinishedCreate(fsys, path)
 	if err != nil {
 		return info, err
 	}
@@ -271,6 +304,10 @@ func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) 
 	badOrder := 0
 	for sc.Next() {
 		r := sc.Record()
+		if r.Type == logfile.RecordPadding {
+			info.Padding++ // no write-order id: not in the order check
+			continue
+		}
 		info.Records++
 		switch r.Type {
 		case logfile.RecordPut:
@@ -529,20 +566,35 @@ func (v *verifier) checkpointDirUsed() string {
 // replay runs a replay onto q as the channel would. A failure caused by
 // the files' contents is a problem (ok false); an I/O error is returned.
 func (v *verifier) replay(what string, st *checkpoint.State, q *eventqueue.Queue) (ok bool, err error) {
-	// The replay's own reports of damage would repeat the problems: only
-	// its progress goes to the logger.
-	log := slog.New(progressOnly{v.log.Handler()}).With("verify", what)
-	res, err := Run(Options{FS: v.opts.FS, DataDirs: v.opts.DataDirs, Checkpoint: st, Queue: q, Logger: log})
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && !errors.Is(err, corrupt.ErrCorrupt) {
+	if _, err := v.runReplay(what, st, q); err != nil {
+		if ioError(err) {
 			return false, err
 		}
 		v.rep.add(ProblemRecoveryFailed, "", -1, "%s: %v", what, err)
 		return false, nil
 	}
-	v.log.Debug("verify: replay done", "from", what, "records", res.Records, "queued", q.Size())
 	return true, nil
+}
+
+// ioError reports whether a replay's error is an I/O error rather than one
+// caused by the files' contents.
+func ioError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && !errors.Is(err, corrupt.ErrCorrupt)
+}
+
+// runReplay runs a replay onto q as the channel would (after st, or in full
+// if st is nil) and returns its error as it is.
+func (v *verifier) runReplay(what string, st *checkpoint.State, q *eventqueue.Queue) (*Result, error) {
+	// The replay's own reports of damage would repeat the problems: only
+	// its progress goes to the logger.
+	log := slog.New(progressOnly{v.log.Handler()}).With("verify", what)
+	res, err := Run(Options{FS: v.opts.FS, DataDirs: v.opts.DataDirs, Checkpoint: st, Queue: q, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	v.log.Debug("verify: replay done", "from", what, "records", res.Records, "queued", q.Size())
+	return res, nil
 }
 
 // compare reports how the recovered queue differs from a full replay's

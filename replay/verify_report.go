@@ -164,8 +164,10 @@ type LogInfo struct {
 	Size      int64 // file size
 	End       int64 // just past the last valid record
 
-	// Counts of the valid records, by type.
+	// Counts of the valid records, by type (padding aside).
 	Records, Puts, Takes, Rollbacks, Commits int64
+	// Padding counts the padding records: regions a repair overwrote.
+	Padding int64
 	// FirstWOID and LastWOID are the write-order ids of the first and last
 	// valid records; 0 when there is none.
 	FirstWOID, LastWOID uint64

@@ -1,0 +1,197 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/replay"
+)
+
+// RebuildOptions configures Rebuild.
+type RebuildOptions struct {
+	// DryRun replays the logs and reports what a rebuild would give, and
+	// changes nothing.
+	DryRun bool
+	// Progress, if set, is called about every ProgressEvery while the logs
+	// are read, and at the end. A rebuild reads them twice (a read-only
+	// replay to count the events, then Open's): Bytes and Records count
+	// both passes, and TotalBytes is twice the bytes to read (once in a dry
+	// run), so a bar based on Bytes/TotalBytes moves forward only and ends
+	// full.
+	Progress func(replay.Progress)
+	// ProgressEvery: 0 = 1s.
+	ProgressEvery time.Duration
+}
+
+// RebuildReport is what Rebuild found and did.
+type RebuildReport struct {
+	Records, Bytes      int64 // log records and bytes read (one pass)
+	Events              int   // events in the rebuilt queue
+	Puts, Takes         int64 // committed puts/takes applied
+	Corrupt, DamagedTxs int   // as replay.Result
+	Duration            time.Duration
+
+	// Capacity is the capacity of the rebuilt checkpoint: Config.Capacity,
+	// or if that is 0 the capacity of the existing checkpoint (or backup),
+	// else DefaultCapacity.
+	Capacity int
+	// Padding counts the padding records read (regions a repair overwrote).
+	Padding int64
+}
+
+// Rebuild replaces the checkpoint of the closed channel cfg describes with
+// one made from a full replay of every log file: it removes the checkpoint
+// files (and the backup's), then opens the channel, which replays the logs in
+// full, cuts torn tails, removes unfinished log files, writes a checkpoint and
+// the backup, and closes it. The channel's rules for deleting log files keep
+// every record a full replay needs, so the rebuilt queue holds the committed
+// events of the logs: use it when the checkpoint is lost or disagrees with
+// the logs (Verify's checkpoint-disagrees), or after a repair.
+//
+// A read-only full replay runs first: it gives the report of a dry run, and
+// if the events do not fit in the capacity Rebuild fails with an error naming
+// the capacity needed (wrapping a *replay.CapacityError) and changes nothing.
+// It takes every directory's lock (ErrLocked while the channel is open); a
+// missing directory is created, except in a dry run. A crash during a rebuild
+// leaves no checkpoint or the new one: either way the next Open or Rebuild
+// recovers the same events from the logs.
+func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
+	if opts.ProgressEvery < 0 {
+		return nil, fmt.Errorf("filechannel: rebuild: ProgressEvery %v is negative", opts.ProgressEvery)
+	}
+	probe, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	missing := missingCreate
+	if opts.DryRun {
+		missing = missingSkip
+	}
+	locks, err := lockDirs(probe, "rebuild", missing)
+	if err != nil {
+		return nil, err
+	}
+	defer locks.Close()
+	return rebuild(cfg, opts)
+}
+
+// rebuild is Rebuild with the directories' locks held.
+func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
+	start := time.Now()
+	probe, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Capacity == 0 {
+		cfg.Capacity = existingCapacity(probe)
+	}
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.ProgressEvery == 0 {
+		opts.ProgressEvery = DefaultReplayProgressEvery
+	}
+	rep := &RebuildReport{Capacity: cfg.Capacity}
+	passes := int64(2)
+	if opts.DryRun {
+		passes = 1
+	}
+
+	// The read-only replay: the count, and the dry run's report.
+	var first replay.Progress
+	ropts := replay.Options{FS: cfg.FS, DataDirs: cfg.DataDirs, Logger: cfg.Logger}
+	if !opts.DryRun {
+		ropts.Logger = slog.New(slog.DiscardHandler) // Open logs the same again
+	}
+	if opts.Progress != nil {
+		ropts.ProgressEvery = opts.ProgressEvery
+		ropts.Progress = func(p replay.Progress) {
+			first = p
+			opts.Progress(replay.Progress{Records: p.Records, Bytes: p.Bytes, TotalBytes: passes * p.TotalBytes, Elapsed: time.Since(start)})
+		}
+	}
+	// Slots are touched only as events are added: the memory used follows
+	// the events, not the capacity.
+	q, err := eventqueue.New(eventqueue.NewMemSlots(cfg.Capacity), cfg.Capacity, 0, 0, map[uint32]int{})
+	if err != nil {
+		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+	}
+	ropts.Queue = q
+	res, err := replay.Run(ropts)
+	var ce *replay.CapacityError
+	if errors.As(err, &ce) {
+		return nil, fmt.Errorf("filechannel: rebuild: the logs hold %d events, more than the capacity %d; rebuild with Capacity >= %d (nothing was changed): %w",
+			ce.Needed, ce.Capacity, ce.Needed, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filechannel: rebuild: %w (nothing was changed)", err)
+	}
+	rep.Records, rep.Bytes, rep.Events = res.Records, res.Bytes, q.Size()
+	rep.Puts, rep.Takes, rep.Corrupt, rep.DamagedTxs = res.Puts, res.Takes, res.Corrupt, res.DamagedTxs
+	rep.Padding = res.Padding
+	if opts.DryRun {
+		rep.Duration = time.Since(start)
+		return rep, nil
+	}
+
+	// The backup first: without a checkpoint but with a backup, Open would
+	// restore the backup instead of replaying the logs.
+	if cfg.BackupCheckpointDir != "" {
+		if err := checkpoint.Remove(cfg.FS, cfg.BackupCheckpointDir); err != nil {
+			return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+		}
+	}
+	if err := checkpoint.Remove(cfg.FS, cfg.CheckpointDir); err != nil {
+		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+	}
+	if opts.Progress != nil {
+		cfg.ReplayProgressEvery = opts.ProgressEvery
+		cfg.ReplayProgress = func(p replay.Progress) {
+			opts.Progress(replay.Progress{Records: first.Records + p.Records, Bytes: first.TotalBytes + p.Bytes,
+				TotalBytes: first.TotalBytes + p.TotalBytes, Elapsed: time.Since(start)})
+		}
+	}
+	c, err := openWith(cfg, true)
+	if err != nil {
+		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+	}
+	rep.Events = c.Len()
+	if err := c.Close(); err != nil {
+		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+	}
+	if rep.Events != q.Size() {
+		cfg.Logger.Warn("rebuild: the channel recovered another number of events than the read-only replay",
+			"events", rep.Events, "read_only_replay", q.Size())
+	}
+	rep.Duration = time.Since(start)
+	cfg.Logger.Info("rebuild done", "events", rep.Events, "capacity", rep.Capacity, "records", rep.Records,
+		"corrupt", rep.Corrupt, "damaged_txs", rep.DamagedTxs, "duration", rep.Duration.Round(time.Millisecond))
+	return rep, nil
+}
+
+// existingCapacity is the capacity recorded in the checkpoint.meta of the
+// checkpoint, else of a complete backup, else DefaultCapacity. cfg has its
+// defaults applied.
+func existingCapacity(cfg Config) int {
+	dirs := []string{cfg.CheckpointDir}
+	if b := cfg.BackupCheckpointDir; b != "" && checkpoint.HasBackup(cfg.FS, b) {
+		dirs = append(dirs, b)
+	}
+	for _, d := range dirs {
+		b, err := vfs.ReadFile(cfg.FS, filepath.Join(d, checkpoint.MetaName))
+		if err != nil {
+			continue
+		}
+		if m, err := checkpoint.DecodeMeta(b); err == nil && m.Capacity > 0 {
+			return m.Capacity
+		}
+	}
+	return DefaultCapacity
+}

@@ -1,0 +1,300 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
+)
+
+// Repair action kinds (RepairAction.Kind): stable strings tools may match.
+const (
+	// RepairCutTornTail: the bytes after a log file's last valid record
+	// that are not a record were cut (logfile.CutTail).
+	RepairCutTornTail = "cut-torn-tail"
+	// RepairPadDamagedRegion: a damaged region in the middle of a log file
+	// was overwritten in place with padding records (logfile.PadRegion), so
+	// that no record after it moves.
+	RepairPadDamagedRegion = "pad-damaged-region"
+	// RepairRewriteHeader: a damaged log file header was replaced by a
+	// valid one for the id in the file's name (logfile.RewriteHeader).
+	RepairRewriteHeader = "rewrite-header"
+	// RepairRemoveEmptyLog: a log file left by a crash while it was created
+	// (no record) was removed.
+	RepairRemoveEmptyLog = "remove-empty-log"
+	// RepairCannotPad: a damaged region shorter than the smallest padding
+	// record (logfile.MinPaddingSize, 25 bytes) was left as it is. Replay
+	// still steps over it.
+	RepairCannotPad = "cannot-pad"
+	// RepairCannotRepair: a log file Repair leaves alone and the channel
+	// cannot open with: a valid header naming another file id (a renamed
+	// file), or an id also held by another data dir. Detail says which; the
+	// operator must move the file away. No rebuild follows.
+	RepairCannotRepair = "cannot-repair"
+)
+
+// RepairOptions configures Repair.
+type RepairOptions struct {
+	// DryRun reports the actions a repair would take and changes nothing.
+	DryRun bool
+	// Progress and ProgressEvery are passed to the rebuild that ends a
+	// repair (see RebuildOptions).
+	Progress      func(replay.Progress)
+	ProgressEvery time.Duration
+}
+
+// RepairAction is one change Repair made (or, in a dry run, would make).
+type RepairAction struct {
+	Kind   string // a Repair* constant
+	File   string // the log file
+	Offset int64  // where in File: the region, the torn tail, 0 for the header; -1 for a whole file
+	Length int64  // bytes removed, overwritten or kept; the file size for remove-empty-log
+	// KeptIn is the .corrupt file holding the removed or overwritten bytes
+	// ("" for remove-empty-log, cannot-pad and cannot-repair). In a dry run
+	// it is the name the copy would get, logfile.CorruptName(id, Offset).
+	KeptIn string
+	Detail string // why: the damage found
+}
+
+// RepairReport is what Repair did.
+type RepairReport struct {
+	Actions []RepairAction
+	// Problems is what Verify reports after the repair; empty = clean. In a
+	// dry run, what it reports now.
+	Problems []replay.Problem
+	// Rebuild is the report of the rebuild that ends a repair; nil in a dry
+	// run, and when a cannot-repair action prevents it.
+	Rebuild *RebuildReport
+}
+
+// Repair fixes the damage a scan of the closed channel's log files finds,
+// without moving any record (take records and checkpoints point at put
+// records by file and offset):
+//
+//   - a log file left by a crash inside its creation (no record) is removed,
+//     and its directory fsynced;
+//   - a damaged file header is rewritten for the id in the file's name;
+//   - each damaged region in the middle of a file is overwritten with
+//     padding records (a region shorter than 25 bytes cannot be: it is
+//     reported as cannot-pad and left);
+//   - a torn tail is cut.
+//
+// Every byte removed or overwritten is first copied to a .corrupt file next
+// to the log (logfile.CorruptName), published with the write-tmp, fsync,
+// rename, fsync-dir recipe, and the log is fsynced after the change: after a
+// crash at any point the bytes are in one of the two places, and running
+// Repair again finishes the job (an existing .corrupt file is reused when it
+// holds the same bytes, and never replaced). Then, unless DryRun, Repair
+// rebuilds the checkpoint from the logs (Rebuild, with cfg's Capacity), so
+// that it no longer points at records that are now padding, and last runs
+// Verify, whose problems go in the report.
+//
+// Events in damaged regions are lost, as replay already treated them; a put
+// transaction that lost any record is dropped whole (padding counts as
+// damage for replay's commit-count check). Repair takes every directory's
+// lock (ErrLocked while the channel is open); a missing directory is
+// created, except in a dry run. On an error after changes were made, Repair
+// returns the report of what it did with the error.
+func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
+	if opts.ProgressEvery < 0 {
+		return nil, fmt.Errorf("filechannel: repair: ProgressEvery %v is negative", opts.ProgressEvery)
+	}
+	full, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	missing := missingCreate
+	if opts.DryRun {
+		missing = missingSkip
+	}
+	locks, err := lockDirs(full, "repair", missing)
+	if err != nil {
+		return nil, err
+	}
+	defer locks.Close()
+
+	r := &repairer{fs: full.FS, dry: opts.DryRun, rep: &RepairReport{}}
+	if err := r.repairLogs(full); err != nil {
+		return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+	}
+	for _, a := range r.rep.Actions {
+		full.Logger.Warn("repair", "action", a.Kind, "file", a.File, "offset", a.Offset, "length", a.Length,
+			"kept_in", a.KeptIn, "detail", a.Detail, "dry_run", opts.DryRun)
+	}
+	if !opts.DryRun && !r.blocked {
+		rb, err := rebuild(cfg, RebuildOptions{Progress: opts.Progress, ProgressEvery: opts.ProgressEvery})
+		if err != nil {
+			return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+		}
+		r.rep.Rebuild = rb
+	}
+	vrep, err := replay.Verify(verifyOptions(full))
+	if err != nil {
+		return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+	}
+	r.rep.Problems = vrep.Problems
+	return r.rep, nil
+}
+
+// repairer holds one Repair's state.
+type repairer struct {
+	fs      vfs.FS
+	dry     bool
+	rep     *RepairReport
+	blocked bool // a cannot-repair action: no rebuild
+}
+
+// partial returns the report of what was done so far (nil if nothing) with
+// err.
+func (r *repairer) partial(err error) (*RepairReport, error) {
+	if len(r.rep.Actions) == 0 || r.dry {
+		return nil, err
+	}
+	return r.rep, err
+}
+
+func (r *repairer) add(a RepairAction) {
+	r.rep.Actions = append(r.rep.Actions, a)
+}
+
+// repairLogs repairs every log file of every data dir, by data dir then id.
+func (r *repairer) repairLogs(cfg Config) error {
+	dirOf := map[uint32]string{}
+	for _, dir := range cfg.DataDirs {
+		ids, err := logfile.ListLogs(r.fs, dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			path := filepath.Join(dir, logfile.LogName(id))
+			if other, dup := dirOf[id]; dup {
+				r.blocked = true
+				r.add(RepairAction{Kind: RepairCannotRepair, File: path, Offset: -1,
+					Detail: fmt.Sprintf("log file id %d is also in %s: the channel cannot open with both; move one away", id, other)})
+				continue
+			}
+			dirOf[id] = dir
+			if err := r.repairLog(id, path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// repairLog scans the log file id at path in full and repairs what the scan
+// finds, in file order.
+func (r *repairer) repairLog(id uint32, path string) error {
+	empty, err := replay.UnfinishedCreate(r.fs, path)
+	if err != nil {
+		return err
+	}
+	if empty {
+		fi, err := r.fs.Stat(path)
+		if err != nil {
+			return err
+		}
+		r.add(RepairAction{Kind: RepairRemoveEmptyLog, File: path, Offset: -1, Length: fi.Size(),
+			Detail: "no record: left by a crash while the file was created"})
+		if r.dry {
+			return nil
+		}
+		if err := r.fs.Remove(path); err != nil {
+			return fmt.Errorf("remove %s: %w", path, err)
+		}
+		return r.fs.SyncDir(filepath.Dir(path))
+	}
+
+	found, err := scanDamage(r.fs, path)
+	if errors.Is(err, ErrCorrupt) {
+		r.blocked = true
+		r.add(RepairAction{Kind: RepairCannotRepair, File: path, Offset: 0, Length: logfile.HeaderSize,
+			Detail: fmt.Sprintf("%v: move the file away (or rename it after the id its header names)", err)})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, sk := range found.skips {
+		a := RepairAction{File: path, Offset: sk.Offset, Length: sk.Length, Detail: sk.Err.Error()}
+		switch {
+		case found.salvaged && sk.Offset == 0:
+			a.Kind = RepairRewriteHeader
+		case sk.Length < logfile.MinPaddingSize:
+			a.Kind = RepairCannotPad
+			a.Detail = fmt.Sprintf("%d bytes, fewer than the %d of the smallest padding record: %v", sk.Length, logfile.MinPaddingSize, sk.Err)
+			r.add(a)
+			continue
+		default:
+			a.Kind = RepairPadDamagedRegion
+		}
+		a.KeptIn = filepath.Join(filepath.Dir(path), logfile.CorruptName(id, sk.Offset))
+		if !r.dry {
+			if a.Kind == RepairRewriteHeader {
+				a.KeptIn, err = logfile.RewriteHeader(r.fs, path)
+			} else {
+				a.KeptIn, err = logfile.PadRegion(r.fs, path, sk.Offset, sk.Length)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		r.add(a)
+	}
+	if found.tail == logfile.TailTorn {
+		a := RepairAction{Kind: RepairCutTornTail, File: path, Offset: found.end, Length: found.size - found.end,
+			KeptIn: filepath.Join(filepath.Dir(path), logfile.CorruptName(id, found.end)), Detail: fmt.Sprint(found.tailErr)}
+		if !r.dry {
+			if a.KeptIn, err = logfile.CutTail(r.fs, path, found.end); err != nil {
+				return err
+			}
+		}
+		r.add(a)
+	}
+	return nil
+}
+
+// damage is what a full scan of a log file found wrong.
+type damage struct {
+	salvaged  bool           // the header is damaged: skips[0] is it
+	skips     []logfile.Skip // damaged regions, in file order
+	end, size int64          // the valid end and the file size
+	tail      logfile.Tail
+	tailErr   error
+}
+
+// scanDamage scans the log file at path from its header to its end. A
+// valid header naming another file id is a corruption error.
+func scanDamage(fsys vfs.FS, path string) (d damage, err error) {
+	sc, err := logfile.NewScanner(fsys, path, 0)
+	if errors.Is(err, ErrCorrupt) {
+		d.salvaged = true
+		sc, err = logfile.NewSalvageScanner(fsys, path, 0)
+	}
+	if err != nil {
+		return d, err
+	}
+	defer func() {
+		if cerr := sc.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	for sc.Next() {
+	}
+	if err := sc.Err(); err != nil {
+		return d, err
+	}
+	d.skips = sc.Skipped()
+	d.salvaged = d.salvaged && len(d.skips) > 0 && d.skips[0].Offset == 0
+	d.end, d.tail, d.tailErr = sc.End(), sc.Tail(), sc.TailError()
+	d.size, err = sc.Size()
+	return d, err
+}

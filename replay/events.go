@@ -1,0 +1,148 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// firstGuess is the capacity of the queue a full replay in Events starts
+// with; a replay that recovers more is run again at the size it reports.
+const firstGuess = 1 << 16
+
+// Events recovers the queue read-only, as the channel would on Open
+// (checkpoint, else backup, else full replay; nothing is written: checkpoint
+// files are copied into memory as Verify does), and calls fn for the events
+// at positions skip, skip+1, ... (at most limit of them; limit < 0 means
+// all), in queue order. err is non-nil for an event that does not read back
+// (fn decides whether to go on by its return value). It returns the number of
+// queued events.
+//
+// Like Verify it takes no lock and must not run while the channel is open.
+// The err given to fn is a *corrupt.Error (a record that is damaged, is not
+// a put, or lies in a log file no data dir holds) or an I/O error; headers
+// and body are then nil. Events
+// stops at the first error fn returns and returns it with the count. It
+// returns an error, and calls fn for nothing, when the recovery fails: the
+// channel would not open either.
+//
+// Cost: as Open's recovery (a copy of the checkpoint in memory, a replay of
+// the logs after it; a full replay runs twice when it recovers more than
+// 65 536 events), then one ReadRecord per event listed.
+func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
+	if err := opts.check(); err != nil {
+		return 0, fmt.Errorf("events: %w", err)
+	}
+	v := newVerifier(opts)
+	n, err := v.events(max(skip, 0), limit, fn)
+	if cerr := v.closeAll(); err == nil && cerr != nil {
+		err = fmt.Errorf("events: %w", cerr)
+	}
+	return n, err
+}
+
+func (v *verifier) events(skip, limit int, fn func(int, eventqueue.Pointer, map[string]string, []byte, error) error) (int, error) {
+	q, err := v.recoverQueue()
+	if err != nil {
+		return 0, fmt.Errorf("events: %w", err)
+	}
+	if err := v.listLogs(); err != nil {
+		return 0, fmt.Errorf("events: %w", err)
+	}
+	n := q.Size()
+	end := n
+	if limit >= 0 && skip+limit < n {
+		end = skip + limit
+	}
+	for i := skip; i < end; i++ {
+		p := q.Get(i)
+		rec, err := v.readEvent(p)
+		if ferr := fn(i, p, rec.Headers, rec.Body, err); ferr != nil {
+			return n, ferr
+		}
+	}
+	return n, nil
+}
+
+// recoverQueue returns the queue the channel would recover: the checkpoint's
+// (or the backup's) ring with the logs after it replayed, or a full replay
+// into an in-memory queue.
+func (v *verifier) recoverQueue() (*eventqueue.Queue, error) {
+	used, err := v.pickCheckpoint()
+	if err != nil {
+		return nil, err
+	}
+	from := v.rep.RecoveredFrom
+	if used != nil {
+		_, q, err := v.loadQueue(used)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := v.runReplay(from, used.st, q); err != nil {
+			return nil, fmt.Errorf("recovery from the %s: %w", from, err)
+		}
+		return q, nil
+	}
+	for capacity := firstGuess; ; {
+		q, err := emptyQueue(capacity)
+		if err != nil {
+			return nil, err
+		}
+		_, err = v.runReplay(from, nil, q)
+		var ce *CapacityError
+		if errors.As(err, &ce) && ce.Needed > capacity {
+			capacity = ce.Needed
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", from, err)
+		}
+		return q, nil
+	}
+}
+
+// listLogs fills in v.logs with the log files of the data dirs (the first
+// dir holding an id wins, as in scanLogs), without scanning them.
+func (v *verifier) listLogs() error {
+	v.logs = map[uint32]*LogInfo{}
+	for _, dir := range v.opts.DataDirs {
+		ids, err := logfile.ListLogs(v.opts.FS, dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, seen := v.logs[id]; !seen {
+				v.logs[id] = &LogInfo{ID: id, Dir: dir, Path: filepath.Join(dir, logfile.LogName(id))}
+			}
+		}
+	}
+	return nil
+}
+
+// readEvent reads the put record p points to, as a take does.
+func (v *verifier) readEvent(p eventqueue.Pointer) (logfile.Record, error) {
+	l := v.logs[p.FileID()]
+	if l == nil {
+		return logfile.Record{}, corrupt.New(logfile.LogName(p.FileID()), -1, "event %v is in log file %d, which no data dir holds", p, p.FileID())
+	}
+	r, err := v.reader(l)
+	if err != nil {
+		return logfile.Record{}, err
+	}
+	rec, err := r.ReadRecord(int64(p.Offset()))
+	if err != nil {
+		return logfile.Record{}, err
+	}
+	if rec.Type != logfile.RecordPut {
+		return logfile.Record{}, corrupt.New(l.Path, int64(p.Offset()), "event %v refers to a %v record, not a put", p, rec.Type)
+	}
+	return rec, nil
+}
