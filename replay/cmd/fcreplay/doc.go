@@ -1,0 +1,46 @@
+// Command fcreplay inspects, verifies, lists, repairs and rebuilds the files
+// of a filechannel (github.com/flumego/filechannel/channel) from the shell,
+// typically while recovering a channel that will not open or lost events.
+//
+//	go install github.com/flumego/filechannel/replay/cmd/fcreplay@latest
+//
+//	fcreplay inspect --checkpoint-dir DIR --data-dirs DIR[,DIR...] [--backup-checkpoint-dir DIR] [--json]
+//	fcreplay verify  ...   every problem, with file and offset; exit 1 if any
+//	fcreplay dump    ...   [--skip N] [--limit N] [--max-body N]: the queued events, in order
+//	fcreplay repair  ...   [--dry-run]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
+//	fcreplay replay  ...   [--dry-run] [--capacity N]: rebuild the checkpoint from the logs
+//
+// The directory flags take the channel's Config values. docs/operations.md,
+// "Recovering a channel with fcreplay", is the procedure and explains each
+// command's output.
+//
+// # Commands and the library
+//
+// inspect and verify print replay.Verify's report (inspect the facts,
+// verify the problems); dump prints replay.Events; repair and replay call
+// channel.Repair and channel.Rebuild, and show the rebuild's progress on
+// stderr (a progress bar when stderr is a terminal, else a line every 2 s).
+//
+// # Files and locks
+//
+// inspect, verify and dump write nothing. While they run they hold the
+// channel's in_use.lock locks (when the files exist), so a channel cannot
+// open and change the files under them; if the channel is already open they
+// print a warning and read anyway. repair and replay change the files
+// through the library (which writes .corrupt files, a new checkpoint and
+// backup, and may start a new log file) and refuse to run while the channel
+// is open (channel.ErrLocked), dry runs included.
+//
+// # Output and exit codes
+//
+// Results go to stdout (text, or one JSON document with --json; dump --json
+// writes one JSON object per line); errors, warnings, progress and dump's
+// summary go to stderr. Exit codes: 0 done (verify: no problem), 1 problems
+// found or the command failed, 2 a bad command line (unknown command or
+// flag, missing or nonexistent directory).
+//
+// # Concurrency
+//
+// One command per process; nothing runs concurrently except the library's
+// progress callback, which the progress reporter serialises.
+package main

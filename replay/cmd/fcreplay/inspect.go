@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flumego/filechannel/replay"
+)
+
+func newInspectCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect",
+		Short: "Print the checkpoint, the backup and every log file (read-only)",
+		Long: `inspect prints the facts about a channel's files without changing them: the
+checkpoint's header and metadata (version, write-order id, capacity, head, size,
+marker, complete or not), the backup's state, how the channel would recover and
+how many events it would hold, and every log file with its size, valid end,
+record counts, write-order id range and tail. It scans every log file in full.
+
+Problems are counted, not listed: run 'fcreplay verify' for the list. The exit
+code is 0 whenever the files could be read, whatever they hold.`,
+		Example: `  fcreplay inspect --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data
+  fcreplay inspect --checkpoint-dir ckpt --data-dirs data1,data2 --backup-checkpoint-dir backup --json`,
+		Args: cobra.NoArgs,
+		RunE: runner(o, func(*cobra.Command) error { return runInspect(o) }),
+	}
+}
+
+func runInspect(o *options) error {
+	defer o.lockForRead()()
+	rep, err := replay.Verify(o.verifyOptions())
+	if err != nil {
+		return err
+	}
+	ck, err := checkpointFacts(o, rep.Checkpoint)
+	if err != nil {
+		return err
+	}
+	bk, err := checkpointFacts(o, rep.Backup)
+	if err != nil {
+		return err
+	}
+	out := inspectJSON{
+		Checkpoint: ck, Backup: bk, RecoveredFrom: rep.RecoveredFrom,
+		Queued: rep.Queued, FullReplayQueued: rep.FullReplayQueued,
+		InflightPuts: rep.InflightPuts, InflightTakes: rep.InflightTakes,
+		Logs: []logJSON{}, Problems: len(rep.Problems),
+	}
+	for _, l := range rep.Logs {
+		out.Logs = append(out.Logs, logFacts(l))
+		out.LogBytes += l.Size
+	}
+	if o.json {
+		return o.printJSON(out)
+	}
+	return printInspect(o.stdout, &out)
+}
+
+// inspectJSON is inspect's output (--json prints it as is).
+type inspectJSON struct {
+	Checkpoint checkpointJSON `json:"checkpoint"`
+	Backup     checkpointJSON `json:"backup"` // state "none" without --backup-checkpoint-dir
+	// RecoveredFrom is where the channel would recover from: "checkpoint",
+	// "backup checkpoint" or "full replay".
+	RecoveredFrom string `json:"recovered_from"`
+	// Queued is the number of events the channel would hold after opening
+	// (-1: that recovery fails); FullReplayQueued a full replay's.
+	Queued           int       `json:"queued"`
+	FullReplayQueued int       `json:"full_replay_queued"`
+	InflightPuts     int       `json:"inflight_puts"`  // events in flight at the checkpoint used
+	InflightTakes    int       `json:"inflight_takes"` // (taken ones return to the head)
+	Logs             []logJSON `json:"logs"`
+	LogBytes         int64     `json:"log_bytes"`
+	Problems         int       `json:"problems"` // listed by verify
+}
+
+// checkpointJSON describes the checkpoint or the backup.
+type checkpointJSON struct {
+	Dir   string `json:"dir,omitempty"`
+	State string `json:"state"` // complete, incomplete, corrupt, missing, none
+	Error string `json:"error,omitempty"`
+	// Header is the checkpoint file's header as stored, not verified; nil
+	// without a checkpoint file.
+	Header *rawHeader `json:"header,omitempty"`
+	// Verified holds what a complete checkpoint records, checked.
+	Verified *verifiedJSON `json:"verified,omitempty"`
+}
+
+type verifiedJSON struct {
+	WriteOrderID uint64 `json:"write_order_id"`
+	Capacity     int    `json:"capacity"`
+	Head         int    `json:"head"`
+	Size         int    `json:"size"`
+	Time         string `json:"time,omitempty"`
+	LogStates    int    `json:"log_states"`
+}
+
+// logJSON describes one log file.
+type logJSON struct {
+	ID                uint32       `json:"id"`
+	Dir               string       `json:"dir"`
+	Path              string       `json:"path"`
+	Size              int64        `json:"size"`
+	End               int64        `json:"end"` // just past the last valid record
+	Records           int64        `json:"records"`
+	Puts              int64        `json:"puts"`
+	Takes             int64        `json:"takes"`
+	Commits           int64        `json:"commits"`
+	Rollbacks         int64        `json:"rollbacks"`
+	FirstWriteOrderID uint64       `json:"first_write_order_id"`
+	LastWriteOrderID  uint64       `json:"last_write_order_id"`
+	Tail              string       `json:"tail"` // clean or torn
+	TailError         string       `json:"tail_error,omitempty"`
+	HeaderError       string       `json:"header_error,omitempty"`
+	Damaged           []regionJSON `json:"damaged,omitempty"`
+	Unfinished        bool         `json:"unfinished,omitempty"` // left by a crash inside its creation
+}
+
+type regionJSON struct {
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	Error  string `json:"error"`
+}
+
+func checkpointFacts(o *options, ci replay.CheckpointInfo) (checkpointJSON, error) {
+	c := checkpointJSON{Dir: ci.Dir, State: ci.State, Error: errString(ci.Err)}
+	if ci.State == replay.StateNone {
+		return c, nil
+	}
+	h, err := readHeader(o.fs, ci.Dir)
+	if err != nil {
+		return c, err
+	}
+	c.Header = h
+	if ci.State == replay.StateComplete {
+		c.Verified = &verifiedJSON{WriteOrderID: ci.WriteOrderID, Capacity: ci.Capacity, Head: ci.Head,
+			Size: ci.Size, Time: formatTime(ci.Time), LogStates: ci.LogStates}
+	}
+	return c, nil
+}
+
+func logFacts(l replay.LogInfo) logJSON {
+	j := logJSON{ID: l.ID, Dir: l.Dir, Path: l.Path, Size: l.Size, End: l.End, Records: l.Records,
+		Puts: l.Puts, Takes: l.Takes, Commits: l.Commits, Rollbacks: l.Rollbacks,
+		FirstWriteOrderID: l.FirstWOID, LastWriteOrderID: l.LastWOID, Tail: l.Tail.String(),
+		TailError: errString(l.TailErr), HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished}
+	for _, s := range l.Skipped {
+		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err)})
+	}
+	return j
+}
+
+// printInspect writes inspect's text output.
+func printInspect(w io.Writer, r *inspectJSON) error {
+	bw := bufio.NewWriter(w)
+	kv := func(indent, k, format string, args ...any) {
+		fmt.Fprintf(bw, "%-*s%s\n", kvWidth, indent+k, fmt.Sprintf(format, args...))
+	}
+	printCheckpoint(kv, "checkpoint", &r.Checkpoint)
+	printCheckpoint(kv, "backup", &r.Backup)
+	if r.RecoveredFrom == replay.FromFullReplay {
+		kv("", "recovery", "from %s (no usable checkpoint)", recoverySource(r.RecoveredFrom))
+	} else {
+		kv("", "recovery", "from %s", recoverySource(r.RecoveredFrom))
+	}
+	if r.Queued >= 0 {
+		kv("  ", "queued", "%d events after opening", r.Queued)
+	} else {
+		kv("  ", "queued", "unknown: this recovery fails (see 'fcreplay verify')")
+	}
+	if r.RecoveredFrom != replay.FromFullReplay {
+		kv("  ", "in flight", "%d put events, %d taken events at the checkpoint used", r.InflightPuts, r.InflightTakes)
+	}
+	if r.FullReplayQueued >= 0 {
+		kv("  ", "full replay", "%d events", r.FullReplayQueued)
+	} else {
+		kv("  ", "full replay", "fails (see 'fcreplay verify')")
+	}
+	if r.Problems == 0 {
+		kv("", "problems", "none")
+	} else {
+		kv("", "problems", "%d (run 'fcreplay verify' to list them)", r.Problems)
+	}
+	kv("", "log files", "%d files, %d bytes", len(r.Logs), r.LogBytes)
+	if len(r.Logs) > 0 {
+		tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ID\tSIZE\tVALID END\tRECORDS\tPUTS\tTAKES\tCOMMITS\tROLLBACKS\tWRITE-ORDER IDS\tTAIL\tPATH")
+		for _, l := range r.Logs {
+			woids := "-"
+			if l.Records > 0 {
+				woids = strconv.FormatUint(l.FirstWriteOrderID, 10) + "-" + strconv.FormatUint(l.LastWriteOrderID, 10)
+			}
+			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", l.ID, l.Size, l.End, l.Records,
+				l.Puts, l.Takes, l.Commits, l.Rollbacks, woids, l.Tail, l.Path)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, l := range r.Logs {
+			for _, note := range logNotes(&l) {
+				fmt.Fprintf(bw, "  log %d: %s\n", l.ID, note)
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+// kvWidth is the width of the labels of inspect's text output.
+const kvWidth = 18
+
+// recoverySource names a replay.From* source in a sentence.
+func recoverySource(from string) string {
+	if from == replay.FromFullReplay {
+		return "a full replay of the logs"
+	}
+	return "the " + from
+}
+
+func printCheckpoint(kv func(indent, k, format string, args ...any), what string, c *checkpointJSON) {
+	if c.State == replay.StateNone {
+		kv("", what, "none (no --backup-checkpoint-dir)")
+		return
+	}
+	kv("", what, "%s", c.Dir)
+	kv("  ", "state", "%s", c.State)
+	if c.Error != "" {
+		kv("  ", "error", "%s", c.Error)
+	}
+	h := c.Header
+	if v := c.Verified; v != nil {
+		if h != nil {
+			kv("  ", "version", "%d", h.Version)
+			kv("  ", "marker", "%s", h.Marker)
+		}
+		kv("  ", "write-order id", "%d", v.WriteOrderID)
+		if v.Time != "" {
+			kv("  ", "written", "%s", v.Time)
+		}
+		kv("  ", "capacity", "%d", v.Capacity)
+		kv("  ", "head", "%d", v.Head)
+		kv("  ", "size", "%d", v.Size)
+		kv("  ", "log states", "%d", v.LogStates)
+		return
+	}
+	if h == nil {
+		return
+	}
+	kv("  ", "header", "as stored, not verified:")
+	if !h.MagicOK {
+		kv("  ", "magic", "wrong (not a checkpoint file)")
+	}
+	kv("  ", "version", "%d", h.Version)
+	kv("  ", "marker", "%s", h.Marker)
+	kv("  ", "write-order id", "%d", h.WriteOrderID)
+	if h.Time != "" {
+		kv("  ", "written", "%s", h.Time)
+	}
+	kv("  ", "capacity", "%d", h.Capacity)
+	kv("  ", "head", "%d", h.Head)
+	kv("  ", "size", "%d", h.Size)
+}
+
+// logNotes lists what is unusual about a log file.
+func logNotes(l *logJSON) []string {
+	var notes []string
+	if l.Unfinished {
+		notes = append(notes, "left by a crash while it was created (no record; the channel removes it)")
+	}
+	if l.HeaderError != "" {
+		notes = append(notes, "damaged header: "+l.HeaderError)
+	}
+	for _, d := range l.Damaged {
+		notes = append(notes, fmt.Sprintf("damaged region at offset %d, %d bytes", d.Offset, d.Length))
+	}
+	if l.Tail == "torn" {
+		notes = append(notes, fmt.Sprintf("torn tail: %d bytes after offset %d are not a record", l.Size-l.End, l.End))
+	}
+	return notes
+}
+
+// plural is "n word" with an s when n != 1.
+func plural(n int64, word string) string {
+	s := strconv.FormatInt(n, 10) + " " + word
+	if n != 1 {
+		s += "s"
+	}
+	return s
+}

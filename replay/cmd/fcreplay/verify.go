@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flumego/filechannel/replay"
+)
+
+func newVerifyCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check every file and list every problem (read-only)",
+		Long: `verify checks a channel's files without changing them and lists every problem,
+each with its kind, file and byte offset: damaged, incomplete or missing
+checkpoints (and backup), damaged log headers and records, torn tails, log files
+left by an interrupted create, write-order ids out of order, a recovered queue
+that differs from a full replay of the logs, queued events that do not read back,
+and checkpoint bookkeeping that does not match its ring.
+
+A torn tail and an unfinished create are normal after a crash: the channel's next
+open handles them. Anything else is damage.
+
+Exit code: 0 when there is no problem, 1 when there are problems, 2 on a bad
+command line.`,
+		Example: `  fcreplay verify --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data
+  fcreplay verify --checkpoint-dir ckpt --data-dirs data --json | jq -r '.problems[].kind'`,
+		Args: cobra.NoArgs,
+		RunE: runner(o, func(*cobra.Command) error { return runVerify(o) }),
+	}
+}
+
+func runVerify(o *options) error {
+	defer o.lockForRead()()
+	rep, err := replay.Verify(o.verifyOptions())
+	if err != nil {
+		return err
+	}
+	out := verifyJSON{OK: rep.OK(), RecoveredFrom: rep.RecoveredFrom, Queued: rep.Queued,
+		FullReplayQueued: rep.FullReplayQueued, LogFiles: len(rep.Logs), PointersChecked: rep.PointersChecked,
+		Problems: problemsJSON(rep.Problems), Notes: problemsJSON(rep.Notes)}
+	if o.json {
+		err = o.printJSON(out)
+	} else {
+		err = printVerify(o.stdout, &out)
+	}
+	if err != nil {
+		return err
+	}
+	if !out.OK {
+		return problemsFound
+	}
+	return nil
+}
+
+// verifyJSON is verify's output (--json prints it as is).
+type verifyJSON struct {
+	OK               bool          `json:"ok"`
+	RecoveredFrom    string        `json:"recovered_from"`
+	Queued           int           `json:"queued"` // -1: that recovery fails
+	FullReplayQueued int           `json:"full_replay_queued"`
+	LogFiles         int           `json:"log_files"`
+	PointersChecked  int           `json:"pointers_checked"`
+	Problems         []problemJSON `json:"problems"`
+	Notes            []problemJSON `json:"notes"` // not damage; "ok" ignores them
+}
+
+type problemJSON struct {
+	Kind   string `json:"kind"` // a replay.Problem* kind
+	File   string `json:"file,omitempty"`
+	Offset *int64 `json:"offset,omitempty"` // absent when not about a place in a file
+	Detail string `json:"detail,omitempty"`
+}
+
+func problemsJSON(ps []replay.Problem) []problemJSON {
+	out := make([]problemJSON, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, problemJSON{Kind: p.Kind, File: p.File, Offset: offsetPtr(p.Offset), Detail: p.Detail})
+	}
+	return out
+}
+
+// printVerify writes verify's text output: one line per problem, the notes,
+// what to do next, and a summary line.
+func printVerify(w io.Writer, r *verifyJSON) error {
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, problemLine(p))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note: "+problemLine(n))
+	}
+	for _, a := range advice(r) {
+		fmt.Fprintln(w, "next: "+a)
+	}
+	queued := "fails"
+	if r.Queued >= 0 {
+		queued = plural(int64(r.Queued), "event")
+	}
+	full := "fails"
+	if r.FullReplayQueued >= 0 {
+		full = plural(int64(r.FullReplayQueued), "event")
+	}
+	status := "ok: no problems"
+	if !r.OK {
+		status = plural(int64(len(r.Problems)), "problem")
+	}
+	_, err := fmt.Fprintf(w, "%s (recovery from %s: %s; full replay: %s; %s, %s read back)\n",
+		status, recoverySource(r.RecoveredFrom), queued, full, plural(int64(r.LogFiles), "log file"),
+		plural(int64(r.PointersChecked), "pointer"))
+	return err
+}
+
+// problemLine is "kind file at offset N: detail", as replay.Problem prints.
+func problemLine(p problemJSON) string {
+	off := int64(-1)
+	if p.Offset != nil {
+		off = *p.Offset
+	}
+	return replay.Problem{Kind: p.Kind, File: p.File, Offset: off, Detail: p.Detail}.String()
+}
+
+// advice says what to do about the kinds of problems found, in the order
+// of the recovery procedure.
+func advice(r *verifyJSON) []string {
+	kinds := map[string]bool{}
+	for _, p := range r.Problems {
+		kinds[p.Kind] = true
+	}
+	has := func(ks ...string) bool {
+		for _, k := range ks {
+			if kinds[k] {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	if has(replay.ProblemTornTail, replay.ProblemUnfinishedCreate) {
+		out = append(out, "torn tails and unfinished creates are normal after a crash; the channel's next open, or 'fcreplay repair', removes them")
+	}
+	if has(replay.ProblemCorruptRecord, replay.ProblemBadHeader) {
+		out = append(out, "damaged log records or headers: run 'fcreplay repair --dry-run', then 'fcreplay repair' (removed bytes are kept in .corrupt files)")
+	}
+	if has(replay.ProblemCheckpointMissing, replay.ProblemCheckpointIncomplete, replay.ProblemCheckpointCorrupt) {
+		if r.RecoveredFrom == replay.FromBackup {
+			out = append(out, "the checkpoint is unusable: the channel's next open restores the backup checkpoint; 'fcreplay replay' rebuilds the checkpoint from the logs instead")
+		} else {
+			out = append(out, "no usable checkpoint: the channel's next open replays every log file in full; 'fcreplay replay' does it now, offline")
+		}
+	}
+	if has(replay.ProblemCheckpointDisagrees, replay.ProblemBadPointer, replay.ProblemDuplicatePointer,
+		replay.ProblemRefcountMismatch, replay.ProblemMissingLogState, replay.ProblemRecoveryFailed) {
+		out = append(out, "the checkpoint disagrees with the logs: 'fcreplay replay' rebuilds it from the logs ('fcreplay repair' does, after repairing damaged logs)")
+	}
+	if has(replay.ProblemBackupMissing, replay.ProblemBackupIncomplete, replay.ProblemBackupCorrupt) {
+		out = append(out, "the backup checkpoint is not usable: the channel's next checkpoint (or 'fcreplay replay') writes a new one")
+	}
+	if has(replay.ProblemDuplicateLog, replay.ProblemMissingLog, replay.ProblemWriteOrder) {
+		out = append(out, "log files are missing, duplicated or out of order: these need a person; see 'When Open fails' in docs/operations.md")
+	}
+	return out
+}
