@@ -186,7 +186,7 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 	} else {
 		kv("", "problems", "%d (run 'fcreplay verify' to list them)", r.Problems)
 	}
-	kv("", "log files", "%d files, %d bytes", len(r.Logs), r.LogBytes)
+	kv("", "log files", "%s, %d bytes", plural(int64(len(r.Logs)), "file"), r.LogBytes)
 	if len(r.Logs) > 0 {
 		tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tSIZE\tVALID END\tRECORDS\tPUTS\tTAKES\tCOMMITS\tROLLBACKS\tWRITE-ORDER IDS\tTAIL\tPATH")
