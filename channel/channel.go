@@ -223,7 +223,7 @@ func (c *FileChannel) open() error {
 	// still take away.
 	for _, l := range res.Logs {
 		if l.End > l.Start {
-			if err := syncFile(c.fs, l.Path); err != nil {
+			if err := vfs.SyncFile(c.fs, l.Path); err != nil {
 				return fmt.Errorf("filechannel: %w", err)
 			}
 		}
@@ -429,16 +429,4 @@ func (c *FileChannel) release() error {
 	}
 	c.locks = nil
 	return errors.Join(errs...)
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(fsys vfs.FS, path string) error {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return errors.Join(fmt.Errorf("sync %s: %w", path, err), f.Close())
-	}
-	return f.Close()
 }

@@ -211,7 +211,7 @@ func keepBytes(fsys vfs.FS, dir string, id uint32, off int64, src io.ReaderAt, n
 		case err != nil:
 			return "", err
 		case same:
-			if err := syncFile(fsys, path); err != nil {
+			if err := vfs.SyncFile(fsys, path); err != nil {
 				return "", err
 			}
 			if err := fsys.SyncDir(dir); err != nil {
@@ -278,16 +278,4 @@ func readFull(r io.ReaderAt, b []byte, off int64) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(fsys vfs.FS, path string) error {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return errors.Join(fmt.Errorf("sync %s: %w", path, err), f.Close())
-	}
-	return f.Close()
 }

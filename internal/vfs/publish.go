@@ -57,3 +57,16 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 type fileWriter struct{ f File }
 
 func (w fileWriter) Write(p []byte) (int, error) { return w.f.Write(p) }
+
+// SyncFile fsyncs the file at path (opened read-only: fsync of a read-only
+// descriptor flushes the file's data too).
+func SyncFile(fsys FS, path string) error {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return errors.Join(fmt.Errorf("sync %s: %w", path, err), f.Close())
+	}
+	return f.Close()
+}
