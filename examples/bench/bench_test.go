@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the harness's child process.
+func TestMain(m *testing.M) {
+	if isChild() {
+		runChild()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// tinySizes runs every measurement of the harness on a few thousand events.
+func tinySizes() sizes {
+	return sizes{
+		mode: "tiny", dur: 20 * time.Millisecond, rounds: 2, maxEvents: 2000, takeEvents: 2000,
+		replay:    []int{1000, 4000},
+		crash:     []crashCase{{1000, 200}, {2000, 400}},
+		stallFill: 1000, stallTxs: 20,
+		memCap: 4000, memBacklog: 4000 << 10,
+	}
+}
+
+// TestHarness runs the whole harness at tiny sizes and checks that it
+// reports every measurement, every target and both output files.
+func TestHarness(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, svgPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
+	var out, progress bytes.Buffer
+	if err := run(tinySizes(), dir, jsonPath, svgPath, &out, &progress); err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"write+fdatasync", "put commit", "take commit", "clean reopen", "crash replay", "full replay",
+		"with Checkpoint() in a loop", "VmRSS", "SyncEvery=1", "goleveldb",
+		"puts batch 100 / write+fdatasync batch 100", "group commit", "takes batch 100 / go-diskqueue reads",
+		"crash replay reads only records after the checkpoint", "full replay is linear", "memory: VmRSS",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	for _, p := range []string{jsonPath, svgPath} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Errorf("the harness left %d entries in its directory, want only the two output files", len(entries))
+	}
+	if testing.Verbose() {
+		t.Log("\n" + text)
+	}
+}

@@ -1,0 +1,41 @@
+// Command bench measures filechannel side by side with the disk it runs on
+// and with two peers (go-diskqueue v1.1.0, goleveldb v1.0.0), in one process,
+// one measurement after another on the same disk, and checks the targets of
+// issue 5 as ratios between numbers of the same run.
+//
+//	cd examples/bench && go run . -quick            # < 1 minute, smaller sizes
+//	cd examples/bench && go run . -json r.json -svg ../../docs/benchmarks-throughput.svg
+//
+// It is a nested module (its own go.mod) so that its peer dependencies stay
+// out of filechannel's go.mod; docs/benchmarks.md explains the method and
+// shows a run.
+//
+// # What it measures
+//
+//   - disk: write+fdatasync of batch × 1 KiB appended to a file (batches
+//     1/10/100/1000), and a plain sequential read of the channel's log files,
+//     from the page cache and after posix_fadvise(DONTNEED).
+//   - filechannel (channel package, default durable config): put commits at
+//     batch 1/10/100/1000; 1, 2, 4 and 8 producers at batch 10; take commits
+//     at batch 100; Open after a clean Close (reopen), after a SIGKILL
+//     (crash replay, in a child process), and without a checkpoint (full
+//     replay); p50/p99 put commit latency with and without checkpoints
+//     running; resident memory with a large backlog (in child processes);
+//     allocations per put and per take.
+//   - go-diskqueue: puts with SyncEvery=1 and SyncEvery=100, reads.
+//   - goleveldb: sync write batches of 100, reads by iterating.
+//
+// The measurements a target compares run interleaved (interleave.go): each
+// one's time budget is cut into rounds and the rounds take turns, so that
+// other work on a shared machine weighs on both sides alike.
+//
+// # Files
+//
+// Everything goes in a fresh temporary directory under -dir, removed at the
+// end (and each measurement's files as soon as it is done).
+//
+// # Processes
+//
+// The crash and memory measurements run in child processes: the harness
+// starts its own binary again with FCBENCH_CHILD set (see child.go).
+package main

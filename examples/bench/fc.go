@@ -1,0 +1,394 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// fcConfig is the default durable configuration in dir (without the free
+// space check, which would refuse a nearly full temporary disk).
+func fcConfig(dir string) channel.Config {
+	return channel.Config{
+		CheckpointDir:        filepath.Join(dir, "checkpoint"),
+		DataDirs:             []string{filepath.Join(dir, "data")},
+		MinimumRequiredSpace: -1,
+	}
+}
+
+// putTx commits one put transaction of n copies of ev.
+func putTx(c *channel.FileChannel, ev channel.Event, n int) error {
+	tx, err := c.Begin()
+	if err != nil {
+		return err
+	}
+	for range n {
+		if err := tx.Put(ev); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+	}
+	return tx.Commit()
+}
+
+// takeTx commits one take transaction of up to n events and returns how
+// many it took.
+func takeTx(c *channel.FileChannel, n int) (int, error) {
+	tx, err := c.Begin()
+	if err != nil {
+		return 0, err
+	}
+	k := 0
+	for k < n {
+		_, ok, err := tx.Take()
+		if err != nil {
+			return k, errors.Join(err, tx.Rollback())
+		}
+		if !ok {
+			break
+		}
+		k++
+	}
+	return k, tx.Commit()
+}
+
+// fill puts n events of body in transactions of batch events.
+func fill(c *channel.FileChannel, body []byte, n, batch int) error {
+	ev := channel.Event{Body: body}
+	for i := 0; i < n; i += batch {
+		if err := putTx(c, ev, min(batch, n-i)); err != nil {
+			return fmt.Errorf("fill: %w", err)
+		}
+	}
+	return nil
+}
+
+// fresh returns an empty directory named name under the run's root.
+func (b *bench) fresh(name string) (string, error) {
+	dir := filepath.Join(b.root, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// puts measures the disk baseline, put commits of one producer at each
+// batch size, and the peers' puts, interleaved.
+func (b *bench) puts() error {
+	var ms []*meter
+	var closers []func() error
+	err := func() error {
+		for _, batch := range batches {
+			a, err := newAppender(filepath.Join(b.root, fmt.Sprintf("baseline-%d", batch)), batch)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, a.close)
+			base := a.meter(batch)
+			base.max = b.sz.maxEvents
+			ms = append(ms, base)
+			c, closeC, err := b.openChannel(fmt.Sprintf("put-%d", batch), nil)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, closeC)
+			m := b.putMeter(c, batch, 1)
+			m.res.ID = fmt.Sprintf("filechannel/put/batch=%d", batch)
+			if batch == 100 {
+				m.run = b.countAllocs("filechannel put (batch 100)", m.run)
+			}
+			ms = append(ms, m)
+		}
+		peers, pc, err := b.peerPutMeters()
+		closers = append(closers, pc...)
+		if err != nil {
+			return err
+		}
+		return b.interleave(b.sz.rounds, b.sz.dur, append(ms, peers...))
+	}()
+	b.reportAllocs()
+	return errors.Join(err, closeAll(closers))
+}
+
+// producers measures 1, 2, 4 and 8 producers committing batches of 10,
+// interleaved with the disk baseline at batch 10 (one write+fdatasync
+// stream) for the chart.
+func (b *bench) producers() error {
+	var ms []*meter
+	var closers []func() error
+	err := func() error {
+		a, err := newAppender(filepath.Join(b.root, "baseline-producers"), 10)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, a.close)
+		base := a.meter(10)
+		base.max = b.sz.maxEvents
+		base.res.ID += "/beside-producers"
+		base.res.Op += " (beside producers)"
+		ms = append(ms, base)
+		for _, producers := range []int{1, 2, 4, 8} {
+			c, closeC, err := b.openChannel(fmt.Sprintf("producers-%d", producers), nil)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, closeC)
+			m := b.putMeter(c, 10, producers)
+			m.res.ID = fmt.Sprintf("filechannel/put/producers=%d/batch=10", producers)
+			ms = append(ms, m)
+		}
+		return b.interleave(b.sz.rounds, b.sz.dur, ms)
+	}()
+	return errors.Join(err, closeAll(closers))
+}
+
+func closeAll(closers []func() error) error {
+	var errs []error
+	for _, f := range closers {
+		errs = append(errs, f())
+	}
+	return errors.Join(errs...)
+}
+
+// putMeter commits batches of 1 KiB events from producers goroutines.
+func (b *bench) putMeter(c *channel.FileChannel, batch, producers int) *meter {
+	ev := channel.Event{Body: b.body}
+	return &meter{
+		res: Result{System: "filechannel", Op: "put commit", Batch: batch, Producers: producers},
+		max: b.sz.maxEvents,
+		run: func(budget time.Duration, max int64) (int64, error) {
+			return concurrentPuts(c, ev, producers, batch, budget, max)
+		},
+	}
+}
+
+// concurrentPuts runs producers goroutines committing batch events each
+// until budget passes or about max events are committed.
+func concurrentPuts(c *channel.FileChannel, ev channel.Event, producers, batch int, budget time.Duration, max int64) (int64, error) {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, producers)
+	start := time.Now()
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for until(start, budget, n.Load(), int64(batch), max) {
+				if err := putTx(c, ev, batch); err != nil {
+					errs[p] = err
+					return
+				}
+				n.Add(int64(batch))
+			}
+		}()
+	}
+	wg.Wait()
+	return n.Load(), errors.Join(errs...)
+}
+
+// openChannel opens a channel in a fresh directory (edit, if not nil,
+// changes the default config) and returns it with a function that closes
+// it and removes its files.
+func (b *bench) openChannel(name string, edit func(*channel.Config)) (*channel.FileChannel, func() error, error) {
+	dir, err := b.fresh(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := fcConfig(dir)
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := channel.Open(cfg)
+	if err != nil {
+		return nil, nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	return c, func() error { return errors.Join(c.Close(), os.RemoveAll(dir)) }, nil
+}
+
+// withChannel runs fn on a channel opened by openChannel, then closes it.
+func (b *bench) withChannel(name string, edit func(*channel.Config), fn func(*channel.FileChannel) error) error {
+	c, closeC, err := b.openChannel(name, edit)
+	if err != nil {
+		return err
+	}
+	return errors.Join(fn(c), closeC())
+}
+
+// takes measures take commits of batch 100 and go-diskqueue's reads
+// (SyncEvery=100), interleaved, each from takeEvents 1 KiB events queued
+// just before (so read from the page cache).
+func (b *bench) takes() error {
+	c, closeC, err := b.openChannel("take", nil)
+	if err != nil {
+		return err
+	}
+	dir, err := b.fresh("diskqueue-read")
+	if err != nil {
+		return errors.Join(err, closeC())
+	}
+	dq := newDiskQueue(dir, 100)
+	err = func() error {
+		if err := fill(c, b.body, b.sz.takeEvents, 1000); err != nil {
+			return err
+		}
+		for range b.sz.takeEvents {
+			if err := dq.Put(b.body); err != nil {
+				return err
+			}
+		}
+		n := int64(b.sz.takeEvents)
+		take := &meter{
+			res: Result{ID: "filechannel/take/batch=100", System: "filechannel", Op: "take commit", Batch: 100,
+				Producers: 1, Note: "takes read the log from the page cache"},
+			max: n,
+			run: b.countAllocs("filechannel take (batch 100)", func(_ time.Duration, max int64) (int64, error) {
+				var n int64
+				for n < max {
+					k, err := takeTx(c, int(min(100, max-n)))
+					n += int64(k)
+					if err != nil || k == 0 {
+						return n, err
+					}
+				}
+				return n, nil
+			}),
+		}
+		read := &meter{
+			res: Result{ID: "go-diskqueue/read/syncevery=100", System: "go-diskqueue", Op: "read, SyncEvery=100",
+				Batch: 100, Producers: 1,
+				Note: "reads are not acknowledged; the read position is fsync'd every 100 reads; page cache"},
+			max: n,
+			run: func(_ time.Duration, max int64) (int64, error) {
+				for i := range max {
+					if msg := <-dq.ReadChan(); len(msg) != len(b.body) {
+						return i, fmt.Errorf("go-diskqueue read %d bytes", len(msg))
+					}
+				}
+				return max, nil
+			},
+		}
+		if err := b.interleave(b.sz.rounds, time.Hour, []*meter{take, read}); err != nil {
+			return err
+		}
+		if take.res.Events != n || read.res.Events != n {
+			return fmt.Errorf("took %d and read %d events of %d", take.res.Events, read.res.Events, n)
+		}
+		return nil
+	}()
+	b.reportAllocs()
+	return errors.Join(err, dq.Close(), os.RemoveAll(dir), closeC())
+}
+
+// countAllocs wraps run to count the allocations it makes (of the whole
+// process: the channel's background work included) under op.
+func (b *bench) countAllocs(op string, run func(time.Duration, int64) (int64, error)) func(time.Duration, int64) (int64, error) {
+	return func(budget time.Duration, max int64) (int64, error) {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		n, err := run(budget, max)
+		runtime.ReadMemStats(&m1)
+		a := b.pendingAllocs[op]
+		a.Op = op
+		a.Events += n
+		a.mallocs += m1.Mallocs - m0.Mallocs
+		a.bytes += m1.TotalAlloc - m0.TotalAlloc
+		b.pendingAllocs[op] = a
+		return n, err
+	}
+}
+
+// reportAllocs adds the allocations counted by countAllocs to the report.
+func (b *bench) reportAllocs() {
+	for op, a := range b.pendingAllocs {
+		if a.Events > 0 {
+			a.PerEvent = float64(a.mallocs) / float64(a.Events)
+			a.BytesPerEvt = float64(a.bytes) / float64(a.Events)
+		}
+		b.rep.Allocs = append(b.rep.Allocs, a.Allocs)
+		b.logf("  %-44s %.2f allocs/event, %.0f B/event", op, a.PerEvent, a.BytesPerEvt)
+		delete(b.pendingAllocs, op)
+	}
+}
+
+// fcStall measures put commit latency (batch 100) on a channel of the
+// default capacity (1,000,000 slots) holding stallFill events, first with
+// no checkpoint running, then with a goroutine calling Checkpoint in a loop.
+// The periodic checkpoint is pushed out of the way (CheckpointInterval 1h)
+// so the first run has none.
+func (b *bench) fcStall() error {
+	edit := func(cfg *channel.Config) { cfg.CheckpointInterval = time.Hour }
+	return b.withChannel("stall", edit, func(c *channel.FileChannel) error {
+		if err := fill(c, b.body, b.sz.stallFill, 1000); err != nil {
+			return err
+		}
+		ev := channel.Event{Body: b.body}
+		for _, withCkpt := range []bool{false, true} {
+			stop := make(chan struct{})
+			var done int
+			var ckptTime time.Duration
+			var ckptErr error
+			var wg sync.WaitGroup
+			if withCkpt {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						t := time.Now()
+						if err := c.Checkpoint(); err != nil {
+							ckptErr = err
+							return
+						}
+						ckptTime += time.Since(t)
+						done++
+					}
+				}()
+			}
+			lat := make([]time.Duration, b.sz.stallTxs)
+			var err error
+			for i := range lat {
+				t := time.Now()
+				if err = putTx(c, ev, 100); err != nil {
+					break
+				}
+				lat[i] = time.Since(t)
+			}
+			close(stop)
+			wg.Wait()
+			if err := errors.Join(err, ckptErr); err != nil {
+				return err
+			}
+			l := Latency{ID: "without checkpoints", Checkpoints: withCkpt, Commits: len(lat), Batch: 100, Done: done}
+			if withCkpt {
+				l.ID = "with Checkpoint() in a loop"
+				if done > 0 {
+					l.CkptMillis = ms(ckptTime) / float64(done)
+				}
+			}
+			slices.Sort(lat)
+			l.P50, l.P99, l.Max = ms(pct(lat, 0.50)), ms(pct(lat, 0.99)), ms(lat[len(lat)-1])
+			b.rep.Latency = append(b.rep.Latency, l)
+			b.logf("  %-44s p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d checkpoints", l.ID, l.P50, l.P99, l.Max, done)
+		}
+		return nil
+	})
+}
+
+// pct returns the p-th quantile (nearest rank) of sorted.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	i := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

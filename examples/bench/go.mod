@@ -1,0 +1,26 @@
+module github.com/flumego/filechannel/examples/bench
+
+go 1.26.0
+
+require (
+	github.com/flumego/filechannel v0.0.0
+	github.com/nsqio/go-diskqueue v1.1.0
+	github.com/syndtr/goleveldb v1.0.0
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/edsrzf/mmap-go v1.2.0 // indirect
+	github.com/golang/snappy v0.0.0-20180518054509-2e65f85255db // indirect
+	github.com/google/btree v1.1.3 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/flumego/filechannel => ../..

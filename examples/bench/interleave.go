@@ -1,0 +1,54 @@
+package main
+
+import (
+	"time"
+)
+
+// A meter is one throughput measurement that can run in slices: the
+// measurements a target compares run interleaved, a slice of each in turn,
+// round after round, so that other work on the machine (the disk and the
+// two cores are shared) weighs on all of them alike.
+type meter struct {
+	res Result
+	// run works until budget passes or max events are done (whichever
+	// comes first, at least one unit of work) and returns the events done.
+	run func(budget time.Duration, max int64) (int64, error)
+	// max caps the meter's events over all rounds (0 = no cap).
+	max int64
+}
+
+// interleave runs the meters in rounds of budget/rounds each and adds
+// their results: the events and the time summed over the rounds.
+func (b *bench) interleave(rounds int, budget time.Duration, ms []*meter) error {
+	slice := budget / time.Duration(rounds)
+	var elapsed = make([]time.Duration, len(ms))
+	for r := range rounds {
+		for i, m := range ms {
+			limit := int64(1 << 62)
+			if m.max > 0 {
+				limit = (m.max - m.res.Events) / int64(rounds-r)
+			}
+			start := time.Now()
+			n, err := m.run(slice, limit)
+			elapsed[i] += time.Since(start)
+			if err != nil {
+				return err
+			}
+			m.res.Events += n
+		}
+	}
+	for i, m := range ms {
+		m.res.Seconds = elapsed[i].Seconds()
+		if m.res.Bytes == 0 {
+			m.res.Bytes = m.res.Events * 1024
+		}
+		b.add(m.res)
+	}
+	return nil
+}
+
+// until reports whether a loop that has done n events of max, and started
+// at start, may do step more within budget. The first step always runs.
+func until(start time.Time, budget time.Duration, n, step, max int64) bool {
+	return n == 0 || (n+step <= max && time.Since(start) < budget)
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// sizes sets how long and how big each measurement is.
+type sizes struct {
+	mode       string
+	dur        time.Duration // time budget of one throughput measurement
+	rounds     int           // interleaved rounds it is split into
+	maxEvents  int64         // cap on the events of one throughput measurement
+	takeEvents int           // events queued, then taken (filechannel and peers)
+	replay     []int         // events in the log for reopen and full replay
+	crash      []crashCase   // events before and after the last checkpoint
+	stallFill  int           // events queued before the checkpoint stall runs
+	stallTxs   int           // put commits (batch 100) per stall run
+	memCap     int           // capacity of the memory measurement
+	memBacklog int64         // bytes queued by the memory measurement
+}
+
+type crashCase struct{ before, after int }
+
+func quickSizes() sizes {
+	return sizes{
+		mode: "quick", dur: 500 * time.Millisecond, rounds: 2, maxEvents: 300_000, takeEvents: 200_000,
+		replay:    []int{250_000, 1_000_000},
+		crash:     []crashCase{{100_000, 20_000}, {400_000, 20_000}, {400_000, 80_000}},
+		stallFill: 200_000, stallTxs: 300,
+		memCap: 1_000_000, memBacklog: 1 << 30,
+	}
+}
+
+func fullSizes() sizes {
+	return sizes{
+		mode: "full", dur: 3 * time.Second, rounds: 5, maxEvents: 900_000, takeEvents: 500_000,
+		replay:    []int{1_000_000, 4_000_000},
+		crash:     []crashCase{{200_000, 50_000}, {800_000, 50_000}, {800_000, 200_000}},
+		stallFill: 400_000, stallTxs: 2000,
+		memCap: 1_000_000, memBacklog: 4 << 30,
+	}
+}
+
+func main() {
+	if isChild() {
+		runChild()
+		return
+	}
+	quick := flag.Bool("quick", false, "small sizes (under a minute)")
+	dir := flag.String("dir", os.TempDir(), "directory to create the temporary benchmark directory in")
+	jsonPath := flag.String("json", "", "write every number to this JSON file")
+	svgPath := flag.String("svg", "", "write a throughput chart to this SVG file")
+	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
+	flag.Parse()
+	sz := fullSizes()
+	if *quick {
+		sz = quickSizes()
+	}
+	if *backlog > 0 {
+		sz.memBacklog = *backlog << 20
+	}
+	if err := run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run performs every measurement, prints the table to out and progress to
+// progress, and writes the JSON and SVG files if their paths are set.
+func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) error {
+	root, err := os.MkdirTemp(parent, "fcbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	b := &bench{sz: sz, root: root, log: progress, body: make([]byte, 1024), pendingAllocs: map[string]allocCount{}}
+	for i := range b.body {
+		b.body[i] = byte(i * 7)
+	}
+	b.rep.Mode = sz.mode
+	b.rep.Env = environment(root)
+	start := time.Now()
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"puts: disk baseline, filechannel, peers, interleaved", b.puts},
+		{"filechannel group commit: producers, interleaved", b.producers},
+		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
+		{"filechannel reopen and full replay", b.fcReplay},
+		{"filechannel crash replay", b.fcCrash},
+		{"filechannel checkpoint stall", b.fcStall},
+		{"filechannel memory", b.fcMemory},
+		{"goleveldb reads", b.leveldb},
+	}
+	for _, s := range steps {
+		b.logf("== %s", s.name)
+		if err := s.fn(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	b.rep.Seconds = time.Since(start).Seconds()
+	b.rep.Targets = targets(&b.rep, sz)
+	printReport(out, &b.rep)
+	if jsonPath != "" {
+		if err := writeJSON(jsonPath, &b.rep); err != nil {
+			return err
+		}
+	}
+	if svgPath != "" {
+		if err := os.WriteFile(svgPath, []byte(chart(&b.rep)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bench carries the state shared by the measurements.
+type bench struct {
+	sz   sizes
+	root string
+	log  io.Writer
+	body []byte // the 1 KiB event body
+	rep  Report
+
+	pendingAllocs map[string]allocCount // by op, until reportAllocs
+}
+
+// allocCount accumulates the allocations of one op over several rounds.
+type allocCount struct {
+	Allocs
+	mallocs, bytes uint64
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, format+"\n", args...)
+}

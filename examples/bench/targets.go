@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// targets checks the targets on the run's numbers. Each is a ratio
+// (or a bound) between measurements of this one run.
+func targets(r *Report, sz sizes) []Target {
+	var ts []Target
+	add := func(name, want, got string, pass bool) {
+		st := "MISS"
+		if pass {
+			st = "PASS"
+		}
+		ts = append(ts, Target{Name: name, Want: want, Got: got, Status: st})
+	}
+	info := func(name, got string) { ts = append(ts, Target{Name: name, Want: "-", Got: got, Status: "INFO"}) }
+	rate := func(id string) float64 {
+		x, _ := r.result(id)
+		return x.EventsPerSec
+	}
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+
+	for _, batch := range []int{100, 1000} {
+		fc, disk := rate(fmt.Sprintf("filechannel/put/batch=%d", batch)), rate(fmt.Sprintf("disk/write+fdatasync/batch=%d", batch))
+		q := ratio(fc, disk)
+		add(fmt.Sprintf("puts batch %d / write+fdatasync batch %d", batch, batch), ">= 0.75",
+			fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, fc, disk), q >= 0.75)
+	}
+	p8, p1 := rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10")
+	q := ratio(p8, p1)
+	add("group commit: 8 producers / 1 (batch 10)", ">= 3", fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, p8, p1), q >= 3)
+	tk, dq := rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100")
+	q = ratio(tk, dq)
+	add("takes batch 100 / go-diskqueue reads", ">= 1.5", fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, tk, dq), q >= 1.5)
+
+	// Clean reopen with the channel full at sz.memCap (1,000,000 outside
+	// tests), and whether the time grows with the log bytes at that capacity.
+	var reopens []Recovery
+	var worst float64
+	var parts []string
+	for _, x := range r.Recovery {
+		if x.Kind == "clean reopen" && x.Capacity == sz.memCap {
+			reopens = append(reopens, x)
+			if x.Queued == sz.memCap {
+				worst = max(worst, x.Millis)
+				parts = append(parts, fmt.Sprintf("%.1f ms (%.0f MiB log)", x.Millis, mib(x.LogBytes)))
+			}
+		}
+	}
+	if len(parts) > 0 {
+		add(fmt.Sprintf("clean reopen, %d queued", sz.memCap), "<= 50 ms", strings.Join(parts, ", "), worst <= 50)
+	}
+	var lo, hi *Recovery
+	for i := range reopens {
+		x := &reopens[i]
+		if lo == nil || x.LogBytes < lo.LogBytes {
+			lo = x
+		}
+		if hi == nil || x.LogBytes > hi.LogBytes {
+			hi = x
+		}
+	}
+	if lo != nil && hi != lo {
+		add("clean reopen does not grow with log bytes", "t(max) <= 1.5 t(min) + 5 ms",
+			fmt.Sprintf("%.1f ms at %.0f MiB, %.1f ms at %.0f MiB", lo.Millis, mib(lo.LogBytes), hi.Millis, mib(hi.LogBytes)),
+			hi.Millis <= 1.5*lo.Millis+5)
+	}
+
+	// Crash replay: records read vs records written after the checkpoint
+	// (each batch of 100 puts writes 101 records).
+	ok, parts := true, nil
+	for _, x := range r.Recovery {
+		if x.Kind != "crash replay" {
+			continue
+		}
+		after := float64(x.AfterCkpt) * 1.01
+		ok = ok && float64(x.Records) <= 1.1*after+100
+		parts = append(parts, fmt.Sprintf("%d+%d: %d records, %.0f ms", x.Queued-x.AfterCkpt, x.AfterCkpt, x.Records, x.Millis))
+	}
+	if len(parts) > 0 {
+		add("crash replay reads only records after the checkpoint", "records <= 1.1 x after-ckpt records",
+			strings.Join(parts, "; "), ok)
+	}
+
+	// Full replay against a plain read of the same log files.
+	var first, last *Recovery
+	for i := range r.Recovery {
+		x := &r.Recovery[i]
+		if x.Kind != "full replay" {
+			continue
+		}
+		before, _ := r.result(fmt.Sprintf("disk/read/events=%d/%s/before", x.Queued, x.Cache))
+		after, _ := r.result(fmt.Sprintf("disk/read/events=%d/%s/after", x.Queued, x.Cache))
+		read := max(before.MBPerSec, after.MBPerSec)
+		q := ratio(x.MBPerSec, read)
+		add(fmt.Sprintf("full replay %d events (%s) / plain read", x.Queued, x.Cache), ">= 0.4",
+			fmt.Sprintf("%.2f (%.0f / %.0f MB/s; reads %.0f before, %.0f after)", q, x.MBPerSec, read,
+				before.MBPerSec, after.MBPerSec), q >= 0.4)
+		if x.Cache == "page cache" {
+			if first == nil {
+				first = x
+			}
+			last = x
+		}
+	}
+	if first != nil && last != first {
+		per := func(x *Recovery) float64 { return x.Millis * 1000 / float64(x.Queued) }
+		q := per(last) / per(first)
+		add("full replay is linear in log size (page cache)", "us/event ratio <= 1.25",
+			fmt.Sprintf("%.2f (%.2f us/event at %d, %.2f at %d)", q, per(first), first.Queued, per(last), last.Queued), q <= 1.25)
+	}
+
+	if len(r.Latency) == 2 {
+		a, b := r.Latency[0], r.Latency[1]
+		info("checkpoint stall: p99 put commit (batch 100)",
+			fmt.Sprintf("%.2f ms without, %.2f ms with %d checkpoints (%.1fx)", a.P99, b.P99, b.Done, ratio(b.P99, a.P99)))
+	}
+	if len(r.Memory) == 2 {
+		small, big := r.Memory[0], r.Memory[1]
+		var peak int64
+		for _, m := range r.Memory {
+			for _, p := range m.Points {
+				peak = max(peak, p.VmRSS)
+			}
+		}
+		// Compared after a checkpoint: before one, the heap holds about 8
+		// bytes per event put since the last checkpoint (see the INFO row),
+		// and a periodic checkpoint may or may not have run during a fill.
+		sb, bb := small.point("4/4, checkpointed"), big.point("4/4, checkpointed")
+		add(fmt.Sprintf("memory: VmRSS, capacity %d, backlog up to %.0f MiB", big.Capacity, mib(bb.Backlog)),
+			"< 100 MiB", fmt.Sprintf("%.1f MiB peak", mib(peak)), peak < 100<<20)
+		grow := bb.VmRSS - sb.VmRSS
+		add("memory does not grow with backlog bytes", "same events, 4x bytes, checkpointed: < 8 MiB more",
+			fmt.Sprintf("%+.1f MiB (%.1f at %.0f MiB, %.1f at %.0f MiB)", mib(grow), mib(sb.VmRSS), mib(sb.Backlog),
+				mib(bb.VmRSS), mib(bb.Backlog)), grow < 8<<20)
+		q1, q4 := small.point("1/4 backlog"), small.point("4/4 backlog")
+		per := func(a, b int64) float64 { return float64(b-a) / float64(max(1, q4.Queued-q1.Queued)) }
+		info(fmt.Sprintf("memory growth with queued events (%d-byte events, 1/4 -> 4/4)", small.EventSize),
+			fmt.Sprintf("VmRSS %.1f B/event (%.1f -> %.1f MiB), heap %.1f B/event; %.1f MiB after Checkpoint",
+				per(q1.VmRSS, q4.VmRSS), mib(q1.VmRSS), mib(q4.VmRSS), per(int64(q1.HeapInuse), int64(q4.HeapInuse)),
+				mib(small.point("4/4, checkpointed").VmRSS)))
+	}
+	for _, a := range r.Allocs {
+		info("allocations: "+a.Op, fmt.Sprintf("%.2f allocs/event, %.0f B/event", a.PerEvent, a.BytesPerEvt))
+	}
+	return ts
+}
