@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -22,8 +23,16 @@ func newGate(capacity, used int) *gate {
 }
 
 // acquire takes n permits, waiting up to wait for room. It returns
-// ErrChannelFull on timeout and ErrClosed if done closes first.
-func (g *gate) acquire(n int, wait time.Duration, done <-chan struct{}) error {
+// ErrChannelFull on timeout, ErrClosed if done closes first and ctx's error
+// if ctx ends first (ctx may be nil).
+func (g *gate) acquire(ctx context.Context, n int, wait time.Duration, done <-chan struct{}) error {
+	var ctxDone <-chan struct{}
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ctxDone = ctx.Done()
+	}
 	var timer *time.Timer
 	for {
 		g.mu.Lock()
@@ -52,6 +61,8 @@ func (g *gate) acquire(n int, wait time.Duration, done <-chan struct{}) error {
 			err = ErrChannelFull
 		case <-done:
 			err = ErrClosed
+		case <-ctxDone:
+			err = ctx.Err()
 		}
 		g.mu.Lock()
 		g.waiters--

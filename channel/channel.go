@@ -33,6 +33,8 @@ type FileChannel struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	gate *gate
+	// avail wakes Wait and TakeContext when events become takeable.
+	avail signal
 
 	// dirsLocked: the caller (Rebuild, Repair) holds every directory's lock;
 	// open takes none and release closes none.

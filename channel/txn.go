@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -71,6 +72,20 @@ func (t *Transaction) use(k txKind) error {
 // channel and then returns ErrChannelFull. The event becomes visible to
 // takers when Commit returns.
 func (t *Transaction) Put(e Event) error {
+	return t.put(nil, e)
+}
+
+// PutContext is Put that also gives up when ctx ends: it waits for room
+// until KeepAlive passes (ErrChannelFull) or ctx is done (ctx.Err()),
+// whichever comes first. Events already put stay in the transaction.
+func (t *Transaction) PutContext(ctx context.Context, e Event) error {
+	if ctx == nil {
+		return errors.New("filechannel: PutContext: nil context")
+	}
+	return t.put(ctx, e)
+}
+
+func (t *Transaction) put(ctx context.Context, e Event) error {
 	if err := t.use(txPut); err != nil {
 		return err
 	}
@@ -91,7 +106,7 @@ func (t *Transaction) Put(e Event) error {
 		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
 			t.dir.path, t.dir.free.Load(), c.cfg.MinimumRequiredSpace)
 	}
-	if err := c.gate.acquire(1, c.cfg.KeepAlive, c.closing); err != nil {
+	if err := c.gate.acquire(ctx, 1, c.cfg.KeepAlive, c.closing); err != nil {
 		if errors.Is(err, ErrChannelFull) {
 			return fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, c.cfg.Capacity, c.cfg.KeepAlive)
 		}
@@ -174,6 +189,7 @@ func (t *Transaction) Take() (Event, bool, error) {
 				err = errors.Join(err, aerr)
 			}
 			c.queueMu.Unlock()
+			c.avail.broadcast()
 			return Event{}, false, fmt.Errorf("filechannel: take: %w", err)
 		}
 		c.stats.corruptSkipped.Add(1)
@@ -245,6 +261,7 @@ func (t *Transaction) commitPuts() error {
 	}
 	c.queueMu.Unlock()
 	c.commitMu.RUnlock()
+	c.avail.broadcast()
 	if err != nil {
 		// The capacity gate makes this impossible; if it happens anyway the
 		// events are durable and the next Open recovers them.
@@ -311,6 +328,9 @@ func (t *Transaction) returnTakes() {
 		err = errors.Join(err, c.queue.AddHead(t.takes[i]))
 	}
 	c.queueMu.Unlock()
+	if len(t.takes) > 0 {
+		c.avail.broadcast()
+	}
 	if err != nil {
 		c.log.Error("queue refused returned events", "err", err)
 	}

@@ -1,0 +1,85 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// signal wakes the goroutines waiting for events. Waiters take the current
+// channel, check the condition, then wait on the channel; broadcast closes
+// it and puts a fresh one in its place, so a wake-up between the check and
+// the wait is never lost.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) broadcast() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil // the next waiter makes a new one; no allocation while nobody waits
+	}
+	s.mu.Unlock()
+}
+
+// Wait blocks until the channel holds at least one event that a take could
+// return, ctx is done (it returns ctx.Err()) or the channel closes
+// (ErrClosed). Another consumer may take the event first, so a Take after
+// Wait can still find the channel empty; TakeContext handles that loop.
+func (c *FileChannel) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("filechannel: Wait: nil context")
+	}
+	for {
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		ready := c.avail.wait()
+		c.queueMu.Lock()
+		n := c.queue.Size()
+		c.queueMu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// TakeContext is Take that waits for an event instead of reporting an
+// empty channel: it returns the next event, ctx.Err() when ctx ends first,
+// or ErrClosed when the channel closes. It is the call for a sink's loop:
+//
+//	ev, err := tx.TakeContext(ctx)
+//
+// Events taken earlier in the transaction stay taken whatever it returns.
+func (t *Transaction) TakeContext(ctx context.Context) (Event, error) {
+	if ctx == nil {
+		return Event{}, errors.New("filechannel: TakeContext: nil context")
+	}
+	for {
+		ev, ok, err := t.Take()
+		if err != nil || ok {
+			return ev, err
+		}
+		if err := t.c.Wait(ctx); err != nil {
+			return Event{}, err
+		}
+	}
+}
