@@ -70,6 +70,12 @@ type FileChannel struct {
 	ckptMu sync.Mutex
 
 	stats   stats
+	metrics *metrics
+	// lastCkptTime is the unix nanos of the last successful checkpoint;
+	// ckptErr the last checkpoint's error (nil after a success).
+	lastCkptTime atomic.Int64
+	ckptErr      atomic.Pointer[error]
+
 	closed  atomic.Bool
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -84,6 +90,7 @@ type stats struct {
 	replayCorrupt    int64
 	replayDamagedTxs int64
 	tornTails        int64
+	replayDuration   time.Duration
 
 	corruptSkipped atomic.Int64
 	checkpointErrs atomic.Int64
@@ -114,7 +121,12 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 		inflightTakes: eventqueue.NewInflight(),
 		closing:       make(chan struct{}),
 	}
+	c.metrics = newMetrics(c)
 	if err := c.open(); err != nil {
+		c.release()
+		return nil, err
+	}
+	if err := c.metrics.register(cfg.Registerer, cfg.Name); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -231,6 +243,7 @@ func (c *FileChannel) open() error {
 		}
 	}
 	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
+	c.stats.replayDuration = time.Since(start)
 	c.stats.replayCorrupt, c.stats.replayDamagedTxs = int64(res.Corrupt), int64(res.DamagedTxs)
 	c.nextWOID.Store(res.MaxWriteOrderID + 1)
 	c.nextTxID.Store(res.MaxTxID + 1)
@@ -392,6 +405,7 @@ func (c *FileChannel) Close() error {
 	c.commitMu.Lock()
 	errs = append(errs, c.release())
 	c.commitMu.Unlock()
+	c.metrics.unregister()
 	c.log.Info("closed")
 	return errors.Join(errs...)
 }

@@ -52,10 +52,25 @@ type keep struct {
 	failed map[*logfile.Writer]bool
 }
 
+// checkpoint writes a checkpoint and keeps the score: counters, duration,
+// and the error Health reports until a checkpoint succeeds.
 func (c *FileChannel) checkpoint() error {
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	start := time.Now()
+	err := c.checkpointLocked(start)
+	c.metrics.checkpointSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		c.stats.checkpointErrs.Add(1)
+		c.metrics.checkpointErrors.Inc()
+		c.ckptErr.Store(&err)
+		return err
+	}
+	c.metrics.checkpoints.Inc()
+	return nil
+}
+
+func (c *FileChannel) checkpointLocked(start time.Time) error {
 	st, k := c.capture()
 	capture := time.Since(start)
 
@@ -71,17 +86,16 @@ func (c *FileChannel) checkpoint() error {
 		}
 		if err := w.Sync(); err != nil {
 			c.thaw(false)
-			c.stats.checkpointErrs.Add(1)
 			return fmt.Errorf("checkpoint: sync %s: %w", w.Path(), err)
 		}
 	}
 	err := c.ckpt.Write(st)
 	c.thaw(err == nil)
 	if err != nil {
-		c.stats.checkpointErrs.Add(1)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	c.lastCkptW.Store(st.WriteOrderID)
+	c.lastCkptTime.Store(time.Now().UnixNano())
 	if b := c.cfg.BackupCheckpointDir; b != "" {
 		if err := checkpoint.Backup(c.fs, c.cfg.CheckpointDir, b); err != nil {
 			// The main checkpoint is good. The backup is marked
@@ -90,10 +104,14 @@ func (c *FileChannel) checkpoint() error {
 			// back, and it needs the log files it knew. Delete none until
 			// a backup succeeds.
 			c.stats.backupErrs.Add(1)
+			c.metrics.backupErrors.Inc()
 			c.log.Error("backup checkpoint failed; keeping every log file until a backup succeeds", "dir", b, "err", err)
+			err = fmt.Errorf("backup checkpoint in %s: %w", b, err)
+			c.ckptErr.Store(&err)
 			return nil
 		}
 	}
+	c.ckptErr.Store(nil)
 	deleted, err := c.collectGarbage(k)
 	c.log.Info("checkpoint", "write_order_id", st.WriteOrderID, "queued", st.Size,
 		"inflight_takes", len(st.InflightTakes), "deleted_logs", deleted,
@@ -229,6 +247,7 @@ func (c *FileChannel) collectGarbage(k keep) (int, error) {
 		c.queueMu.Lock()
 		delete(c.takesFrom, id)
 		c.queueMu.Unlock()
+		c.metrics.logsDeleted.Inc()
 		c.log.Info("deleted log file", "file", f.path, "id", logfile.LogName(id))
 	}
 	for d := range dirs {

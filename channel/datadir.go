@@ -26,6 +26,9 @@ type dataDir struct {
 	// the filesystem at most once per second and decremented by each write.
 	free        atomic.Int64
 	freeChecked atomic.Int64 // unix nanos of the last refresh
+	// lowSpace is set while puts to the dir fail for lack of space (logged
+	// once when it starts and once when it ends).
+	lowSpace atomic.Bool
 }
 
 // logFile is a log file the channel knows about: the active writer's file or
@@ -40,12 +43,27 @@ type logFile struct {
 	size int64
 }
 
-// spaceOK reports whether dir can take n more bytes and keep the minimum
-// free space. min < 0 disables the check.
-func (d *dataDir) spaceOK(fsys vfs.FS, n, min int64) (bool, error) {
+// spaceOK reports whether d can take n more bytes and keep the minimum
+// free space (MinimumRequiredSpace < 0 disables the check). It logs when
+// the dir runs short and when it has room again.
+func (c *FileChannel) spaceOK(d *dataDir, n int64) (bool, error) {
+	min := c.cfg.MinimumRequiredSpace
 	if min < 0 {
 		return true, nil
 	}
+	ok, err := d.checkSpace(c.fs, n, min)
+	if err == nil && d.lowSpace.Load() == ok && d.lowSpace.CompareAndSwap(ok, !ok) {
+		if ok {
+			c.log.Info("data dir has room again", "dir", d.path, "free_bytes", d.free.Load())
+		} else {
+			c.log.Error("data dir is short of space: puts fail until room is made", "dir", d.path,
+				"free_bytes", d.free.Load(), "minimum_required_space", min)
+		}
+	}
+	return ok, err
+}
+
+func (d *dataDir) checkSpace(fsys vfs.FS, n, min int64) (bool, error) {
 	now := time.Now().UnixNano()
 	if now-d.freeChecked.Load() > int64(time.Second) {
 		free, err := fsys.FreeSpace(d.path)
@@ -67,6 +85,8 @@ func (c *FileChannel) rollLocked(d *dataDir) error {
 	if err != nil {
 		return fmt.Errorf("create log %d in %s: %w", id, d.path, err)
 	}
+	w.ObserveSyncs(c.metrics.observeFsync)
+	c.metrics.logsCreated.Inc()
 	r, err := logfile.OpenReader(c.fs, w.Path())
 	if err != nil {
 		return errors.Join(fmt.Errorf("open reader for %s: %w", w.Path(), err), w.Close())

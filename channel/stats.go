@@ -1,5 +1,10 @@
 package channel
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Stats is a snapshot of the channel's state and counters.
 type Stats struct {
 	Queued        int // events in the channel, committed and not taken
@@ -53,4 +58,54 @@ func (c *FileChannel) Stats() Stats {
 	s.BackupErrs = c.stats.backupErrs.Load()
 	s.LastCheckpoint = c.lastCkptW.Load()
 	return s
+}
+
+// Health returns nil while the channel works normally, or an error saying
+// what is wrong: the channel is closed, the last checkpoint (or backup
+// checkpoint) failed, a data dir is short of MinimumRequiredSpace, or a
+// data dir's log writer failed (the next commit there rolls to a new file).
+// It is what the filechannel_healthy gauge reports, and what an HTTP
+// health check of an embedding program should call.
+func (c *FileChannel) Health() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var errs []error
+	if p := c.ckptErr.Load(); p != nil {
+		errs = append(errs, *p)
+	}
+	for _, d := range c.dirs {
+		if d.lowSpace.Load() {
+			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.path))
+		}
+		d.mu.Lock()
+		if d.w != nil {
+			if err := d.w.Err(); err != nil {
+				errs = append(errs, fmt.Errorf("log writer in %s failed: %w", d.path, err))
+			}
+		}
+		d.mu.Unlock()
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("filechannel: unhealthy: %w", errors.Join(errs...))
+}
+
+// logBytes is the size of the data log files the channel holds.
+func (c *FileChannel) logBytes() int64 {
+	var n int64
+	c.filesMu.RLock()
+	for _, f := range c.files {
+		n += f.size
+	}
+	c.filesMu.RUnlock()
+	for _, d := range c.dirs {
+		d.mu.Lock()
+		if d.w != nil {
+			n += d.w.Size()
+		}
+		d.mu.Unlock()
+	}
+	return n
 }

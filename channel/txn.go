@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -86,6 +87,16 @@ func (t *Transaction) PutContext(ctx context.Context, e Event) error {
 }
 
 func (t *Transaction) put(ctx context.Context, e Event) error {
+	m := t.c.metrics
+	m.putAttempts.Inc()
+	err := t.put1(ctx, e)
+	if err != nil {
+		m.putErrors.WithLabelValues(putErrorReason(err)).Inc()
+	}
+	return err
+}
+
+func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if err := t.use(txPut); err != nil {
 		return err
 	}
@@ -98,7 +109,7 @@ func (t *Transaction) put(ctx context.Context, e Event) error {
 	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
 		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
 	}
-	ok, err := t.dir.spaceOK(c.fs, int64(len(t.buf)+size), c.cfg.MinimumRequiredSpace)
+	ok, err := c.spaceOK(t.dir, int64(len(t.buf)+size))
 	if err != nil {
 		return fmt.Errorf("filechannel: put: %w", err)
 	}
@@ -158,6 +169,16 @@ func (t *Transaction) spill() error {
 // the head). A damaged event is never returned: it is logged, counted and
 // consumed by this transaction.
 func (t *Transaction) Take() (Event, bool, error) {
+	m := t.c.metrics
+	m.takeAttempts.Inc()
+	ev, ok, err := t.take()
+	if err != nil {
+		m.takeErrors.WithLabelValues(takeErrorReason(err)).Inc()
+	}
+	return ev, ok, err
+}
+
+func (t *Transaction) take() (Event, bool, error) {
 	if err := t.use(txTake); err != nil {
 		return Event{}, false, err
 	}
@@ -193,6 +214,7 @@ func (t *Transaction) Take() (Event, bool, error) {
 			return Event{}, false, fmt.Errorf("filechannel: take: %w", err)
 		}
 		c.stats.corruptSkipped.Add(1)
+		c.metrics.corruptSkipped.Inc()
 		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
 	}
 }
@@ -225,13 +247,31 @@ func (t *Transaction) Commit() error {
 		return ErrClosed
 	}
 	t.done = true
+	start := time.Now()
+	var err error
 	switch {
 	case t.kind == txPut && t.puts > 0:
-		return t.commitPuts()
+		n := t.puts
+		if err = t.commitPuts(); err == nil {
+			c.metrics.observeCommit(true, n, start)
+		}
 	case t.kind == txTake && len(t.takes) > 0:
-		return t.commitTakes()
+		n := len(t.takes)
+		if err = t.commitTakes(); err == nil {
+			c.metrics.observeCommit(false, n, start)
+		}
 	}
-	return nil
+	if err != nil {
+		typ := "put"
+		if t.kind == txTake {
+			typ = "take"
+		}
+		c.metrics.commitErrors.WithLabelValues(typ).Inc()
+		if !errors.Is(err, ErrClosed) {
+			c.log.Error("commit failed", "type", typ, "err", err)
+		}
+	}
+	return err
 }
 
 func (t *Transaction) commitPuts() error {
@@ -347,6 +387,7 @@ func (t *Transaction) Rollback() error {
 	c := t.c
 	switch t.kind {
 	case txPut:
+		c.metrics.rollbacks.WithLabelValues("put").Inc()
 		if t.spilled && !c.closed.Load() {
 			// A hint for replay; losing it is harmless.
 			t.buf, t.frames = t.buf[:0], t.frames[:0]
@@ -361,6 +402,7 @@ func (t *Transaction) Rollback() error {
 		}
 		t.abortPuts()
 	case txTake:
+		c.metrics.rollbacks.WithLabelValues("take").Inc()
 		t.returnTakes()
 	}
 	return nil

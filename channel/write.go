@@ -85,6 +85,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 		return nil, 0, nil, fmt.Errorf("write %s: %w", w.Path(), err)
 	}
 	d.free.Add(-int64(len(buf)))
+	c.metrics.bytesWritten.Add(float64(len(buf)))
 	t.buf, t.frames = buf[:0], frames[:0]
 	return w, off + int64(len(buf)), ptrs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flumego/filechannel/internal/vfs"
 )
@@ -30,6 +31,9 @@ type Writer struct {
 
 	size  atomic.Int64 // offset the next Write lands at; stored only by Write
 	syncs atomic.Int64 // fsyncs issued by SyncTo
+
+	// observeSync, if set, is told how long each fsync of SyncTo took.
+	observeSync func(time.Duration)
 
 	// writing is held shared by a Write from its health check to the end
 	// of its write, and exclusively by a failed fsync's truncation, so
@@ -95,6 +99,10 @@ func (w *Writer) Synced() int64 {
 	defer w.mu.Unlock()
 	return w.synced
 }
+
+// ObserveSyncs makes f be called with the duration of every fsync the
+// writer issues for SyncTo (and Sync). Call it before sharing the writer.
+func (w *Writer) ObserveSyncs(f func(time.Duration)) { w.observeSync = f }
 
 // Syncs returns the number of fsyncs SyncTo, Sync and Close have issued (the
 // header fsync of Create is not counted).
@@ -181,7 +189,11 @@ func (w *Writer) SyncTo(off int64) error {
 		w.syncing = true
 		target := w.size.Load()
 		w.mu.Unlock()
+		start := time.Now()
 		err := w.f.Sync()
+		if w.observeSync != nil {
+			w.observeSync(time.Since(start))
+		}
 		w.syncs.Add(1)
 		w.mu.Lock()
 		w.syncing = false

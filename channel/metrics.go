@@ -1,0 +1,244 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsNamespace prefixes every metric name.
+const metricsNamespace = "filechannel"
+
+// Reasons in the reason label of the put and take error counters.
+const (
+	reasonFull            = "channel_full"
+	reasonDiskSpace       = "disk_space"
+	reasonTooLarge        = "too_large"
+	reasonTransactionFull = "transaction_full"
+	reasonCanceled        = "canceled"
+	reasonClosed          = "closed"
+	reasonIO              = "io"
+	reasonMisuse          = "misuse"
+)
+
+// metrics are the channel's Prometheus collectors. They are always kept
+// (an increment is one atomic add) and registered on Config.Registerer
+// only when it is set.
+type metrics struct {
+	putAttempts, takeAttempts prometheus.Counter
+	putSuccess, takeSuccess   prometheus.Counter
+	putErrors, takeErrors     *prometheus.CounterVec // by reason
+	rollbacks                 *prometheus.CounterVec // by type
+	commitErrors              *prometheus.CounterVec // by type
+	corruptSkipped            prometheus.Counter
+	bytesWritten              prometheus.Counter
+	logsCreated, logsDeleted  prometheus.Counter
+	checkpoints               prometheus.Counter
+	checkpointErrors          prometheus.Counter
+	backupErrors              prometheus.Counter
+
+	putCommitSeconds, takeCommitSeconds prometheus.Observer
+	putCommitEvents, takeCommitEvents   prometheus.Observer
+	fsyncSeconds                        prometheus.Histogram
+	checkpointSeconds                   prometheus.Histogram
+
+	// all is every collector, in registration order.
+	all []prometheus.Collector
+	reg prometheus.Registerer // nil = not registered
+}
+
+func newMetrics(c *FileChannel) *metrics {
+	m := &metrics{}
+	counter := func(name, help string) prometheus.Counter {
+		x := prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help})
+		m.all = append(m.all, x)
+		return x
+	}
+	counterVec := func(name, help, label string, values ...string) *prometheus.CounterVec {
+		x := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help}, []string{label})
+		for _, v := range values {
+			x.WithLabelValues(v) // export zeros, so rate() and alerts see the series from the start
+		}
+		m.all = append(m.all, x)
+		return x
+	}
+	histVec := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		x := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: name, Help: help, Buckets: buckets}, []string{"type"})
+		m.all = append(m.all, x)
+		return x
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		x := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: name, Help: help, Buckets: buckets})
+		m.all = append(m.all, x)
+		return x
+	}
+	gauge := func(name, help string, f func() float64) {
+		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help}, f))
+	}
+
+	m.putAttempts = counter("put_attempts_total", "Put calls (Flume EventPutAttemptCount).")
+	m.putSuccess = counter("put_success_total", "Events put by committed transactions (Flume EventPutSuccessCount).")
+	m.putErrors = counterVec("put_errors_total", "Put calls that failed, by reason (Flume EventPutErrorCount is the sum).", "reason",
+		reasonFull, reasonDiskSpace, reasonTooLarge, reasonTransactionFull, reasonCanceled, reasonClosed, reasonIO, reasonMisuse)
+	m.takeAttempts = counter("take_attempts_total", "Take calls, including those that found the channel empty (Flume EventTakeAttemptCount).")
+	m.takeSuccess = counter("take_success_total", "Events taken by committed transactions (Flume EventTakeSuccessCount).")
+	m.takeErrors = counterVec("take_errors_total", "Take calls that failed, by reason (Flume EventTakeErrorCount is the sum).", "reason",
+		reasonTransactionFull, reasonClosed, reasonIO, reasonMisuse)
+	m.rollbacks = counterVec("rollbacks_total", "Transactions rolled back by Rollback, by type (put or take).", "type", "put", "take")
+	m.commitErrors = counterVec("commit_errors_total", "Commits that failed (and rolled back), by type.", "type", "put", "take")
+	m.corruptSkipped = counter("corrupt_events_skipped_total", "Damaged events that takes stepped over (logged with file and offset).")
+	m.bytesWritten = counter("written_bytes_total", "Bytes appended to the data log files.")
+	m.logsCreated = counter("log_files_created_total", "Data log files created (one per data dir at Open, then one per roll).")
+	m.logsDeleted = counter("log_files_deleted_total", "Data log files deleted by checkpoints once nothing needed them.")
+	m.checkpoints = counter("checkpoints_total", "Checkpoints written.")
+	m.checkpointErrors = counter("checkpoint_errors_total", "Checkpoints that failed (Flume CheckpointWriteErrorCount).")
+	m.backupErrors = counter("backup_checkpoint_errors_total", "Backup checkpoints that failed (Flume CheckpointBackupWriteErrorCount).")
+
+	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
+	commitSeconds := histVec("commit_duration_seconds", "Time Commit took, fsync included, by type.", latency)
+	m.putCommitSeconds, m.takeCommitSeconds = commitSeconds.WithLabelValues("put"), commitSeconds.WithLabelValues("take")
+	commitEvents := histVec("commit_events", "Events per committed transaction, by type.", []float64{1, 10, 100, 1000, 10000})
+	m.putCommitEvents, m.takeCommitEvents = commitEvents.WithLabelValues("put"), commitEvents.WithLabelValues("take")
+	m.fsyncSeconds = hist("fsync_duration_seconds", "Time each fsync of a data log file took (one fsync serves every commit waiting on it).", latency)
+	m.checkpointSeconds = hist("checkpoint_duration_seconds", "Time each checkpoint took, log deletion included.", prometheus.ExponentialBuckets(1e-3, 2, 15))
+
+	gauge("queue_events", "Events in the channel: committed and not taken (Flume ChannelSize).", func() float64 {
+		return float64(c.Len())
+	})
+	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.cfg.Capacity) })
+	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1 (Flume ChannelFillPercentage/100).", func() float64 {
+		return float64(c.gate.inUse()) / float64(c.cfg.Capacity)
+	})
+	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 { return float64(c.Stats().InflightTakes) })
+	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 { return float64(c.Stats().InflightPuts) })
+	gauge("open", "1 while the channel is open (Flume Open).", func() float64 { return b2f(!c.closed.Load()) })
+	gauge("healthy", "1 when the last checkpoint succeeded, every data dir has MinimumRequiredSpace and no log writer has failed (Flume Unhealthy, inverted).", func() float64 {
+		return b2f(c.Health() == nil)
+	})
+	gauge("log_files", "Data log files the channel holds.", func() float64 { return float64(c.Stats().LogFiles) })
+	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logBytes()) })
+	gauge("last_checkpoint_timestamp_seconds", "Unix time of the last successful checkpoint (0 before the first).", func() float64 {
+		if t := c.lastCkptTime.Load(); t != 0 {
+			return float64(t) / 1e9
+		}
+		return 0
+	})
+	gauge("replay_duration_seconds", "How long the last Open's recovery (checkpoint load and log replay) took.", func() float64 {
+		return c.stats.replayDuration.Seconds()
+	})
+	gauge("replay_records", "Log records the last Open read.", func() float64 { return float64(c.stats.replayRecords) })
+	gauge("replay_corrupt_regions", "Damaged regions of log files the last Open stepped over.", func() float64 { return float64(c.stats.replayCorrupt) })
+	gauge("replay_damaged_transactions", "Committed transactions damage took records of in the last Open.", func() float64 {
+		return float64(c.stats.replayDamagedTxs)
+	})
+	gauge("replay_torn_tails", "Log files whose torn tail the last Open cut off.", func() float64 { return float64(c.stats.tornTails) })
+	for _, dir := range c.cfg.DataDirs {
+		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "data_dir_free_bytes",
+			Help:        "Free bytes on the filesystem of a data dir (puts fail below MinimumRequiredSpace).",
+			ConstLabels: prometheus.Labels{"data_dir": dir},
+		}, func() float64 {
+			free, err := c.fs.FreeSpace(dir)
+			if err != nil {
+				return -1
+			}
+			return float64(free)
+		}))
+	}
+	return m
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// register registers every collector on reg, labelled with the channel's
+// name. On failure it unregisters what it registered.
+func (m *metrics) register(reg prometheus.Registerer, name string) error {
+	if reg == nil {
+		return nil
+	}
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"channel_name": name}, reg)
+	for i, x := range m.all {
+		if err := reg.Register(x); err != nil {
+			for _, y := range m.all[:i] {
+				reg.Unregister(y)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return fmt.Errorf("filechannel: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
+			}
+			return fmt.Errorf("filechannel: register metrics: %w", err)
+		}
+	}
+	m.reg = reg
+	return nil
+}
+
+// unregister removes every collector from the Registerer, so that a channel
+// reopened on it can register again.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, x := range m.all {
+		m.reg.Unregister(x)
+	}
+	m.reg = nil
+}
+
+func (m *metrics) observeFsync(d time.Duration) { m.fsyncSeconds.Observe(d.Seconds()) }
+
+// observeCommit records a committed transaction of n events.
+func (m *metrics) observeCommit(put bool, n int, start time.Time) {
+	d := time.Since(start).Seconds()
+	if put {
+		m.putSuccess.Add(float64(n))
+		m.putCommitSeconds.Observe(d)
+		m.putCommitEvents.Observe(float64(n))
+		return
+	}
+	m.takeSuccess.Add(float64(n))
+	m.takeCommitSeconds.Observe(d)
+	m.takeCommitEvents.Observe(float64(n))
+}
+
+// putErrorReason classifies an error returned by Put.
+func putErrorReason(err error) string {
+	switch {
+	case errors.Is(err, ErrChannelFull):
+		return reasonFull
+	case errors.Is(err, ErrInsufficientSpace):
+		return reasonDiskSpace
+	case errors.Is(err, ErrEventTooLarge):
+		return reasonTooLarge
+	case errors.Is(err, ErrTransactionFull):
+		return reasonTransactionFull
+	case errors.Is(err, ErrClosed):
+		return reasonClosed
+	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction):
+		return reasonMisuse
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return reasonCanceled
+	}
+	return reasonIO
+}
+
+// takeErrorReason classifies an error returned by Take.
+func takeErrorReason(err error) string {
+	switch {
+	case errors.Is(err, ErrTransactionFull):
+		return reasonTransactionFull
+	case errors.Is(err, ErrClosed):
+		return reasonClosed
+	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction):
+		return reasonMisuse
+	}
+	return reasonIO
+}
