@@ -33,6 +33,8 @@ type FileChannel struct {
 	fs   vfs.FS
 	log  *slog.Logger
 	gate *gate
+	// scratch pools the transactions' buffers (*scratch).
+	scratch sync.Pool
 	// avail wakes Wait and TakeContext when events become takeable.
 	avail signal
 
@@ -121,6 +123,7 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 		inflightTakes: eventqueue.NewInflight(),
 		closing:       make(chan struct{}),
 	}
+	c.scratch.New = func() any { return new(scratch) }
 	c.metrics = newMetrics(c)
 	if err := c.open(); err != nil {
 		c.release()

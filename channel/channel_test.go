@@ -360,6 +360,7 @@ func TestInflightTakesAtCheckpointComeBackAfterCrash(t *testing.T) {
 func TestSpilledPutsAcrossCheckpoint(t *testing.T) {
 	cfg := testConfig(t, 1)
 	cfg.TransactionCapacity = 1000
+	cfg.MaxFileSize = 4 << 20 // spill at MaxFileSize/4 = 1 MiB
 	big := strings.Repeat("x", 8<<10)
 	c := mustOpen(t, cfg)
 	committed, _ := c.Begin()

@@ -20,7 +20,23 @@ const (
 
 // spillBytes bounds the encoded puts a transaction holds in memory; beyond
 // it they are written to the log (not synced) and tracked as in flight.
-const spillBytes = 1 << 20
+// A commit of 1,000 events of 1 KiB stays below it, so it is one write.
+const spillBytes = 4 << 20
+
+// maxPooledBuf is the largest encode buffer kept for reuse.
+const maxPooledBuf = spillBytes + spillBytes/4
+
+// scratch is a transaction's reusable memory: the encode buffer, the frame
+// offsets, the pointers of a write and the taken events. Transactions take
+// one from the channel's pool when they first need it and give it back when
+// they end, so a steady stream of transactions allocates nothing for them.
+type scratch struct {
+	buf    []byte
+	frames []int
+	ptrs   []eventqueue.Pointer
+	words  []uint64
+	takes  []eventqueue.Pointer
+}
 
 // Transaction is a put or a take transaction. It belongs to one goroutine.
 // Its records all go to one data dir.
@@ -44,6 +60,34 @@ type Transaction struct {
 
 	// Take side: the events taken, in order.
 	takes []eventqueue.Pointer
+
+	// s is the pooled memory behind buf, frames and takes (nil until the
+	// first Put or Take).
+	s *scratch
+}
+
+// scratch returns t's pooled memory, taking it from the pool if needed.
+func (t *Transaction) scratch() *scratch {
+	if t.s == nil {
+		t.s = t.c.scratch.Get().(*scratch)
+		t.buf, t.frames, t.takes = t.s.buf[:0], t.s.frames[:0], t.s.takes[:0]
+	}
+	return t.s
+}
+
+// recycle gives t's memory back to the pool once t has ended.
+func (t *Transaction) recycle() {
+	s := t.s
+	if s == nil {
+		return
+	}
+	t.s = nil
+	s.buf, s.frames, s.takes = t.buf[:0], t.frames[:0], t.takes[:0]
+	if cap(s.buf) > maxPooledBuf {
+		s.buf = nil
+	}
+	t.buf, t.frames, t.takes = nil, nil, nil
+	t.c.scratch.Put(s)
 }
 
 // Begin starts a transaction.
@@ -123,6 +167,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		}
 		return err
 	}
+	t.scratch()
 	off := len(t.buf)
 	buf, err := logfile.AppendRecord(t.buf, &rec)
 	if err != nil {
@@ -187,6 +232,7 @@ func (t *Transaction) take() (Event, bool, error) {
 		if len(t.takes) >= c.cfg.TransactionCapacity {
 			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, len(t.takes))
 		}
+		t.scratch()
 		c.queueMu.Lock()
 		p, ok := c.queue.RemoveHead()
 		if ok {
@@ -247,6 +293,7 @@ func (t *Transaction) Commit() error {
 		return ErrClosed
 	}
 	t.done = true
+	defer t.recycle()
 	start := time.Now()
 	var err error
 	switch {
@@ -321,7 +368,8 @@ func (t *Transaction) abortPuts() {
 		c.queueMu.Unlock()
 	}
 	c.gate.release(t.puts)
-	t.puts, t.buf, t.frames, t.spills = 0, nil, nil, nil
+	t.puts, t.spills = 0, nil
+	t.buf, t.frames = t.buf[:0], t.frames[:0]
 }
 
 func (t *Transaction) commitTakes() error {
@@ -332,10 +380,11 @@ func (t *Transaction) commitTakes() error {
 		t.returnTakes()
 		return ErrClosed
 	}
-	ptrs := make([]uint64, len(t.takes))
-	for i, p := range t.takes {
-		ptrs[i] = uint64(p)
+	ptrs := t.s.words[:0]
+	for _, p := range t.takes {
+		ptrs = append(ptrs, uint64(p))
 	}
+	t.s.words = ptrs
 	recs := []logfile.Record{
 		{Type: logfile.RecordTake, TxID: t.id, Pointers: ptrs},
 		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))},
@@ -354,7 +403,7 @@ func (t *Transaction) commitTakes() error {
 	c.queueMu.Unlock()
 	c.commitMu.RUnlock()
 	c.gate.release(len(t.takes))
-	t.takes = nil
+	t.takes = t.takes[:0]
 	return nil
 }
 
@@ -374,7 +423,7 @@ func (t *Transaction) returnTakes() {
 	if err != nil {
 		c.log.Error("queue refused returned events", "err", err)
 	}
-	t.takes = nil
+	t.takes = t.takes[:0]
 }
 
 // Rollback ends the transaction: puts are discarded, taken events return to
@@ -384,6 +433,7 @@ func (t *Transaction) Rollback() error {
 		return ErrTransactionDone
 	}
 	t.done = true
+	defer t.recycle()
 	c := t.c
 	switch t.kind {
 	case txPut:

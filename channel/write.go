@@ -51,7 +51,11 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 		return nil, 0, nil, fmt.Errorf("records of %d bytes do not fit a log file", len(buf))
 	}
 	first := c.nextWOID.Add(uint64(len(frames))) - uint64(len(frames))
-	ptrs := make([]eventqueue.Pointer, nputs)
+	ptrs := t.scratch().ptrs[:0]
+	for range nputs {
+		ptrs = append(ptrs, 0)
+	}
+	t.s.ptrs = ptrs
 	for i, off := range frames {
 		logfile.SetWriteOrderID(buf[off:], first+uint64(i))
 		if i < nputs {
