@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+
+	"github.com/edsrzf/mmap-go"
 
 	"github.com/flumego/filechannel/internal/vfs"
 )
@@ -68,6 +71,7 @@ type Scanner struct {
 	buf    []byte // buf[:bufLen] holds the file's bytes from offset bufOff
 	bufOff int64
 	bufLen int
+	mm     mmap.MMap // the whole file, after MapFile; replaces buf for frames
 
 	pos      int64 // offset of the next frame: the end of the last valid record
 	rec      Record
@@ -139,6 +143,35 @@ func newScanner(f vfs.File, id uint32, path string, start int64) *Scanner {
 		recOff: start,
 		size:   -1,
 	}
+}
+
+// MapFile makes the scanner read the file through a read-only memory
+// mapping of its current length instead of copying it into a buffer: no
+// read system calls and no copy, which makes a scan of a file in the page
+// cache about twice as fast. It reports whether it mapped the file (only an
+// OS file of more than a header can be).
+//
+// Use it only for a file that does not change while it is scanned (the
+// mapping does not grow with it, and a truncation would fault), and only on
+// a goroutine that has called debug.SetPanicOnFault(true) and recovers: an
+// I/O error reading a mapped page is a fault (SIGBUS), not an error return.
+// Record().Body then aliases the mapping and is valid until Close.
+func (s *Scanner) MapFile() bool {
+	osf, ok := s.f.(vfs.OSFile)
+	if !ok || s.mm != nil {
+		return false
+	}
+	size, err := s.Size()
+	if err != nil || size <= HeaderSize || size > math.MaxInt {
+		return false
+	}
+	m, err := mmap.MapRegion(osf.OSFile(), int(size), mmap.RDONLY, 0, 0)
+	if err != nil {
+		return false // the buffered reads still work
+	}
+	s.mm = m
+	s.buf, s.bufLen = nil, 0
+	return true
 }
 
 // FileID returns the file id from the header.
@@ -274,9 +307,15 @@ func (s *Scanner) TailError() error { return s.tailErr }
 // tail is not an error here; see Tail.
 func (s *Scanner) Err() error { return s.err }
 
-// Close closes the file.
+// Close closes the file (and unmaps it).
 func (s *Scanner) Close() error {
 	s.done = true
+	if s.mm != nil {
+		if err := s.mm.Unmap(); err != nil {
+			return errors.Join(fmt.Errorf("unmap log %d: %w", s.id, err), s.f.Close())
+		}
+		s.mm = nil
+	}
 	if err := s.f.Close(); err != nil {
 		return fmt.Errorf("close log %d: %w", s.id, err)
 	}
@@ -311,6 +350,12 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 // window returns the file's bytes from off on, at least need of them unless
 // the file ends sooner. The slice aliases the scan buffer.
 func (s *Scanner) window(off int64, need int) ([]byte, error) {
+	if s.mm != nil {
+		if off >= int64(len(s.mm)) {
+			return nil, nil
+		}
+		return s.mm[off:], nil
+	}
 	start := off - s.bufOff
 	if start >= 0 && start <= int64(s.bufLen) && s.bufLen-int(start) >= need {
 		return s.buf[start:s.bufLen], nil
@@ -358,6 +403,9 @@ func (s *Scanner) stop(bad error) {
 // zeroFrom reports whether every byte of the file from off on is zero. It
 // reuses the scan buffer, so it may only run once the scan is done.
 func (s *Scanner) zeroFrom(off int64) (bool, error) {
+	if s.mm != nil {
+		return allZero(s.mm[min(off, int64(len(s.mm))):]), nil
+	}
 	s.bufLen = 0
 	for {
 		n, err := s.f.ReadAt(s.buf, off)

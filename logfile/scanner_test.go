@@ -16,13 +16,23 @@ import (
 
 // scanAll scans path from start and returns copies of the records and their
 // offsets; it fails the test on an I/O error.
+// mapScans makes scanAll read through MapFile (TestMappedScanner).
+var mapScans bool
+
 func scanAll(t *testing.T, path string, start int64) ([]Record, []int64, *Scanner) {
 	t.Helper()
 	s, err := NewScanner(vfs.OS(), path, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if mapScans && !s.MapFile() {
+		t.Fatal("MapFile did not map the file")
+	}
 	var recs []Record
 	var offs []int64
 	for s.Next() {
@@ -416,4 +426,38 @@ func (f failReadFile) ReadAt(p []byte, off int64) (int, error) {
 		return 0, errInjected
 	}
 	return f.File.ReadAt(p, off)
+}
+
+// A scan through a memory mapping finds the same records, damage and tail
+// as a buffered one: the scanner tests again, mapped.
+func TestMappedScanner(t *testing.T) {
+	mapScans = true
+	defer func() { mapScans = false }()
+	t.Run("tails", TestScannerTails)
+	t.Run("damage", TestScannerSkipsDamageInTheMiddle)
+	t.Run("resync_older_frames", TestScannerResyncIgnoresOlderFramesInsideBodies)
+	t.Run("resync_smallest_last", TestScannerResyncFindsASmallestLastRecord)
+	t.Run("start", TestScannerStartOffset)
+	t.Run("buffer_boundaries", TestScannerAcrossBufferBoundaries)
+}
+
+// MapFile maps only OS files: on other filesystems the scanner reads as
+// before.
+func TestMapFileNeedsAnOSFile(t *testing.T) {
+	fsys, path, _ := memLog(t, rec(t, 1, "a"))
+	s, err := NewScanner(fsys, path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.MapFile() {
+		t.Fatal("MapFile mapped a MemFS file")
+	}
+	n := 0
+	for s.Next() {
+		n++
+	}
+	if n != 1 || s.Err() != nil {
+		t.Fatalf("scan after MapFile refused: %d records, %v", n, s.Err())
+	}
 }

@@ -172,6 +172,7 @@ func Run(opts Options) (*Result, error) {
 	scanners, err := openScanners(opts, positions, res)
 	defer func() {
 		for _, s := range scanners {
+			s.stop()
 			s.sc.Close()
 		}
 	}()
@@ -213,7 +214,7 @@ func Run(opts Options) (*Result, error) {
 	lastLog := time.Now()
 	for n := 1; h.Len() > 0; n++ {
 		s := h[0]
-		r := s.sc.Record()
+		r := &s.rec
 		if n&(progressCheck-1) == 0 && time.Since(lastLog) >= every {
 			lastLog = time.Now()
 			p := progress(consumed(scanners, res.Logs))
@@ -227,7 +228,7 @@ func Run(opts Options) (*Result, error) {
 			// A region a repair overwrote: no transaction's records, but
 			// damage for the commit-count check.
 			res.Padding++
-			s.pads = append(s.pads, logfile.Skip{Offset: s.sc.Offset(), Length: int64(r.EncodedSize())})
+			s.pads = append(s.pads, logfile.Skip{Offset: s.off, Length: s.size})
 			if s.advance() {
 				heap.Fix(&h, 0)
 			} else {
@@ -250,7 +251,7 @@ func Run(opts Options) (*Result, error) {
 		if r.WriteOrderID <= w {
 			res.Skipped++
 		} else {
-			a.apply(s, s.sc.Offset(), r, log)
+			a.apply(s, s.off, r, log)
 		}
 		if s.advance() {
 			heap.Fix(&h, 0)
@@ -261,6 +262,9 @@ func Run(opts Options) (*Result, error) {
 	for _, s := range scanners {
 		if err := s.sc.Err(); err != nil {
 			return nil, fmt.Errorf("replay: read %s: %w", s.path, err)
+		}
+		if s.fault != nil {
+			return nil, fmt.Errorf("replay: %w", s.fault)
 		}
 		l := &res.Logs[s.logIndex]
 		l.End, l.Tail, l.TailErr = s.sc.End(), s.sc.Tail(), s.sc.TailError()
@@ -295,7 +299,7 @@ const progressCheck = 4096
 func consumed(scanners []*source, logs []LogFile) int64 {
 	var n int64
 	for _, s := range scanners {
-		n += max(s.sc.End()-logs[s.logIndex].Start, 0)
+		n += max(s.end-logs[s.logIndex].Start, 0)
 	}
 	return n
 }
@@ -361,24 +365,6 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 		s.logIndex = slices.IndexFunc(res.Logs, func(l LogFile) bool { return l.ID == s.id })
 	}
 	return out, nil
-}
-
-// source is one log file being merged.
-type source struct {
-	sc       *logfile.Scanner
-	id       uint32
-	path     string
-	logIndex int
-	woid     uint64         // write-order id of the current record
-	pads     []logfile.Skip // padding records read: regions a repair overwrote
-}
-
-func (s *source) advance() bool {
-	if !s.sc.Next() {
-		return false
-	}
-	s.woid = s.sc.Record().WriteOrderID
-	return true
 }
 
 // scanHeap orders sources by the write-order id of their current record.

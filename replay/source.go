@@ -1,0 +1,165 @@
+package replay
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Replay reads each log file on its own goroutine: reading, checking the
+// CRC32C of and decoding records (most of the work) runs beside the merge
+// and apply on the caller's goroutine. A reader hands over records in
+// batches of the few fields the replay needs (no bodies or headers), and
+// stays at most sourceBatches batches ahead, so memory stays small however
+// many files there are.
+const (
+	sourceBatch   = 1024 // records per batch
+	sourceBatches = 2    // batches a reader may have queued
+)
+
+// item is the part of a record the replay uses.
+type item struct {
+	typ, commitType logfile.RecordType
+	txID, woid      uint64
+	count           uint64
+	off             int64
+	size            int64 // encoded size
+	ptrs            [2]int32
+}
+
+type batch struct {
+	items []item
+	ptrs  []uint64 // take records' pointers: item.ptrs is a [from, to) range
+	end   int64    // the scanner's End() after the batch's last record
+}
+
+// source is one log file being merged.
+type source struct {
+	sc       *logfile.Scanner // the reader goroutine's until ready closes
+	id       uint32
+	path     string
+	logIndex int
+	pads     []logfile.Skip // padding records read: regions a repair overwrote
+
+	woid uint64         // write-order id of the current record
+	rec  logfile.Record // the current record (no body, no headers)
+	off  int64          // its offset
+	size int64          // its encoded size
+	end  int64          // how far the reader had read at the current batch
+
+	fault   error // a fault while reading the mapping (set before full closes)
+	started bool
+	full    chan *batch // batches read, in order; closed at the end
+	free    chan *batch // batches to reuse
+	quit    chan struct{}
+	done    sync.WaitGroup
+	cur     *batch
+	next    int
+}
+
+// start runs the reader goroutine.
+func (s *source) start() {
+	s.started = true
+	s.full = make(chan *batch, sourceBatches)
+	s.free = make(chan *batch, sourceBatches+2)
+	s.quit = make(chan struct{})
+	s.done.Add(1)
+	go s.read()
+}
+
+func (s *source) read() {
+	defer s.done.Done()
+	defer close(s.full)
+	// The scanner reads the file through a memory mapping; an I/O error
+	// there is a fault, which this turns into the scan's error.
+	debug.SetPanicOnFault(true)
+	defer func() {
+		if r := recover(); r != nil {
+			fault, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			s.fault = fmt.Errorf("read %s: fault at address %#x reading the mapped file (an I/O error?): %v", s.path, fault.Addr(), r)
+		}
+	}()
+	s.sc.MapFile()
+	b := &batch{}
+	for s.sc.Next() {
+		r := s.sc.Record()
+		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
+			off: s.sc.Offset(), size: int64(r.EncodedSize())}
+		if len(r.Pointers) > 0 {
+			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
+			b.ptrs = append(b.ptrs, r.Pointers...)
+		}
+		b.items = append(b.items, it)
+		if len(b.items) == sourceBatch {
+			b.end = s.sc.End()
+			select {
+			case s.full <- b:
+			case <-s.quit:
+				return
+			}
+			select {
+			case b = <-s.free:
+				b.items, b.ptrs = b.items[:0], b.ptrs[:0]
+			default:
+				b = &batch{}
+			}
+		}
+	}
+	if len(b.items) > 0 {
+		b.end = s.sc.End()
+		select {
+		case s.full <- b:
+		case <-s.quit:
+		}
+	}
+}
+
+// advance moves to the next record; false at the end of the file (then the
+// scanner is the caller's again: Err, End, Tail, Skipped).
+func (s *source) advance() bool {
+	if !s.started {
+		s.start()
+	}
+	if s.cur == nil || s.next == len(s.cur.items) {
+		if s.cur != nil {
+			select {
+			case s.free <- s.cur:
+			default:
+			}
+		}
+		b, ok := <-s.full
+		if !ok {
+			s.cur = nil
+			s.done.Wait()
+			return false
+		}
+		s.cur, s.next, s.end = b, 0, b.end
+	}
+	it := &s.cur.items[s.next]
+	s.next++
+	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count}
+	if it.ptrs[1] > it.ptrs[0] {
+		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]
+	}
+	s.woid, s.off, s.size = it.woid, it.off, it.size
+	return true
+}
+
+// stop ends the reader goroutine early (Run returning on an error) and
+// waits for it, so the scanner can be closed.
+func (s *source) stop() {
+	if !s.started {
+		return
+	}
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	s.done.Wait()
+}
