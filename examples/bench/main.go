@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,7 @@ type sizes struct {
 	stallTxs   int           // put commits (batch 100) per stall run
 	memCap     int           // capacity of the memory measurement
 	memBacklog int64         // bytes queued by the memory measurement
+	only       string        // run only the steps whose name contains it
 }
 
 type crashCase struct{ before, after int }
@@ -55,6 +57,7 @@ func main() {
 	jsonPath := flag.String("json", "", "write every number to this JSON file")
 	svgPath := flag.String("svg", "", "write a throughput chart to this SVG file")
 	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
+	only := flag.String("only", "", "run only the steps whose name contains this text (e.g. \"replay\"); targets of the others show as not measured")
 	flag.Parse()
 	sz := fullSizes()
 	if *quick {
@@ -63,6 +66,7 @@ func main() {
 	if *backlog > 0 {
 		sz.memBacklog = *backlog << 20
 	}
+	sz.only = *only
 	if err := run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -98,6 +102,9 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"goleveldb reads", b.leveldb},
 	}
 	for _, s := range steps {
+		if sz.only != "" && !strings.Contains(s.name, sz.only) {
+			continue
+		}
 		b.logf("== %s", s.name)
 		if err := s.fn(); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
