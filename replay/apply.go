@@ -12,6 +12,7 @@ import (
 // applies it to the queue in one pass at the end.
 type applier struct {
 	txPuts  map[uint64][]eventqueue.Pointer // uncommitted put records seen, per tx
+	spare   [][]eventqueue.Pointer          // emptied slices of txPuts and txTakes, for reuse
 	txTakes map[uint64][]eventqueue.Pointer // take records seen, per tx
 	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
 	takes   *eventqueue.Inflight            // takes in flight at the checkpoint
@@ -39,20 +40,55 @@ type shortTx struct {
 	count      uint64
 }
 
+// spareSlice returns an empty pointer slice, reusing one of a finished
+// transaction: a replay of a million puts in batches of a thousand then
+// grows a few slices instead of a thousand.
+func (a *applier) spareSlice() []eventqueue.Pointer {
+	if n := len(a.spare); n > 0 {
+		ps := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		return ps[:0]
+	}
+	return nil
+}
+
+// forget drops tx's pointer slice from m and keeps it for reuse (the
+// pointers were copied where they are still needed).
+func (a *applier) forget(m map[uint64][]eventqueue.Pointer, tx uint64) {
+	if ps, ok := m[tx]; ok {
+		delete(m, tx)
+		if cap(ps) > 0 && len(a.spare) < maxSpare {
+			a.spare = append(a.spare, ps)
+		}
+	}
+}
+
+// maxSpare bounds the slices forget keeps.
+const maxSpare = 64
+
 func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Logger) {
 	file := src.id
 	switch r.Type {
 	case logfile.RecordPut:
-		a.txPuts[r.TxID] = append(a.txPuts[r.TxID], eventqueue.NewPointer(file, uint32(off)))
-	case logfile.RecordTake:
-		for _, p := range r.Pointers {
-			a.txTakes[r.TxID] = append(a.txTakes[r.TxID], eventqueue.Pointer(p))
+		ps, ok := a.txPuts[r.TxID]
+		if !ok {
+			ps = a.spareSlice()
 		}
+		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
+	case logfile.RecordTake:
+		ps, ok := a.txTakes[r.TxID]
+		if !ok {
+			ps = a.spareSlice()
+		}
+		for _, p := range r.Pointers {
+			ps = append(ps, eventqueue.Pointer(p))
+		}
+		a.txTakes[r.TxID] = ps
 	case logfile.RecordRollback:
 		a.res.Rollbacks++
 		a.res.Dropped += len(a.puts.Remove(r.TxID)) + len(a.txPuts[r.TxID])
-		delete(a.txPuts, r.TxID)
-		delete(a.txTakes, r.TxID)
+		a.forget(a.txPuts, r.TxID)
+		a.forget(a.txTakes, r.TxID)
 	case logfile.RecordCommit:
 		a.res.Commits++
 		switch r.CommitType {
@@ -74,7 +110,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 			a.committed = append(a.committed, spilled...)
 			a.committed = append(a.committed, a.txPuts[r.TxID]...)
 			a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
-			delete(a.txPuts, r.TxID)
+			a.forget(a.txPuts, r.TxID)
 		case logfile.RecordTake:
 			// The channel writes a transaction's take record (listing every
 			// event it took, in flight at the checkpoint or not) together
@@ -92,7 +128,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 					a.taken[p] = struct{}{}
 				}
 			}
-			delete(a.txTakes, r.TxID)
+			a.forget(a.txTakes, r.TxID)
 		}
 	}
 }
