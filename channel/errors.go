@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/logfile"
 )
 
 var (
@@ -39,3 +40,8 @@ var (
 // CorruptError names the file and byte offset of damaged data. It unwraps to
 // ErrCorrupt.
 type CorruptError = corrupt.Error
+
+// MaxEventSize is the largest event a Put accepts, in encoded bytes: the
+// body, the headers' keys and values, and a few dozen bytes of record
+// fields. A larger event gets ErrEventTooLarge.
+const MaxEventSize = logfile.MaxPayloadSize

@@ -11,7 +11,8 @@ type Stats struct {
 	InflightTakes int // events taken by open transactions
 	InflightPuts  int // events written by open transactions that spilled to the log
 	Capacity      int
-	LogFiles      int // data log files the channel holds open
+	LogFiles      int   // data log files the channel holds open
+	LogBytes      int64 // bytes in those files (taken events stay until their file is deleted)
 
 	RecoveredFrom string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
 	ReplayRecords int64  // log records read by the last Open
@@ -47,6 +48,7 @@ func (c *FileChannel) Stats() Stats {
 	c.filesMu.RLock()
 	s.LogFiles = len(c.files)
 	c.filesMu.RUnlock()
+	s.LogBytes = c.logBytes()
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// sink drains one channel in batches and delivers the events in sequence.
+// Its position (the next number it expects) is saved before each take
+// commits, so a crash in between makes the channel hand the batch out
+// again and the sink skips it: the destination gets every event once.
+type sink struct {
+	name      string
+	ch        *channel.FileChannel
+	statePath string
+	batch     int
+	delay     time.Duration // a slow destination: the pause per batch
+	out       io.Writer
+
+	next        atomic.Int64 // the next number expected
+	delivered   atomic.Int64 // events delivered this run
+	redelivered atomic.Int64 // events seen again and skipped
+}
+
+// run drains the channel until the run ends or, with target > 0, until
+// the sink has delivered every event below target.
+func (s *sink) run(ctx context.Context, target int64, start time.Time) error {
+	for {
+		if target > 0 && s.next.Load() >= target {
+			fmt.Fprintf(s.out, "fanout: %s sink has delivered every event up to #%d, after %.2fs\n",
+				s.name, target-1, time.Since(start).Seconds())
+			return nil
+		}
+		err := s.deliverBatch(ctx)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s sink: %w", s.name, err)
+		}
+	}
+}
+
+// deliverBatch is one take transaction: it blocks for the first event,
+// takes what else is there up to a batch, delivers, saves the position and
+// commits. On any failure before the commit it rolls back, and the events
+// return to the head of the channel for the next attempt.
+func (s *sink) deliverBatch(ctx context.Context) (err error) {
+	tx, err := s.ch.Begin()
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	ev, err := tx.TakeContext(ctx)
+	if err != nil {
+		return err
+	}
+	events := []channel.Event{ev}
+	for len(events) < s.batch {
+		ev, ok, err := tx.Take()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		events = append(events, ev)
+	}
+
+	next := s.next.Load()
+	var fresh, repeats int64
+	for _, ev := range events {
+		seq, err := parseSeq(ev.Body)
+		if err != nil {
+			return err // a processing error: roll back, nothing is lost
+		}
+		switch {
+		case seq < next:
+			repeats++ // already delivered: a source re-send or a take the last run did not commit
+		case seq > next:
+			return fmt.Errorf("gap: expected #%d, got #%d: events #%d..#%d are missing", next, seq, next, seq-1)
+		default:
+			next++
+			fresh++
+		}
+	}
+	if s.delay > 0 { // "delivering" to a slow destination
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := saveCounter(s.statePath, next); err != nil {
+		return err
+	}
+	// Delivered: from here on these numbers are repeats, whatever the
+	// commit does.
+	s.next.Store(next)
+	s.delivered.Add(fresh)
+	s.redelivered.Add(repeats)
+	committed = true // a failed Commit rolls back by itself
+	return tx.Commit()
+}
+
+func parseSeq(body []byte) (int64, error) {
+	for i, b := range body {
+		if b == ' ' {
+			return strconv.ParseInt(string(body[:i]), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("event without a sequence number: %.20q", body)
+}

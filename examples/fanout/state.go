@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// A counter file holds one decimal sequence number: the source's cursor
+// for a channel (the next number it must commit there) or a sink's
+// position (the next number it expects). It is replaced atomically and
+// durably, so after a crash it holds either the old or the new number,
+// never a torn one.
+
+// loadCounter reads the counter in path; a missing file means 0. A file
+// that does not hold a counter is an error, not a silent restart from 0.
+func loadCounter(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s does not hold a sequence number: %.40q", path, b)
+	}
+	return n, nil
+}
+
+// saveCounter replaces the counter in path: it writes path.tmp, fsyncs it,
+// renames it over path and fsyncs the directory, so the new value survives
+// a power loss once saveCounter returns.
+func saveCounter(path string, n int64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatInt(n, 10) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the directory entries of dir durable (the rename above).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

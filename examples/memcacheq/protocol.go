@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// The memcached text protocol, the subset a queue can honour.
+//
+//	set <queue> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n   → STORED
+//	get <queue>*\r\n   (and gets)   → VALUE <queue> <flags> <bytes>[ <cas>]\r\n<data>\r\n ... END
+//	stats\r\n → STAT <name> <value>\r\n ... END       version\r\n → VERSION ...      quit\r\n
+//
+// Replies to bad input: ERROR for a command this server does not know,
+// CLIENT_ERROR <why> for a known command used wrongly or one a queue cannot
+// do (delete, incr, add, ...), SERVER_ERROR <why> when the server fails.
+
+// maxLine is the longest command line accepted, terminator included. A
+// get line holds at most a few hundred queue names before it hits this.
+const maxLine = 8192
+
+// maxNameLen is the longest queue name.
+const maxNameLen = 64
+
+// command is one parsed command line.
+type command struct {
+	name    string   // "get", "gets", "set", "stats", "version", "quit"
+	keys    []string // get, gets: one or more queue names; set: one
+	flags   uint32   // set: the client's opaque flags, returned by get
+	exptime int64    // set: parsed and ignored; a queue's events do not expire
+	noreply bool     // set: reply only on error
+	// dataLen is the length of the data block that follows the line, or -1
+	// when none does. It is set even when the line is otherwise refused, so
+	// that the server can skip the block and stay in step with the client.
+	dataLen int64
+}
+
+// protoError is a refused command line: ERROR (unknown command) or
+// CLIENT_ERROR (a known command used wrongly).
+type protoError struct {
+	unknown bool
+	msg     string
+}
+
+func (e *protoError) Error() string {
+	if e.unknown {
+		return "ERROR"
+	}
+	return "CLIENT_ERROR " + e.msg
+}
+
+func clientError(msg string) *protoError { return &protoError{msg: msg} }
+
+// refused lists the memcached commands a queue cannot do, with the reason
+// given to the client. The storage commands among them carry a data block,
+// which the server skips.
+var refused = map[string]string{
+	"add":       "add is not supported by a queue; use set",
+	"replace":   "replace is not supported by a queue; use set",
+	"append":    "append is not supported by a queue; use set",
+	"prepend":   "prepend is not supported by a queue; use set",
+	"cas":       "cas is not supported by a queue; use set",
+	"delete":    "delete is not supported by a queue; get takes an item",
+	"incr":      "incr is not supported by a queue",
+	"decr":      "decr is not supported by a queue",
+	"touch":     "touch is not supported by a queue",
+	"gat":       "gat is not supported by a queue; use get",
+	"gats":      "gats is not supported by a queue; use get",
+	"flush_all": "flush_all is not supported by a queue",
+	"verbosity": "verbosity is not supported",
+}
+
+// parseCommand parses one command line, without its terminator. It never
+// touches the network: the server does what the command says.
+func parseCommand(line []byte) (command, error) {
+	cmd := command{dataLen: -1}
+	fields := bytes.Fields(line)
+	if len(fields) == 0 {
+		return cmd, &protoError{unknown: true}
+	}
+	cmd.name = string(fields[0])
+	args := fields[1:]
+	switch cmd.name {
+	case "get", "gets":
+		if len(args) == 0 {
+			return cmd, clientError("get needs at least one queue name")
+		}
+		for _, a := range args {
+			if !validName(a) {
+				return cmd, clientError(badName(a))
+			}
+			cmd.keys = append(cmd.keys, string(a))
+		}
+		return cmd, nil
+	case "set":
+		return parseSet(cmd, args)
+	case "stats":
+		if len(args) > 0 {
+			return cmd, clientError("stats " + printable(args[0]) + " is not supported; use stats")
+		}
+		return cmd, nil
+	case "version", "quit":
+		if len(args) > 0 {
+			return cmd, clientError(cmd.name + " takes no arguments")
+		}
+		return cmd, nil
+	}
+	if why, ok := refused[cmd.name]; ok {
+		switch cmd.name {
+		case "add", "replace", "append", "prepend", "cas":
+			// <cmd> <key> <flags> <exptime> <bytes> ...: skip the block.
+			if len(args) >= 4 {
+				if n, err := strconv.ParseInt(string(args[3]), 10, 64); err == nil && n >= 0 {
+					cmd.dataLen = n
+				}
+			}
+		}
+		return cmd, clientError(why)
+	}
+	cmd.name = ""
+	return cmd, &protoError{unknown: true}
+}
+
+// parseSet parses set <queue> <flags> <exptime> <bytes> [noreply].
+func parseSet(cmd command, args [][]byte) (command, error) {
+	if len(args) >= 4 {
+		// Known first, so that the block is skipped if the line is refused.
+		if n, err := strconv.ParseInt(string(args[3]), 10, 64); err == nil && n >= 0 {
+			cmd.dataLen = n
+		}
+	}
+	if len(args) < 4 || len(args) > 5 {
+		return cmd, clientError("bad command line format: set <queue> <flags> <exptime> <bytes> [noreply]")
+	}
+	if cmd.dataLen < 0 {
+		return cmd, clientError("bad data length " + printable(args[3]))
+	}
+	if !validName(args[0]) {
+		return cmd, clientError(badName(args[0]))
+	}
+	cmd.keys = []string{string(args[0])}
+	flags, err := strconv.ParseUint(string(args[1]), 10, 32)
+	if err != nil {
+		return cmd, clientError("bad flags " + printable(args[1]))
+	}
+	cmd.flags = uint32(flags)
+	if cmd.exptime, err = strconv.ParseInt(string(args[2]), 10, 64); err != nil {
+		return cmd, clientError("bad exptime " + printable(args[2]))
+	}
+	if len(args) == 5 {
+		if string(args[4]) != "noreply" {
+			return cmd, clientError("bad command line format: expected noreply, got " + printable(args[4]))
+		}
+		cmd.noreply = true
+	}
+	return cmd, nil
+}
+
+// validName reports whether b is a queue name: 1 to 64 of [A-Za-z0-9_.-],
+// and not "." or ".." (a queue is a directory under -dir).
+func validName(b []byte) bool {
+	if len(b) == 0 || len(b) > maxNameLen || string(b) == "." || string(b) == ".." {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func badName(b []byte) string {
+	return "bad queue name " + printable(b) + ": want 1 to 64 of A-Z a-z 0-9 _ . - (not . or ..)"
+}
+
+// printable quotes a client's bytes for an error line: short, and with no
+// byte that could end or forge a reply line.
+func printable(b []byte) string {
+	const max = 40
+	if len(b) > max {
+		return strconv.QuoteToASCII(string(b[:max])) + "..."
+	}
+	return strconv.QuoteToASCII(string(b))
+}
