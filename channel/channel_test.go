@@ -233,6 +233,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"negative_capacity", func(c *Config) { c.Capacity = -3 }, "Capacity -3 is negative"},
 		{"negative_tx_capacity", func(c *Config) { c.TransactionCapacity = -1 }, "TransactionCapacity -1 is negative"},
 		{"tx_capacity_over_capacity", func(c *Config) { c.Capacity, c.TransactionCapacity = 10, 11 }, "exceeds Capacity"},
+		{"tx_capacity_over_record_limit", func(c *Config) { c.Capacity, c.TransactionCapacity = 20_000_000, MaxTransactionCapacity+1 }, "a take commit's record"},
 		{"negative_interval", func(c *Config) { c.CheckpointInterval = -time.Second }, "CheckpointInterval"},
 		{"tiny_max_file_size", func(c *Config) { c.MaxFileSize = 100 }, "MaxFileSize"},
 		{"huge_max_file_size", func(c *Config) { c.MaxFileSize = 1 << 40 }, "MaxFileSize"},

@@ -12,13 +12,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
 )
 
 // Defaults, the same as Apache Flume's FileChannel.
 const (
-	DefaultCapacity             = 1_000_000
-	DefaultTransactionCapacity  = 10_000
+	DefaultCapacity            = 1_000_000
+	DefaultTransactionCapacity = 10_000
+	// MaxTransactionCapacity is the largest TransactionCapacity: a take
+	// commit writes one record listing the 8-byte pointer of every event
+	// it took, and a record is at most 64 MiB.
+	MaxTransactionCapacity      = (logfile.MaxPayloadSize - 64) / 8
 	DefaultCheckpointInterval   = 30 * time.Second
 	DefaultMaxFileSize          = 2_146_435_071
 	DefaultMinimumRequiredSpace = 524_288_000
@@ -90,6 +95,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxFileSize < 0 || (cfg.MaxFileSize > 0 && cfg.MaxFileSize < MinMaxFileSize) || cfg.MaxFileSize > math.MaxUint32 {
 		bad("MaxFileSize %d is outside [%d, %d]", cfg.MaxFileSize, MinMaxFileSize, uint64(math.MaxUint32))
+	}
+	if cfg.TransactionCapacity > MaxTransactionCapacity {
+		bad("TransactionCapacity %d exceeds %d (a take commit's record lists every event it took and must fit %d bytes)",
+			cfg.TransactionCapacity, MaxTransactionCapacity, logfile.MaxPayloadSize)
 	}
 	if cfg.Capacity > 0 && cfg.TransactionCapacity > cfg.Capacity {
 		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)

@@ -1,47 +1,183 @@
 // Package channel is filechannel's public API: a durable, embeddable,
 // Flume-style file channel between a source and a sink inside one process.
 //
-// # Using it
+// A source puts events into the channel; a sink takes them out and delivers
+// them somewhere else. The channel keeps them on disk in between, so that
+// neither a slow sink nor a crash loses one.
+//
+// # The model
+//
+// An [Event] is a map of headers and an opaque body. Events move only in
+// transactions ([FileChannel.Begin]): a transaction either puts or takes
+// (mixing them gives [ErrMixedTransaction]), holds at most
+// Config.TransactionCapacity events ([ErrTransactionFull]), belongs to one
+// goroutine, and ends with [Transaction.Commit] or [Transaction.Rollback].
+//
+//   - A put transaction's events become visible to takers, all together,
+//     when Commit returns nil; by then they are on disk (fsync'd, unless
+//     Config.NoSync). Rollback discards them.
+//   - A take transaction's events are invisible to other takers until it
+//     ends. Commit removes them for good (also fsync'd); Rollback puts them
+//     back at the head of the channel in their order, to be taken again.
+//   - A Commit that returns an error has rolled the transaction back, but
+//     its records may have reached the disk: after a crash its outcome is
+//     unknown.
+//
+// So delivery is at-least-once: a sink that delivers an event and then
+// fails to commit (or crashes first) gets it again. Make delivery
+// idempotent, or deduplicate downstream. Events come out in the order
+// their put commits made them visible; one transaction's events keep their
+// Put order.
+//
+// Config.Capacity bounds the events the channel holds: queued, put by
+// uncommitted transactions, and taken by uncommitted ones. At capacity
+// [Transaction.Put] waits up to Config.KeepAlive for room and then returns
+// [ErrChannelFull] ([Transaction.PutContext] also gives up when its context
+// ends). A data dir with less free space than Config.MinimumRequiredSpace
+// refuses puts with [ErrInsufficientSpace]; takes are never refused for
+// space, so sinks can drain a full disk.
+//
+// # A source
 //
 //	c, err := channel.Open(channel.Config{
 //		CheckpointDir: "/var/lib/app/fc/checkpoint",
 //		DataDirs:      []string{"/var/lib/app/fc/data"},
 //	})
-//	...
-//	tx, _ := c.Begin()           // a put transaction
-//	tx.Put(channel.Event{Body: b})
-//	err = tx.Commit()            // durable (fsync'd) when it returns
+//	if err != nil { ... }
+//	defer c.Close()
 //
-//	tx, _ = c.Begin()            // a take transaction
-//	ev, ok, err := tx.Take()     // ok=false: empty right now
-//	...deliver ev...
-//	tx.Commit()                  // or tx.Rollback(): ev returns to the head
+//	tx, err := c.Begin()
+//	if err != nil { ... }
+//	for _, b := range batch {
+//		if err := tx.Put(channel.Event{Body: b}); err != nil {
+//			tx.Rollback() // ErrChannelFull: keep the batch, retry later
+//			return err
+//		}
+//	}
+//	return tx.Commit() // durable when it returns nil
 //
-// Delivery is at-least-once: an event is gone only once the take that
-// returned it commits. Events come out in commit order.
+// One commit is one fsync, so batches make throughput: docs/benchmarks.md
+// measures about 2,800 events/s at one event per commit and 60,000 at 100
+// (1 KiB events, one disk). Concurrent commits share an fsync.
+//
+// # A sink
+//
+// [Transaction.Take] returns ok == false on an empty channel;
+// [Transaction.TakeContext] waits for an event instead, until its context
+// ends or the channel closes ([FileChannel.Wait] only waits). A sink's loop
+// blocks for the first event of a batch and takes the rest without waiting:
+//
+//	for {
+//		tx, err := c.Begin()
+//		if err != nil { ... }
+//		ev, err := tx.TakeContext(ctx) // ctx.Err() on shutdown, ErrClosed after Close
+//		if err != nil {
+//			tx.Rollback()
+//			return err
+//		}
+//		batch := []channel.Event{ev}
+//		for len(batch) < 100 {
+//			ev, ok, err := tx.Take()
+//			if err != nil {
+//				tx.Rollback()
+//				return err
+//			}
+//			if !ok {
+//				break // deliver what there is rather than wait
+//			}
+//			batch = append(batch, ev)
+//		}
+//		if err := deliver(batch); err != nil {
+//			tx.Rollback() // the events return to the head
+//			continue
+//		}
+//		if err := tx.Commit(); err != nil { ... } // now they are gone
+//	}
+//
+// A damaged event (a record that fails its checksum) is never returned: Take
+// skips it, logs it at Error, counts it (Stats().CorruptSkipped,
+// filechannel_corrupt_events_skipped_total) and consumes it with the
+// transaction.
+//
+// The package's runnable examples show both sides (Example,
+// ExampleTransaction_Put, ExampleTransaction_Rollback,
+// ExampleTransaction_TakeContext); examples/pipeline is a complete program
+// with metrics, a health check and graceful shutdown.
+//
+// # Metrics and health
+//
+// With Config.Registerer set, Open registers the channel's Prometheus
+// metrics there (pass a registry of your own, such as
+// prometheus.NewRegistry(); nothing is ever registered globally), every
+// series labelled channel_name=Config.Name; Close unregisters them. Two
+// channels on one Registerer need different Names, or the second Open
+// fails. They cover Flume's channel counters (puts and takes attempted,
+// committed and failed by reason, rollbacks, queue size, capacity, fill
+// ratio, checkpoint errors) and more: commit and fsync latency histograms,
+// events per commit, checkpoint duration, log files and bytes, free space
+// per data dir, and what the last Open's recovery found.
+// docs/operations.md#metrics lists every metric; docs/alerts.yml holds
+// Prometheus alerting rules for them.
+//
+// [FileChannel.Health] returns nil while the channel works normally and
+// otherwise an error naming the problem: closed, the last checkpoint or
+// backup checkpoint failed, a data dir short of MinimumRequiredSpace, or a
+// log writer failed. An HTTP health check should report it; the
+// filechannel_healthy gauge mirrors it. [FileChannel.Stats] is a snapshot
+// of the queue, of what the last Open's recovery found and of the error
+// counters, for programs without Prometheus.
+//
+// # Logging
+//
+// Config.Logger (a *slog.Logger; nil discards) receives the channel's log
+// lines, each with a channel=Config.Name attribute when Name is set. An open
+// channel logs nothing per put, take or successful commit, and nothing at
+// Debug.
+//
+//   - Info: lifecycle and routine work: "opened", "closed", "replay done"
+//     (and "replay progress" during a long replay), "using backup
+//     checkpoint", "capacity changed", "checkpoint" (one line per
+//     checkpoint, with its duration), "rolled log file", "deleted log
+//     file", "data dir has room again".
+//   - Warn: recovery found something to fix, and fixed it or worked around
+//     it: "checkpoint unusable", "backup checkpoint unusable", "no usable
+//     checkpoint: replaying every log file in full", a torn tail found and
+//     cut, a log file left empty by a crash removed.
+//   - Error: an operation failed or data is damaged: "commit failed" (not
+//     for ErrClosed), "periodic checkpoint failed", "backup checkpoint
+//     failed", "data dir is short of space" (once when it starts; Info when
+//     it ends), "skipping damaged event", and replay's damaged regions and
+//     damaged transactions.
+//
+// docs/operations.md#observing-the-channel lists every message and its
+// fields.
 //
 // # Files
 //
-// In CheckpointDir: checkpoint (the mmap'd ring of event pointers),
-// checkpoint.meta, inflightputs, inflighttakes, in_use.lock. In each data
-// dir: log-NNNNNNNNNN data log files, in_use.lock, and the .corrupt files
-// holding bytes cut from a torn tail by Open or removed by Repair. In
-// BackupCheckpointDir (optional): a copy of the checkpoint files and
-// backupComplete. docs/format.md specifies every format.
+// In CheckpointDir: checkpoint (the ring of event pointers, (Capacity +
+// 1029) × 8 bytes, fully allocated and mapped read-only), checkpoint.meta,
+// inflightputs, inflighttakes, in_use.lock. In each data dir: log-NNNNNNNNNN
+// data log files (a new one per data dir at every Open and whenever one
+// would pass MaxFileSize), in_use.lock, and the .corrupt files holding bytes
+// cut from a torn tail by Open or removed by Repair (never deleted by the
+// channel). In BackupCheckpointDir (optional): a copy of the checkpoint
+// files and backupComplete. docs/format.md specifies every format.
 //
 // # How it works
 //
-// A put transaction encodes its events in memory (spilling to the log, not
-// synced, beyond 1 MiB) and at commit writes the put records and a commit
-// record to one data dir's log in one write, fsyncs (concurrent commits
-// share fsyncs), and appends the events' pointers (fileID<<32 | offset) to
-// the tail of the event queue. A take removes the head pointer, reads the
-// event from its log file and holds it in flight; its commit writes one take
-// record listing the pointers and a commit record, and fsyncs. Checkpoints
-// (every CheckpointInterval, on Close, and on demand) persist the queue and
-// the in-flight transactions as of one write-order id; Open loads the last
-// checkpoint and replays only the log records written after it. Log files
-// that hold nothing needed are deleted after each checkpoint.
+// A put transaction encodes its events in memory (spilling them to the log,
+// not synced, beyond min(4 MiB, MaxFileSize/4)) and at commit writes the put
+// records and a commit record to one data dir's log in one write, fsyncs
+// (concurrent commits share fsyncs), and appends the events' pointers
+// (fileID<<32 | offset) to the tail of the event queue. A take removes the
+// head pointer, reads the event from its log file and holds it in flight;
+// its commit writes one take record listing the pointers and a commit
+// record, and fsyncs. Checkpoints (every CheckpointInterval when something
+// was written, on Close, and on demand with [FileChannel.Checkpoint])
+// persist the queue and the in-flight transactions as of one write-order
+// id; Open loads the last checkpoint and replays only the log records
+// written after it. Log files that hold nothing needed are deleted after
+// each checkpoint.
 //
 // # Crash safety
 //
@@ -51,20 +187,20 @@
 // returned an error has an unknown outcome. Open cuts a log file's torn tail
 // (keeping the bytes in a .corrupt file), skips damaged records (counted in
 // Stats), and falls back from a damaged checkpoint to the backup or a full
-// replay.
+// replay. With NoSync, a killed process still loses nothing, but a power
+// loss can lose commits made since their log file's last fsync.
 //
 // # Offline tools
 //
 // On a closed channel (each takes every directory's lock, so they fail with
-// ErrLocked while it is open): Verify checks the files and lists every
-// inconsistency; Repair overwrites damaged log regions with padding in place
-// (no record moves), rewrites damaged headers, cuts torn tails and removes
-// unfinished log files, keeping every byte it removes in a .corrupt file,
-// then rebuilds the checkpoint; Rebuild replaces the checkpoint with one
-// made by a full replay of the logs. replay.Events lists the queued events
-// read-only. docs/crash-safety.md lists
-// every crash state, step by step, what recovery does with it, and how it is
-// tested.
+// ErrLocked while it is open): [Verify] checks the files and lists every
+// inconsistency; [Repair] overwrites damaged log regions with padding in
+// place (no record moves), rewrites damaged headers, cuts torn tails and
+// removes unfinished log files, keeping every byte it removes in a .corrupt
+// file, then rebuilds the checkpoint; [Rebuild] replaces the checkpoint with
+// one made by a full replay of the logs. replay.Events lists the queued
+// events read-only. The fcreplay command (replay/cmd/fcreplay) does all of
+// this from a shell.
 //
 // # Concurrency and lock order
 //
@@ -81,4 +217,12 @@
 // fsyncs happen outside dataDir.mu and queueMu; a checkpoint writes its
 // files outside commitMu and queueMu, so puts and takes continue while it
 // runs.
+//
+// # More
+//
+// docs/operations.md: every option and its Flume equivalent, what Open and
+// Close do, recovery, disk space, metrics, sizing, tuning and alerts.
+// docs/crash-safety.md: every crash state and how recovery handles it.
+// docs/format.md: the on-disk formats. docs/benchmarks.md: measured
+// throughput, latency, replay time and memory.
 package channel

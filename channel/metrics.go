@@ -81,11 +81,11 @@ func newMetrics(c *FileChannel) *metrics {
 
 	m.putAttempts = counter("put_attempts_total", "Put calls (Flume EventPutAttemptCount).")
 	m.putSuccess = counter("put_success_total", "Events put by committed transactions (Flume EventPutSuccessCount).")
-	m.putErrors = counterVec("put_errors_total", "Put calls that failed, by reason (Flume EventPutErrorCount is the sum).", "reason",
+	m.putErrors = counterVec("put_errors_total", "Put calls that failed, by reason (Flume's EventPutErrorCount counts only some of these reasons).", "reason",
 		reasonFull, reasonDiskSpace, reasonTooLarge, reasonTransactionFull, reasonCanceled, reasonClosed, reasonIO, reasonMisuse)
-	m.takeAttempts = counter("take_attempts_total", "Take calls, including those that found the channel empty (Flume EventTakeAttemptCount).")
+	m.takeAttempts = counter("take_attempts_total", "Take calls, including those that found the channel empty and each wake-up of TakeContext (Flume EventTakeAttemptCount).")
 	m.takeSuccess = counter("take_success_total", "Events taken by committed transactions (Flume EventTakeSuccessCount).")
-	m.takeErrors = counterVec("take_errors_total", "Take calls that failed, by reason (Flume EventTakeErrorCount is the sum).", "reason",
+	m.takeErrors = counterVec("take_errors_total", "Take calls that failed, by reason (Flume's EventTakeErrorCount also counts damaged events: see corrupt_events_skipped_total).", "reason",
 		reasonTransactionFull, reasonClosed, reasonIO, reasonMisuse)
 	m.rollbacks = counterVec("rollbacks_total", "Transactions rolled back by Rollback, by type (put or take).", "type", "put", "take")
 	m.commitErrors = counterVec("commit_errors_total", "Commits that failed (and rolled back), by type.", "type", "put", "take")
@@ -105,7 +105,7 @@ func newMetrics(c *FileChannel) *metrics {
 	m.fsyncSeconds = hist("fsync_duration_seconds", "Time each fsync of a data log file took (one fsync serves every commit waiting on it).", latency)
 	m.checkpointSeconds = hist("checkpoint_duration_seconds", "Time each checkpoint took, log deletion included.", prometheus.ExponentialBuckets(1e-3, 2, 15))
 
-	gauge("queue_events", "Events in the channel: committed and not taken (Flume ChannelSize).", func() float64 {
+	gauge("queue_events", "Events in the channel: committed and not taken (Flume's ChannelSize also counts events taken by open transactions: add inflight_take_events).", func() float64 {
 		return float64(c.Len())
 	})
 	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.cfg.Capacity) })

@@ -231,6 +231,10 @@ func TestHealth(t *testing.T) {
 
 	ff.SetFreeSpace(1 << 10)
 	c.dirs[0].freeChecked.Store(0)
+	// Health looks at the disk itself, before any put is refused.
+	if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("Health on a full disk before any put: %v", err)
+	}
 	tx, _ := c.Begin()
 	if err := tx.Put(Event{Body: []byte("x")}); !errors.Is(err, ErrInsufficientSpace) {
 		t.Fatalf("put on a full disk: %v", err)

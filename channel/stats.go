@@ -77,6 +77,9 @@ func (c *FileChannel) Health() error {
 		errs = append(errs, *p)
 	}
 	for _, d := range c.dirs {
+		if c.cfg.MinimumRequiredSpace >= 0 {
+			c.spaceOK(d, 0) // refreshes the cached free space at most once a second
+		}
 		if d.lowSpace.Load() {
 			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.path))
 		}

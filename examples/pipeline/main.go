@@ -10,6 +10,22 @@
 // every event carries a sequence number, and the sink reports gaps (must
 // stay 0) and re-deliveries (possible after a crash: delivery is
 // at-least-once).
+//
+// The sink blocks in TakeContext for the first event of each batch and
+// fills the rest of the batch with non-blocking Takes, so an idle pipeline
+// does not poll.
+//
+// While it runs, an HTTP server on -metrics-addr (default 127.0.0.1:9464;
+// empty turns it off) serves the channel's Prometheus metrics, with the Go
+// runtime's and the process's, at /metrics, and the channel's Health at
+// /healthz (200 "ok", or 503 and the error):
+//
+//	curl -s localhost:9464/metrics | grep '^filechannel_queue_events'
+//	curl -s localhost:9464/healthz
+//
+// On SIGINT or SIGTERM the source and the sink stop at a transaction
+// boundary, then the HTTP server shuts down (waiting up to 5s for requests
+// in progress), then the channel closes.
 package main
 
 import (
@@ -19,6 +35,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,8 +46,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/flumego/filechannel/channel"
 )
+
+// shutdownTimeout bounds how long the HTTP server waits for requests in
+// progress when the pipeline stops.
+const shutdownTimeout = 5 * time.Second
 
 type options struct {
 	dir      string
@@ -39,6 +65,12 @@ type options struct {
 	size     int
 	rate     int // events per second from the source (0 = as fast as possible)
 	verbose  bool
+	// metricsAddr is where /metrics and /healthz are served ("" = no
+	// server; port 0 = any free port).
+	metricsAddr string
+	// onListen, if set, is called with the server's address once it
+	// listens (tests use it to find a port 0 server).
+	onListen func(addr string)
 }
 
 func main() {
@@ -50,6 +82,7 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.IntVar(&o.rate, "rate", 0, "source events per second (0 = unlimited)")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
+	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz on this address (empty = off)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -96,6 +129,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	// A registry of our own, never the global one: the channel's metrics
+	// (labelled channel_name="pipeline") plus the Go runtime's and the
+	// process's.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ch, err := channel.Open(channel.Config{
 		Name:          "pipeline",
 		CheckpointDir: filepath.Join(o.dir, "checkpoint"),
@@ -104,6 +142,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		MaxFileSize:   64 << 20,
 		KeepAlive:     time.Second,
 		Logger:        logger,
+		Registerer:    reg,
 	})
 	if err != nil {
 		return err
@@ -113,6 +152,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	srcNext := loadState(srcPath)
 	sink := &sinkState{path: sinkPath, next: loadState(sinkPath)}
 	fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", o.dir, ch.Len(), srcNext, sink.next)
+	srv, served, err := serveMetrics(o, reg, ch, out)
+	if err != nil {
+		return errors.Join(err, ch.Close())
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,10 +203,29 @@ loop:
 				cancel()
 				break loop
 			}
+		case err := <-served:
+			// Serve returns only at Shutdown, which has not happened yet.
+			firstErr = fmt.Errorf("metrics server: %w", err)
+			served = nil
+			cancel()
+			break loop
 		}
 	}
 	wg.Wait()
 	report(true)
+	// The HTTP server goes first, so no scrape or health check sees a
+	// closing channel; then the channel.
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		if err := srv.Shutdown(sctx); err != nil {
+			fmt.Fprintf(out, "pipeline: metrics server did not stop within %v (%v); closing its connections\n", shutdownTimeout, err)
+			srv.Close()
+		}
+		scancel()
+		if served != nil {
+			<-served // http.ErrServerClosed
+		}
+	}
 	if err := ch.Close(); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -172,6 +234,37 @@ loop:
 		firstErr = fmt.Errorf("sink saw %d gaps: events were lost", gaps.Load())
 	}
 	return firstErr
+}
+
+// serveMetrics starts the HTTP server of /metrics and /healthz on
+// o.metricsAddr, unless it is empty (then it returns a nil server and a nil
+// channel). served receives Serve's error when the server stops.
+func serveMetrics(o options, reg *prometheus.Registry, ch *channel.FileChannel, out io.Writer) (*http.Server, chan error, error) {
+	if o.metricsAddr == "" {
+		return nil, nil, nil
+	}
+	ln, err := net.Listen("tcp", o.metricsAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ch.Health(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	addr := ln.Addr().String()
+	fmt.Fprintf(out, "pipeline: metrics at http://%s/metrics, health at http://%s/healthz\n", addr, addr)
+	if o.onListen != nil {
+		o.onListen(addr)
+	}
+	return srv, served, nil
 }
 
 // source produces numbered events in transactions of o.batch.
@@ -226,29 +319,21 @@ func source(ctx context.Context, ch *channel.FileChannel, o options, next int64,
 	return nil
 }
 
-// sinkLoop consumes events in transactions of o.batch and checks sequence
-// numbers.
+// sinkLoop consumes events in transactions of up to o.batch and checks
+// sequence numbers. It blocks in TakeContext for a batch's first event, then
+// takes what else is there without waiting: a batch is never held back to
+// fill up, and an idle sink sleeps until a put commits.
 func sinkLoop(ctx context.Context, ch *channel.FileChannel, o options, s *sinkState, took, dups, gaps *atomic.Int64, done context.CancelFunc) error {
 	for ctx.Err() == nil {
 		tx, err := ch.Begin()
 		if err != nil {
 			return err
 		}
-		n := 0
 		next := s.next
-		for ; n < o.batch; n++ {
-			ev, ok, err := tx.Take()
-			if err != nil {
-				tx.Rollback()
-				return fmt.Errorf("sink: %w", err)
-			}
-			if !ok {
-				break
-			}
+		check := func(ev channel.Event) error {
 			seq, err := parseSeq(ev.Body)
 			if err != nil {
-				tx.Rollback()
-				return fmt.Errorf("sink: %w", err)
+				return err
 			}
 			switch {
 			case seq < next:
@@ -259,11 +344,34 @@ func sinkLoop(ctx context.Context, ch *channel.FileChannel, o options, s *sinkSt
 			default:
 				next++
 			}
+			return nil
 		}
-		if n == 0 {
+		ev, err := tx.TakeContext(ctx)
+		if err != nil {
 			tx.Rollback()
-			time.Sleep(5 * time.Millisecond)
-			continue
+			if ctx.Err() != nil {
+				return nil // stopping
+			}
+			return fmt.Errorf("sink: %w", err)
+		}
+		if err := check(ev); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("sink: %w", err)
+		}
+		n := 1
+		for ; n < o.batch; n++ {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				tx.Rollback()
+				return fmt.Errorf("sink: %w", err)
+			}
+			if !ok {
+				break
+			}
+			if err := check(ev); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("sink: %w", err)
+			}
 		}
 		// Deliver (here: record the position), then commit the take.
 		if err := saveState(s.path, next); err != nil {
