@@ -65,6 +65,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"log/slog"
 	"os"
@@ -184,14 +185,14 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 			return fmt.Errorf("open the %s channel: %w", l.name, err)
 		}
 		l.cursorPath = filepath.Join(dir, "source.next")
-		if l.cursor, err = loadCounter(l.cursorPath); err != nil {
+		if l.cursor, err = counter.Load(l.cursorPath); err != nil {
 			return err
 		}
 		l.sink = &sink{name: l.name, ch: l.ch, statePath: filepath.Join(dir, "sink.next"), batch: o.batch, out: out}
 		if l.name == "slow" {
 			l.sink.delay = o.slowDelay
 		}
-		next, err := loadCounter(l.sink.statePath)
+		next, err := counter.Load(l.sink.statePath)
 		if err != nil {
 			return err
 		}

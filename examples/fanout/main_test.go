@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,10 @@ import (
 	"time"
 )
 
-// counter reads a cursor or position file, failing the test on error.
-func counter(t *testing.T, dir, leg, file string) int64 {
+// readCounter reads a cursor or position file, failing the test on error.
+func readCounter(t *testing.T, dir, leg, file string) int64 {
 	t.Helper()
-	n, err := loadCounter(filepath.Join(dir, leg, file))
+	n, err := counter.Load(filepath.Join(dir, leg, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +29,10 @@ func counter(t *testing.T, dir, leg, file string) int64 {
 func wantDelivered(t *testing.T, dir string, n int64, out string) {
 	t.Helper()
 	for _, leg := range []string{"fast", "slow"} {
-		if got := counter(t, dir, leg, "sink.next"); got != n {
+		if got := readCounter(t, dir, leg, "sink.next"); got != n {
 			t.Errorf("%s sink expects #%d next, want #%d\n%s", leg, got, n, out)
 		}
-		if got := counter(t, dir, leg, "source.next"); got != n {
+		if got := readCounter(t, dir, leg, "source.next"); got != n {
 			t.Errorf("source cursor for %s is #%d, want #%d\n%s", leg, got, n, out)
 		}
 	}
@@ -149,10 +150,10 @@ func TestFanoutKillChild(t *testing.T) {
 
 func checkRestartAfterKill(t *testing.T, dir, firstOut string) {
 	t.Helper()
-	if got := counter(t, dir, "fast", "source.next"); got != 550 {
+	if got := readCounter(t, dir, "fast", "source.next"); got != 550 {
 		t.Fatalf("fast cursor is #%d after the kill, want #550\n%s", got, firstOut)
 	}
-	if got := counter(t, dir, "slow", "source.next"); got != 500 {
+	if got := readCounter(t, dir, "slow", "source.next"); got != 500 {
 		t.Fatalf("slow cursor is #%d after the kill, want #500\n%s", got, firstOut)
 	}
 	o := options{dir: dir, events: 200, duration: 30 * time.Second, batch: 50, size: 64, capacity: 10_000}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"strconv"
 	"sync/atomic"
@@ -103,7 +104,7 @@ func (s *sink) deliverBatch(ctx context.Context) (err error) {
 			return ctx.Err()
 		}
 	}
-	if err := saveCounter(s.statePath, next); err != nil {
+	if err := counter.Save(s.statePath, next); err != nil {
 		return err
 	}
 	// Delivered: from here on these numbers are repeats, whatever the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"strconv"
 	"sync/atomic"
 
@@ -99,7 +100,7 @@ func (s *source) send(ctx context.Context, l *leg, from int64, n int) error {
 		}
 	}
 	l.cursor = from + int64(n)
-	return saveCounter(l.cursorPath, l.cursor)
+	return counter.Save(l.cursorPath, l.cursor)
 }
 
 // put is one put transaction: all n events or none.

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"log/slog"
 	"net"
@@ -99,23 +100,6 @@ type sinkState struct {
 	next int64 // next sequence number expected
 }
 
-func loadState(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(string(b), 10, 64)
-	return n
-}
-
-func saveState(path string, n int64) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 func run(ctx context.Context, o options, out io.Writer) error {
 	if o.duration > 0 {
 		var cancel context.CancelFunc
@@ -149,8 +133,15 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	srcPath := filepath.Join(o.dir, "source.next")
 	sinkPath := filepath.Join(o.dir, "sink.next")
-	srcNext := loadState(srcPath)
-	sink := &sinkState{path: sinkPath, next: loadState(sinkPath)}
+	srcNext, err := counter.Load(srcPath)
+	if err != nil {
+		return errors.Join(err, ch.Close())
+	}
+	sinkNext, err := counter.Load(sinkPath)
+	if err != nil {
+		return errors.Join(err, ch.Close())
+	}
+	sink := &sinkState{path: sinkPath, next: sinkNext}
 	fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", o.dir, ch.Len(), srcNext, sink.next)
 	srv, served, err := serveMetrics(o, reg, ch, out)
 	if err != nil {
@@ -312,7 +303,7 @@ func source(ctx context.Context, ch *channel.FileChannel, o options, next int64,
 		// The source's position is saved after the commit: a crash between
 		// the two makes the source produce those numbers again, which the
 		// sink sees as re-deliveries, never as gaps.
-		if err := saveState(statePath, next); err != nil {
+		if err := counter.Save(statePath, next); err != nil {
 			return err
 		}
 	}
@@ -374,7 +365,7 @@ func sinkLoop(ctx context.Context, ch *channel.FileChannel, o options, s *sinkSt
 			}
 		}
 		// Deliver (here: record the position), then commit the take.
-		if err := saveState(s.path, next); err != nil {
+		if err := counter.Save(s.path, next); err != nil {
 			tx.Rollback()
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +23,7 @@ func TestPipelineRunsAndResumes(t *testing.T) {
 	if !strings.Contains(out.String(), "stopped cleanly") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	first := loadState(dir + "/sink.next")
+	first := sinkNext(t, dir)
 	if first < 3000 {
 		t.Fatalf("sink delivered only up to #%d", first)
 	}
@@ -30,7 +31,7 @@ func TestPipelineRunsAndResumes(t *testing.T) {
 	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatalf("second run: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "sink expects #") || loadState(dir+"/sink.next") < first+3000 {
+	if !strings.Contains(out.String(), "sink expects #") || sinkNext(t, dir) < first+3000 {
 		t.Fatalf("second run did not resume:\n%s", out.String())
 	}
 	if strings.Contains(out.String(), "gaps 1") {
@@ -141,4 +142,13 @@ func sampleValue(page, series string) (float64, bool) {
 		return v, err == nil
 	}
 	return 0, false
+}
+
+func sinkNext(t *testing.T, dir string) int64 {
+	t.Helper()
+	n, err := counter.Load(dir + "/sink.next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -1,4 +1,8 @@
-package main
+// Package counter keeps a sequence number in a file, replaced atomically
+// and durably: the examples' source cursors and sink positions. After a
+// crash (or a power loss) the file holds the old or the new number, never
+// a torn one.
+package counter
 
 import (
 	"errors"
@@ -10,15 +14,9 @@ import (
 	"strings"
 )
 
-// A counter file holds one decimal sequence number: the source's cursor
-// for a channel (the next number it must commit there) or a sink's
-// position (the next number it expects). It is replaced atomically and
-// durably, so after a crash it holds either the old or the new number,
-// never a torn one.
-
-// loadCounter reads the counter in path; a missing file means 0. A file
+// Load reads the counter in path; a missing file means 0. A file
 // that does not hold a counter is an error, not a silent restart from 0.
-func loadCounter(path string) (int64, error) {
+func Load(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -33,10 +31,10 @@ func loadCounter(path string) (int64, error) {
 	return n, nil
 }
 
-// saveCounter replaces the counter in path: it writes path.tmp, fsyncs it,
+// Save replaces the counter in path: it writes path.tmp, fsyncs it,
 // renames it over path and fsyncs the directory, so the new value survives
-// a power loss once saveCounter returns.
-func saveCounter(path string, n int64) error {
+// a power loss once Save returns.
+func Save(path string, n int64) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
