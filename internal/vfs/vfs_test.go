@@ -74,3 +74,25 @@ func TestListSortedAndFreeSpace(t *testing.T) {
 		t.Fatalf("FreeSpace = %d, %v", free, err)
 	}
 }
+
+// File.Sync of an OS file (fdatasync on Linux) succeeds on an open file and
+// reports a failure with the file's name.
+func TestOSFileSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := OS().Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err == nil {
+		t.Fatal("Sync of a closed file succeeded")
+	}
+}
