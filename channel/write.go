@@ -19,7 +19,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record) (*lo
 	for i := range extra {
 		frames = append(frames, len(buf))
 		var err error
-		if buf, err = logfile.AppendRecord(buf, &extra[i]); err != nil {
+		if buf, err = logfile.AppendUnsealed(buf, &extra[i]); err != nil {
 			return nil, 0, nil, err
 		}
 	}

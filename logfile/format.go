@@ -171,6 +171,22 @@ func uvarintLen(x uint64) int {
 // Filler; dst is returned unchanged with an error. With a dst of enough
 // capacity it does not allocate (unless a put has more than 16 headers).
 func AppendRecord(dst []byte, r *Record) ([]byte, error) {
+	start := len(dst)
+	dst, err := AppendUnsealed(dst, r)
+	if err != nil {
+		return dst, err
+	}
+	frame := dst[start:]
+	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], frame[FrameHeaderSize:]))
+	return dst, nil
+}
+
+// AppendUnsealed is AppendRecord without the checksum: the frame's CRC
+// field is left zero, and the frame is not valid until SetWriteOrderID
+// seals it. The channel encodes puts this way and seals them at commit,
+// once their write-order ids are known, so each record's CRC32C is
+// computed once.
+func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 	switch r.Type {
 	case RecordPut, RecordTake, RecordRollback:
 	case RecordCommit:
@@ -189,7 +205,6 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 		return dst, fmt.Errorf("%w: payload of %d bytes, limit %d", ErrTooLarge, n, MaxPayloadSize)
 	}
 	dst = slices.Grow(dst, FrameHeaderSize+n)
-	start := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
 	dst = append(dst, 0, 0, 0, 0) // CRC, filled in below
 	dst = append(dst, byte(r.Type))
@@ -212,8 +227,6 @@ func AppendRecord(dst []byte, r *Record) ([]byte, error) {
 		dst = dst[:len(dst)+r.Filler] // capacity grown above
 		clear(dst[len(dst)-r.Filler:])
 	}
-	frame := dst[start:]
-	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], frame[FrameHeaderSize:]))
 	return dst, nil
 }
 
@@ -546,9 +559,10 @@ func DecodeFileHeader(b []byte) (fileID uint32, err error) {
 }
 
 // SetWriteOrderID rewrites the write-order id of the encoded frame at the
-// start of frame and recomputes its CRC. The channel encodes records when
-// they are put and assigns write-order ids only when it appends them, so the
-// ids follow the order of the file. frame must hold a whole valid frame.
+// start of frame and (re)computes its CRC, sealing a frame of
+// AppendUnsealed. The channel encodes records when they are put and assigns
+// write-order ids only when it appends them, so the ids follow the order of
+// the file. frame must hold a whole frame of AppendRecord or AppendUnsealed.
 func SetWriteOrderID(frame []byte, woid uint64) {
 	n := int(binary.BigEndian.Uint32(frame[0:4]))
 	payload := frame[FrameHeaderSize : FrameHeaderSize+n]

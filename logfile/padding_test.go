@@ -499,3 +499,29 @@ func TestPadRegionLongerThanAFrame(t *testing.T) {
 		t.Fatalf("after: records at %v of types %v, skips %v", got.offs, got.types, got.skips)
 	}
 }
+
+// An unsealed frame is not a record until SetWriteOrderID seals it; then
+// it is the same frame AppendRecord makes with that write-order id.
+func TestAppendUnsealedNeedsSealing(t *testing.T) {
+	r := Record{Type: RecordPut, TxID: 9, Headers: map[string]string{"k": "v"}, Body: []byte("body")}
+	frame, err := AppendUnsealed(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := DecodeRecord(frame); err == nil {
+		t.Fatal("an unsealed frame decoded")
+	}
+	SetWriteOrderID(frame, 42)
+	r.WriteOrderID = 42
+	want, err := AppendRecord(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(frame, want) {
+		t.Fatalf("sealed frame %x, want %x", frame, want)
+	}
+	got, _, err := DecodeRecord(frame)
+	if err != nil || got.WriteOrderID != 42 || string(got.Body) != "body" {
+		t.Fatalf("sealed frame decodes to %+v, %v", got, err)
+	}
+}
