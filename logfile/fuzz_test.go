@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -261,4 +262,55 @@ func TestFuzzSeedCorpus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzMappedScanner: a scan through a memory mapping, with and without the
+// CRC checker running ahead, finds exactly what a buffered scan finds.
+func FuzzMappedScanner(f *testing.F) {
+	for _, seed := range scannerSeeds(f) {
+		f.Add(seed)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(dir, LogName(1))
+		if err := os.WriteFile(path, append(AppendFileHeader(nil, 1), b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		type step struct {
+			off  int64
+			woid uint64
+			typ  RecordType
+		}
+		scan := func(mapped, ahead bool) (steps []step, skips []Skip, end int64, tail Tail) {
+			s, err := NewScanner(vfs.OS(), path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if mapped && !s.MapFile() && len(b) > 0 {
+				t.Fatal("not mapped")
+			}
+			if ahead {
+				s.CheckAhead()
+			}
+			for s.Next() {
+				steps = append(steps, step{s.Offset(), s.Record().WriteOrderID, s.Record().Type})
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range s.Skipped() {
+				skips = append(skips, Skip{Offset: k.Offset, Length: k.Length})
+			}
+			return steps, skips, s.End(), s.Tail()
+		}
+		s0, k0, e0, t0 := scan(false, false)
+		for _, mode := range [][2]bool{{true, false}, {true, true}} {
+			s1, k1, e1, t1 := scan(mode[0], mode[1])
+			if !slices.Equal(s0, s1) || !slices.Equal(k0, k1) || e0 != e1 || t0 != t1 {
+				t.Fatalf("mapped=%v ahead=%v: records %v skips %v end %d tail %v; buffered: %v %v %d %v",
+					mode[0], mode[1], s1, k1, e1, t1, s0, k0, e0, t0)
+			}
+		}
+	})
 }

@@ -141,7 +141,7 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		}
 	}
 	var rec Record
-	if _, err := decodeFrame(frame, &rec, nil); err != nil {
+	if _, err := decodeFrame(frame, &rec, nil, 0); err != nil {
 		return Record{}, corruptAt(r.path, off, err)
 	}
 	if !owned && rec.Body != nil {

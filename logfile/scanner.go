@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 
 	"github.com/edsrzf/mmap-go"
 
@@ -72,6 +75,7 @@ type Scanner struct {
 	bufOff int64
 	bufLen int
 	mm     mmap.MMap // the whole file, after MapFile; replaces buf for frames
+	ahead  *checker  // after CheckAhead, until the scan leaves the frame chain
 
 	pos      int64 // offset of the next frame: the end of the last valid record
 	rec      Record
@@ -174,6 +178,78 @@ func (s *Scanner) MapFile() bool {
 	return true
 }
 
+// CheckAhead starts a goroutine that verifies the CRC32C of the frames
+// ahead of the scanner in the mapped file, so that Next only decodes what
+// it has verified: the two halves of a scan's work run on two cores. It
+// needs MapFile (and its caveats: the goroutine recovers from a fault on
+// the mapping and stops, leaving the fault to the scan) and must be called
+// before the first Next; it reports whether it started. The checker follows
+// the chain of frame lengths from the scanner's start and stops at the
+// first frame that does not check out; the scanner stops trusting it at its
+// first bad frame (a resync may leave the chain). Close stops it.
+func (s *Scanner) CheckAhead() bool {
+	if s.mm == nil || s.ahead != nil || s.done || s.recOff != s.pos {
+		return false
+	}
+	c := &checker{}
+	c.to.Store(s.pos)
+	s.ahead = c
+	c.wg.Add(1)
+	go c.run(s.mm, s.pos)
+	return true
+}
+
+// checker verifies frames ahead of a Scanner (CheckAhead).
+type checker struct {
+	to   atomic.Int64 // every frame of the chain ending at or before to has a valid CRC
+	quit atomic.Bool
+	wg   sync.WaitGroup
+}
+
+func (c *checker) run(m []byte, off int64) {
+	defer c.wg.Done()
+	debug.SetPanicOnFault(true)
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			// The scan meets the same fault and reports it.
+		}
+	}()
+	for i := 0; ; i++ {
+		if i&63 == 0 && c.quit.Load() {
+			return
+		}
+		if off >= int64(len(m)) {
+			return
+		}
+		b := m[off:]
+		if len(b) < FrameHeaderSize {
+			return
+		}
+		n, err := frameLen(b)
+		if err != nil || n > len(b) {
+			return
+		}
+		if frameCRC(b[0:4], b[FrameHeaderSize:n]) != binary.BigEndian.Uint32(b[4:8]) {
+			return
+		}
+		off += int64(n)
+		c.to.Store(off)
+	}
+}
+
+// stopAhead stops the checker, if any, and waits for it.
+func (s *Scanner) stopAhead() {
+	if s.ahead == nil {
+		return
+	}
+	s.ahead.quit.Store(true)
+	s.ahead.wg.Wait()
+	s.ahead = nil
+}
+
 // FileID returns the file id from the header.
 func (s *Scanner) FileID() uint32 { return s.id }
 
@@ -191,6 +267,9 @@ func (s *Scanner) Next() bool {
 		return false
 	}
 	if bad != nil {
+		// Off the chain of frames the checker follows: check every CRC
+		// from here on.
+		s.stopAhead()
 		next, m, err := s.resync(bad)
 		if err != nil {
 			s.err = err
@@ -310,6 +389,7 @@ func (s *Scanner) Err() error { return s.err }
 // Close closes the file (and unmaps it).
 func (s *Scanner) Close() error {
 	s.done = true
+	s.stopAhead()
 	if s.mm != nil {
 		if err := s.mm.Unmap(); err != nil {
 			return errors.Join(fmt.Errorf("unmap log %d: %w", s.id, err), s.f.Close())
@@ -340,7 +420,11 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 			}
 		}
 	}
-	n, derr := decodeFrame(b, rec, &s.sc)
+	var checked int64
+	if s.ahead != nil {
+		checked = s.ahead.to.Load() - off
+	}
+	n, derr := decodeFrame(b, rec, &s.sc, checked)
 	if derr != nil {
 		return 0, corruptAt(s.path, off, derr), nil
 	}

@@ -16,8 +16,9 @@ import (
 
 // scanAll scans path from start and returns copies of the records and their
 // offsets; it fails the test on an I/O error.
-// mapScans makes scanAll read through MapFile (TestMappedScanner).
-var mapScans bool
+// mapScans makes scanAll read through MapFile, and checkAhead also with
+// CheckAhead (TestMappedScanner).
+var mapScans, checkAhead bool
 
 func scanAll(t *testing.T, path string, start int64) ([]Record, []int64, *Scanner) {
 	t.Helper()
@@ -32,6 +33,14 @@ func scanAll(t *testing.T, path string, start int64) ([]Record, []int64, *Scanne
 	})
 	if mapScans && !s.MapFile() {
 		t.Fatal("MapFile did not map the file")
+	}
+	if checkAhead {
+		if !s.CheckAhead() {
+			t.Fatal("CheckAhead did not start")
+		}
+		// Let the checker run to its end first, so the scan below trusts
+		// every frame it verified (in a real scan it is a race).
+		s.ahead.wg.Wait()
 	}
 	var recs []Record
 	var offs []int64
@@ -431,8 +440,16 @@ func (f failReadFile) ReadAt(p []byte, off int64) (int, error) {
 // A scan through a memory mapping finds the same records, damage and tail
 // as a buffered one: the scanner tests again, mapped.
 func TestMappedScanner(t *testing.T) {
-	mapScans = true
-	defer func() { mapScans = false }()
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("check_ahead=%v", ahead), func(t *testing.T) {
+			mapScans, checkAhead = true, ahead
+			defer func() { mapScans, checkAhead = false, false }()
+			mappedScannerTests(t)
+		})
+	}
+}
+
+func mappedScannerTests(t *testing.T) {
 	t.Run("tails", TestScannerTails)
 	t.Run("damage", TestScannerSkipsDamageInTheMiddle)
 	t.Run("resync_older_frames", TestScannerResyncIgnoresOlderFramesInsideBodies)

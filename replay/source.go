@@ -84,7 +84,9 @@ func (s *source) read() {
 			s.fault = fmt.Errorf("read %s: fault at address %#x reading the mapped file (an I/O error?): %v", s.path, fault.Addr(), r)
 		}
 	}()
-	s.sc.MapFile()
+	if s.sc.MapFile() {
+		s.sc.CheckAhead() // CRCs on a second core
+	}
 	b := &batch{}
 	for s.sc.Next() {
 		r := s.sc.Record()
