@@ -170,7 +170,6 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	t.scratch()
 	off := len(t.buf)
 	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
-
 	if err != nil {
 		c.gate.release(1)
 		return fmt.Errorf("filechannel: put: %w", err)
