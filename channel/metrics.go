@@ -112,13 +112,25 @@ func newMetrics(c *FileChannel) *metrics {
 	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1 (Flume ChannelFillPercentage/100).", func() float64 {
 		return float64(c.gate.inUse()) / float64(c.cfg.Capacity)
 	})
-	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 { return float64(c.Stats().InflightTakes) })
-	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 { return float64(c.Stats().InflightPuts) })
+	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		return float64(c.inflightTakes.Len())
+	})
+	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		return float64(c.inflightPuts.Len())
+	})
 	gauge("open", "1 while the channel is open (Flume Open).", func() float64 { return b2f(!c.closed.Load()) })
 	gauge("healthy", "1 when the last checkpoint succeeded, every data dir has MinimumRequiredSpace and no log writer has failed (Flume Unhealthy, inverted).", func() float64 {
 		return b2f(c.Health() == nil)
 	})
-	gauge("log_files", "Data log files the channel holds.", func() float64 { return float64(c.Stats().LogFiles) })
+	gauge("log_files", "Data log files the channel holds.", func() float64 {
+		c.filesMu.RLock()
+		defer c.filesMu.RUnlock()
+		return float64(len(c.files))
+	})
 	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logBytes()) })
 	gauge("last_checkpoint_timestamp_seconds", "Unix time of the last successful checkpoint (0 before the first).", func() float64 {
 		if t := c.lastCkptTime.Load(); t != 0 {

@@ -88,18 +88,7 @@ func TestEmptyLogRemovalIsDurableBeforeItsIDIsReused(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, img := range images {
-		c, err := Open(memConfig(img.fs, 2))
-		if err != nil {
-			t.Fatalf("%s: open: %v", img.what, err)
-		}
-		if got := drain(t, c); !equal(got, bodies(0, 10)) {
-			t.Fatalf("%s: got %s, want %s", img.what, short(got), short(bodies(0, 10)))
-		}
-		if err := c.Close(); err != nil {
-			t.Fatalf("%s: close: %v", img.what, err)
-		}
-	}
+	recoverEach(t, images, 2, bodies(0, 10))
 }
 
 // Repair removes a log file left without a header by a crash inside its
@@ -169,18 +158,7 @@ func TestBlockedRepairRemovesAnEmptyLogDurably(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, img := range images {
-		c, err := Open(memConfig(img.fs, 2))
-		if err != nil {
-			t.Fatalf("%s: open: %v", img.what, err)
-		}
-		if got := drain(t, c); !equal(got, bodies(0, 10)) {
-			t.Fatalf("%s: got %s, want %s", img.what, short(got), short(bodies(0, 10)))
-		}
-		if err := c.Close(); err != nil {
-			t.Fatalf("%s: close: %v", img.what, err)
-		}
-	}
+	recoverEach(t, images, 2, bodies(0, 10))
 }
 
 // With NoSync, a killed process leaves committed records in the page cache
@@ -278,5 +256,23 @@ func TestLogDeletionIsDurableInEveryDir(t *testing.T) {
 	}
 	if got, want := drain(t, c2), bodies(10, n-10); !equal(got, want) {
 		t.Fatalf("full replay after power loss got %s, want %s", short(got), short(want))
+	}
+}
+
+// recoverEach opens every crash image (with dirs data dirs) and checks
+// that it holds exactly want.
+func recoverEach(t *testing.T, images []image, dirs int, want []string) {
+	t.Helper()
+	for _, img := range images {
+		c, err := Open(memConfig(img.fs, dirs))
+		if err != nil {
+			t.Fatalf("%s: open: %v", img.what, err)
+		}
+		if got := drain(t, c); !equal(got, want) {
+			t.Fatalf("%s: got %s, want %s", img.what, short(got), short(want))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("%s: close: %v", img.what, err)
+		}
 	}
 }

@@ -65,7 +65,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"log/slog"
 	"os"
@@ -77,6 +76,8 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
 
 type options struct {
@@ -155,7 +156,7 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	out := &lockedWriter{w: w}
+	out := syncwriter.New(w)
 	logger := slog.New(slog.DiscardHandler)
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -270,16 +271,4 @@ func report(out io.Writer, label string, src *source, legs []*leg) {
 	}
 	fmt.Fprintf(&b, " | source at #%d, waited %dx on a full channel\n", src.sent.Load(), src.fullWaits.Load())
 	io.WriteString(out, b.String())
-}
-
-// lockedWriter lets the sinks and the reporter share one writer.
-type lockedWriter struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (lw *lockedWriter) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return lw.w.Write(p)
 }

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
 // readCounter reads a cursor or position file, failing the test on error.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
 // sink drains one channel in batches and delivers the events in sequence.

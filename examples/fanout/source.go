@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
 // source produces numbered events and replicates every batch into each

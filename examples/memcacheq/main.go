@@ -98,11 +98,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
 
 type options struct {
@@ -161,7 +161,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	out := &lockedWriter{w: w}
+	out := syncwriter.New(w)
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelInfo
@@ -206,16 +206,4 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	err = errors.Join(serveErr, qs.close())
 	fmt.Fprintf(out, "memcacheq: stopped; %d items in %d queues\n", items, len(names))
 	return err
-}
-
-// lockedWriter lets the logger and run share one writer.
-type lockedWriter struct {
-	mu sync.Mutex // guards w
-	w  io.Writer
-}
-
-func (lw *lockedWriter) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return lw.w.Write(p)
 }

@@ -33,7 +33,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"log/slog"
 	"net"
@@ -52,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
 // shutdownTimeout bounds how long the HTTP server waits for requests in

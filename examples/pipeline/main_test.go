@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/flumego/filechannel/examples/internal/counter"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
 func TestPipelineRunsAndResumes(t *testing.T) {
