@@ -1,5 +1,25 @@
 #!/usr/bin/env bash
 # The test command from the README: every test, under the race detector.
+#
+# Tests run through gotestsum (pinned in scripts/tools/go.mod), which prints
+# each test as it finishes, so a long package shows progress, and at the end
+# the output of every failure. Each test binary gets at most
+# FC_TEST_TIMEOUT (8m): a test that hangs fails with its goroutine dump well
+# before CI's limit. The whole suite takes a few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -race -count=1 -timeout 20m ./...
+timeout="${FC_TEST_TIMEOUT:-8m}"
+
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+# Build the runner with the tools module's own go.mod (a nested module, so
+# the library's go.mod stays free of it); -mod=readonly keeps go.sum honest.
+(cd scripts/tools && GOFLAGS=-mod=readonly go build -o "$bin/gotestsum" gotest.tools/gotestsum)
+
+format=testname
+if [ -t 1 ]; then
+  format=pkgname-and-test-fails # a terminal: one line per package, failures in full
+  [ -n "${FC_TEST_VERBOSE:-}" ] && format=testname
+fi
+"$bin/gotestsum" --format "$format" --format-hide-empty-pkg -- \
+  -race -count=1 -timeout "$timeout" "$@" ./...
