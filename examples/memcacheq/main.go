@@ -11,16 +11,21 @@
 //	$ printf 'set jobs 0 0 5\r\nhello\r\nset jobs 0 0 5\r\nworld\r\n' | nc -q1 127.0.0.1 22133
 //	STORED
 //	STORED
-//	$ printf 'get jobs jobs jobs\r\n' | nc -q1 127.0.0.1 22133
+//	$ printf 'get jobs jobs\r\nget jobs\r\nget jobs\r\n' | nc -q1 127.0.0.1 22133
 //	VALUE jobs 0 5
 //	hello
+//	END
 //	VALUE jobs 0 5
 //	world
 //	END
-//	$ printf 'get jobs\r\ndelete jobs\r\nstats\r\n' | nc -q1 127.0.0.1 22133
 //	END
+//	$ printf 'delete jobs\r\nversion\r\nstats\r\n' | nc -q1 127.0.0.1 22133
 //	CLIENT_ERROR delete is not supported by a queue; get takes an item
+//	VERSION 1.0.0
 //	STAT pid 4242
+//	...
+//	STAT version 1.0.0
+//	STAT implementation memcacheq-filechannel
 //	...
 //	STAT curr_items 0
 //	STAT total_items 2
@@ -35,19 +40,31 @@
 //	        put one item and commit it; STORED once the commit is durable (fsync'd).
 //	        flags are kept and returned by get; exptime is ignored (queued items do not expire).
 //	get <queue> [<queue> ...]
-//	        take one item per name (a name given twice takes two), each take committed
-//	        before the reply is written; a queue that is empty or does not exist is a miss.
+//	        take one item per distinct name, each take committed before the reply is
+//	        written; a queue that is empty or does not exist is a miss. A name given
+//	        twice counts once (get jobs jobs takes one item): clients that key the
+//	        replies of a multi-get by name would keep one VALUE and lose the others.
 //	gets    the same, with a cas field of 0.
-//	stats   pid, uptime, time, version, curr_connections, total_connections, cmd_get
-//	        (names asked for), cmd_set, get_hits, get_misses, curr_items (items queued,
-//	        all queues), total_items (stored since start), bytes (Stats().LogBytes: the queues'
-//	        data log files, which still hold taken items until their file is deleted),
-//	        queues, and queue_<name>_items, queue_<name>_bytes for each queue.
-//	version, quit
+//	stats   pid, uptime, time, version, implementation (memcacheq-filechannel),
+//	        curr_connections, total_connections, cmd_get (distinct names asked for, so
+//	        cmd_get = get_hits + get_misses), cmd_set, get_hits, get_misses, curr_items
+//	        (items queued, all queues), total_items (stored since start), bytes
+//	        (Stats().LogBytes: the queues' data log files, which still hold taken items
+//	        until their file is deleted), queues, binary_refused (binary-protocol
+//	        requests refused), and queue_<name>_items, queue_<name>_bytes for each queue.
+//	version VERSION 1.0.0: this server's own version, numeric as clients expect
+//	        (libmemcached refuses a non-numeric one, and a major version of 0).
+//	quit
 //
 // add, replace, append, prepend, cas, delete, incr, decr, touch, gat, gats,
 // flush_all and verbosity get CLIENT_ERROR with the reason (the data block
 // of a storage command is read and skipped); any other word gets ERROR.
+//
+// The binary protocol is not spoken. A binary request (a command whose
+// first byte is 0x80) gets a binary response with status 0x0081 (unknown
+// command), and the connection is closed, so that binary clients (memcstat
+// -b, memccp -b, memjs) fail at once instead of waiting for a timeout. The
+// first is logged; stats binary_refused counts them all.
 //
 // # Queues
 //
@@ -55,8 +72,35 @@
 // first set that names a queue creates it; a start opens every queue found
 // under -dir. Names are 1 to 64 of A-Z a-z 0-9 _ . - (not "." or "..").
 // -max-queues caps how many queues exist: a set that would create one more
-// gets SERVER_ERROR. Each queue holds up to -capacity items; a set to a full
-// queue waits a second for room, then gets SERVER_ERROR.
+// gets SERVER_ERROR. A set to a full queue waits a second for room, then gets
+// SERVER_ERROR.
+//
+// A queue holds up to its capacity of items. Without -capacity a new queue
+// gets 100,000 and an existing one keeps the capacity recorded in its
+// checkpoint (a queue made by an older memcacheq, whose default was
+// 1,000,000, keeps 1,000,000, and may hold more than 100,000 items).
+// -capacity N (not 0) gives every queue N, resizing the existing ones at
+// start; the start fails if a queue holds more than N items.
+//
+// # Disk
+//
+// Each queue costs:
+//   - checkpoint/checkpoint, the ring of item pointers: (1029 + capacity) × 8
+//     bytes, allocated in full when the queue is created, and mapped into
+//     memory: 808,232 bytes (0.8 MB) at the default 100,000, 8 MB at
+//     1,000,000. With the default -max-queues 64, at most 52 MB.
+//   - checkpoint.meta, inflightputs, inflighttakes: tens to hundreds of bytes.
+//   - data/log-NNNNNNNNNN, the items: written as they come, not allocated
+//     ahead. A set adds its value plus about 54 bytes (more with flags), a
+//     get about 61 bytes. A new log file starts at every start and when one
+//     reaches 64 MiB; a checkpoint (every 30s after a write, and at shutdown)
+//     deletes the files that no queued item is in. So a queue's log holds
+//     its queued items and up to 64 MiB of taken ones, more while an old
+//     item keeps its file.
+//
+// An empty queue costs about 0.8 MB. A set gets SERVER_ERROR out of disk
+// space while the data directory's file system has less than 500 MB free
+// (the channel's MinimumRequiredSpace).
 //
 // # Delivery
 //
@@ -110,7 +154,7 @@ type options struct {
 	dir         string
 	maxQueues   int
 	maxValue    int64
-	capacity    int
+	capacity    int // 0: defaultCapacity for a new queue, the recorded one for an existing queue
 	idleTimeout time.Duration
 	verbose     bool
 
@@ -130,7 +174,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "memcacheqdata", "directory holding one subdirectory per queue")
 	flag.IntVar(&o.maxQueues, "max-queues", 64, "most queues that may exist")
 	flag.Int64Var(&o.maxValue, "max-value", 1<<20, "largest item in bytes")
-	flag.IntVar(&o.capacity, "capacity", 1_000_000, "items each queue holds")
+	flag.IntVar(&o.capacity, "capacity", 0, "items each queue holds (0 = 100000 for a new queue, the recorded capacity for an existing one)")
 	flag.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection idle this long (0 = never)")
 	flag.BoolVar(&o.verbose, "v", false, "log connections' errors and the queues' activity in detail")
 	flag.Parse()
@@ -148,8 +192,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-max-queues %d: must be positive", o.maxQueues)
 	case o.maxValue < 1 || o.maxValue > maxMaxValue:
 		return fmt.Errorf("-max-value %d: must be in [1, %d]", o.maxValue, maxMaxValue)
-	case o.capacity <= 0:
-		return fmt.Errorf("-capacity %d: must be positive", o.capacity)
+	case o.capacity < 0:
+		return fmt.Errorf("-capacity %d: must not be negative", o.capacity)
 	case o.idleTimeout < 0:
 		return fmt.Errorf("-idle-timeout %v: must not be negative", o.idleTimeout)
 	}

@@ -9,11 +9,14 @@ import (
 //
 //	set <queue> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n   → STORED
 //	get <queue>*\r\n   (and gets)   → VALUE <queue> <flags> <bytes>[ <cas>]\r\n<data>\r\n ... END
-//	stats\r\n → STAT <name> <value>\r\n ... END       version\r\n → VERSION ...      quit\r\n
+//	                                   (at most one VALUE per distinct queue name)
+//	stats\r\n → STAT <name> <value>\r\n ... END   version\r\n → VERSION <major>.<minor>.<patch>\r\n   quit\r\n
 //
 // Replies to bad input: ERROR for a command this server does not know,
 // CLIENT_ERROR <why> for a known command used wrongly or one a queue cannot
-// do (delete, incr, add, ...), SERVER_ERROR <why> when the server fails.
+// do (delete, incr, add, ...), SERVER_ERROR <why> when the server fails. A
+// command whose first byte is 0x80 is a binary-protocol request: it gets a
+// binary error response and the connection is closed (binary.go).
 
 // maxLine is the longest command line accepted, terminator included. A
 // get line holds at most a few hundred queue names before it hits this.
@@ -25,7 +28,7 @@ const maxNameLen = 64
 // command is one parsed command line.
 type command struct {
 	name    string   // "get", "gets", "set", "stats", "version", "quit"
-	keys    []string // get, gets: one or more queue names; set: one
+	keys    []string // get, gets: one or more distinct queue names; set: one
 	flags   uint32   // set: the client's opaque flags, returned by get
 	exptime int64    // set: parsed and ignored; a queue's events do not expire
 	noreply bool     // set: reply only on error
@@ -85,11 +88,24 @@ func parseCommand(line []byte) (command, error) {
 		if len(args) == 0 {
 			return cmd, clientError("get needs at least one queue name")
 		}
+		// A name given twice is taken once: a second item under the same
+		// name would be lost by the clients that key replies by name.
+		var seen map[string]bool // for a multi-get only
 		for _, a := range args {
 			if !validName(a) {
 				return cmd, clientError(badName(a))
 			}
-			cmd.keys = append(cmd.keys, string(a))
+			name := string(a)
+			if len(args) > 1 {
+				if seen == nil {
+					seen = make(map[string]bool, len(args))
+				}
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+			}
+			cmd.keys = append(cmd.keys, name)
 		}
 		return cmd, nil
 	case "set":

@@ -16,7 +16,8 @@ func TestParseCommand(t *testing.T) {
 		wantErr string // "" = no error; else the reply line
 	}{
 		{"get_one", "get jobs", command{name: "get", keys: []string{"jobs"}, dataLen: -1}, ""},
-		{"get_many", "get a b a", command{name: "get", keys: []string{"a", "b", "a"}, dataLen: -1}, ""},
+		{"get_many", "get a b c", command{name: "get", keys: []string{"a", "b", "c"}, dataLen: -1}, ""},
+		{"get_repeated_name_once", "get a b a a b", command{name: "get", keys: []string{"a", "b"}, dataLen: -1}, ""},
 		{"gets", "gets q.1_x-y", command{name: "gets", keys: []string{"q.1_x-y"}, dataLen: -1}, ""},
 		{"extra_spaces", "  get   a  ", command{name: "get", keys: []string{"a"}, dataLen: -1}, ""},
 		{"set", "set q 5 0 10", command{name: "set", keys: []string{"q"}, flags: 5, dataLen: 10}, ""},
@@ -88,7 +89,7 @@ func FuzzParseCommand(f *testing.F) {
 	for _, seed := range []string{
 		"get jobs", "gets a b c", "set q 0 0 5", "set q 1 -1 0 noreply", "stats", "version", "quit",
 		"add q 0 0 3", "cas q 0 0 3 1", "delete q", "", " ", "get ..", "set q 0 0 99999999999999999999",
-		"get \x00", "set q\t0\t0\t1", "\xff\xfe",
+		"get \x00", "set q\t0\t0\t1", "\xff\xfe", "get a a", "gets a b a",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -112,10 +113,15 @@ func FuzzParseCommand(f *testing.F) {
 			if len(cmd.keys) == 0 || (cmd.name == "set" && len(cmd.keys) != 1) {
 				t.Fatalf("%s with keys %q", cmd.name, cmd.keys)
 			}
+			seen := map[string]bool{}
 			for _, k := range cmd.keys {
 				if !validName([]byte(k)) {
 					t.Fatalf("accepted queue name %q", k)
 				}
+				if seen[k] {
+					t.Fatalf("queue name %q twice in %q", k, cmd.keys)
+				}
+				seen[k] = true
 			}
 		case "stats", "version", "quit":
 		default:

@@ -12,18 +12,30 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/checkpoint"
 )
 
 // errTooManyQueues is returned when a set names a new queue and -max-queues
 // are already open.
 var errTooManyQueues = errors.New("too many queues")
 
+// defaultCapacity is the capacity of a queue created without -capacity. A
+// queue's checkpoint file is a ring of 8-byte slots, fully allocated:
+// (1029 + capacity) × 8 bytes, so 808,232 bytes (0.8 MB) here, 52 MB for
+// the default 64 queues, where the channel's default of 1,000,000 cost 8 MB
+// a queue even when empty. 100,000 items is a backlog of minutes for a
+// consumer that stops while producers go on at hundreds of sets a second.
+const defaultCapacity = 100_000
+
 // queues is the map of queue name to file channel. A queue is created by
 // the first set that names it, in -dir/<name>/ (checkpoint/ and data/),
 // and opened again by the next start. A queue is never removed.
 type queues struct {
-	dir      string
-	max      int
+	dir string
+	max int
+	// capacity is -capacity, every queue's capacity; 0 means
+	// defaultCapacity for a new queue and, for an existing one, the
+	// capacity recorded in its checkpoint (see capacityOf).
 	capacity int
 	logger   *slog.Logger
 
@@ -38,6 +50,7 @@ type queues struct {
 // openQueues opens every queue found under dir. A directory whose name is
 // not a queue name, or that holds no checkpoint/ directory, is left alone.
 // The queues found are all opened, even beyond max: max only stops new ones.
+// capacity is -capacity (0 = each queue's own; see capacityOf).
 func openQueues(dir string, max, capacity int, logger *slog.Logger) (*queues, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -67,13 +80,50 @@ func openQueues(dir string, max, capacity int, logger *slog.Logger) (*queues, er
 func (qs *queues) config(name string) channel.Config {
 	return channel.Config{
 		Name:          name,
-		CheckpointDir: filepath.Join(qs.dir, name, "checkpoint"),
+		CheckpointDir: qs.checkpointDir(name),
 		DataDirs:      []string{filepath.Join(qs.dir, name, "data")},
-		Capacity:      qs.capacity,
+		Capacity:      qs.capacityOf(name),
 		MaxFileSize:   64 << 20,
 		KeepAlive:     time.Second,
 		Logger:        qs.logger,
 	}
+}
+
+func (qs *queues) checkpointDir(name string) string {
+	return filepath.Join(qs.dir, name, "checkpoint")
+}
+
+// capacityOf returns the capacity to open queue name with: -capacity if it
+// was given, else the capacity recorded in the queue's checkpoint.meta, else
+// (a new queue, or an unreadable checkpoint.meta) defaultCapacity.
+//
+// An existing queue keeps its capacity because Open moves a queue into a
+// ring of the configured Capacity and refuses when the queue holds more:
+// a queue made by an older memcacheq, whose default was 1,000,000, may hold
+// more than defaultCapacity items, and must still open. An explicit
+// -capacity resizes every queue (and the start fails if one holds more).
+func (qs *queues) capacityOf(name string) int {
+	if qs.capacity > 0 {
+		return qs.capacity
+	}
+	path := filepath.Join(qs.checkpointDir(name), checkpoint.MetaName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return defaultCapacity
+	}
+	var m checkpoint.Meta
+	if err == nil {
+		m, err = checkpoint.DecodeMeta(b)
+	}
+	if err != nil {
+		// Open recovers from a damaged checkpoint by a replay; if the
+		// queue then holds more than this, Open says so and -capacity
+		// is the way out.
+		qs.logger.Warn("cannot read the queue's recorded capacity; opening it with the default",
+			"queue", name, "file", path, "capacity", defaultCapacity, "err", err)
+		return defaultCapacity
+	}
+	return m.Capacity
 }
 
 // lookup returns the queue name, or nil if there is none.

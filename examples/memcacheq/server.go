@@ -18,8 +18,15 @@ import (
 	"github.com/flumego/filechannel/channel"
 )
 
-// version is what the version command and stats report.
-const version = "memcacheq-filechannel-0.1"
+// version is what the version command and STAT version report: this
+// server's own version, not a memcached version. It is numeric because
+// clients parse it as <major>.<minor>.<patch> (libmemcached, and so memcping
+// and memcstat, refuses anything else and also a major version of 0; the
+// npm memcached client throws). The name is in STAT implementation.
+const version = "1.0.0"
+
+// implementation is the server's name, reported by STAT implementation.
+const implementation = "memcacheq-filechannel"
 
 // maxSkip is the longest data block the server reads and throws away to
 // stay in step with a client after refusing its command (a value over
@@ -52,6 +59,7 @@ type server struct {
 	currConns, totalConns    atomic.Int64
 	cmdGet, getHits, getMiss atomic.Int64
 	cmdSet, totalItems       atomic.Int64
+	binaryRefused            atomic.Int64 // the first is logged, the rest only counted
 }
 
 // conn is one client connection.
@@ -163,6 +171,13 @@ func (s *server) handle(c *conn) {
 	r := bufio.NewReaderSize(c, maxLine)
 	w := bufio.NewWriter(c)
 	for s.idle(c) {
+		if b, err := r.Peek(1); err != nil {
+			return // EOF, idle timeout, shutdown, or a broken connection
+		} else if b[0] == binaryReqMagic {
+			s.setBusy(c)
+			s.refuseBinary(c, r)
+			return
+		}
 		line, err := readLine(r)
 		if err != nil && !errors.Is(err, errLineTooLong) {
 			return // EOF, idle timeout, shutdown, or a broken connection
@@ -299,11 +314,12 @@ func put(ch *channel.FileChannel, flags uint32, body []byte) error {
 	return tx.Commit()
 }
 
-// get takes one item per key, in order, each in its own take transaction
-// committed (fsync'd) before the reply is written: a client that loses the
-// connection, or a server that dies before the reply leaves, loses that
-// item. A take that fails ends the reply there: SERVER_ERROR if no VALUE
-// was written yet, else END after the values taken so far.
+// get takes one item per key, in order (the parser has dropped repeated
+// names), each in its own take transaction committed (fsync'd) before the
+// reply is written: a client that loses the connection, or a server that
+// dies before the reply leaves, loses that item. A take that fails ends the
+// reply there: SERVER_ERROR if no VALUE was written yet, else END after the
+// values taken so far.
 func (s *server) get(w *bufio.Writer, cmd command) {
 	values := 0
 	for _, name := range cmd.keys {
@@ -399,6 +415,7 @@ func (s *server) writeStats(w *bufio.Writer) {
 	stat("uptime", int64(now.Sub(s.start).Seconds()))
 	stat("time", now.Unix())
 	stat("version", version)
+	stat("implementation", implementation)
 	stat("curr_connections", s.currConns.Load())
 	stat("total_connections", s.totalConns.Load())
 	stat("cmd_get", s.cmdGet.Load())
@@ -409,6 +426,7 @@ func (s *server) writeStats(w *bufio.Writer) {
 	stat("total_items", s.totalItems.Load())
 	stat("bytes", onDisk)
 	stat("queues", len(names))
+	stat("binary_refused", s.binaryRefused.Load())
 	for i, name := range names {
 		stat("queue_"+name+"_items", perQueue[i][0])
 		stat("queue_"+name+"_bytes", perQueue[i][1])

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +36,6 @@ func startServer(t *testing.T, o options) *testServer {
 	}
 	if o.maxValue == 0 {
 		o.maxValue = 1 << 20
-	}
-	if o.capacity == 0 {
-		o.capacity = 10_000
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{cancel: cancel, done: make(chan error, 1)}
@@ -123,6 +121,56 @@ func TestGetMultiTakesOnePerQueue(t *testing.T) {
 	it, err := c.Get("a")
 	if err != nil || string(it.Value) != "a2" {
 		t.Fatalf("get a after GetMulti: %v %v, want a2", it, err)
+	}
+}
+
+// A multi-get that names a queue more than once takes one item from it:
+// clients that key a multi-get's replies by name (npm memcached's getMulti,
+// gomemcache's GetMulti) would keep one VALUE and lose the items taken for
+// the others.
+func TestGetRepeatedNameTakesOneItem(t *testing.T) {
+	s := startServer(t, options{dir: t.TempDir()})
+	c := dial(t, s.addr)
+	c.exchange("set", "set mq 0 0 2\r\nm1\r\nset mq 0 0 2\r\nm2\r\nset mq 0 0 2\r\nm3\r\n", "STORED\r\nSTORED\r\nSTORED\r\n")
+	c.exchange("get_thrice", "get mq mq mq\r\n", "VALUE mq 0 2\r\nm1\r\nEND\r\n")
+	c.exchange("gets_with_another", "gets mq none mq\r\n", "VALUE mq 0 2 0\r\nm2\r\nEND\r\n")
+
+	got, err := s.client().GetMulti([]string{"mq", "mq"})
+	if err != nil || len(got) != 1 || string(got["mq"].Value) != "m3" {
+		t.Fatalf("GetMulti(mq, mq) = %v, %v; want mq=m3", got, err)
+	}
+	// Every name asked for is a hit or a miss: 1 + 2 + 1 distinct names.
+	stats := c.stats()
+	for name, want := range map[string]string{"cmd_get": "4", "get_hits": "3", "get_misses": "1", "curr_items": "0"} {
+		if stats[name] != want {
+			t.Errorf("STAT %s = %q, want %q", name, stats[name], want)
+		}
+	}
+}
+
+// The version is <major>.<minor>.<patch>, as clients parse it: libmemcached
+// (memcping, memcstat) fails on anything else and on a major version of 0,
+// and npm memcached's version() throws.
+func TestVersionIsNumeric(t *testing.T) {
+	s := startServer(t, options{dir: t.TempDir()})
+	c := dial(t, s.addr)
+	reply := c.line("version\r\n")
+	m := regexp.MustCompile(`^VERSION ([0-9]+)\.([0-9]+)\.([0-9]+)\r\n$`).FindStringSubmatch(reply)
+	if m == nil {
+		t.Fatalf("version: %q, want VERSION <major>.<minor>.<patch>", reply)
+	}
+	for i, part := range m[1:] {
+		n, err := strconv.Atoi(part)
+		if err != nil || n > 255 || (i == 0 && n == 0) {
+			t.Fatalf("version %q: each part must be in [0, 255] (libmemcached keeps a uint8), the major not 0", reply)
+		}
+	}
+	stats := c.stats()
+	if want := strings.TrimSuffix(strings.TrimPrefix(reply, "VERSION "), "\r\n"); stats["version"] != want {
+		t.Errorf("STAT version %q, want %q", stats["version"], want)
+	}
+	if stats["implementation"] != "memcacheq-filechannel" {
+		t.Errorf("STAT implementation %q, want memcacheq-filechannel", stats["implementation"])
 	}
 }
 
@@ -303,6 +351,30 @@ func (c *rawConn) wantClosed(what string) {
 	}
 }
 
+// stats sends stats and returns the reply as a map of name to value.
+func (c *rawConn) stats() map[string]string {
+	c.t.Helper()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
+		c.t.Fatal(err)
+	}
+	stats := map[string]string{}
+	for {
+		l, err := c.r.ReadString('\n')
+		if err != nil {
+			c.t.Fatalf("stats: %v (so far %v)", err, stats)
+		}
+		if l == "END\r\n" {
+			return stats
+		}
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "STAT" || !strings.HasSuffix(l, "\r\n") {
+			c.t.Fatalf("stats line %q", l)
+		}
+		stats[f[1]] = f[2]
+	}
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -368,27 +440,11 @@ func TestStats(t *testing.T) {
 	if _, err := mc.Get("q"); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, s.addr)
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "stats\r\n")
-	stats := map[string]string{}
-	for {
-		l, err := c.r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("stats: %v (so far %v)", err, stats)
-		}
-		if l == "END\r\n" {
-			break
-		}
-		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "STAT" || !strings.HasSuffix(l, "\r\n") {
-			t.Fatalf("stats line %q", l)
-		}
-		stats[f[1]] = f[2]
-	}
+	stats := dial(t, s.addr).stats()
 	for name, want := range map[string]string{
 		"curr_items": "1", "total_items": "3", "cmd_set": "3", "cmd_get": "3", "get_hits": "2", "get_misses": "1",
-		"queues": "1", "queue_q_items": "1", "version": version,
+		"queues": "1", "queue_q_items": "1", "version": version, "implementation": "memcacheq-filechannel",
+		"binary_refused": "0",
 	} {
 		if stats[name] != want {
 			t.Errorf("STAT %s = %q, want %q", name, stats[name], want)

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// checkpointSize is the size of a checkpoint file for capacity: 1029
+// header slots and one slot per item, 8 bytes each.
+func checkpointSize(capacity int) int64 { return (1029 + int64(capacity)) * 8 }
+
+// wantCapacity checks the size of queue name's checkpoint file, which is
+// what the queue's capacity costs on disk.
+func wantCapacity(t *testing.T, dir, name string, capacity int) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, name, "checkpoint", "checkpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != checkpointSize(capacity) {
+		t.Fatalf("queue %s: checkpoint file of %d bytes, want %d (capacity %d)", name, fi.Size(), checkpointSize(capacity), capacity)
+	}
+}
+
+func TestNewQueueGetsTheDefaultCapacity(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, options{dir: dir})
+	dial(t, s.addr).exchange("create", "set jobs 0 0 1\r\nx\r\n", "STORED\r\n")
+	// The package doc gives this number as a queue's disk cost.
+	wantCapacity(t, dir, "jobs", 100_000)
+	if checkpointSize(100_000) != 808_232 {
+		t.Fatalf("checkpointSize(100000) = %d", checkpointSize(100_000))
+	}
+}
+
+// A queue made by an older memcacheq, whose default capacity was 1,000,000,
+// can hold more items than today's default. Reopened without -capacity, it
+// keeps its capacity and every item (Open refuses to move a queue into a
+// smaller ring than it fills).
+func TestOldQueueFullerThanTheDefaultStillOpens(t *testing.T) {
+	dir := t.TempDir()
+	const oldCapacity, items = 1_000_000, defaultCapacity + 5
+	old := &queues{dir: dir, capacity: oldCapacity, logger: slog.New(slog.DiscardHandler)}
+	ch, err := channel.Open(old.config("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < items; {
+		tx, err := ch.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n < channel.DefaultTransactionCapacity && i < items; n, i = n+1, i+1 {
+			if err := tx.Put(channel.Event{Body: []byte(strconv.Itoa(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := startServer(t, options{dir: dir})
+	c := dial(t, s.addr)
+	if got := c.stats()["queue_old_items"]; got != strconv.Itoa(items) {
+		t.Fatalf("STAT queue_old_items %s, want %d", got, items)
+	}
+	c.exchange("head", "get old\r\n", "VALUE old 0 1\r\n0\r\nEND\r\n")
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	wantCapacity(t, dir, "old", oldCapacity)
+}
+
+// -capacity resizes every queue; without it, a queue keeps the capacity it
+// was last opened with; a capacity below what a queue holds stops the start
+// with an error that says what to do.
+func TestExplicitCapacityResizesQueues(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, options{dir: dir})
+	dial(t, s.addr).exchange("three items", "set q 0 0 1\r\n1\r\nset q 0 0 1\r\n2\r\nset q 0 0 1\r\n3\r\n", "STORED\r\nSTORED\r\nSTORED\r\n")
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	wantCapacity(t, dir, "q", defaultCapacity)
+
+	for _, tt := range []struct {
+		name     string
+		capacity int // -capacity
+		want     int // the capacity after the run
+	}{
+		{"explicit_smaller", 50, 50},
+		{"default_keeps_it", 0, 50},
+		{"explicit_larger", 200_000, 200_000},
+		{"default_keeps_the_larger", 0, 200_000},
+	} {
+		s := startServer(t, options{dir: dir, capacity: tt.capacity})
+		dial(t, s.addr).exchange(tt.name, "version\r\n", "VERSION "+version+"\r\n")
+		if err := s.stop(); err != nil {
+			t.Fatal(err)
+		}
+		wantCapacity(t, dir, "q", tt.want)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := run(ctx, options{addr: "127.0.0.1:0", dir: dir, maxQueues: 8, maxValue: 1 << 20, capacity: 2}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "open queue q") || !strings.Contains(err.Error(), "Capacity >= 3") {
+		t.Fatalf("run with -capacity 2 and 3 items queued: %v, want an error naming the queue and the capacity it needs", err)
+	}
+	s = startServer(t, options{dir: dir})
+	dial(t, s.addr).exchange("all items there", "get q\r\nget q\r\nget q\r\n",
+		"VALUE q 0 1\r\n1\r\nEND\r\nVALUE q 0 1\r\n2\r\nEND\r\nVALUE q 0 1\r\n3\r\nEND\r\n")
+}
