@@ -59,6 +59,12 @@ type RepairAction struct {
 	// it is the name the copy would get, logfile.CorruptName(id, Offset).
 	KeptIn string
 	Detail string // why: the damage found
+	// Lost counts the committed events this damage costs once the repair
+	// has rebuilt the checkpoint (a full replay): replay.Cost's
+	// LostFullReplay of the problem Verify reports for it, before the
+	// repair. A lower bound; 0 for a torn tail beyond what the checkpoint
+	// covers and for a log left empty by a crash.
+	Lost int
 }
 
 // RepairReport is what Repair did.
@@ -70,6 +76,11 @@ type RepairReport struct {
 	// Rebuild is the report of the rebuild that ends a repair; nil in a dry
 	// run, and when a cannot-repair action prevents it.
 	Rebuild *RebuildReport
+	// Before is the cost of the damage found before the repair (Verify's
+	// Report.Cost): Lost is what opening the channel without a repair
+	// would lose, LostFullReplay what the repair loses. When the second is
+	// larger, draining the channel before the repair saves the difference.
+	Before replay.Cost
 }
 
 // Repair fixes the damage a scan of the closed channel's log files finds,
@@ -118,15 +129,26 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 	}
 	defer locks.Close()
 
-	r := &repairer{fs: full.FS, dry: opts.DryRun, rep: &RepairReport{}}
+	// What the damage costs, before anything changes: the actions say it,
+	// and a dry run reports these problems as they are now.
+	before, err := replay.Verify(verifyOptions(full))
+	if err != nil {
+		return nil, fmt.Errorf("filechannel: repair: %w", err)
+	}
+	r := &repairer{fs: full.FS, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}
 	if err := r.repairLogs(full); err != nil {
 		return r.partial(fmt.Errorf("filechannel: repair: %w", err))
 	}
+	r.costActions(before.Problems)
 	for _, a := range r.rep.Actions {
 		full.Logger.Warn("repair", "action", a.Kind, "file", a.File, "offset", a.Offset, "length", a.Length,
-			"kept_in", a.KeptIn, "detail", a.Detail, "dry_run", opts.DryRun)
+			"kept_in", a.KeptIn, "lost", a.Lost, "detail", a.Detail, "dry_run", opts.DryRun)
 	}
-	if !opts.DryRun && !r.blocked {
+	if opts.DryRun {
+		r.rep.Problems = before.Problems
+		return r.rep, nil
+	}
+	if !r.blocked {
 		rb, err := rebuild(cfg, RebuildOptions{Progress: opts.Progress, ProgressEvery: opts.ProgressEvery})
 		if err != nil {
 			return r.partial(fmt.Errorf("filechannel: repair: %w", err))
@@ -160,6 +182,26 @@ func (r *repairer) partial(err error) (*RepairReport, error) {
 
 func (r *repairer) add(a RepairAction) {
 	r.rep.Actions = append(r.rep.Actions, a)
+}
+
+// costActions sets each action's Lost from the problem Verify reported at
+// the same place before the repair.
+func (r *repairer) costActions(problems []replay.Problem) {
+	type place struct {
+		file string
+		off  int64
+	}
+	lost := map[place]int{}
+	for _, p := range problems {
+		switch p.Kind {
+		case replay.ProblemCorruptRecord, replay.ProblemBadHeader, replay.ProblemTornTail, replay.ProblemTruncatedLog:
+			lost[place{p.File, p.Offset}] += p.LostFullReplay
+		}
+	}
+	for i := range r.rep.Actions {
+		a := &r.rep.Actions[i]
+		a.Lost = lost[place{a.File, a.Offset}]
+	}
 }
 
 // repairLogs repairs every log file of every data dir, by data dir then id.
@@ -274,11 +316,8 @@ type damage struct {
 // scanDamage scans the log file at path from its header to its end. A
 // valid header naming another file id is a corruption error.
 func scanDamage(fsys vfs.FS, path string) (d damage, err error) {
-	sc, err := logfile.NewScanner(fsys, path, 0)
-	if errors.Is(err, ErrCorrupt) {
-		d.salvaged = true
-		sc, err = logfile.NewSalvageScanner(fsys, path, 0)
-	}
+	sc, salvaged, err := logfile.OpenScanner(fsys, path, 0)
+	d.salvaged = salvaged
 	if err != nil {
 		return d, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -127,6 +128,20 @@ func NewSalvageScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) 
 		s.skips = append(s.skips, Skip{Offset: 0, Length: HeaderSize, Err: herr})
 	}
 	return s, nil
+}
+
+// OpenScanner opens a scanner on the log file at path from start, as
+// recovery reads a file: NewScanner, and if the header is damaged,
+// NewSalvageScanner (the name still says which file this is, and every
+// record has its own checksum); salvaged says which. A valid header naming
+// another file id is still an error wrapping ErrCorrupt.
+func OpenScanner(fsys vfs.FS, path string, start int64) (sc *Scanner, salvaged bool, err error) {
+	sc, err = NewScanner(fsys, path, start)
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		salvaged = true
+		sc, err = NewSalvageScanner(fsys, path, start)
+	}
+	return sc, salvaged, err
 }
 
 func newScanner(f vfs.File, id uint32, path string, start int64) *Scanner {

@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -119,6 +120,8 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 				// Take records lost to damage: the events they took stay
 				// in the channel (delivered again, never lost).
 				a.res.DamagedTxs++
+				a.res.Damaged = append(a.res.Damaged, DamagedTx{TxID: r.TxID, File: src.path, CommitOffset: off,
+					Events: int(r.Count), Found: n, Cause: a.takeDamage(src, off)})
 				log.Error("replay: a committed take transaction's records were damaged; its lost takes stay queued",
 					"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
 			}
@@ -133,29 +136,34 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 	}
 }
 
-// damaged reports whether damage may have taken the missing puts of t: a
-// skipped region in the file of its commit, from (or right before) its
-// first put there up to the commit; or, in a file holding its other puts, a
-// skipped region or a torn tail after (or right before) the first of them.
-// Padding records count as skipped regions: a repair wrote them over damage.
-// Missing puts without such damage were in log files deleted because every
-// event in them was taken.
-func (a *applier) damaged(t shortTx) bool {
+// damaged reports whether damage may have taken the missing puts of t, and
+// the damage it blames: a skipped region in the file of its commit, from (or
+// right before) its first put there up to the commit; or, in a file holding
+// its other puts, a skipped region or a torn tail after (or right before)
+// the first of them. Padding records count as skipped regions: a repair
+// wrote them over damage. Missing puts without such damage were in log files
+// deleted because every event in them was taken.
+func (a *applier) damaged(t shortTx) (Place, bool) {
 	lo := map[uint32]int64{t.commitFile: t.commitOff}
 	for _, p := range t.found {
 		if l, ok := lo[p.FileID()]; !ok || int64(p.Offset()) < l {
 			lo[p.FileID()] = int64(p.Offset())
 		}
 	}
-	for f, l := range lo {
+	// Files in id order, so that the place blamed does not depend on map
+	// order.
+	files := make([]uint32, 0, len(lo))
+	for f := range lo {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		l := lo[f]
 		src := a.sources[f]
 		if src == nil {
 			continue
 		}
-		if src.sc.Tail() == logfile.TailTorn && src.sc.End() >= l && f != t.commitFile {
-			return true // its later puts may have been in the damaged end
-		}
-		for _, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
+		for i, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
 			for _, sk := range regions {
 				if sk.Offset < logfile.HeaderSize || sk.Offset+sk.Length < l {
 					continue // a damaged header, or damage well before its records
@@ -163,11 +171,15 @@ func (a *applier) damaged(t shortTx) bool {
 				if f == t.commitFile && sk.Offset >= t.commitOff {
 					continue
 				}
-				return true
+				return Place{File: src.path, Offset: sk.Offset, Padding: i == 1}, true
 			}
 		}
+		if src.sc.Tail() == logfile.TailTorn && src.sc.End() >= l && f != t.commitFile {
+			// Its later puts may have been in the damaged end.
+			return Place{File: src.path, Offset: src.sc.End(), Tail: true}, true
+		}
 	}
-	return false
+	return Place{}, false
 }
 
 // finish applies the collected commits to q:
@@ -175,9 +187,13 @@ func (a *applier) damaged(t shortTx) bool {
 //	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
 func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 	var drop map[eventqueue.Pointer]bool
+	deletedTxs, deletedEvents := 0, uint64(0)
 	for _, t := range a.short {
-		if !a.damaged(t) {
-			log.Info("replay: a committed put transaction has puts in deleted log files (their events were taken)",
+		cause, ok := a.damaged(t)
+		if !ok {
+			deletedTxs++
+			deletedEvents += t.count - uint64(len(t.found))
+			log.Debug("replay: a committed put transaction has puts in deleted log files (their events were taken)",
 				"tx", t.tx, "events", t.count, "found", len(t.found))
 			continue
 		}
@@ -191,8 +207,15 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		a.res.DamagedTxs++
 		a.res.Dropped += len(t.found)
 		a.res.Puts -= int64(len(t.found))
+		a.res.Damaged = append(a.res.Damaged, DamagedTx{Put: true, TxID: t.tx, File: a.sources[t.commitFile].path,
+			CommitOffset: t.commitOff, Events: int(t.count), Found: len(t.found), Cause: cause, found: t.found})
 		log.Error("replay: dropping a committed put transaction whose records were damaged",
-			"file", logfile.LogName(t.commitFile), "tx", t.tx, "commit_offset", t.commitOff, "events", t.count, "found", len(t.found))
+			"file", logfile.LogName(t.commitFile), "tx", t.tx, "commit_offset", t.commitOff, "events", t.count, "found", len(t.found),
+			"damage_file", cause.File, "damage_offset", cause.Offset)
+	}
+	if deletedTxs > 0 {
+		log.Info("replay: committed put transactions with puts in deleted log files (normal: every event in those files was taken)",
+			"transactions", deletedTxs, "events", deletedEvents)
 	}
 	// Puts committed and taken after the checkpoint never enter the queue.
 	puts := a.committed[:0]
@@ -241,13 +264,26 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 				return fmt.Errorf("replay: restore queue head: %w", err)
 			}
 		}
+		var unexpected []eventqueue.Pointer
 		for p := range a.taken {
-			if !q.Remove(p) {
-				a.res.Missing++
-				log.Warn("replay: a committed take refers to an event that is not queued", "pointer", p.String())
+			if q.Remove(p) {
+				continue
 			}
+			a.res.Missing++
+			if _, ok := a.sources[p.FileID()]; !ok {
+				// The put's file was deleted, as every event in it was
+				// taken: normal in a full replay.
+				a.res.MissingDeleted++
+				continue
+			}
+			unexpected = append(unexpected, p)
 		}
 		q.DropIndex()
+		if a.res.MissingDeleted > 0 {
+			log.Info("replay: committed takes of events in deleted log files (normal: a file is deleted once every event in it is taken)",
+				"takes", a.res.MissingDeleted)
+		}
+		a.logMissing(unexpected, log)
 	}
 
 	needed := q.Size() + len(puts)
@@ -281,3 +317,47 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// takeDamage is the damage blamed for the lost take records of a take
+// transaction committed at off in src: the last damaged region before the
+// commit (the channel writes a transaction's take record right before its
+// commit, so the damage is almost always the region just before it). The
+// regions read so far are the scanner's and the padding seen.
+func (a *applier) takeDamage(src *source, off int64) Place {
+	var best Place
+	found := false
+	for i, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
+		for _, sk := range regions {
+			if sk.Offset < logfile.HeaderSize || sk.Offset >= off {
+				continue
+			}
+			if !found || sk.Offset > best.Offset {
+				best, found = Place{File: src.path, Offset: sk.Offset, Padding: i == 1}, true
+			}
+		}
+	}
+	if !found {
+		return Place{File: src.path, Offset: -1}
+	}
+	return best
+}
+
+// logMissing logs, in one line, the committed takes of events that are not
+// queued although the log file of their put is there. (Takes of events in
+// deleted files are normal and only counted.) This happens when the put was
+// dropped by damage, or when the checkpoint and the logs disagree.
+func (a *applier) logMissing(ps []eventqueue.Pointer, log *slog.Logger) {
+	if len(ps) == 0 {
+		return
+	}
+	slices.Sort(ps)
+	first := make([]string, 0, min(len(ps), maxLogged))
+	for _, p := range ps[:min(len(ps), maxLogged)] {
+		first = append(first, p.String())
+	}
+	log.Warn("replay: committed takes refer to events that are not queued, in log files that exist (their puts were lost to damage, or the checkpoint disagrees with the logs: run fcreplay verify)",
+		"takes", len(ps), "first", first)
+}
+
+// maxLogged is how many pointers a summary log line names.
+const maxLogged = 5

@@ -13,7 +13,6 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
-	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -109,7 +108,11 @@ type Result struct {
 	Rollbacks int64 // rollback records seen
 	Returned  int   // in-flight takes returned to the head
 	Dropped   int   // uncommitted puts dropped
-	Missing   int   // taken pointers not found in the queue (logged)
+	// Missing counts the taken pointers not found in the queue; of those,
+	// MissingDeleted point into log files that no longer exist (normal: a
+	// file is deleted once every event in it is taken, and a full replay
+	// still reads the takes). The rest are logged in one line.
+	Missing, MissingDeleted int
 	// Corrupt counts the damaged regions skipped in the middle of log
 	// files (see LogFile.Skipped), a damaged file header included.
 	Corrupt int
@@ -121,9 +124,73 @@ type Result struct {
 	// Padding counts the padding records stepped over: regions a repair
 	// overwrote (channel.Repair). They count as damage for the commit-count
 	// check (see DamagedTxs), but not in Records or Corrupt.
-	Padding  int64
-	Bytes    int64 // log bytes scanned: up to each file's valid end
-	Duration time.Duration
+	Padding int64
+	// Damaged lists the committed transactions counted in DamagedTxs, with
+	// the damage blamed for each.
+	Damaged []DamagedTx
+	// Truncated lists the log files that are shorter than the checkpoint
+	// says they were when it was written: committed data cut off, not a
+	// crash's torn tail (the channel syncs a file before a checkpoint
+	// records its length). Each is logged as an error.
+	Truncated []TruncatedLog
+	Bytes     int64 // log bytes scanned: up to each file's valid end
+	Duration  time.Duration
+}
+
+// Place is a damaged place in a log file: a region skipped in the middle,
+// padding a repair wrote over damage, or a torn tail.
+type Place struct {
+	File    string // the log file's path
+	Offset  int64  // where the damage starts; -1 when no place is known
+	Padding bool   // padding records: damage that a repair already removed
+	Tail    bool   // the torn tail at Offset
+}
+
+// DamagedTx is a committed transaction that damage took records of.
+type DamagedTx struct {
+	// Put: a put transaction, dropped whole (its Events are lost). Else a
+	// take transaction: the Events-Found events its lost take records took
+	// stay queued and are delivered again.
+	Put          bool
+	TxID         uint64
+	File         string // the log file holding its commit record
+	CommitOffset int64
+	Events       int // the events its commit record counts
+	Found        int // the records of it the replay found
+	Cause        Place
+
+	found []eventqueue.Pointer // a put transaction's puts the replay found
+}
+
+// Lost is the number of committed events the replay lost with t: every
+// event of a put transaction (applying the rest would make part of it
+// visible), none of a take transaction's.
+func (t DamagedTx) Lost() int {
+	if t.Put {
+		return t.Events
+	}
+	return 0
+}
+
+// Redelivered is the number of events that stay queued although a
+// committed take took them: those of a take transaction's lost records.
+func (t DamagedTx) Redelivered() int {
+	if t.Put {
+		return 0
+	}
+	return t.Events - t.Found
+}
+
+// TruncatedLog is a log file cut below what the checkpoint recorded.
+type TruncatedLog struct {
+	Path     string
+	Size     int64 // the file's size now
+	End      int64 // the end of its last valid record
+	Position int64 // its length when the checkpoint was written
+	// Events counts the queued events (ring and in flight at the
+	// checkpoint) whose records were at or after End: committed events
+	// lost, which a take skips as damaged.
+	Events int
 }
 
 // Run replays the logs onto opts.Queue. It returns an error when a log file
@@ -291,8 +358,59 @@ func Run(opts Options) (*Result, error) {
 	if err := a.finish(opts.Queue, log); err != nil {
 		return nil, err
 	}
+	if err := truncated(opts.FS, res, positions, opts.Queue, log); err != nil {
+		return nil, err
+	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// truncated finds the log files shorter than the checkpoint's position in
+// them (Result.Truncated), scans each to find where its valid records end,
+// counts the recovered events whose records were cut off, and logs each:
+// committed data lost, which an operator must know about. The extra scan
+// and the walk of the queue happen only when such a file exists.
+func truncated(fsys vfs.FS, res *Result, positions map[uint32]int64, q *eventqueue.Queue, log *slog.Logger) error {
+	cut := map[uint32]int{} // file id -> index in res.Truncated
+	for _, l := range res.Logs {
+		if pos := positions[l.ID]; l.Size < pos {
+			end, err := validEnd(fsys, l.Path)
+			if err != nil {
+				return err
+			}
+			cut[l.ID] = len(res.Truncated)
+			res.Truncated = append(res.Truncated, TruncatedLog{Path: l.Path, Size: l.Size, End: end, Position: pos})
+		}
+	}
+	if len(cut) == 0 {
+		return nil
+	}
+	for _, p := range q.Pointers() {
+		if i, ok := cut[p.FileID()]; ok && int64(p.Offset()) >= res.Truncated[i].End {
+			res.Truncated[i].Events++
+		}
+	}
+	for _, t := range res.Truncated {
+		log.Error("replay: log file is shorter than the checkpoint recorded: committed events were cut off (not a crash's torn tail; was the file truncated or copied incompletely?)",
+			"file", t.Path, "size", t.Size, "valid_end", t.End, "checkpoint_position", t.Position, "events_lost", t.Events)
+	}
+	return nil
+}
+
+// validEnd scans the log file at path from its header and returns the end
+// of its last valid record.
+func validEnd(fsys vfs.FS, path string) (int64, error) {
+	sc, _, err := logfile.OpenScanner(fsys, path, 0)
+	if err != nil {
+		return 0, fmt.Errorf("replay: open %s: %w", path, err)
+	}
+	defer sc.Close()
+	for sc.Next() {
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("replay: read %s: %w", path, err)
+	}
+	return sc.End(), nil
 }
 
 // progressCheck is how many records go by between two looks at the clock
@@ -346,12 +464,7 @@ func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*sou
 				continue
 			}
 			start := positions[id]
-			sc, err := logfile.NewScanner(opts.FS, path, start)
-			if errors.Is(err, corrupt.ErrCorrupt) {
-				// A damaged header: the name still says which file this is
-				// and every record has its own checksum.
-				sc, err = logfile.NewSalvageScanner(opts.FS, path, start)
-			}
+			sc, _, err := logfile.OpenScanner(opts.FS, path, start)
 			if err != nil {
 				return out, fmt.Errorf("replay: open %s: %w", path, err)
 			}

@@ -100,10 +100,17 @@ type verifier struct {
 	puts    int64               // put records in every log
 	readers map[uint32]openedReader
 	closers []io.Closer
+
+	// The damaged ranges of the log files and the problems naming them,
+	// for the costs (verify_cost.go).
+	ranges map[string][]damageRange // by log path
+	places map[placeKey]int         // problem index by where damage starts
+	// disagrees is the index of the checkpoint-disagrees problem, or -1.
+	disagrees int
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
-	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem()}
+	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem(), disagrees: -1}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,9 +125,11 @@ func (v *verifier) run() error {
 	if err != nil {
 		return err
 	}
+	v.tailProblems(used)
 
 	// The recovered queue (queue A) and the checkpoint's own pointers.
 	var recovered []eventqueue.Pointer
+	var recRes *Result
 	var inflight []rolePointer
 	v.rep.Queued = -1
 	if used != nil {
@@ -142,11 +151,11 @@ func (v *verifier) run() error {
 			return err
 		}
 		v.checkRefs(used, ring, inflight)
-		ok, err := v.replay(v.rep.RecoveredFrom, st, q)
+		recRes, err = v.replay(v.rep.RecoveredFrom, st, q)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if recRes != nil {
 			recovered = q.Pointers()
 			v.rep.Queued = len(recovered)
 		} else {
@@ -162,20 +171,21 @@ func (v *verifier) run() error {
 	}
 	var replayed []eventqueue.Pointer
 	v.rep.FullReplayQueued = -1
-	ok, err := v.replay(FromFullReplay, nil, q)
+	fullRes, err := v.replay(FromFullReplay, nil, q)
 	if err != nil {
 		return err
 	}
-	if ok {
+	if fullRes != nil {
 		replayed = q.Pointers()
 		v.rep.FullReplayQueued = len(replayed)
 	}
 	if used == nil {
-		recovered, v.rep.Queued = replayed, v.rep.FullReplayQueued
-	} else if ok && v.rep.Queued >= 0 {
+		recovered, v.rep.Queued, recRes = replayed, v.rep.FullReplayQueued, fullRes
+	} else if fullRes != nil && v.rep.Queued >= 0 {
 		v.compare(recovered, replayed)
 	}
-	return v.checkPointers(recovered, inflight)
+	v.costs(recovered, recRes, replayed, fullRes)
+	return v.checkPointers(recovered, inflight, replayed)
 }
 
 // pickCheckpoint loads the checkpoint and the backup into the MemFS and
@@ -284,16 +294,12 @@ func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) 
 		v.rep.add(ProblemUnfinishedCreate, path, -1, "%d bytes, no record: left by a crash while the file was created", info.Size)
 		return info, nil
 	}
-	sc, err := logfile.NewScanner(fsys, path, 0)
-	salvaged := false
+	sc, salvaged, err := logfile.OpenScanner(fsys, path, 0)
 	if errors.Is(err, corrupt.ErrCorrupt) {
-		salvaged = true
-		sc, err = logfile.NewSalvageScanner(fsys, path, 0)
-	}
-	if errors.Is(err, corrupt.ErrCorrupt) {
-		// A valid header naming another file: the replay refuses it.
+		// A valid header naming another file: the replay refuses it, and
+		// no record of it reads back.
 		info.HeaderErr = err
-		v.rep.add(ProblemBadHeader, path, 0, "%v", err)
+		v.addTail(path, 0, v.rep.add(ProblemBadHeader, path, 0, "%v", err))
 		return info, nil
 	}
 	if err != nil {
@@ -344,17 +350,46 @@ func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) 
 	for i, sk := range sc.Skipped() {
 		if salvaged && i == 0 && sk.Offset == 0 {
 			info.HeaderErr = sk.Err
-			v.rep.add(ProblemBadHeader, path, 0, "%v (the records after it are read)", sk.Err)
+			v.addRange(path, 0, sk.Length, v.rep.add(ProblemBadHeader, path, 0, "%v (the records after it are read)", sk.Err))
 			continue
 		}
 		info.Skipped = append(info.Skipped, sk)
-		v.rep.add(ProblemCorruptRecord, path, sk.Offset, "%d damaged bytes skipped: %v", sk.Length, sk.Err)
-	}
-	if info.Tail == logfile.TailTorn {
-		v.rep.add(ProblemTornTail, path, info.End, "%d bytes that are not a record up to the file size %d: %v",
-			info.Size-info.End, info.Size, info.TailErr)
+		v.addRange(path, sk.Offset, sk.Offset+sk.Length,
+			v.rep.add(ProblemCorruptRecord, path, sk.Offset, "%d damaged bytes skipped: %v", sk.Length, sk.Err))
 	}
 	return info, nil
+}
+
+// tailProblems reports each log file's tail, once the checkpoint recovery
+// uses is known: a torn tail beyond what the checkpoint covers is normal
+// after a crash; valid records that end below the length the checkpoint
+// recorded mean that synced, checkpointed records were cut off.
+func (v *verifier) tailProblems(used *loadedCheckpoint) {
+	positions := map[uint32]int64{}
+	if used != nil {
+		for _, l := range used.st.Logs {
+			positions[l.FileID] = l.Position
+		}
+	}
+	for i := range v.rep.Logs {
+		l := &v.rep.Logs[i]
+		if l.Unfinished || (l.HeaderErr != nil && l.End == 0) {
+			continue
+		}
+		torn := ""
+		if l.Tail == logfile.TailTorn {
+			torn = fmt.Sprintf("; %d bytes after it are not a record: %v", l.Size-l.End, l.TailErr)
+		}
+		switch pos := positions[l.ID]; {
+		case l.End < pos:
+			v.addTail(l.Path, l.End, v.rep.add(ProblemTruncatedLog, l.Path, l.End,
+				"the valid records end here, below offset %d, the length the checkpoint recorded (file size %d%s): records that were synced and checkpointed were cut off or overwritten; not a crash's torn tail",
+				pos, l.Size, torn))
+		case l.Tail == logfile.TailTorn:
+			v.addTail(l.Path, l.End, v.rep.add(ProblemTornTail, l.Path, l.End, "%d bytes that are not a record up to the file size %d: %v",
+				l.Size-l.End, l.Size, l.TailErr))
+		}
+	}
 }
 
 // loadedCheckpoint is a checkpoint opened in the MemFS.
@@ -564,16 +599,18 @@ func (v *verifier) checkpointDirUsed() string {
 }
 
 // replay runs a replay onto q as the channel would. A failure caused by
-// the files' contents is a problem (ok false); an I/O error is returned.
-func (v *verifier) replay(what string, st *checkpoint.State, q *eventqueue.Queue) (ok bool, err error) {
-	if _, err := v.runReplay(what, st, q); err != nil {
+// the files' contents is a problem (a nil Result); an I/O error is
+// returned.
+func (v *verifier) replay(what string, st *checkpoint.State, q *eventqueue.Queue) (*Result, error) {
+	res, err := v.runReplay(what, st, q)
+	if err != nil {
 		if ioError(err) {
-			return false, err
+			return nil, err
 		}
 		v.rep.add(ProblemRecoveryFailed, "", -1, "%s: %v", what, err)
-		return false, nil
+		return nil, nil
 	}
-	return true, nil
+	return res, nil
 }
 
 // ioError reports whether a replay's error is an I/O error rather than one
@@ -631,7 +668,7 @@ func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
 				len(recovered), i, recovered[i], replayed[i])})
 		return
 	}
-	v.rep.add(ProblemCheckpointDisagrees, "", -1,
+	v.disagrees = v.rep.add(ProblemCheckpointDisagrees, "", -1,
 		"recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, %d only in the full replay%s",
 		v.rep.RecoveredFrom, len(recovered), len(replayed),
 		len(d.OnlyRecovered), firstPointers(d.OnlyRecovered), len(d.OnlyReplayed), firstPointers(d.OnlyReplayed))
@@ -684,8 +721,10 @@ func roleString(r uint8) string {
 }
 
 // checkPointers reads back every queued and in-flight pointer once, in file
-// and offset order (check 4).
-func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer) error {
+// and offset order (check 4). A pointer into a damaged range is not a
+// problem of its own: the damage's problem counts it (Cost). replayed is a
+// full replay's queue, for the cost of a bad pointer.
+func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer, replayed []eventqueue.Pointer) error {
 	all := make([]rolePointer, 0, len(queued)+len(inflight))
 	for _, p := range queued {
 		all = append(all, rolePointer{p, roleQueued})
@@ -701,6 +740,7 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 		return int(a.role) - int(b.role)
 	})
 	missing := map[uint32]int{}
+	var inFull map[eventqueue.Pointer]bool // replayed as a set, made for the first bad pointer
 	for i := 0; i < len(all); {
 		p, role := all[i].p, uint8(0)
 		queuedTimes := 0
@@ -723,6 +763,9 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 			missing[p.FileID()]++
 			continue
 		}
+		if _, damaged := v.rangeOf(p); damaged {
+			continue
+		}
 		r, err := v.reader(l)
 		if errors.Is(err, corrupt.ErrCorrupt) {
 			// A header naming another file id.
@@ -733,13 +776,27 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 			return err
 		}
 		rec, err := r.ReadRecord(int64(p.Offset()))
+		bad := -2
 		switch {
 		case errors.Is(err, corrupt.ErrCorrupt):
-			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+			bad = v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
 		case err != nil:
 			return err
 		case rec.Type != logfile.RecordPut:
-			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: the record there is a %v, not a put", roleString(role), p, rec.Type)
+			bad = v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: the record there is a %v, not a put", roleString(role), p, rec.Type)
+		}
+		if bad != -2 && role&(roleQueued|roleInflightTake) != 0 {
+			if inFull == nil {
+				inFull = make(map[eventqueue.Pointer]bool, len(replayed))
+				for _, q := range replayed {
+					inFull[q] = true
+				}
+			}
+			c := Cost{Lost: 1}
+			if !inFull[p] {
+				c.LostFullReplay = 1
+			}
+			v.charge(bad, c)
 		}
 	}
 	ids := make([]uint32, 0, len(missing))

@@ -39,9 +39,15 @@ const (
 	// followed by valid records (Offset, and the length in Detail).
 	ProblemCorruptRecord = "corrupt-record"
 	// ProblemTornTail: bytes after the last valid record that are not a
-	// record (Offset is the valid end; Detail has the file size). Normal
-	// after a crash: the channel cuts it on open.
+	// record (Offset is the valid end; Detail has the file size), beyond
+	// what the checkpoint covers. Normal after a crash (the part of a write
+	// that was not synced yet): the channel cuts it on open.
 	ProblemTornTail = "torn-tail"
+	// ProblemTruncatedLog: a log file whose valid records end (Offset)
+	// below the length the checkpoint recorded for it: records the channel
+	// had synced, committed and checkpointed were cut off or overwritten.
+	// Not a crash's torn tail; Problem.Lost counts the events lost.
+	ProblemTruncatedLog = "truncated-log"
 	// ProblemUnfinishedCreate: a log file left by a crash inside
 	// logfile.Create (short or zero header, no record). The channel
 	// deletes it on open.
@@ -128,6 +134,60 @@ type Problem struct {
 	File   string // the file concerned, or ""
 	Offset int64  // byte offset in File, or -1 when not about a place in a file
 	Detail string
+
+	// What the problem costs, for damage in the log files (corrupt-record,
+	// bad-header, torn-tail, truncated-log, bad-pointer); see Cost.
+	Cost
+}
+
+// Cost is what damage costs in committed events. A count is a lower
+// bound: damaged bytes may also have held whole transactions, commit
+// record included, of which nothing can be known.
+type Cost struct {
+	// Lost counts the committed events the channel loses to this damage
+	// when it opens as it would now (Report.RecoveredFrom): queued events
+	// whose records are damaged (a take skips them), and every event of a
+	// committed put transaction that lost a record (dropped whole).
+	Lost int
+	// LostFullReplay is the same when the queue is rebuilt by a full
+	// replay of the logs: after 'fcreplay repair' or 'fcreplay replay'
+	// (channel.Repair, channel.Rebuild), or if the checkpoint is lost. It
+	// can be larger than Lost: a checkpoint still holds the events of a
+	// transaction whose records were damaged after it was written.
+	LostFullReplay int
+	// Redelivered counts events that committed takes took but that stay
+	// queued, because damage took those take records: delivered again,
+	// not lost.
+	Redelivered int
+}
+
+func (c *Cost) add(o Cost) {
+	c.Lost += o.Lost
+	c.LostFullReplay += o.LostFullReplay
+	c.Redelivered += o.Redelivered
+}
+
+// String describes c, or is "" for no cost.
+func (c Cost) String() string {
+	var parts []string
+	if c.Lost > 0 || c.LostFullReplay > 0 {
+		s := "costs " + plural(c.Lost, "committed event")
+		if c.LostFullReplay != c.Lost {
+			s += " (" + strconv.Itoa(c.LostFullReplay) + " after a repair or full replay)"
+		}
+		parts = append(parts, s)
+	}
+	if c.Redelivered > 0 {
+		parts = append(parts, plural(c.Redelivered, "taken event")+" delivered again")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }
 
 func (p Problem) String() string {
@@ -141,6 +201,9 @@ func (p Problem) String() string {
 	}
 	if p.Detail != "" {
 		b.WriteString(": " + p.Detail)
+	}
+	if c := p.Cost.String(); c != "" {
+		b.WriteString(" [" + c + "]")
 	}
 	return b.String()
 }
@@ -212,7 +275,11 @@ type Report struct {
 	Diff            QueueDiff
 	Problems        []Problem
 	Notes           []Problem
-	Duration        time.Duration
+	// Cost is the sum of the problems' costs, those not listed one by one
+	// included, and of damage a repair already padded (no problem names
+	// it).
+	Cost     Cost
+	Duration time.Duration
 
 	perKind map[string]int // problems per kind, for the bound
 }
@@ -236,15 +303,18 @@ func (r *Report) String() string {
 }
 
 // add records a problem, keeping at most maxProblemsPerKind of each kind.
-func (r *Report) add(kind, file string, off int64, format string, args ...any) {
+// It returns the problem's index in r.Problems, or -1 when it is only
+// counted.
+func (r *Report) add(kind, file string, off int64, format string, args ...any) int {
 	if r.perKind == nil {
 		r.perKind = map[string]int{}
 	}
 	r.perKind[kind]++
 	if r.perKind[kind] > maxProblemsPerKind {
-		return
+		return -1
 	}
 	r.Problems = append(r.Problems, Problem{Kind: kind, File: file, Offset: off, Detail: fmt.Sprintf(format, args...)})
+	return len(r.Problems) - 1
 }
 
 // summarize adds, for each kind over the bound, a problem counting the ones

@@ -41,6 +41,7 @@ type verifyChannel struct {
 	a, b, c, d []ptr
 	commit1    ptr   // the commit record of a's transaction
 	rollback   int64 // offset of the rollback record in file 2
+	take4      int64 // offset of tx 4's take record in file 2
 	st         *checkpoint.State
 	ring       []ptr
 }
@@ -65,6 +66,7 @@ func newVerifyChannel(t *testing.T) *verifyChannel {
 	v.st.MaxTxID = 4
 	v.st.InflightTakes = []eventqueue.InflightTx{{Tx: 4, Pointers: []ptr{v.a[1]}}}
 
+	v.take4 = l.size(2)
 	l.takeCommitted(2, 4, v.a[1])
 	v.c = l.putCommitted(1, 5, 2)
 	l.put(2, 6)
@@ -379,8 +381,9 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 				copy(b, logfile.AppendFileHeader(nil, 9))
 				v.writeFile(v.l.path(2), b)
 			},
-			// The replays refuse the file; its pointers cannot be read.
-			kinds: []string{ProblemBadHeader, ProblemBadPointer, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
+			// The replays refuse the file; its pointers cannot be read, and
+			// the bad header's cost counts them (no bad-pointer of their own).
+			kinds: []string{ProblemBadHeader, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
 		},
 		{
 			name:   "log_record_damaged",

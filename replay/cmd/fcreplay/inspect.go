@@ -49,10 +49,11 @@ func runInspect(o *options) error {
 		Checkpoint: ck, Backup: bk, RecoveredFrom: rep.RecoveredFrom,
 		Queued: rep.Queued, FullReplayQueued: rep.FullReplayQueued,
 		InflightPuts: rep.InflightPuts, InflightTakes: rep.InflightTakes,
-		Logs: []logJSON{}, Problems: len(rep.Problems),
+		Logs: []logJSON{}, Problems: len(rep.Problems), Cost: costFacts(rep.Cost),
 	}
+	damage := damageByPlace(rep.Problems)
 	for _, l := range rep.Logs {
-		out.Logs = append(out.Logs, logFacts(l))
+		out.Logs = append(out.Logs, logFacts(l, damage))
 		out.LogBytes += l.Size
 	}
 	if o.json {
@@ -77,6 +78,8 @@ type inspectJSON struct {
 	Logs             []logJSON `json:"logs"`
 	LogBytes         int64     `json:"log_bytes"`
 	Problems         int       `json:"problems"` // listed by verify
+	// Cost is what the damage costs in committed events (as verify's).
+	Cost costJSON `json:"cost"`
 }
 
 // checkpointJSON describes the checkpoint or the backup.
@@ -102,29 +105,54 @@ type verifiedJSON struct {
 
 // logJSON describes one log file.
 type logJSON struct {
-	ID                uint32       `json:"id"`
-	Dir               string       `json:"dir"`
-	Path              string       `json:"path"`
-	Size              int64        `json:"size"`
-	End               int64        `json:"end"` // just past the last valid record
-	Records           int64        `json:"records"`
-	Puts              int64        `json:"puts"`
-	Takes             int64        `json:"takes"`
-	Commits           int64        `json:"commits"`
-	Rollbacks         int64        `json:"rollbacks"`
-	FirstWriteOrderID uint64       `json:"first_write_order_id"`
-	LastWriteOrderID  uint64       `json:"last_write_order_id"`
-	Tail              string       `json:"tail"` // clean or torn
-	TailError         string       `json:"tail_error,omitempty"`
-	HeaderError       string       `json:"header_error,omitempty"`
-	Damaged           []regionJSON `json:"damaged,omitempty"`
-	Unfinished        bool         `json:"unfinished,omitempty"` // left by a crash inside its creation
+	ID                uint32 `json:"id"`
+	Dir               string `json:"dir"`
+	Path              string `json:"path"`
+	Size              int64  `json:"size"`
+	End               int64  `json:"end"` // just past the last valid record
+	Records           int64  `json:"records"`
+	Puts              int64  `json:"puts"`
+	Takes             int64  `json:"takes"`
+	Commits           int64  `json:"commits"`
+	Rollbacks         int64  `json:"rollbacks"`
+	FirstWriteOrderID uint64 `json:"first_write_order_id"`
+	LastWriteOrderID  uint64 `json:"last_write_order_id"`
+	Tail              string `json:"tail"` // clean or torn
+	TailError         string `json:"tail_error,omitempty"`
+	// Truncated: the valid records end below the length the checkpoint
+	// recorded for the file (verify's truncated-log): committed data was
+	// cut off. TailCost is what the tail costs, torn or truncated.
+	Truncated   bool         `json:"truncated,omitempty"`
+	TailCost    *costJSON    `json:"tail_cost,omitempty"`
+	HeaderError string       `json:"header_error,omitempty"`
+	HeaderCost  *costJSON    `json:"header_cost,omitempty"`
+	Damaged     []regionJSON `json:"damaged,omitempty"`
+	Unfinished  bool         `json:"unfinished,omitempty"` // left by a crash inside its creation
 }
 
 type regionJSON struct {
 	Offset int64  `json:"offset"`
 	Length int64  `json:"length"`
 	Error  string `json:"error"`
+	costJSON
+}
+
+// place is where a problem about a log file starts.
+type place struct {
+	file string
+	off  int64
+}
+
+// damageByPlace indexes the problems about damage in the log files.
+func damageByPlace(ps []replay.Problem) map[place]replay.Problem {
+	m := map[place]replay.Problem{}
+	for _, p := range ps {
+		switch p.Kind {
+		case replay.ProblemCorruptRecord, replay.ProblemBadHeader, replay.ProblemTornTail, replay.ProblemTruncatedLog:
+			m[place{p.File, p.Offset}] = p
+		}
+	}
+	return m
 }
 
 func checkpointFacts(o *options, ci replay.CheckpointInfo) (checkpointJSON, error) {
@@ -144,13 +172,22 @@ func checkpointFacts(o *options, ci replay.CheckpointInfo) (checkpointJSON, erro
 	return c, nil
 }
 
-func logFacts(l replay.LogInfo) logJSON {
+func logFacts(l replay.LogInfo, damage map[place]replay.Problem) logJSON {
 	j := logJSON{ID: l.ID, Dir: l.Dir, Path: l.Path, Size: l.Size, End: l.End, Records: l.Records,
 		Puts: l.Puts, Takes: l.Takes, Commits: l.Commits, Rollbacks: l.Rollbacks,
 		FirstWriteOrderID: l.FirstWOID, LastWriteOrderID: l.LastWOID, Tail: l.Tail.String(),
 		TailError: errString(l.TailErr), HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished}
 	for _, s := range l.Skipped {
-		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err)})
+		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err),
+			costJSON: costFacts(damage[place{l.Path, s.Offset}].Cost)})
+	}
+	if p, ok := damage[place{l.Path, l.End}]; ok && (p.Kind == replay.ProblemTornTail || p.Kind == replay.ProblemTruncatedLog) {
+		c := costFacts(p.Cost)
+		j.TailCost, j.Truncated = &c, p.Kind == replay.ProblemTruncatedLog
+	}
+	if p, ok := damage[place{l.Path, 0}]; ok && p.Kind == replay.ProblemBadHeader {
+		c := costFacts(p.Cost)
+		j.HeaderCost = &c
 	}
 	return j
 }
@@ -185,6 +222,13 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 		kv("", "problems", "none")
 	} else {
 		kv("", "problems", "%d (run 'fcreplay verify' to list them)", r.Problems)
+	}
+	if r.Cost != (costJSON{}) {
+		kv("  ", "events lost", "%d committed at the channel's next open, %d after a repair or full replay (lower bounds)",
+			r.Cost.Lost, r.Cost.LostFullReplay)
+		if r.Cost.Redelivered > 0 {
+			kv("  ", "redelivered", "%d taken events come back (their take records were damaged)", r.Cost.Redelivered)
+		}
 	}
 	kv("", "log files", "%s, %d bytes", plural(int64(len(r.Logs)), "file"), r.LogBytes)
 	if len(r.Logs) > 0 {
@@ -272,15 +316,30 @@ func logNotes(l *logJSON) []string {
 		notes = append(notes, "left by a crash while it was created (no record; the channel removes it)")
 	}
 	if l.HeaderError != "" {
-		notes = append(notes, "damaged header: "+l.HeaderError)
+		notes = append(notes, "damaged header: "+l.HeaderError+costNote(l.HeaderCost))
 	}
 	for _, d := range l.Damaged {
-		notes = append(notes, fmt.Sprintf("damaged region at offset %d, %d bytes", d.Offset, d.Length))
+		notes = append(notes, fmt.Sprintf("damaged region at offset %d, %d bytes%s", d.Offset, d.Length, costNote(&d.costJSON)))
 	}
-	if l.Tail == "torn" {
-		notes = append(notes, fmt.Sprintf("torn tail: %d bytes after offset %d are not a record", l.Size-l.End, l.End))
+	switch {
+	case l.Truncated:
+		notes = append(notes, fmt.Sprintf("truncated: the valid records end at offset %d, below the length the checkpoint recorded; committed data was cut off, not a crash's torn tail%s",
+			l.End, costNote(l.TailCost)))
+	case l.Tail == "torn":
+		notes = append(notes, fmt.Sprintf("torn tail: %d bytes after offset %d are not a record (normal after a crash)%s", l.Size-l.End, l.End, costNote(l.TailCost)))
 	}
 	return notes
+}
+
+// costNote is " [costs ...]" for damage that costs events, else "".
+func costNote(c *costJSON) string {
+	if c == nil {
+		return ""
+	}
+	if s := c.cost().String(); s != "" {
+		return " [" + s + "]"
+	}
+	return ""
 }
 
 // plural is "n word" with an s when n != 1.

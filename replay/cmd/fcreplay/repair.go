@@ -50,10 +50,10 @@ func runRepair(o *options, dryRun bool) error {
 	if rep == nil {
 		return lockedError(err)
 	}
-	out := repairJSON{DryRun: dryRun, Actions: []actionJSON{}, Problems: problemsJSON(rep.Problems)}
+	out := repairJSON{DryRun: dryRun, Actions: []actionJSON{}, Problems: problemsJSON(rep.Problems), Before: costFacts(rep.Before)}
 	for _, a := range rep.Actions {
 		out.Actions = append(out.Actions, actionJSON{Kind: a.Kind, File: a.File, Offset: offsetPtr(a.Offset),
-			Length: a.Length, KeptIn: a.KeptIn, Detail: a.Detail})
+			Length: a.Length, KeptIn: a.KeptIn, Detail: a.Detail, Lost: a.Lost})
 		if a.Kind == channel.RepairCannotPad || a.Kind == channel.RepairCannotRepair {
 			out.Unrepaired++
 		}
@@ -91,6 +91,10 @@ type repairJSON struct {
 	Rebuild *rebuildJSON `json:"rebuild,omitempty"`
 	// Problems are what verify reports after the repair (in a dry run: now).
 	Problems []problemJSON `json:"problems"`
+	// Before is what the damage cost before the repair: lost is what
+	// opening the channel unrepaired loses, lost_full_replay what the
+	// repair loses (committed events, lower bounds).
+	Before costJSON `json:"before"`
 }
 
 type actionJSON struct {
@@ -100,6 +104,9 @@ type actionJSON struct {
 	Length int64  `json:"length"`
 	KeptIn string `json:"kept_in,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Lost counts the committed events this damage costs once the
+	// repair has rebuilt the checkpoint (a lower bound).
+	Lost int `json:"lost"`
 }
 
 // printRepair writes repair's text output.
@@ -116,6 +123,18 @@ func printRepair(w io.Writer, r *repairJSON) error {
 		fmt.Fprintln(bw, "the log files have no damage to repair")
 	case r.Unrepaired > 0:
 		fmt.Fprintf(bw, "%s cannot be repaired by this tool (see above)\n", plural(int64(r.Unrepaired), "problem"))
+	}
+	if b := r.Before; b != (costJSON{}) {
+		will := "costs"
+		if r.DryRun {
+			will = "would cost"
+		}
+		fmt.Fprintf(bw, "the repair %s %s (a lower bound); opening the channel unrepaired loses %d\n",
+			will, plural(int64(b.LostFullReplay), "committed event"), b.Lost)
+		if r.DryRun && b.LostFullReplay > b.Lost {
+			fmt.Fprintf(bw, "to save the %d more: open the channel and drain it (or let the sink catch up) before the repair\n",
+				b.LostFullReplay-b.Lost)
+		}
 	}
 	if r.DryRun {
 		if r.Unrepaired == 0 {
@@ -142,6 +161,9 @@ func actionLine(a actionJSON) string {
 		s += fmt.Sprintf(" at offset %d", *a.Offset)
 	}
 	s += fmt.Sprintf(": %d bytes", a.Length)
+	if a.Lost > 0 {
+		s += ", " + plural(int64(a.Lost), "committed event") + " lost"
+	}
 	if a.KeptIn != "" {
 		s += ", kept in " + a.KeptIn
 	}

@@ -40,7 +40,7 @@ func runVerify(o *options) error {
 	}
 	out := verifyJSON{OK: rep.OK(), RecoveredFrom: rep.RecoveredFrom, Queued: rep.Queued,
 		FullReplayQueued: rep.FullReplayQueued, LogFiles: len(rep.Logs), PointersChecked: rep.PointersChecked,
-		Problems: problemsJSON(rep.Problems), Notes: problemsJSON(rep.Notes)}
+		Problems: problemsJSON(rep.Problems), Notes: problemsJSON(rep.Notes), Cost: costFacts(rep.Cost)}
 	if o.json {
 		err = o.printJSON(out)
 	} else {
@@ -65,6 +65,8 @@ type verifyJSON struct {
 	PointersChecked  int           `json:"pointers_checked"`
 	Problems         []problemJSON `json:"problems"`
 	Notes            []problemJSON `json:"notes"` // not damage; "ok" ignores them
+	// Cost sums the problems' costs (those not listed one by one too).
+	Cost costJSON `json:"cost"`
 }
 
 type problemJSON struct {
@@ -72,12 +74,34 @@ type problemJSON struct {
 	File   string `json:"file,omitempty"`
 	Offset *int64 `json:"offset,omitempty"` // absent when not about a place in a file
 	Detail string `json:"detail,omitempty"`
+	costJSON
+}
+
+// costJSON is what damage costs in committed events (replay.Cost): lower
+// bounds.
+type costJSON struct {
+	// Lost: committed events the channel loses when it opens as it would
+	// now; LostFullReplay: the same after a repair or a full replay.
+	Lost           int `json:"lost"`
+	LostFullReplay int `json:"lost_full_replay"`
+	// Redelivered: taken events that stay queued (their take records were
+	// damaged) and are delivered again.
+	Redelivered int `json:"redelivered"`
+}
+
+func costFacts(c replay.Cost) costJSON {
+	return costJSON{Lost: c.Lost, LostFullReplay: c.LostFullReplay, Redelivered: c.Redelivered}
+}
+
+func (c costJSON) cost() replay.Cost {
+	return replay.Cost{Lost: c.Lost, LostFullReplay: c.LostFullReplay, Redelivered: c.Redelivered}
 }
 
 func problemsJSON(ps []replay.Problem) []problemJSON {
 	out := make([]problemJSON, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, problemJSON{Kind: p.Kind, File: p.File, Offset: offsetPtr(p.Offset), Detail: p.Detail})
+		out = append(out, problemJSON{Kind: p.Kind, File: p.File, Offset: offsetPtr(p.Offset), Detail: p.Detail,
+			costJSON: costFacts(p.Cost)})
 	}
 	return out
 }
@@ -106,9 +130,29 @@ func printVerify(w io.Writer, r *verifyJSON) error {
 	if !r.OK {
 		status = plural(int64(len(r.Problems)), "problem")
 	}
-	_, err := fmt.Fprintf(w, "%s (recovery from %s: %s; full replay: %s; %s, %s read back)\n",
+	if _, err := fmt.Fprintf(w, "%s (recovery from %s: %s; full replay: %s; %s, %s read back)\n",
 		status, recoverySource(r.RecoveredFrom), queued, full, plural(int64(r.LogFiles), "log file"),
-		plural(int64(r.PointersChecked), "pointer"))
+		plural(int64(r.PointersChecked), "pointer")); err != nil {
+		return err
+	}
+	return printCost(w, r.Cost)
+}
+
+// printCost writes the line that says what the damage costs, if anything.
+func printCost(w io.Writer, c costJSON) error {
+	if c == (costJSON{}) {
+		return nil
+	}
+	line := fmt.Sprintf("committed events lost to damage: %d at the channel's next open, %d after 'fcreplay repair' or 'fcreplay replay'",
+		c.Lost, c.LostFullReplay)
+	if c.Redelivered > 0 {
+		line += fmt.Sprintf("; %s delivered again", plural(int64(c.Redelivered), "taken event"))
+	}
+	line += " (lower bounds)"
+	if c.LostFullReplay > c.Lost {
+		line += "; a repair or replay loses more than opening the channel as it is: take the events out first (open the channel and drain it), then repair"
+	}
+	_, err := fmt.Fprintln(w, line)
 	return err
 }
 
@@ -118,7 +162,7 @@ func problemLine(p problemJSON) string {
 	if p.Offset != nil {
 		off = *p.Offset
 	}
-	return replay.Problem{Kind: p.Kind, File: p.File, Offset: off, Detail: p.Detail}.String()
+	return replay.Problem{Kind: p.Kind, File: p.File, Offset: off, Detail: p.Detail, Cost: p.cost()}.String()
 }
 
 // advice says what to do about the kinds of problems found, in the order
@@ -140,6 +184,9 @@ func advice(r *verifyJSON) []string {
 	if has(replay.ProblemTornTail, replay.ProblemUnfinishedCreate) {
 		out = append(out, "torn tails and unfinished creates are normal after a crash; the channel's next open, or 'fcreplay repair', removes them")
 	}
+	if has(replay.ProblemTruncatedLog) {
+		out = append(out, "a log file lost records that the checkpoint says were on disk (cut off, or copied incompletely): look for the full file (a backup, the copy's source) before you open or repair the channel")
+	}
 	if has(replay.ProblemCorruptRecord, replay.ProblemBadHeader) {
 		out = append(out, "damaged log records or headers: run 'fcreplay repair --dry-run', then 'fcreplay repair' (removed bytes are kept in .corrupt files)")
 	}
@@ -152,7 +199,11 @@ func advice(r *verifyJSON) []string {
 	}
 	if has(replay.ProblemCheckpointDisagrees, replay.ProblemBadPointer, replay.ProblemDuplicatePointer,
 		replay.ProblemRefcountMismatch, replay.ProblemMissingLogState, replay.ProblemRecoveryFailed) {
-		out = append(out, "the checkpoint disagrees with the logs: 'fcreplay replay' rebuilds it from the logs ('fcreplay repair' does, after repairing damaged logs)")
+		a := "the checkpoint disagrees with the logs: 'fcreplay replay' rebuilds it from the logs ('fcreplay repair' does, after repairing damaged logs)"
+		if r.Cost.LostFullReplay > r.Cost.Lost {
+			a += "; but a rebuild loses events the checkpoint still holds (see the last line): drain the channel first"
+		}
+		out = append(out, a)
 	}
 	if has(replay.ProblemBackupMissing, replay.ProblemBackupIncomplete, replay.ProblemBackupCorrupt) {
 		out = append(out, "the backup checkpoint is not usable: the channel's next checkpoint (or 'fcreplay replay') writes a new one")

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -18,9 +19,14 @@ func TestRepair(t *testing.T) {
 
 	r := fcreplay(t, f.args("repair", "--dry-run")...)
 	r.wantCode(t, exitOK)
-	wantAction := "pad-damaged-region " + log1 + " at offset 1113: 107 bytes, kept in " + log1 + ".1113.corrupt"
+	// The damaged event's transaction has 5 events: the repair's rebuild
+	// drops them all, where the channel opened as it is loses the damaged
+	// one only (its checkpoint holds the other four).
+	wantAction := "pad-damaged-region " + log1 + " at offset 1113: 107 bytes, 5 committed events lost, kept in " + log1 + ".1113.corrupt"
+	wantCost := "the repair would cost 5 committed events (a lower bound); opening the channel unrepaired loses 1\n" +
+		"to save the 4 more: open the channel and drain it"
 	if !strings.HasPrefix(r.stdout, "dry run: nothing was changed") || !strings.Contains(r.stdout, wantAction) ||
-		!strings.Contains(r.stdout, "verify now: 3 problems") {
+		!strings.Contains(r.stdout, wantCost) || !strings.Contains(r.stdout, "verify now: 2 problems") {
 		t.Errorf("dry run output:\n%s", r.stdout)
 	}
 	if !equalFiles(before, fileHashes(t, f.base)) {
@@ -150,4 +156,60 @@ func checkEvents(t *testing.T, got []eventJSON, want []int) {
 			t.Errorf("event %d: %q, want event %d", i, got[i].Body, ev)
 		}
 	}
+}
+
+// TestTruncatedLogIsNotATornTail: a log file cut below the length the
+// checkpoint recorded is lost committed data, and every read-only command
+// says so with the events it costs; bytes past the checkpoint's length
+// that are not a record are a crash's torn tail, which costs nothing.
+func TestTruncatedLogIsNotATornTail(t *testing.T) {
+	t.Run("truncated", func(t *testing.T) {
+		f := newFixture(t, clean)
+		log1 := filepath.Join(f.data, "log-0000000001")
+		fi, err := os.Stat(log1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(log1, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		r := fcreplay(t, f.args("verify")...)
+		r.wantCode(t, exitFailed)
+		if !strings.Contains(r.stdout, "truncated-log "+log1) || strings.Contains(r.stdout, "torn-tail") ||
+			!regexp.MustCompile(`truncated-log .*\[costs [1-9][0-9]* committed events`).MatchString(r.stdout) ||
+			!strings.Contains(r.stdout, "committed events lost to damage: ") {
+			t.Errorf("verify:\n%s", r.stdout)
+		}
+		r = fcreplay(t, f.args("inspect")...)
+		r.wantCode(t, exitOK)
+		if !regexp.MustCompile(`log 1: truncated: .*\[costs [1-9][0-9]* committed events`).MatchString(r.stdout) ||
+			!strings.Contains(r.stdout, "events lost") {
+			t.Errorf("inspect:\n%s", r.stdout)
+		}
+		r = fcreplay(t, f.args("repair", "--dry-run")...)
+		if !regexp.MustCompile(`cut-torn-tail .*, [1-9][0-9]* committed events lost`).MatchString(r.stdout) ||
+			!strings.Contains(r.stdout, "the repair would cost ") {
+			t.Errorf("repair --dry-run:\n%s", r.stdout)
+		}
+	})
+	t.Run("torn_tail", func(t *testing.T) {
+		f := newFixture(t, clean)
+		log2 := filepath.Join(f.data, "log-0000000002")
+		fh, err := os.OpenFile(log2, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fh.Write([]byte{0, 0, 0, 90, 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r := fcreplay(t, f.args("verify")...)
+		r.wantCode(t, exitFailed)
+		if !strings.Contains(r.stdout, "torn-tail "+log2) || strings.Contains(r.stdout, "truncated-log") ||
+			strings.Contains(r.stdout, "costs") || strings.Contains(r.stdout, "events lost") {
+			t.Errorf("verify:\n%s", r.stdout)
+		}
+	})
 }
