@@ -96,6 +96,17 @@ func newMetrics(c *FileChannel) *metrics {
 	m.checkpoints = counter("checkpoints_total", "Checkpoints written.")
 	m.checkpointErrors = counter("checkpoint_errors_total", "Checkpoints that failed (Flume CheckpointWriteErrorCount).")
 	m.backupErrors = counter("backup_checkpoint_errors_total", "Backup checkpoints that failed (Flume CheckpointBackupWriteErrorCount).")
+	counterFunc := func(name, help string, f func() float64) {
+		m.all = append(m.all, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help}, f))
+	}
+	// The gate counts the waits (Stats reads the same numbers); a Put
+	// with room pays nothing for them.
+	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
+		return float64(c.gate.putWaits().waits)
+	})
+	counterFunc("put_wait_seconds_total", "Time Put calls spent waiting for room in a full channel, the waits in progress included.", func() float64 {
+		return c.gate.putWaits().time.Seconds()
+	})
 
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
 	commitSeconds := histVec("commit_duration_seconds", "Time Commit took, fsync included, by type.", latency)
@@ -117,6 +128,7 @@ func newMetrics(c *FileChannel) *metrics {
 		defer c.queueMu.Unlock()
 		return float64(c.inflightTakes.Len())
 	})
+	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.gate.putWaits().waiting) })
 	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()

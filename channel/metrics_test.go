@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -144,6 +145,70 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 			t.Fatalf("data_dir_free_bytes{%s} = %v, %v", dir, free, ok)
 		}
 	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// The put-wait metrics are the numbers Stats gives: a Put waiting now, the
+// waits and their time, and the Puts that found the channel full.
+func TestMetricsCountPutWaits(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	cfg := testConfig(t, 1)
+	cfg.Name, cfg.Registerer = "orders", reg
+	cfg.Capacity, cfg.TransactionCapacity, cfg.KeepAlive = 1, 1, time.Hour
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	ch := map[string]string{"channel_name": "orders"}
+	wantMetric(t, reg, "filechannel_put_waits_total", ch, 0)
+	wantMetric(t, reg, "filechannel_put_wait_seconds_total", ch, 0)
+	wantMetric(t, reg, "filechannel_waiting_puts", ch, 0)
+	putN(t, c, 0, 1, 1) // full
+
+	// A Put that waits until a take makes room.
+	tx, _ := c.Begin()
+	errc := make(chan error, 1)
+	go func() { errc <- tx.Put(Event{Body: []byte("late")}) }()
+	waitForWaitingPuts(t, c, 1, errc)
+	wantMetric(t, reg, "filechannel_waiting_puts", ch, 1)
+	wantMetric(t, reg, "filechannel_put_waits_total", ch, 1)
+	if got := takeN(t, c, 1, 1); len(got) != 1 {
+		t.Fatalf("took %v", got)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// A Put whose context ends while it waits: a wait, not full.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	tx, _ = c.Begin()
+	if err := tx.PutContext(ctx, Event{Body: []byte("x")}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("PutContext = %v, want the deadline", err)
+	}
+	_ = tx.Rollback()
+	c.cfg.KeepAlive = -1 // no Put runs now; the next one fails at once: full, not a wait
+	tx, _ = c.Begin()
+	if err := tx.Put(Event{Body: []byte("x")}); !errors.Is(err, ErrChannelFull) {
+		t.Fatalf("Put = %v, want ErrChannelFull", err)
+	}
+	_ = tx.Rollback()
+
+	s := c.Stats()
+	if s.PutWaits != 2 || s.PutWaitTime <= 0 || s.PutsWaiting != 0 || s.PutsFull != 1 {
+		t.Fatalf("PutWaits %d, PutWaitTime %v, PutsWaiting %d, PutsFull %d; want 2, > 0, 0, 1",
+			s.PutWaits, s.PutWaitTime, s.PutsWaiting, s.PutsFull)
+	}
+	wantMetric(t, reg, "filechannel_put_waits_total", ch, float64(s.PutWaits))
+	wantMetric(t, reg, "filechannel_put_wait_seconds_total", ch, s.PutWaitTime.Seconds())
+	wantMetric(t, reg, "filechannel_waiting_puts", ch, float64(s.PutsWaiting))
+	wantMetric(t, reg, "filechannel_put_errors_total", map[string]string{"channel_name": "orders", "reason": "channel_full"}, float64(s.PutsFull))
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)

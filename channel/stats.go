@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Stats is a snapshot of the channel's state and counters.
@@ -13,6 +14,25 @@ type Stats struct {
 	Capacity      int
 	LogFiles      int   // data log files the channel holds open
 	LogBytes      int64 // bytes in those files (taken events stay until their file is deleted)
+
+	// PutWaits counts the Puts (Put and PutContext) that found the channel
+	// at capacity and waited for room, whatever came of it: room, or
+	// ErrChannelFull after KeepAlive, or PutContext's context ending, or
+	// Close. A Put waiting now is counted already. A Put with KeepAlive < 0
+	// does not wait and is not counted here (see PutsFull).
+	PutWaits int64
+	// PutWaitTime is the time those Puts spent waiting, the waits in
+	// progress included (so it grows while a source is blocked). Over an
+	// interval, its increase divided by the interval is how many Puts
+	// waited on average: with one producer, the share of the time it was
+	// blocked.
+	PutWaitTime time.Duration
+	// PutsWaiting is the number of Puts waiting for room now: a source
+	// blocked behind a stopped sink shows here at once.
+	PutsWaiting int
+	// PutsFull counts the Puts that returned ErrChannelFull: they waited
+	// KeepAlive in vain, or KeepAlive < 0 and there was no room.
+	PutsFull int64
 
 	RecoveredFrom string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
 	ReplayRecords int64  // log records read by the last Open
@@ -49,6 +69,8 @@ func (c *FileChannel) Stats() Stats {
 	s.LogFiles = len(c.files)
 	c.filesMu.RUnlock()
 	s.LogBytes = c.logBytes()
+	w := c.gate.putWaits()
+	s.PutWaits, s.PutWaitTime, s.PutsWaiting, s.PutsFull = w.waits, w.time, w.waiting, w.full
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped

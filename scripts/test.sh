@@ -19,7 +19,7 @@ trap 'rm -rf "$bin"' EXIT
 format=testname
 if [ -t 1 ]; then
   format=pkgname-and-test-fails # a terminal: one line per package, failures in full
-  [ -n "${FC_TEST_VERBOSE:-}" ] && format=testname
+  if [ -n "${FC_TEST_VERBOSE:-}" ]; then format=testname; fi
 fi
 "$bin/gotestsum" --format "$format" --format-hide-empty-pkg -- \
   -race -count=1 -timeout "$timeout" "$@" ./...

@@ -7,9 +7,14 @@
 //	go run ./examples/fanout -events 20000        # send 20k events, stop when both sinks have them all
 //	go run ./examples/fanout -slow-delay 200ms -capacity 2000   # the slow channel fills up: the source waits
 //
-// Every second it prints both channels' depth and each sink's progress:
+// Every second it prints, for each channel, its depth out of its capacity,
+// the share of the capacity held (fill: queued plus taken or put and not
+// yet committed), the size of its data log files, its sink's progress and
+// how often and how long the source's Puts into it waited for room; then
+// the source's position and the share of the last second it spent
+// waiting:
 //
-//	14s  fast: queued      0  delivered    30000 | slow: queued  16300  delivered    13600 | source at #30000, waited 0x on a full channel
+//	14s  fast: queued      0/2000 fill   0%  log 9.6 MB  delivered    28000  source waited 0x 0.0s | slow: queued   1900/2000 fill 100%  log 1.6 MB  delivered    26100  source waited 260x 12.9s | source at #28000, blocked 96%
 //
 // Stop it (Ctrl-C, or kill it) and start it again: the source and both
 // sinks resume where they stopped. Every event carries a sequence number;
@@ -49,8 +54,13 @@
 //
 // Each channel holds up to -capacity events, so the fast sink can run
 // ahead of the slow one by that much. When the slow channel is full, Put
-// waits KeepAlive for room and returns ErrChannelFull; the source rolls the
-// batch back and tries again, for as long as it takes. (Rolling back gives
+// waits for room: until the slow sink commits a batch, or for KeepAlive,
+// after which it returns ErrChannelFull and the source rolls the batch back
+// and tries again, for as long as it takes. Either way the channel counts
+// the wait (Stats.PutWaits, PutWaitTime; the metrics
+// filechannel_put_waits_total and filechannel_put_wait_seconds_total), the
+// progress line shows it against that channel ("source waited"), and
+// "blocked" shows the share of the time the source spends waiting. (Rolling back gives
 // back the room the half-put batch held: with several sources, batches that
 // each hold part of a full channel could otherwise wait for each other
 // forever.) It never drops an
@@ -77,6 +87,7 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/progress"
 	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
 
@@ -230,11 +241,12 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	rep := newReporter(out, src, legs, start)
 	var firstErr error
 	for running := 1 + len(legs); running > 0; {
 		select {
 		case <-tick.C:
-			report(out, fmt.Sprintf("%4.0fs", time.Since(start).Seconds()), src, legs)
+			rep.report(false)
 		case err := <-errs:
 			running--
 			if err != nil && firstErr == nil {
@@ -244,7 +256,7 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		}
 	}
 	wg.Wait()
-	report(out, "total", src, legs)
+	rep.report(true)
 	fast, slow := legs[0].ch.Len(), legs[1].ch.Len()
 	for _, l := range legs {
 		err = errors.Join(err, l.ch.Close())
@@ -256,19 +268,54 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	return firstErr
 }
 
-func report(out io.Writer, label string, src *source, legs []*leg) {
+// reporter prints the progress lines; it keeps the time the source had
+// waited on each channel at the last one, for the share of the interval
+// the source waited.
+type reporter struct {
+	out   io.Writer
+	src   *source
+	legs  []*leg
+	start time.Time
+	lastT time.Time
+	last  []time.Duration // per leg: its channel's Stats().PutWaitTime
+}
+
+func newReporter(out io.Writer, src *source, legs []*leg, start time.Time) *reporter {
+	return &reporter{out: out, src: src, legs: legs, start: start, lastT: start, last: make([]time.Duration, len(legs))}
+}
+
+// report prints a line about the last interval, or with final one about
+// the whole run.
+func (r *reporter) report(final bool) {
+	now := time.Now()
+	label, since := fmt.Sprintf("%4.0fs", now.Sub(r.start).Seconds()), now.Sub(r.lastT)
+	if final {
+		label, since = "total", now.Sub(r.start)
+	}
 	var b strings.Builder // one Write, so a sink's message never lands mid-line
 	fmt.Fprintf(&b, "%5s ", label)
-	for i, l := range legs {
+	var blocked time.Duration
+	for i, l := range r.legs {
 		if i > 0 {
 			b.WriteString(" |")
 		}
-		s := l.sink
-		fmt.Fprintf(&b, " %s: queued %6d  delivered %8d", l.name, l.ch.Len(), s.delivered.Load())
+		// The channel counts and times the Puts that waited for room (the
+		// source is the only one that puts), a wait in progress included.
+		s, st := l.sink, l.ch.Stats()
+		fmt.Fprintf(&b, " %s: queued %6d/%d fill %3.0f%%  log %s  delivered %8d", l.name, st.Queued, st.Capacity, 100*progress.Fill(st),
+			progress.Bytes(float64(st.LogBytes)), s.delivered.Load())
 		if d := s.redelivered.Load(); d > 0 {
 			fmt.Fprintf(&b, " (+%d redelivered, skipped)", d)
 		}
+		fmt.Fprintf(&b, "  source waited %s", progress.Waited(st))
+		if final {
+			blocked += st.PutWaitTime // since Open, at the start of the run
+		} else {
+			blocked += st.PutWaitTime - r.last[i]
+		}
+		r.last[i] = st.PutWaitTime
 	}
-	fmt.Fprintf(&b, " | source at #%d, waited %dx on a full channel\n", src.sent.Load(), src.fullWaits.Load())
-	io.WriteString(out, b.String())
+	fmt.Fprintf(&b, " | source at #%d, blocked %s\n", r.src.sent.Load(), progress.Share(blocked, since))
+	io.WriteString(r.out, b.String())
+	r.lastT = now
 }

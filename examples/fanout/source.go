@@ -19,9 +19,8 @@ type source struct {
 	target         int64 // stop before this number; 0 = never
 	betweenCommits func(from int64) error
 
-	sent      atomic.Int64 // every channel holds the events below this number
-	fullWaits atomic.Int64 // times a Put gave up on a full channel and the batch was retried
-	payload   []byte
+	sent    atomic.Int64 // every channel holds the events below this number
+	payload []byte
 }
 
 // lead is the number to continue from: the leading cursor. A channel whose
@@ -92,9 +91,9 @@ func (s *source) send(ctx context.Context, l *leg, from int64, n int) error {
 		if !errors.Is(err, channel.ErrChannelFull) {
 			return fmt.Errorf("source: %s channel: %w", l.name, err)
 		}
-		// Put already waited KeepAlive for room; the batch was rolled back
-		// whole, so a retry cannot duplicate part of it.
-		s.fullWaits.Add(1)
+		// Put already waited KeepAlive for room (the channel counted it);
+		// the batch was rolled back whole, so a retry cannot duplicate part
+		// of it.
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -103,7 +102,8 @@ func (s *source) send(ctx context.Context, l *leg, from int64, n int) error {
 	return counter.Save(l.cursorPath, l.cursor)
 }
 
-// put is one put transaction: all n events or none.
+// put is one put transaction: all n events or none. A Put blocks while
+// the channel is full; the channel counts and times the wait.
 func (s *source) put(ctx context.Context, ch *channel.FileChannel, from int64, n int) error {
 	tx, err := ch.Begin()
 	if err != nil {

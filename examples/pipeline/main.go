@@ -4,6 +4,25 @@
 //
 //	go run ./examples/pipeline                 # runs until Ctrl-C, data in ./fcdata
 //	go run ./examples/pipeline -events 200000  # stops after 200k events are delivered
+//	go run ./examples/pipeline -dir /tmp/p -capacity 2000 -sink-delay 20ms  # a slow sink: the source waits
+//
+// Every second it prints a line like
+//
+//	progress: put     10500 (    4297 ev/s, 4.4 MB/s)  delivered      8500 (    4297 ev/s)  queued    1900/2000 fill 100%  log 11.3 MB  source waited 86x 1.8s (blocked 90%)  gaps 0  redelivered 0
+//
+// "queued" is the channel's depth out of its capacity and "fill" the share
+// of the capacity held (queued plus taken or put and not yet committed);
+// "log" is the size of the data log files on disk, which grows until a
+// checkpoint lets the channel delete files whose events are all taken
+// (every 30s). "source waited" counts the source's Puts that had to wait
+// for room because the channel was full, the time they waited, and the
+// share of the last second the source spent waiting: a source blocked most
+// of the time means the sink is the bottleneck. The channel counts these
+// waits itself (Stats.PutWaits and PutWaitTime, the metrics
+// filechannel_put_waits_total and filechannel_put_wait_seconds_total), a
+// wait still in progress included, so a source stuck behind a stopped
+// sink shows as blocked at once. The last line ("total") gives the same
+// over the whole run.
 //
 // Stop it with Ctrl-C (or kill it) and start it again: the sink resumes
 // where it stopped, and no committed event is lost. The sink checks this:
@@ -52,11 +71,15 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/progress"
 )
 
 // shutdownTimeout bounds how long the HTTP server waits for requests in
 // progress when the pipeline stops.
 const shutdownTimeout = 5 * time.Second
+
+// defaultCapacity is the channel's capacity without -capacity.
+const defaultCapacity = 200_000
 
 type options struct {
 	dir      string
@@ -65,7 +88,10 @@ type options struct {
 	batch    int
 	size     int
 	rate     int // events per second from the source (0 = as fast as possible)
-	verbose  bool
+	capacity int // events the channel holds (0 = 200,000)
+	// sinkDelay is the sink's pause per batch: a slow destination.
+	sinkDelay time.Duration
+	verbose   bool
 	// metricsAddr is where /metrics and /healthz are served ("" = no
 	// server; port 0 = any free port).
 	metricsAddr string
@@ -82,6 +108,8 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 100, "events per transaction")
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.IntVar(&o.rate, "rate", 0, "source events per second (0 = unlimited)")
+	flag.IntVar(&o.capacity, "capacity", defaultCapacity, "events the channel holds before the source has to wait")
+	flag.DurationVar(&o.sinkDelay, "sink-delay", 0, "the sink's pause per batch, a slow destination (0 = none)")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz on this address (empty = off)")
 	flag.Parse()
@@ -100,7 +128,27 @@ type sinkState struct {
 	next int64 // next sequence number expected
 }
 
+func (o options) validate() error {
+	switch {
+	case o.batch <= 0:
+		return fmt.Errorf("-batch %d: must be positive", o.batch)
+	case o.size < 0:
+		return fmt.Errorf("-size %d: must not be negative", o.size)
+	case o.capacity < o.batch:
+		return fmt.Errorf("-capacity %d: must hold at least one batch (%d)", o.capacity, o.batch)
+	case o.sinkDelay < 0:
+		return fmt.Errorf("-sink-delay %v: must not be negative", o.sinkDelay)
+	}
+	return nil
+}
+
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.capacity == 0 {
+		o.capacity = defaultCapacity
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -122,7 +170,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		Name:          "pipeline",
 		CheckpointDir: filepath.Join(o.dir, "checkpoint"),
 		DataDirs:      []string{filepath.Join(o.dir, "data")},
-		Capacity:      200_000,
+		Capacity:      o.capacity,
 		MaxFileSize:   64 << 20,
 		KeepAlive:     time.Second,
 		Logger:        logger,
@@ -163,22 +211,17 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	lastPut, lastTook, lastT := int64(0), int64(0), start
+	var last progressCounts
+	lastT := start
 	report := func(final bool) {
 		now := time.Now()
-		dt := now.Sub(lastT).Seconds()
-		p, tk := put.Load(), took.Load()
+		cur := progressCounts{put: put.Load(), took: took.Load(), ch: ch.Stats()}
+		label, since, prev := "progress", now.Sub(lastT), last
 		if final {
-			dt = now.Sub(start).Seconds()
-			lastPut, lastTook = 0, 0
+			label, since, prev = "total   ", now.Sub(start), progressCounts{}
 		}
-		label := "progress"
-		if final {
-			label = "total   "
-		}
-		fmt.Fprintf(out, "%s: put %9d (%8.0f ev/s, %6.1f MB/s)  delivered %9d (%8.0f ev/s)  queued %7d  gaps %d  redelivered %d\n",
-			label, p, float64(p-lastPut)/dt, float64(p-lastPut)*float64(o.size)/dt/1e6, tk, float64(tk-lastTook)/dt, ch.Len(), gaps.Load(), dups.Load())
-		lastPut, lastTook, lastT = p, tk, now
+		fmt.Fprintln(out, progressLine(label, since, prev, cur, o.size, gaps.Load(), dups.Load()))
+		last, lastT = cur, now
 	}
 	var firstErr error
 loop:
@@ -227,6 +270,29 @@ loop:
 	return firstErr
 }
 
+// progressCounts are what a progress line reports, and the differences of
+// which give its rates.
+type progressCounts struct {
+	put, took int64
+	// ch is the channel's Stats: its fill and log size, and its count and
+	// time of Puts that waited for room (the source is the only one that
+	// puts), kept by the channel since Open.
+	ch channel.Stats
+}
+
+// progressLine is one line of progress: counts so far, rates and the
+// share of the time the source waited over the interval since (from prev
+// to cur), and the channel's fill and log size now.
+func progressLine(label string, since time.Duration, prev, cur progressCounts, size int, gaps, dups int64) string {
+	st, puts := cur.ch, float64(cur.put-prev.put)
+	return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  queued %7d/%d fill %3.0f%%  log %s  source waited %s (blocked %s)  gaps %d  redelivered %d",
+		label, cur.put, progress.Rate(progress.PerSecond(puts, since), 8), progress.Bytes(progress.PerSecond(puts*float64(size), since)),
+		cur.took, progress.Rate(progress.PerSecond(float64(cur.took-prev.took), since), 8),
+		st.Queued, st.Capacity, 100*progress.Fill(st), progress.Bytes(float64(st.LogBytes)),
+		progress.Waited(st), progress.Share(st.PutWaitTime-prev.ch.PutWaitTime, since),
+		gaps, dups)
+}
+
 // serveMetrics starts the HTTP server of /metrics and /healthz on
 // o.metricsAddr, unless it is empty (then it returns a nil server and a nil
 // channel). served receives Serve's error when the server stops.
@@ -258,7 +324,9 @@ func serveMetrics(o options, reg *prometheus.Registry, ch *channel.FileChannel, 
 	return srv, served, nil
 }
 
-// source produces numbered events in transactions of o.batch.
+// source produces numbered events in transactions of o.batch. A Put
+// waits up to KeepAlive for room in a full channel; the channel counts
+// and times the wait (Stats.PutWaits, PutWaitTime).
 func source(ctx context.Context, ch *channel.FileChannel, o options, next int64, statePath string, put *atomic.Int64) error {
 	payload := make([]byte, o.size)
 	for i := range payload {
@@ -284,10 +352,13 @@ func source(ctx context.Context, ch *channel.FileChannel, o options, next int64,
 		for i := 0; i < o.batch; i++ {
 			body := append(strconv.AppendInt(make([]byte, 0, 16+o.size), next+int64(i), 10), ' ')
 			body = append(body, payload...)
-			if err := tx.Put(channel.Event{Headers: map[string]string{"source": "pipeline"}, Body: body}); err != nil {
+			if err := tx.PutContext(ctx, channel.Event{Headers: map[string]string{"source": "pipeline"}, Body: body}); err != nil {
 				tx.Rollback()
 				if errors.Is(err, channel.ErrChannelFull) {
 					break // the sink is behind; try again
+				}
+				if ctx.Err() != nil {
+					return nil // stopping
 				}
 				return fmt.Errorf("source: %w", err)
 			}
@@ -362,6 +433,14 @@ func sinkLoop(ctx context.Context, ch *channel.FileChannel, o options, s *sinkSt
 			if err := check(ev); err != nil {
 				tx.Rollback()
 				return fmt.Errorf("sink: %w", err)
+			}
+		}
+		if o.sinkDelay > 0 { // "delivering" to a slow destination
+			select {
+			case <-time.After(o.sinkDelay):
+			case <-ctx.Done():
+				tx.Rollback()
+				return nil // stopping; the batch is taken again next run
 			}
 		}
 		// Deliver (here: record the position), then commit the take.

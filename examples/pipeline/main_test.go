@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
@@ -38,6 +40,105 @@ func TestPipelineRunsAndResumes(t *testing.T) {
 	if strings.Contains(out.String(), "gaps 1") {
 		t.Fatalf("gaps reported:\n%s", out.String())
 	}
+	// 3000 events never come near the capacity: no Put waited for room.
+	if p := parseProgress(t, lastLine(out.String(), "total")); p.waits != 0 {
+		t.Fatalf("the source waited %dx on a channel with room:\n%s", p.waits, out.String())
+	}
+}
+
+// A slow sink behind a small channel: the channel fills up and the source
+// waits in Put. The progress lines must say so; they used to show only
+// the depth ("queued 100") with no capacity, and nothing of the waits,
+// which happen inside Put and rarely end in ErrChannelFull. The channel
+// counts them (Stats.PutWaits and PutWaitTime).
+func TestPipelineShowsASlowSinkBlockingTheSource(t *testing.T) {
+	o := options{dir: t.TempDir(), duration: 3 * time.Second, batch: 10, size: 64, capacity: 100, sinkDelay: 50 * time.Millisecond}
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	total := parseProgress(t, lastLine(out.String(), "total"))
+	if total.capacity != 100 {
+		t.Errorf("capacity %d on the total line, want 100\n%s", total.capacity, out.String())
+	}
+	// The source outruns the sink by far, so the channel ends full but for
+	// the source's batch that was rolled back at the stop.
+	if total.fill < 80 {
+		t.Errorf("fill %d%% on the total line, want ~100%%\n%s", total.fill, out.String())
+	}
+	if total.waits == 0 || total.waited <= 0 {
+		t.Errorf("the source waited %dx, %.1fs for room behind a slow sink; want > 0\n%s", total.waits, total.waited, out.String())
+	}
+	if total.logBytes == "" {
+		t.Errorf("no log size on the total line\n%s", out.String())
+	}
+}
+
+// A progress line over a near-zero interval prints "-" for its rates, not
+// an absurd number.
+func TestProgressLineOverANearZeroInterval(t *testing.T) {
+	cur := progressCounts{put: 1_000_000, took: 1_000_000, ch: channel.Stats{Capacity: 100}}
+	line := progressLine("progress", time.Microsecond, progressCounts{}, cur, 1024, 0, 0)
+	if strings.Contains(line, "TB") || strings.Contains(line, "GB/s") || !strings.Contains(line, "(       - ev/s, -/s)") {
+		t.Fatalf("line over 1µs: %s", line)
+	}
+	cur.ch.LogBytes = 2_700_000_000
+	line = progressLine("progress", time.Second, progressCounts{}, cur, 1024, 0, 0)
+	if !strings.Contains(line, "( 1000000 ev/s, 1.0 GB/s)") || !strings.Contains(line, "log 2.7 GB") {
+		t.Fatalf("line over 1s: %s", line)
+	}
+}
+
+// The waits on the line are the channel's: the totals, and the share of
+// the interval from the growth of PutWaitTime.
+func TestProgressLineShowsTheChannelsPutWaits(t *testing.T) {
+	prev := progressCounts{ch: channel.Stats{Capacity: 100, PutWaits: 5, PutWaitTime: 2 * time.Second}}
+	cur := progressCounts{ch: channel.Stats{Capacity: 100, Queued: 100, PutWaits: 9, PutWaitTime: 2*time.Second + 750*time.Millisecond}}
+	line := progressLine("progress", time.Second, prev, cur, 64, 0, 0)
+	if want := "queued     100/100 fill 100%  log 0 B  source waited 9x 2.8s (blocked 75%)"; !strings.Contains(line, want) {
+		t.Fatalf("line %q lacks %q", line, want)
+	}
+}
+
+// progressFields are what the tests read from a progress line.
+type progressFields struct {
+	queued, capacity, fill int
+	logBytes               string
+	waits                  int64
+	waited                 float64
+}
+
+var progressRE = regexp.MustCompile(`queued +(\d+)/(\d+) fill +(\d+)%  log (\S+ \S+)  source waited (\d+)x ([\d.]+)s \(blocked (?:\d+%|-)\)`)
+
+func parseProgress(t *testing.T, line string) progressFields {
+	t.Helper()
+	m := progressRE.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("not a progress line with queued/capacity, fill, log and waits: %q", line)
+	}
+	atoi := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waited, err := strconv.ParseFloat(m[6], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return progressFields{queued: atoi(m[1]), capacity: atoi(m[2]), fill: atoi(m[3]), logBytes: m[4], waits: int64(atoi(m[5])), waited: waited}
+}
+
+// lastLine is the last line of s that starts with prefix.
+func lastLine(s, prefix string) string {
+	var last string
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, prefix) {
+			last = line
+		}
+	}
+	return last
 }
 
 // TestPipelineServesMetrics runs the pipeline with its HTTP server on a free
