@@ -39,8 +39,9 @@ type RebuildReport struct {
 
 	// Capacity is the capacity of the rebuilt checkpoint: Config.Capacity,
 	// or if that is 0 the capacity of the existing checkpoint (or backup),
-	// else DefaultCapacity.
-	Capacity int
+	// else DefaultCapacity; CapacityFrom says which.
+	Capacity     int
+	CapacityFrom CapacitySource
 	// Padding counts the padding records read (regions a repair overwrote).
 	Padding int64
 }
@@ -88,8 +89,9 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	from := CapacityFromConfig
 	if cfg.Capacity == 0 {
-		cfg.Capacity = existingCapacity(probe)
+		cfg.Capacity, from = existingCapacity(probe)
 	}
 	cfg, err = cfg.withDefaults()
 	if err != nil {
@@ -98,7 +100,7 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.ProgressEvery == 0 {
 		opts.ProgressEvery = DefaultReplayProgressEvery
 	}
-	rep := &RebuildReport{Capacity: cfg.Capacity}
+	rep := &RebuildReport{Capacity: cfg.Capacity, CapacityFrom: from}
 	passes := int64(2)
 	if opts.DryRun {
 		passes = 1
@@ -171,27 +173,61 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 			"events", rep.Events, "read_only_replay", q.Size())
 	}
 	rep.Duration = time.Since(start)
-	cfg.Logger.Info("rebuild done", "events", rep.Events, "capacity", rep.Capacity, "records", rep.Records,
+	cfg.Logger.Info("rebuild done", "events", rep.Events, "capacity", rep.Capacity, "capacity_from", rep.CapacityFrom.String(), "records", rep.Records,
 		"corrupt", rep.Corrupt, "damaged_txs", rep.DamagedTxs, "duration", rep.Duration.Round(time.Millisecond))
 	return rep, nil
 }
 
+// CapacitySource says where a rebuild's capacity came from.
+type CapacitySource int
+
+// Capacity sources (RebuildReport.CapacityFrom).
+const (
+	CapacityFromConfig     CapacitySource = iota + 1 // Config.Capacity (fcreplay's --capacity)
+	CapacityFromCheckpoint                           // the capacity the checkpoint recorded
+	CapacityFromBackup                               // the capacity the backup checkpoint recorded
+	// CapacityDefault: no checkpoint recorded one, so DefaultCapacity. The
+	// application's next Open with another Config.Capacity resizes the
+	// queue.
+	CapacityDefault
+)
+
+func (s CapacitySource) String() string {
+	switch s {
+	case CapacityFromConfig:
+		return "config"
+	case CapacityFromCheckpoint:
+		return "checkpoint"
+	case CapacityFromBackup:
+		return "backup checkpoint"
+	case CapacityDefault:
+		return "default"
+	}
+	return fmt.Sprintf("CapacitySource(%d)", int(s))
+}
+
 // existingCapacity is the capacity recorded in the checkpoint.meta of the
-// checkpoint, else of a complete backup, else DefaultCapacity. cfg has its
-// defaults applied.
-func existingCapacity(cfg Config) int {
-	dirs := []string{cfg.CheckpointDir}
+// checkpoint, else of a complete backup, else DefaultCapacity, and which
+// it is. cfg has its defaults applied.
+func existingCapacity(cfg Config) (int, CapacitySource) {
+	dirs := []struct {
+		dir  string
+		from CapacitySource
+	}{{cfg.CheckpointDir, CapacityFromCheckpoint}}
 	if b := cfg.BackupCheckpointDir; b != "" && checkpoint.HasBackup(cfg.FS, b) {
-		dirs = append(dirs, b)
+		dirs = append(dirs, struct {
+			dir  string
+			from CapacitySource
+		}{b, CapacityFromBackup})
 	}
 	for _, d := range dirs {
-		b, err := vfs.ReadFile(cfg.FS, filepath.Join(d, checkpoint.MetaName))
+		b, err := vfs.ReadFile(cfg.FS, filepath.Join(d.dir, checkpoint.MetaName))
 		if err != nil {
 			continue
 		}
 		if m, err := checkpoint.DecodeMeta(b); err == nil && m.Capacity > 0 {
-			return m.Capacity
+			return m.Capacity, d.from
 		}
 	}
-	return DefaultCapacity
+	return DefaultCapacity, CapacityDefault
 }

@@ -29,12 +29,32 @@ type progress struct {
 
 	mu      sync.Mutex // guards the fields below; the library may report from another goroutine
 	bar     *progressbar.ProgressBar
+	shown   bool          // the bar has been drawn
 	last    time.Duration // elapsed time of the last plain line
 	printed bool          // a plain line was printed
 }
 
+// newProgress makes the bar (on a terminal) at once, before the replay
+// starts: the bar's rate is the bytes over the time since it was made, and
+// a bar made at the first report, when the replay had already read
+// hundreds of megabytes, showed rates of terabytes a second.
 func newProgress(w io.Writer, tty bool) *progress {
-	return &progress{w: w, tty: tty, every: plainEvery}
+	p := &progress{w: w, tty: tty, every: plainEvery}
+	if tty {
+		p.bar = progressbar.NewOptions64(1, // the total comes with the first report
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("replay"),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionUseANSICodes(true),
+		)
+		p.bar.StartWithoutRender() // its clock starts now; nothing is drawn before a report
+	}
+	return p
 }
 
 // interval is how often the library should report.
@@ -55,19 +75,13 @@ func (p *progress) update(records, bytes, total int64, elapsed time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty {
-		if p.bar == nil {
-			p.bar = progressbar.NewOptions64(max(total, 1),
-				progressbar.OptionSetWriter(p.w),
-				progressbar.OptionSetDescription("replay"),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionShowCount(),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionSetElapsedTime(true),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionUseANSICodes(true),
-			)
+		if p.bar == nil { // finished
+			return
 		}
+		if total := max(total, 1); total != p.bar.GetMax64() {
+			p.bar.ChangeMax64(total)
+		}
+		p.shown = true
 		p.bar.Set64(min(bytes, max(total, 1))) // a bar's render error is not the replay's
 		return
 	}
@@ -85,11 +99,11 @@ func (p *progress) update(records, bytes, total int64, elapsed time.Duration) {
 func (p *progress) finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
+	if p.bar != nil && p.shown {
 		p.bar.Finish() // render errors are not the replay's
 		fmt.Fprintln(p.w)
-		p.bar = nil
 	}
+	p.bar = nil
 }
 
 // progressLine is a plain progress line:

@@ -76,3 +76,31 @@ func TestProgressBar(t *testing.T) {
 		t.Errorf("bar output: %q", out)
 	}
 }
+
+// TestProgressBarRate: the bar's rate is measured from when the command
+// started, not from the first report: 300 MB read in 300 ms or more is at
+// most 1 GB/s, never the terabytes a second a bar made at the first report
+// showed.
+func TestProgressBarRate(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, true)
+	time.Sleep(300 * time.Millisecond) // the replay reads before its first report
+	p.update(1000, 300e6, 1000e6, 300*time.Millisecond)
+	p.finish()
+	out := buf.String()
+	if !strings.Contains(out, "replay") || strings.Contains(out, "TB/s") || strings.Contains(out, "PB/s") ||
+		!strings.Contains(out, "/s") {
+		t.Errorf("bar output: %q", out)
+	}
+}
+
+// TestProgressBarUnused: a command whose replay never reported prints
+// nothing.
+func TestProgressBarUnused(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf, true)
+	p.finish()
+	if buf.Len() != 0 {
+		t.Errorf("printed %q", buf.String())
+	}
+}

@@ -69,23 +69,27 @@ func runReplay(o *options, dryRun bool, capacity int) error {
 // rebuildJSON is replay's output (--json prints it as is), and the rebuild
 // part of repair's.
 type rebuildJSON struct {
-	DryRun          bool    `json:"dry_run"`
-	Records         int64   `json:"records"` // log records read, one pass (a rebuild reads them twice)
-	Bytes           int64   `json:"bytes"`   // log bytes read, one pass
-	Events          int     `json:"events"`  // events in the rebuilt queue
-	Puts            int64   `json:"puts"`    // committed puts applied
-	Takes           int64   `json:"takes"`   // committed takes applied
-	Corrupt         int     `json:"corrupt"`
-	DamagedTxs      int     `json:"damaged_txs"`
-	Padding         int64   `json:"padding"` // padding records read (regions a repair overwrote)
-	Capacity        int     `json:"capacity"`
+	DryRun     bool  `json:"dry_run"`
+	Records    int64 `json:"records"` // log records read, one pass (a rebuild reads them twice)
+	Bytes      int64 `json:"bytes"`   // log bytes read, one pass
+	Events     int   `json:"events"`  // events in the rebuilt queue
+	Puts       int64 `json:"puts"`    // committed puts applied
+	Takes      int64 `json:"takes"`   // committed takes applied
+	Corrupt    int   `json:"corrupt"`
+	DamagedTxs int   `json:"damaged_txs"`
+	Padding    int64 `json:"padding"` // padding records read (regions a repair overwrote)
+	Capacity   int   `json:"capacity"`
+	// CapacityFrom says where the capacity came from: "config" (--capacity),
+	// "checkpoint", "backup checkpoint" or "default" (no checkpoint recorded
+	// one).
+	CapacityFrom    string  `json:"capacity_from"`
 	DurationSeconds float64 `json:"duration_seconds"`
 }
 
 func rebuildFacts(r *channel.RebuildReport, dryRun bool) rebuildJSON {
 	return rebuildJSON{DryRun: dryRun, Records: r.Records, Bytes: r.Bytes, Events: r.Events, Puts: r.Puts,
 		Takes: r.Takes, Corrupt: r.Corrupt, DamagedTxs: r.DamagedTxs, Padding: r.Padding, Capacity: r.Capacity,
-		DurationSeconds: r.Duration.Seconds()}
+		CapacityFrom: r.CapacityFrom.String(), DurationSeconds: r.Duration.Seconds()}
 }
 
 // printRebuild writes replay's summary.
@@ -108,6 +112,9 @@ func printRebuild(w io.Writer, r *rebuildJSON) error {
 		_, err = fmt.Fprintf(w, "rebuilt the checkpoint: %s queued (%s), capacity %d; %s\n",
 			plural(int64(r.Events), "event"), applied, r.Capacity, read)
 	}
+	if err == nil {
+		_, err = fmt.Fprintln(w, capacityNote(r))
+	}
 	switch {
 	case err != nil:
 	case r.Corrupt > 0:
@@ -118,6 +125,18 @@ func printRebuild(w io.Writer, r *rebuildJSON) error {
 			plural(int64(r.DamagedTxs), "transaction"))
 	}
 	return err
+}
+
+// capacityNote says where the rebuild's capacity came from, and what the
+// application's next Open does with it.
+func capacityNote(r *rebuildJSON) string {
+	switch r.CapacityFrom {
+	case channel.CapacityFromConfig.String():
+		return fmt.Sprintf("capacity %d: as --capacity asked; an application that opens the channel with another Config.Capacity resizes it again", r.Capacity)
+	case channel.CapacityDefault.String():
+		return fmt.Sprintf("capacity %d: the default, as no checkpoint recorded the channel's capacity; the application's next Open resizes the queue to its Config.Capacity (or run again with --capacity)", r.Capacity)
+	}
+	return fmt.Sprintf("capacity %d: kept from the %s", r.Capacity, r.CapacityFrom)
 }
 
 // roundDuration rounds d for a summary: to the millisecond, or to the
