@@ -195,7 +195,7 @@ func (c *FileChannel) open() error {
 	}
 	q, err := eventqueue.New(ck, ck.Capacity(), head, size, refs)
 	if err != nil {
-		return fmt.Errorf("filechannel: load queue from checkpoint: %w", err)
+		return opErr("load queue from checkpoint", err)
 	}
 	c.queue = q
 	ropts := replay.Options{FS: c.fs, DataDirs: cfg.DataDirs, Checkpoint: st, Queue: q, Logger: c.log}
@@ -284,7 +284,7 @@ func (c *FileChannel) open() error {
 	// A checkpoint now makes the next restart cheap and validates the files.
 	if source != "checkpoint" || res.Records > res.Skipped {
 		if err := c.checkpoint(); err != nil {
-			return fmt.Errorf("filechannel: checkpoint after replay: %w", err)
+			return opErr("checkpoint after replay", err)
 		}
 	} else {
 		c.lastCkptW.Store(st.WriteOrderID)
@@ -306,7 +306,7 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 	if !errors.Is(err, checkpoint.ErrNoCheckpoint) && !(errors.Is(err, checkpoint.ErrBadCheckpoint) && damaged) {
 		// An I/O or permission error says nothing about the checkpoint's
 		// contents: do not throw it away.
-		return nil, nil, "", fmt.Errorf("filechannel: open checkpoint: %w", err)
+		return nil, nil, "", opErr("open checkpoint", err)
 	}
 	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
 		c.log.Warn("checkpoint unusable", "dir", dir, "err", err)
@@ -325,11 +325,11 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 		c.log.Warn("no usable checkpoint: replaying every log file in full", "dir", dir)
 	}
 	if err := checkpoint.Remove(c.fs, dir); err != nil {
-		return nil, nil, "", fmt.Errorf("filechannel: remove bad checkpoint: %w", err)
+		return nil, nil, "", opErr("remove bad checkpoint", err)
 	}
 	ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("filechannel: create checkpoint: %w", err)
+		return nil, nil, "", opErr("create checkpoint", err)
 	}
 	return ck, nil, "full replay", nil
 }
@@ -345,15 +345,15 @@ func (c *FileChannel) migrateCapacity() error {
 			len(ptrs), c.cfg.Capacity, len(ptrs))
 	}
 	if err := c.ckpt.Close(); err != nil {
-		return fmt.Errorf("filechannel: close checkpoint: %w", err)
+		return opErr("close checkpoint", err)
 	}
 	c.ckpt = nil
 	if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
-		return fmt.Errorf("filechannel: remove old checkpoint: %w", err)
+		return opErr("remove old checkpoint", err)
 	}
 	ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, c.cfg.Capacity)
 	if err != nil {
-		return fmt.Errorf("filechannel: create checkpoint: %w", err)
+		return opErr("create checkpoint", err)
 	}
 	c.ckpt = ck
 	q, err := eventqueue.New(ck, c.cfg.Capacity, 0, 0, nil)

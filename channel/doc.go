@@ -202,21 +202,10 @@
 // events read-only. The fcreplay command (replay/cmd/fcreplay) does all of
 // this from a shell.
 //
-// # Concurrency and lock order
+// # Concurrency
 //
 // FileChannel is safe for concurrent use; a Transaction belongs to one
-// goroutine. Locks, always taken in this order:
-//
-//	ckptMu    serialises checkpoints
-//	commitMu  shared by every log write until its effect is in the queue;
-//	          exclusive only while a checkpoint captures its snapshot
-//	dataDir.mu serialises appends (and rolls) to one data dir's log
-//	queueMu   the event queue, in-flight sets, take bookkeeping
-//	filesMu   the map of open log files
-//
-// fsyncs happen outside dataDir.mu and queueMu; a checkpoint writes its
-// files outside commitMu and queueMu, so puts and takes continue while it
-// runs.
+// goroutine. Puts and takes go on while a checkpoint runs.
 //
 // # More
 //
@@ -224,5 +213,19 @@
 // Close do, recovery, disk space, metrics, sizing, tuning and alerts.
 // docs/crash-safety.md: every crash state and how recovery handles it.
 // docs/format.md: the on-disk formats. docs/benchmarks.md: measured
-// throughput, latency, replay time and memory.
+// throughput, latency, replay time and memory. docs/architecture.md: how the
+// code works, for those who change it.
 package channel
+
+// For maintainers (docs/architecture.md has the whole picture): the locks,
+// always taken in this order:
+//
+//	ckptMu     serialises checkpoints
+//	commitMu   shared by every log write until its effect is in the queue;
+//	           exclusive only while a checkpoint captures its snapshot
+//	dataDir.mu serialises appends (and rolls) to one data dir's log
+//	queueMu    the event queue, in-flight sets, take bookkeeping
+//	filesMu    the map of open log files
+//
+// fsyncs happen outside dataDir.mu and queueMu; a checkpoint writes its
+// files outside commitMu and queueMu.

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/logfile"
@@ -41,7 +42,30 @@ var (
 // ErrCorrupt.
 type CorruptError = corrupt.Error
 
-// MaxEventSize is the largest event a Put accepts, in encoded bytes: the
-// body, the headers' keys and values, and a few dozen bytes of record
-// fields. A larger event gets ErrEventTooLarge.
-const MaxEventSize = logfile.MaxPayloadSize
+// MaxEventSize is the largest event a Put accepts, in encoded bytes:
+// 67,108,864 (64 MiB) for the body, the headers' keys and values, and a few
+// dozen bytes of record fields. A larger event gets ErrEventTooLarge.
+const MaxEventSize = logfile.MaxPayloadSize // 64 << 20
+
+// opError is the error of an operation (open, rebuild, commit, ...) that
+// failed with err. Its message is "filechannel: <op>: " and err's message
+// without a "filechannel: " of its own, so that an error passed up through
+// two of the package's functions, or a sentinel, does not say
+// "filechannel:" twice. It unwraps to err.
+type opError struct {
+	op   string
+	err  error
+	note string // appended to the message, e.g. " (nothing was changed)"
+}
+
+func (e *opError) Error() string {
+	return "filechannel: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "filechannel: ") + e.note
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+// opErr wraps err as the error of op.
+func opErr(op string, err error) error { return &opError{op: op, err: err} }
+
+// opErrNote wraps err as the error of op, with note after its message.
+func opErrNote(op string, err error, note string) error { return &opError{op: op, err: err, note: note} }

@@ -198,7 +198,7 @@ func (m *metrics) register(reg prometheus.Registerer, name string) error {
 			if errors.As(err, &are) {
 				return fmt.Errorf("filechannel: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
 			}
-			return fmt.Errorf("filechannel: register metrics: %w", err)
+			return opErr("register metrics", err)
 		}
 	}
 	m.reg = reg

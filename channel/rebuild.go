@@ -123,7 +123,7 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	// the events, not the capacity.
 	q, err := eventqueue.New(eventqueue.NewMemSlots(cfg.Capacity), cfg.Capacity, 0, 0, map[uint32]int{})
 	if err != nil {
-		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+		return nil, opErr("rebuild", err)
 	}
 	ropts.Queue = q
 	res, err := replay.Run(ropts)
@@ -133,7 +133,7 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 			ce.Needed, ce.Capacity, ce.Needed, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("filechannel: rebuild: %w (nothing was changed)", err)
+		return nil, opErrNote("rebuild", err, " (nothing was changed)")
 	}
 	rep.Records, rep.Bytes, rep.Events = res.Records, res.Bytes, q.Size()
 	rep.Puts, rep.Takes, rep.Corrupt, rep.DamagedTxs = res.Puts, res.Takes, res.Corrupt, res.DamagedTxs
@@ -147,11 +147,11 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	// restore the backup instead of replaying the logs.
 	if cfg.BackupCheckpointDir != "" {
 		if err := checkpoint.Remove(cfg.FS, cfg.BackupCheckpointDir); err != nil {
-			return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+			return nil, opErr("rebuild", err)
 		}
 	}
 	if err := checkpoint.Remove(cfg.FS, cfg.CheckpointDir); err != nil {
-		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+		return nil, opErr("rebuild", err)
 	}
 	if opts.Progress != nil {
 		cfg.ReplayProgressEvery = opts.ProgressEvery
@@ -162,11 +162,11 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	}
 	c, err := openWith(cfg, true)
 	if err != nil {
-		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+		return nil, opErr("rebuild", err)
 	}
 	rep.Events = c.Len()
 	if err := c.Close(); err != nil {
-		return nil, fmt.Errorf("filechannel: rebuild: %w", err)
+		return nil, opErr("rebuild", err)
 	}
 	if rep.Events != q.Size() {
 		cfg.Logger.Warn("rebuild: the channel recovered another number of events than the read-only replay",

@@ -133,11 +133,11 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 	// and a dry run reports these problems as they are now.
 	before, err := replay.Verify(verifyOptions(full))
 	if err != nil {
-		return nil, fmt.Errorf("filechannel: repair: %w", err)
+		return nil, opErr("repair", err)
 	}
 	r := &repairer{fs: full.FS, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}
 	if err := r.repairLogs(full); err != nil {
-		return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+		return r.partial(opErr("repair", err))
 	}
 	r.costActions(before.Problems)
 	for _, a := range r.rep.Actions {
@@ -151,13 +151,13 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 	if !r.blocked {
 		rb, err := rebuild(cfg, RebuildOptions{Progress: opts.Progress, ProgressEvery: opts.ProgressEvery})
 		if err != nil {
-			return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+			return r.partial(opErr("repair", err))
 		}
 		r.rep.Rebuild = rb
 	}
 	vrep, err := replay.Verify(verifyOptions(full))
 	if err != nil {
-		return r.partial(fmt.Errorf("filechannel: repair: %w", err))
+		return r.partial(opErr("repair", err))
 	}
 	r.rep.Problems = vrep.Problems
 	return r.rep, nil

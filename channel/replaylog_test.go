@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -163,5 +164,27 @@ func TestOpenSaysWhenALogWasCutBelowTheCheckpoint(t *testing.T) {
 	})
 	if lost < 40 || lost > 60 {
 		t.Errorf("events_lost %d, want about half of 100", lost)
+	}
+}
+
+// TestErrorsSayFilechannelOnce: an error passed up through two of the
+// package's operations (repair, then its rebuild) names the package once.
+func TestErrorsSayFilechannelOnce(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 50, 10)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Capacity, cfg.TransactionCapacity = 10, 10
+	_, err := Repair(cfg, RepairOptions{})
+	if err == nil {
+		t.Fatal("repair into a capacity too small: no error")
+	}
+	if n := strings.Count(err.Error(), "filechannel:"); n != 1 || !strings.HasPrefix(err.Error(), "filechannel: repair: rebuild: ") {
+		t.Errorf("error says filechannel: %d times: %v", n, err)
+	}
+	if err := opErr("commit", ErrClosed); err.Error() != "filechannel: commit: channel is closed" || !errors.Is(err, ErrClosed) {
+		t.Errorf("opErr: %v", err)
 	}
 }

@@ -155,7 +155,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	}
 	ok, err := c.spaceOK(t.dir, int64(len(t.buf)+size))
 	if err != nil {
-		return fmt.Errorf("filechannel: put: %w", err)
+		return opErr("put", err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
@@ -172,14 +172,14 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
 	if err != nil {
 		c.gate.release(1)
-		return fmt.Errorf("filechannel: put: %w", err)
+		return opErr("put", err)
 	}
 	t.buf = buf
 	t.frames = append(t.frames, off)
 	t.puts++
 	if len(t.buf) >= min(spillBytes, int(c.cfg.MaxFileSize/4)) {
 		if err := t.spill(); err != nil {
-			return fmt.Errorf("filechannel: put: %w", err)
+			return opErr("put", err)
 		}
 	}
 	return nil
@@ -257,7 +257,7 @@ func (t *Transaction) take() (Event, bool, error) {
 			}
 			c.queueMu.Unlock()
 			c.avail.broadcast()
-			return Event{}, false, fmt.Errorf("filechannel: take: %w", err)
+			return Event{}, false, opErr("take", err)
 		}
 		c.stats.corruptSkipped.Add(1)
 		c.metrics.corruptSkipped.Inc()
@@ -337,7 +337,7 @@ func (t *Transaction) commitPuts() error {
 	if err != nil {
 		c.commitMu.RUnlock()
 		t.abortPuts()
-		return fmt.Errorf("filechannel: commit: %w (the transaction was rolled back)", err)
+		return opErrNote("commit", err, " (the transaction was rolled back)")
 	}
 	c.queueMu.Lock()
 	for _, p := range c.inflightPuts.Remove(t.id) {
@@ -353,7 +353,7 @@ func (t *Transaction) commitPuts() error {
 		// The capacity gate makes this impossible; if it happens anyway the
 		// events are durable and the next Open recovers them.
 		c.log.Error("queue refused committed events", "err", err)
-		return fmt.Errorf("filechannel: commit: %w", err)
+		return opErr("commit", err)
 	}
 	return nil
 }
@@ -396,7 +396,7 @@ func (t *Transaction) commitTakes() error {
 	if err != nil {
 		c.commitMu.RUnlock()
 		t.returnTakes()
-		return fmt.Errorf("filechannel: commit: %w (the taken events were returned to the channel)", err)
+		return opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
 	c.queueMu.Lock()
 	c.inflightTakes.Remove(t.id)

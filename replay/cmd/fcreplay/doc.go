@@ -2,10 +2,10 @@
 // of a filechannel (github.com/flumego/filechannel/channel) from the shell,
 // typically while recovering a channel that will not open or lost events.
 //
-//	go install github.com/flumego/filechannel/replay/cmd/fcreplay@latest
+//	go install ./replay/cmd/fcreplay   # from a clone, until the module is published
 //
 //	fcreplay inspect --checkpoint-dir DIR --data-dirs DIR[,DIR...] [--backup-checkpoint-dir DIR] [--json]
-//	fcreplay verify  ...   every problem, with file and offset; exit 1 if any
+//	fcreplay verify  ...   every problem, with file, offset and the committed events it costs; exit 1 if any
 //	fcreplay dump    ...   [--skip N] [--limit N] [--max-body N]: the queued events, in order
 //	fcreplay repair  ...   [--dry-run]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
 //	fcreplay replay  ...   [--dry-run] [--capacity N]: rebuild the checkpoint from the logs
