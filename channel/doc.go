@@ -217,15 +217,18 @@
 // code works, for those who change it.
 package channel
 
-// For maintainers (docs/architecture.md has the whole picture): the locks,
-// always taken in this order:
+// For maintainers (docs/architecture.md has the whole picture and every
+// nesting): the locks, always taken in this order:
 //
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
-//	           exclusive only while a checkpoint captures its snapshot
+//	           exclusive while a checkpoint captures its snapshot, and in Close
 //	dataDir.mu serialises appends (and rolls) to one data dir's log
-//	queueMu    the event queue, in-flight sets, take bookkeeping
+//	queueMu    the event queue (and the checkpoint slots under it), in-flight
+//	           sets, takesFrom
 //	filesMu    the map of open log files
 //
-// fsyncs happen outside dataDir.mu and queueMu; a checkpoint writes its
-// files outside commitMu and queueMu.
+// Commit fsyncs happen outside dataDir.mu and queueMu (a roll fsyncs under
+// dataDir.mu: the new file's header and directory, the old file); a
+// checkpoint writes and syncs its files under ckptMu only. Nothing under
+// queueMu writes, syncs or logs.

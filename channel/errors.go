@@ -68,4 +68,6 @@ func (e *opError) Unwrap() error { return e.err }
 func opErr(op string, err error) error { return &opError{op: op, err: err} }
 
 // opErrNote wraps err as the error of op, with note after its message.
-func opErrNote(op string, err error, note string) error { return &opError{op: op, err: err, note: note} }
+func opErrNote(op string, err error, note string) error {
+	return &opError{op: op, err: err, note: note}
+}

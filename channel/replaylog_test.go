@@ -66,7 +66,7 @@ func TestFullReplayOfAHealthyChannelLogsNoWarning(t *testing.T) {
 	cfg.MaxFileSize = logfile.HeaderSize + 4096
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 600, 10)
-	got := drainN(t, c, 550)
+	got := takeN(t, c, 550, 10)
 	if len(got) != 550 {
 		t.Fatalf("took %d", len(got))
 	}
@@ -93,36 +93,6 @@ func TestFullReplayOfAHealthyChannelLogsNoWarning(t *testing.T) {
 	if len(sum) != 1 || sum[0].Level != slog.LevelInfo {
 		t.Fatalf("summary lines: %v", sum)
 	}
-}
-
-// drainN takes and commits up to n events, 10 a transaction.
-func drainN(t *testing.T, c *FileChannel, n int) []string {
-	t.Helper()
-	var out []string
-	for len(out) < n {
-		tx, err := c.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := 0
-		for ; k < 10 && len(out) < n; k++ {
-			ev, ok, err := tx.Take()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			out = append(out, string(ev.Body))
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			break
-		}
-	}
-	return out
 }
 
 // TestOpenSaysWhenALogWasCutBelowTheCheckpoint: a log file shorter than the
