@@ -206,19 +206,34 @@ func (s CapacitySource) String() string {
 	return fmt.Sprintf("CapacitySource(%d)", int(s))
 }
 
+// RecordedCapacity returns the capacity the checkpoint of the channel cfg
+// describes records (else its complete backup's), and which of them it is;
+// DefaultCapacity and CapacityDefault when neither records one (a new
+// channel, or checkpoint files lost or damaged). cfg.Capacity is ignored.
+// It only reads: an application that wants to keep a channel's capacity
+// whatever its Config says passes the result to Open. The error is cfg's
+// (invalid config).
+func RecordedCapacity(cfg Config) (int, CapacitySource, error) {
+	cfg.Capacity = 0
+	full, err := cfg.withDefaults()
+	if err != nil {
+		return 0, 0, err
+	}
+	n, from := existingCapacity(full)
+	return n, from, nil
+}
+
 // existingCapacity is the capacity recorded in the checkpoint.meta of the
 // checkpoint, else of a complete backup, else DefaultCapacity, and which
 // it is. cfg has its defaults applied.
 func existingCapacity(cfg Config) (int, CapacitySource) {
-	dirs := []struct {
+	type source struct {
 		dir  string
 		from CapacitySource
-	}{{cfg.CheckpointDir, CapacityFromCheckpoint}}
+	}
+	dirs := []source{{cfg.CheckpointDir, CapacityFromCheckpoint}}
 	if b := cfg.BackupCheckpointDir; b != "" && checkpoint.HasBackup(cfg.FS, b) {
-		dirs = append(dirs, struct {
-			dir  string
-			from CapacitySource
-		}{b, CapacityFromBackup})
+		dirs = append(dirs, source{b, CapacityFromBackup})
 	}
 	for _, d := range dirs {
 		b, err := vfs.ReadFile(cfg.FS, filepath.Join(d.dir, checkpoint.MetaName))

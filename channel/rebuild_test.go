@@ -170,3 +170,25 @@ func TestOpenReportsReplayProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRecordedCapacity: the capacity a closed channel's checkpoint records,
+// whatever Config.Capacity says; the default for a channel never opened.
+func TestRecordedCapacity(t *testing.T) {
+	cfg := testConfig(t, 1)
+	if n, from, err := RecordedCapacity(cfg); err != nil || n != DefaultCapacity || from != CapacityDefault {
+		t.Fatalf("new channel: %d %v %v", n, from, err)
+	}
+	cfg.Capacity = 123
+	c := mustOpen(t, cfg)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Capacity = 5000
+	if n, from, err := RecordedCapacity(cfg); err != nil || n != 123 || from != CapacityFromCheckpoint {
+		t.Fatalf("closed channel: %d %v %v", n, from, err)
+	}
+	cfg.CheckpointDir = ""
+	if _, _, err := RecordedCapacity(cfg); err == nil {
+		t.Fatal("no CheckpointDir: no error")
+	}
+}

@@ -193,8 +193,7 @@ func (r *repairer) costActions(problems []replay.Problem) {
 	}
 	lost := map[place]int{}
 	for _, p := range problems {
-		switch p.Kind {
-		case replay.ProblemCorruptRecord, replay.ProblemBadHeader, replay.ProblemTornTail, replay.ProblemTruncatedLog:
+		if p.LogDamage() {
 			lost[place{p.File, p.Offset}] += p.LostFullReplay
 		}
 	}

@@ -107,6 +107,8 @@ type verifier struct {
 	places map[placeKey]int         // problem index by where damage starts
 	// disagrees is the index of the checkpoint-disagrees problem, or -1.
 	disagrees int
+	// replayed is the full replay's queue as a set; nil when it failed.
+	replayed map[eventqueue.Pointer]bool
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
@@ -178,14 +180,18 @@ func (v *verifier) run() error {
 	if fullRes != nil {
 		replayed = q.Pointers()
 		v.rep.FullReplayQueued = len(replayed)
+		v.replayed = make(map[eventqueue.Pointer]bool, len(replayed))
+		for _, p := range replayed {
+			v.replayed[p] = true
+		}
 	}
 	if used == nil {
 		recovered, v.rep.Queued, recRes = replayed, v.rep.FullReplayQueued, fullRes
 	} else if fullRes != nil && v.rep.Queued >= 0 {
 		v.compare(recovered, replayed)
 	}
-	v.costs(recovered, recRes, replayed, fullRes)
-	return v.checkPointers(recovered, inflight, replayed)
+	v.costs(recovered, recRes, fullRes)
+	return v.checkPointers(recovered, inflight)
 }
 
 // pickCheckpoint loads the checkpoint and the backup into the MemFS and
@@ -722,9 +728,8 @@ func roleString(r uint8) string {
 
 // checkPointers reads back every queued and in-flight pointer once, in file
 // and offset order (check 4). A pointer into a damaged range is not a
-// problem of its own: the damage's problem counts it (Cost). replayed is a
-// full replay's queue, for the cost of a bad pointer.
-func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer, replayed []eventqueue.Pointer) error {
+// problem of its own: the damage's problem counts it (Cost).
+func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer) error {
 	all := make([]rolePointer, 0, len(queued)+len(inflight))
 	for _, p := range queued {
 		all = append(all, rolePointer{p, roleQueued})
@@ -740,7 +745,6 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 		return int(a.role) - int(b.role)
 	})
 	missing := map[uint32]int{}
-	var inFull map[eventqueue.Pointer]bool // replayed as a set, made for the first bad pointer
 	for i := 0; i < len(all); {
 		p, role := all[i].p, uint8(0)
 		queuedTimes := 0
@@ -776,24 +780,22 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 			return err
 		}
 		rec, err := r.ReadRecord(int64(p.Offset()))
-		bad := -2
+		var why string
 		switch {
 		case errors.Is(err, corrupt.ErrCorrupt):
-			bad = v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+			why = err.Error()
 		case err != nil:
 			return err
 		case rec.Type != logfile.RecordPut:
-			bad = v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: the record there is a %v, not a put", roleString(role), p, rec.Type)
+			why = fmt.Sprintf("the record there is a %v, not a put", rec.Type)
 		}
-		if bad != -2 && role&(roleQueued|roleInflightTake) != 0 {
-			if inFull == nil {
-				inFull = make(map[eventqueue.Pointer]bool, len(replayed))
-				for _, q := range replayed {
-					inFull[q] = true
-				}
-			}
+		if why == "" {
+			continue
+		}
+		bad := v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %s", roleString(role), p, why)
+		if role&(roleQueued|roleInflightTake) != 0 { // an event the channel would deliver
 			c := Cost{Lost: 1}
-			if !inFull[p] {
+			if !v.replayed[p] {
 				c.LostFullReplay = 1
 			}
 			v.charge(bad, c)

@@ -98,10 +98,10 @@ func (v *verifier) charge(idx int, c Cost) {
 
 // costs charges the damage for both recoveries. recovered is the queue the
 // channel would recover (ring plus returned takes) and recRes its replay's
-// result (nil when that replay failed); replayed and fullRes are a full
-// replay's (nil when it failed). When the channel would recover by a full
-// replay, both are the same.
-func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, replayed []eventqueue.Pointer, fullRes *Result) {
+// result (nil when that replay failed); fullRes is a full replay's (nil
+// when it failed), whose queue is v.replayed. When the channel would
+// recover by a full replay, both are the same.
+func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, fullRes *Result) {
 	known := make(map[eventqueue.Pointer]bool, len(recovered))
 	for _, p := range recovered {
 		known[p] = true
@@ -117,10 +117,7 @@ func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, replaye
 	if fullRes == nil {
 		return
 	}
-	got := make(map[eventqueue.Pointer]bool, len(replayed))
-	for _, p := range replayed {
-		got[p] = true
-	}
+	got := v.replayed
 	dropped := map[eventqueue.Pointer]bool{} // charged with their transaction below
 	for _, t := range fullRes.Damaged {
 		for _, p := range t.found {

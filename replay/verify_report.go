@@ -190,6 +190,17 @@ func plural(n int, what string) string {
 	return strconv.Itoa(n) + " " + what + "s"
 }
 
+// LogDamage reports whether p is damage at a place in a log file (File
+// and Offset name where it starts): corrupt-record, bad-header, torn-tail
+// or truncated-log, the places a repair acts on.
+func (p Problem) LogDamage() bool {
+	switch p.Kind {
+	case ProblemCorruptRecord, ProblemBadHeader, ProblemTornTail, ProblemTruncatedLog:
+		return true
+	}
+	return false
+}
+
 func (p Problem) String() string {
 	var b strings.Builder
 	b.WriteString(p.Kind)

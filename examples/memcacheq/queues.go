@@ -78,11 +78,17 @@ func openQueues(dir string, max, capacity int, logger *slog.Logger) (*queues, er
 }
 
 func (qs *queues) config(name string) channel.Config {
+	cfg := qs.dirs(name)
+	cfg.Capacity = qs.capacityOf(cfg)
+	return cfg
+}
+
+// dirs is queue name's config without its capacity.
+func (qs *queues) dirs(name string) channel.Config {
 	return channel.Config{
 		Name:          name,
 		CheckpointDir: qs.checkpointDir(name),
 		DataDirs:      []string{filepath.Join(qs.dir, name, "data")},
-		Capacity:      qs.capacityOf(name),
 		MaxFileSize:   64 << 20,
 		KeepAlive:     time.Second,
 		Logger:        qs.logger,
@@ -94,36 +100,31 @@ func (qs *queues) checkpointDir(name string) string {
 }
 
 // capacityOf returns the capacity to open queue name with: -capacity if it
-// was given, else the capacity recorded in the queue's checkpoint.meta, else
-// (a new queue, or an unreadable checkpoint.meta) defaultCapacity.
+// was given, else the capacity recorded in the queue's checkpoint
+// (channel.RecordedCapacity), else (a new queue, or an unreadable
+// checkpoint) defaultCapacity.
 //
 // An existing queue keeps its capacity because Open moves a queue into a
 // ring of the configured Capacity and refuses when the queue holds more:
 // a queue made by an older memcacheq, whose default was 1,000,000, may hold
 // more than defaultCapacity items, and must still open. An explicit
 // -capacity resizes every queue (and the start fails if one holds more).
-func (qs *queues) capacityOf(name string) int {
+func (qs *queues) capacityOf(cfg channel.Config) int {
 	if qs.capacity > 0 {
 		return qs.capacity
 	}
-	path := filepath.Join(qs.checkpointDir(name), checkpoint.MetaName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return defaultCapacity
+	n, from, err := channel.RecordedCapacity(cfg)
+	if err == nil && from != channel.CapacityDefault {
+		return n
 	}
-	var m checkpoint.Meta
-	if err == nil {
-		m, err = checkpoint.DecodeMeta(b)
-	}
-	if err != nil {
-		// Open recovers from a damaged checkpoint by a replay; if the
-		// queue then holds more than this, Open says so and -capacity
-		// is the way out.
+	if _, serr := os.Stat(filepath.Join(cfg.CheckpointDir, checkpoint.MetaName)); !errors.Is(serr, fs.ErrNotExist) {
+		// An existing queue whose checkpoint does not read: Open recovers
+		// by a replay; if the queue then holds more than this, Open says
+		// so and -capacity is the way out.
 		qs.logger.Warn("cannot read the queue's recorded capacity; opening it with the default",
-			"queue", name, "file", path, "capacity", defaultCapacity, "err", err)
-		return defaultCapacity
+			"queue", cfg.Name, "dir", cfg.CheckpointDir, "capacity", defaultCapacity, "err", err)
 	}
-	return m.Capacity
+	return defaultCapacity
 }
 
 // lookup returns the queue name, or nil if there is none.

@@ -147,8 +147,7 @@ type place struct {
 func damageByPlace(ps []replay.Problem) map[place]replay.Problem {
 	m := map[place]replay.Problem{}
 	for _, p := range ps {
-		switch p.Kind {
-		case replay.ProblemCorruptRecord, replay.ProblemBadHeader, replay.ProblemTornTail, replay.ProblemTruncatedLog:
+		if p.LogDamage() {
 			m[place{p.File, p.Offset}] = p
 		}
 	}
