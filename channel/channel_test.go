@@ -68,7 +68,7 @@ func TestUncommittedPutsAreInvisibleAndRollbackDiscards(t *testing.T) {
 	if c.Len() != 0 {
 		t.Fatalf("Len = %d after rollback", c.Len())
 	}
-	if n := c.gate.inUse(); n != 0 {
+	if n := c.main.gate.inUse(); n != 0 {
 		t.Fatalf("%d capacity permits leaked by rollback", n)
 	}
 }

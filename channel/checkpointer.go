@@ -1,9 +1,7 @@
 package channel
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -30,7 +28,7 @@ func (c *FileChannel) checkpointLoop() {
 			return
 		case <-t.C:
 			// Nothing written since the last checkpoint: it still holds.
-			if c.nextWOID.Load() == c.lastCkptW.Load()+1 {
+			if c.logs.LastWriteOrderID() == c.lastCkptW.Load() {
 				continue
 			}
 			if err := c.checkpoint(); err != nil {
@@ -38,18 +36,6 @@ func (c *FileChannel) checkpointLoop() {
 			}
 		}
 	}
-}
-
-// keep is what a checkpoint needs to stay recoverable: the files its ring and
-// in-flight transactions point into, the files being written at its capture,
-// and every file created after it.
-type keep struct {
-	ids   map[uint32]bool
-	maxID uint32
-	// failed holds the active writers that had already failed at the
-	// capture: their files count only up to their last good fsync, and
-	// there is nothing more of theirs to sync.
-	failed map[*logfile.Writer]bool
 }
 
 // checkpoint writes a checkpoint and keeps the score: counters, duration,
@@ -71,25 +57,17 @@ func (c *FileChannel) checkpoint() error {
 }
 
 func (c *FileChannel) checkpointLocked(start time.Time) error {
-	st, k := c.capture()
+	st, sn := c.capture()
 	capture := time.Since(start)
 
 	// Every record at or before the checkpoint's write-order id must be
 	// durable before the checkpoint says so (in-flight spilled puts are
 	// not synced by their own transactions yet).
-	for _, d := range c.dirs {
-		d.mu.Lock()
-		w := d.w
-		d.mu.Unlock()
-		if w == nil || k.failed[w] {
-			continue
-		}
-		if err := w.Sync(); err != nil {
-			c.thaw(false)
-			return fmt.Errorf("checkpoint: sync %s: %w", w.Path(), err)
-		}
+	if err := sn.Sync(); err != nil {
+		c.thaw(false)
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	err := c.ckpt.Write(st)
+	err := c.main.ckpt.Write(st)
 	c.thaw(err == nil)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -112,7 +90,7 @@ func (c *FileChannel) checkpointLocked(start time.Time) error {
 		}
 	}
 	c.ckptErr.Store(nil)
-	deleted, err := c.collectGarbage(k)
+	deleted, err := c.logs.Reclaim(sn, c.unheld)
 	c.log.Info("checkpoint", "write_order_id", st.WriteOrderID, "queued", st.Size,
 		"inflight_takes", len(st.InflightTakes), "deleted_logs", deleted,
 		"capture", capture.Round(time.Microsecond), "duration", time.Since(start).Round(time.Microsecond))
@@ -124,134 +102,51 @@ func (c *FileChannel) checkpointLocked(start time.Time) error {
 
 func (c *FileChannel) thaw(ok bool) {
 	c.queueMu.Lock()
-	c.ckpt.Thaw(ok)
+	c.main.ckpt.Thaw(ok)
 	c.queueMu.Unlock()
 }
 
 // capture takes the checkpoint's snapshot. It holds commitMu exclusively, so
-// no commit is half applied, and queueMu, so no take is half done; both only
-// for the time it takes to copy the bookkeeping.
-func (c *FileChannel) capture() (*checkpoint.State, keep) {
+// no commit is half applied (and no log is appended to), and queueMu, so no
+// take is half done; both only for the time it takes to copy the
+// bookkeeping.
+func (c *FileChannel) capture() (*checkpoint.State, *logfile.Snapshot) {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
+	sn := c.logs.Snapshot()
 	st := &checkpoint.State{
 		Meta: checkpoint.Meta{
-			WriteOrderID: c.nextWOID.Add(1) - 1,
-			Capacity:     c.queue.Capacity(),
-			Head:         c.queue.Head(),
-			Size:         c.queue.Size(),
-			NextFileID:   c.nextFileID.Load(),
+			WriteOrderID: sn.WriteOrderID,
+			NextFileID:   sn.NextFileID,
 			MaxTxID:      c.nextTxID.Load(),
 			Time:         time.Now(),
 		},
-		InflightPuts:  c.inflightPuts.Entries(),
-		InflightTakes: c.inflightTakes.Entries(),
 	}
-	k := keep{ids: map[uint32]bool{}, maxID: c.nextFileID.Load() - 1, failed: map[*logfile.Writer]bool{}}
-	c.filesMu.RLock()
-	for id, f := range c.files {
-		pos := f.size
-		if f.dir != nil && f.dir.w != nil && f.dir.w.ID() == id {
-			w := f.dir.w
-			pos = w.Size()
-			if w.Err() != nil {
-				// Its next append rolls it; what it wrote after its last
-				// good fsync was taken back.
-				pos = w.Synced()
-				k.failed[w] = true
-			}
-			k.ids[id] = true
-		}
-		ls := checkpoint.LogState{FileID: id, Position: pos, Refs: c.queue.FileRef(id)}
-		for from := range c.takesFrom[id] {
-			ls.TakesFrom = append(ls.TakesFrom, from)
-		}
-		slices.Sort(ls.TakesFrom)
-		st.Logs = append(st.Logs, ls)
+	for _, f := range sn.Files {
+		st.Logs = append(st.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, TakesFrom: f.Completes})
 	}
-	c.filesMu.RUnlock()
-	slices.SortFunc(st.Logs, func(a, b checkpoint.LogState) int { return int(a.FileID) - int(b.FileID) })
-	for id := range c.queue.FileRefs() {
-		k.ids[id] = true
-	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	st.InflightPuts = c.inflightPuts.Entries()
 	for id := range c.inflightPuts.Files() {
-		k.ids[id] = true
+		sn.Keep(id)
 	}
-	for id := range c.inflightTakes.Files() {
-		k.ids[id] = true
-	}
-	c.ckpt.Freeze()
-	return st, k
+	c.main.capture(st, sn)
+	c.main.ckpt.Freeze()
+	return st, sn
 }
 
-// collectGarbage deletes log files that neither the checkpoint just written
-// nor the live channel needs. A file whose take records consume events of a
-// file that stays is kept too, so that a full replay (after the loss of
-// every checkpoint) never brings a taken event back.
-func (c *FileChannel) collectGarbage(k keep) (int, error) {
+// unheld returns the log files of candidates that no consumer and no put in
+// flight points into now (the log set's question before it deletes them).
+func (c *FileChannel) unheld(candidates []uint32) []uint32 {
 	c.queueMu.Lock()
-	live := map[uint32]bool{}
-	for id := range c.inflightPuts.Files() {
-		live[id] = true
-	}
-	for id := range c.inflightTakes.Files() {
-		live[id] = true
-	}
-	c.filesMu.RLock()
-	cand := map[uint32]*logFile{}
-	for id, f := range c.files {
-		active := f.size == 0 // still being written; set when rolled
-		if active || k.ids[id] || id > k.maxID || live[id] || c.queue.FileRef(id) > 0 {
-			continue
-		}
-		cand[id] = f
-	}
-	for changed := true; changed; {
-		changed = false
-		for id := range cand {
-			for from := range c.takesFrom[id] {
-				if _, exists := c.files[from]; exists && cand[from] == nil {
-					delete(cand, id)
-					changed = true
-					break
-				}
-			}
+	defer c.queueMu.Unlock()
+	puts, takes := c.inflightPuts.Files(), c.main.inflight.Files()
+	var out []uint32
+	for _, id := range candidates {
+		if puts[id] == 0 && !c.main.holds(id, takes) {
+			out = append(out, id)
 		}
 	}
-	c.filesMu.RUnlock()
-	c.queueMu.Unlock()
-	if len(cand) == 0 {
-		return 0, nil
-	}
-
-	ids := make([]uint32, 0, len(cand))
-	for id := range cand {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	var errs []error
-	dirs := map[string]bool{}
-	for _, id := range ids {
-		f := cand[id]
-		c.filesMu.Lock()
-		delete(c.files, id)
-		c.filesMu.Unlock()
-		errs = append(errs, f.r.Close())
-		if err := c.fs.Remove(f.path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		dirs[f.dir.path] = true
-		c.queueMu.Lock()
-		delete(c.takesFrom, id)
-		c.queueMu.Unlock()
-		c.metrics.logsDeleted.Inc()
-		c.log.Info("deleted log file", "file", f.path, "id", logfile.LogName(id))
-	}
-	for d := range dirs {
-		errs = append(errs, c.fs.SyncDir(d))
-	}
-	return len(ids), errors.Join(errs...)
+	return out
 }

@@ -73,6 +73,21 @@ const DefaultReplayProgressEvery = time.Second
 
 // withDefaults validates cfg and returns a copy with defaults applied.
 func (cfg Config) withDefaults() (Config, error) {
+	errs := cfg.checkRanges()
+	cfg.applyDefaults()
+	if cfg.TransactionCapacity > cfg.Capacity && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity))
+	}
+	errs = append(errs, cfg.checkDirs()...)
+	cfg.DataDirs = append([]string(nil), cfg.DataDirs...)
+	if len(errs) > 0 {
+		return cfg, fmt.Errorf("filechannel: invalid config: %w", errors.Join(errs...))
+	}
+	return cfg, nil
+}
+
+// checkRanges returns what is wrong with cfg's required fields and numbers.
+func (cfg *Config) checkRanges() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if cfg.CheckpointDir == "" {
@@ -103,14 +118,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Capacity > 0 && cfg.TransactionCapacity > cfg.Capacity {
 		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)
 	}
+	return errs
+}
+
+// applyDefaults fills in every zero field that has a default.
+func (cfg *Config) applyDefaults() {
 	if cfg.Capacity == 0 {
 		cfg.Capacity = DefaultCapacity
 	}
 	if cfg.TransactionCapacity == 0 {
 		cfg.TransactionCapacity = min(DefaultTransactionCapacity, cfg.Capacity)
-	}
-	if cfg.TransactionCapacity > cfg.Capacity && len(errs) == 0 {
-		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = DefaultCheckpointInterval
@@ -136,8 +153,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FS == nil {
 		cfg.FS = vfs.OS()
 	}
-	// Every directory must be distinct: two roles sharing a directory would
-	// share lock files and file names.
+}
+
+// checkDirs checks that every directory is given and distinct: two roles
+// sharing a directory would share lock files and file names.
+func (cfg *Config) checkDirs() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]string{}
 	role := func(dir, what string) {
 		if dir == "" {
@@ -161,11 +183,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 		role(d, fmt.Sprintf("DataDirs[%d]", i))
 	}
-	cfg.DataDirs = append([]string(nil), cfg.DataDirs...)
-	if len(errs) > 0 {
-		return cfg, fmt.Errorf("filechannel: invalid config: %w", errors.Join(errs...))
-	}
-	return cfg, nil
+	return errs
 }
 
 // prepareDir creates dir if needed and checks that it is a directory.

@@ -59,8 +59,8 @@ func TestTornTailIsCutAndKept(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 30, 10)
-	path := c.dirs[0].w.Path()
-	end := c.dirs[0].w.Size()
+	path := c.logs.Active(0).Path()
+	end := c.logs.Active(0).Size()
 	crash(t, c)
 	garbage := []byte("\x00\x00\x01\x00half a frame, then the power went")
 	appendBytes(t, path, garbage)
@@ -96,8 +96,8 @@ func TestCorruptRecordInTheMiddleCostsOnlyItsTransaction(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 10, 5) // two transactions
-	path := c.dirs[0].w.Path()
-	second := c.dirs[0].w.Size()
+	path := c.logs.Active(0).Path()
+	second := c.logs.Active(0).Size()
 	putN(t, c, 10, 5, 5) // the damaged one
 	putN(t, c, 15, 10, 5)
 	c.Close()
@@ -117,8 +117,8 @@ func TestCorruptRecordInTheMiddleCostsOnlyItsTransaction(t *testing.T) {
 func TestTakeSkipsDamagedEvents(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
-	path := c.dirs[0].w.Path()
-	first := c.dirs[0].w.Size()
+	path := c.logs.Active(0).Path()
+	first := c.logs.Active(0).Size()
 	putN(t, c, 0, 1, 1)
 	putN(t, c, 1, 4, 4)
 	flipAt(t, path, first+logfile.FrameHeaderSize+20)
@@ -135,7 +135,7 @@ func TestTakeSkipsDamagedEvents(t *testing.T) {
 func TestDamagedLogHeaderIsSalvaged(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
-	path := c.dirs[0].w.Path()
+	path := c.logs.Active(0).Path()
 	putN(t, c, 0, 20, 10)
 	c.Close()
 	flipAt(t, path, 1)

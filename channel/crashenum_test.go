@@ -315,8 +315,8 @@ func (r *crashRun) check(j crashJob) error {
 // consuming them; a damaged or foreign event is an error.
 func (r *crashRun) recovered(c *FileChannel) ([]int, error) {
 	c.queueMu.Lock()
-	ptrs := c.queue.Pointers()
-	inflight := c.inflightTakes.Len() + c.inflightPuts.Len()
+	ptrs := c.main.queue.Pointers()
+	inflight := c.main.inflight.Len() + c.inflightPuts.Len()
 	c.queueMu.Unlock()
 	if inflight != 0 {
 		return nil, fmt.Errorf("%d events in flight right after Open", inflight)

@@ -38,9 +38,7 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 	// and counts its own writes in between; forget the cached value so the
 	// next put looks at the disk now, instead of sleeping for a second.
 	refresh := func() {
-		for _, d := range c.dirs {
-			d.freeChecked.Store(0)
-		}
+		c.logs.ForgetFreeSpace()
 	}
 	logBytes := func() int64 {
 		t.Helper()

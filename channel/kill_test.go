@@ -152,9 +152,13 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 			}
 			close(lines)
 		}()
+		// Kill once the child has run for a while and acknowledged some
+		// puts of this round: on a loaded machine (the race detector, a
+		// parallel build) its start alone can take longer than the delay.
 		deadline := time.After(time.Duration(150+100*round) * time.Millisecond)
-		killed := false
-		for !killed {
+		giveUp := time.After(2 * time.Minute)
+		late := false
+		for killed := false; !killed; {
 			select {
 			case l, ok := <-lines:
 				if !ok {
@@ -162,6 +166,12 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 				}
 				parseKillLine(t, l, &acked, ackedSet, mayBeTaken, taken)
 			case <-deadline:
+				late = true
+			case <-giveUp:
+				cmd.Process.Signal(syscall.SIGKILL)
+				t.Fatalf("round %d: child acknowledged nothing in 2 minutes", round)
+			}
+			if late && acked >= next+10 {
 				cmd.Process.Signal(syscall.SIGKILL)
 				killed = true
 			}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flumego/filechannel/logfile"
 )
 
 // metricsNamespace prefixes every metric name.
@@ -102,10 +104,10 @@ func newMetrics(c *FileChannel) *metrics {
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
-		return float64(c.gate.putWaits().waits)
+		return float64(c.main.gate.putWaits().waits)
 	})
 	counterFunc("put_wait_seconds_total", "Time Put calls spent waiting for room in a full channel, the waits in progress included.", func() float64 {
-		return c.gate.putWaits().time.Seconds()
+		return c.main.gate.putWaits().time.Seconds()
 	})
 
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
@@ -121,14 +123,14 @@ func newMetrics(c *FileChannel) *metrics {
 	})
 	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.cfg.Capacity) })
 	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1 (Flume ChannelFillPercentage/100).", func() float64 {
-		return float64(c.gate.inUse()) / float64(c.cfg.Capacity)
+		return float64(c.main.gate.inUse()) / float64(c.cfg.Capacity)
 	})
 	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
-		return float64(c.inflightTakes.Len())
+		return float64(c.main.inflight.Len())
 	})
-	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.gate.putWaits().waiting) })
+	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.main.gate.putWaits().waiting) })
 	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
@@ -139,11 +141,9 @@ func newMetrics(c *FileChannel) *metrics {
 		return b2f(c.Health() == nil)
 	})
 	gauge("log_files", "Data log files the channel holds.", func() float64 {
-		c.filesMu.RLock()
-		defer c.filesMu.RUnlock()
-		return float64(len(c.files))
+		return float64(c.logs.Len())
 	})
-	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logBytes()) })
+	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logs.Bytes()) })
 	gauge("last_checkpoint_timestamp_seconds", "Unix time of the last successful checkpoint (0 before the first).", func() float64 {
 		if t := c.lastCkptTime.Load(); t != 0 {
 			return float64(t) / 1e9
@@ -218,6 +218,15 @@ func (m *metrics) unregister() {
 }
 
 func (m *metrics) observeFsync(d time.Duration) { m.fsyncSeconds.Observe(d.Seconds()) }
+
+// logCreated counts a new log file and observes its writer's fsyncs.
+func (m *metrics) logCreated(w *logfile.Writer) {
+	w.ObserveSyncs(m.observeFsync)
+	m.logsCreated.Inc()
+}
+
+// logDeleted counts a log file deleted by a checkpoint.
+func (m *metrics) logDeleted(uint32) { m.logsDeleted.Inc() }
 
 // observeCommit records a committed transaction of n events.
 func (m *metrics) observeCommit(put bool, n int, start time.Time) {

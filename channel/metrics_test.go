@@ -123,7 +123,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	wantMetric(t, reg, "filechannel_open", ch, 1)
 	wantMetric(t, reg, "filechannel_healthy", ch, 1)
 	wantMetric(t, reg, "filechannel_log_files", ch, float64(c.Stats().LogFiles))
-	wantMetric(t, reg, "filechannel_log_bytes", ch, float64(c.logBytes()))
+	wantMetric(t, reg, "filechannel_log_bytes", ch, float64(c.logs.Bytes()))
 	wantMetric(t, reg, "filechannel_checkpoint_errors_total", ch, 0)
 	if n, _ := metricValue(t, reg, "filechannel_checkpoints_total", ch); n < 2 { // Open's and ours
 		t.Fatalf("checkpoints_total = %v, want ≥ 2", n)
@@ -295,7 +295,7 @@ func TestHealth(t *testing.T) {
 	wantMetric(t, reg, "filechannel_healthy", ch, 1)
 
 	ff.SetFreeSpace(1 << 10)
-	c.dirs[0].freeChecked.Store(0)
+	c.logs.ForgetFreeSpace()
 	// Health looks at the disk itself, before any put is refused.
 	if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
 		t.Fatalf("Health on a full disk before any put: %v", err)
@@ -311,7 +311,7 @@ func TestHealth(t *testing.T) {
 	wantMetric(t, reg, "filechannel_healthy", ch, 0)
 	wantMetric(t, reg, "filechannel_put_errors_total", map[string]string{"reason": "disk_space"}, 1)
 	ff.SetFreeSpace(1 << 30)
-	c.dirs[0].freeChecked.Store(0)
+	c.logs.ForgetFreeSpace()
 	putN(t, c, 5, 1, 1)
 	if err := c.Health(); err != nil {
 		t.Fatalf("Health after room came back: %v", err)

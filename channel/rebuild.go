@@ -79,35 +79,63 @@ func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 		return nil, err
 	}
 	defer locks.Close()
-	return rebuild(cfg, opts)
+	return rebuild(cfg, probe, opts)
 }
 
-// rebuild is Rebuild with the directories' locks held.
-func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
+// rebuild is Rebuild with the directories' locks held: raw is the config as
+// the caller gave it, full what withDefaults made of it.
+func rebuild(raw, full Config, opts RebuildOptions) (*RebuildReport, error) {
 	start := time.Now()
-	probe, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	from := CapacityFromConfig
-	if cfg.Capacity == 0 {
-		cfg.Capacity, from = existingCapacity(probe)
-	}
-	cfg, err = cfg.withDefaults()
-	if err != nil {
-		return nil, err
+	cfg, from := full, CapacityFromConfig
+	if raw.Capacity == 0 {
+		// The capacity the checkpoint recorded, with the defaults that
+		// depend on it (TransactionCapacity) applied again.
+		var err error
+		raw.Capacity, from = existingCapacity(full)
+		if cfg, err = raw.withDefaults(); err != nil {
+			return nil, err
+		}
 	}
 	if opts.ProgressEvery == 0 {
 		opts.ProgressEvery = DefaultReplayProgressEvery
 	}
 	rep := &RebuildReport{Capacity: cfg.Capacity, CapacityFrom: from}
-	passes := int64(2)
+	b := &rebuilder{cfg: cfg, opts: opts, rep: rep, start: start, passes: 2}
 	if opts.DryRun {
-		passes = 1
+		b.passes = 1
 	}
+	if err := b.count(); err != nil {
+		return nil, err
+	}
+	if !opts.DryRun {
+		if err := b.rewrite(); err != nil {
+			return nil, err
+		}
+	}
+	rep.Duration = time.Since(start)
+	if !opts.DryRun {
+		cfg.Logger.Info("rebuild done", "events", rep.Events, "capacity", rep.Capacity, "capacity_from", rep.CapacityFrom.String(), "records", rep.Records,
+			"corrupt", rep.Corrupt, "damaged_txs", rep.DamagedTxs, "duration", rep.Duration.Round(time.Millisecond))
+	}
+	return rep, nil
+}
 
-	// The read-only replay: the count, and the dry run's report.
-	var first replay.Progress
+// rebuilder is one rebuild in progress: a read-only replay that counts
+// (count), then, unless a dry run, the checkpoint written again (rewrite).
+type rebuilder struct {
+	cfg    Config
+	opts   RebuildOptions
+	rep    *RebuildReport
+	start  time.Time
+	passes int64           // 1 for a dry run, 2 otherwise (for the progress)
+	first  replay.Progress // the count's last progress
+	events int             // what the count recovered
+}
+
+// count replays the logs into an in-memory queue: the number of events,
+// the check that they fit the capacity, and the dry run's report.
+func (b *rebuilder) count() error {
+	cfg, opts := b.cfg, b.opts
 	ropts := replay.Options{FS: cfg.FS, DataDirs: cfg.DataDirs, Logger: cfg.Logger}
 	if !opts.DryRun {
 		ropts.Logger = slog.New(slog.DiscardHandler) // Open logs the same again
@@ -115,67 +143,68 @@ func rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.Progress != nil {
 		ropts.ProgressEvery = opts.ProgressEvery
 		ropts.Progress = func(p replay.Progress) {
-			first = p
-			opts.Progress(replay.Progress{Records: p.Records, Bytes: p.Bytes, TotalBytes: passes * p.TotalBytes, Elapsed: time.Since(start)})
+			b.first = p
+			opts.Progress(replay.Progress{Records: p.Records, Bytes: p.Bytes, TotalBytes: b.passes * p.TotalBytes, Elapsed: time.Since(b.start)})
 		}
 	}
 	// Slots are touched only as events are added: the memory used follows
 	// the events, not the capacity.
 	q, err := eventqueue.New(eventqueue.NewMemSlots(cfg.Capacity), cfg.Capacity, 0, 0, map[uint32]int{})
 	if err != nil {
-		return nil, opErr("rebuild", err)
+		return opErr("rebuild", err)
 	}
 	ropts.Queue = q
 	res, err := replay.Run(ropts)
 	var ce *replay.CapacityError
 	if errors.As(err, &ce) {
-		return nil, fmt.Errorf("filechannel: rebuild: the logs hold %d events, more than the capacity %d; rebuild with Capacity >= %d (nothing was changed): %w",
+		return fmt.Errorf("filechannel: rebuild: the logs hold %d events, more than the capacity %d; rebuild with Capacity >= %d (nothing was changed): %w",
 			ce.Needed, ce.Capacity, ce.Needed, err)
 	}
 	if err != nil {
-		return nil, opErrNote("rebuild", err, " (nothing was changed)")
+		return opErrNote("rebuild", err, " (nothing was changed)")
 	}
+	rep := b.rep
 	rep.Records, rep.Bytes, rep.Events = res.Records, res.Bytes, q.Size()
 	rep.Puts, rep.Takes, rep.Corrupt, rep.DamagedTxs = res.Puts, res.Takes, res.Corrupt, res.DamagedTxs
 	rep.Padding = res.Padding
-	if opts.DryRun {
-		rep.Duration = time.Since(start)
-		return rep, nil
-	}
+	b.events = q.Size()
+	return nil
+}
 
-	// The backup first: without a checkpoint but with a backup, Open would
-	// restore the backup instead of replaying the logs.
+// rewrite removes the checkpoints and opens the channel, whose full replay
+// writes the new checkpoint. The backup goes first: without a checkpoint
+// but with a backup, Open would restore the backup instead of replaying the
+// logs.
+func (b *rebuilder) rewrite() error {
+	cfg, opts := b.cfg, b.opts
 	if cfg.BackupCheckpointDir != "" {
 		if err := checkpoint.Remove(cfg.FS, cfg.BackupCheckpointDir); err != nil {
-			return nil, opErr("rebuild", err)
+			return opErr("rebuild", err)
 		}
 	}
 	if err := checkpoint.Remove(cfg.FS, cfg.CheckpointDir); err != nil {
-		return nil, opErr("rebuild", err)
+		return opErr("rebuild", err)
 	}
 	if opts.Progress != nil {
 		cfg.ReplayProgressEvery = opts.ProgressEvery
 		cfg.ReplayProgress = func(p replay.Progress) {
-			opts.Progress(replay.Progress{Records: first.Records + p.Records, Bytes: first.TotalBytes + p.Bytes,
-				TotalBytes: first.TotalBytes + p.TotalBytes, Elapsed: time.Since(start)})
+			opts.Progress(replay.Progress{Records: b.first.Records + p.Records, Bytes: b.first.TotalBytes + p.Bytes,
+				TotalBytes: b.first.TotalBytes + p.TotalBytes, Elapsed: time.Since(b.start)})
 		}
 	}
 	c, err := openWith(cfg, true)
 	if err != nil {
-		return nil, opErr("rebuild", err)
+		return opErr("rebuild", err)
 	}
-	rep.Events = c.Len()
+	b.rep.Events = c.Len()
 	if err := c.Close(); err != nil {
-		return nil, opErr("rebuild", err)
+		return opErr("rebuild", err)
 	}
-	if rep.Events != q.Size() {
+	if b.rep.Events != b.events {
 		cfg.Logger.Warn("rebuild: the channel recovered another number of events than the read-only replay",
-			"events", rep.Events, "read_only_replay", q.Size())
+			"events", b.rep.Events, "read_only_replay", b.events)
 	}
-	rep.Duration = time.Since(start)
-	cfg.Logger.Info("rebuild done", "events", rep.Events, "capacity", rep.Capacity, "capacity_from", rep.CapacityFrom.String(), "records", rep.Records,
-		"corrupt", rep.Corrupt, "damaged_txs", rep.DamagedTxs, "duration", rep.Duration.Round(time.Millisecond))
-	return rep, nil
+	return nil
 }
 
 // CapacitySource says where a rebuild's capacity came from.

@@ -3,7 +3,6 @@ package channel
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -149,7 +148,7 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 		return r.rep, nil
 	}
 	if !r.blocked {
-		rb, err := rebuild(cfg, RebuildOptions{Progress: opts.Progress, ProgressEvery: opts.ProgressEvery})
+		rb, err := rebuild(cfg, full, RebuildOptions{Progress: opts.Progress, ProgressEvery: opts.ProgressEvery})
 		if err != nil {
 			return r.partial(opErr("repair", err))
 		}
@@ -168,7 +167,8 @@ type repairer struct {
 	fs      vfs.FS
 	dry     bool
 	rep     *RepairReport
-	blocked bool // a cannot-repair action: no rebuild
+	blocked bool         // a cannot-repair action: no rebuild
+	logs    *logfile.Set // the data dirs' log files, duplicates listed
 }
 
 // partial returns the report of what was done so far (nil if nothing) with
@@ -205,25 +205,25 @@ func (r *repairer) costActions(problems []replay.Problem) {
 
 // repairLogs repairs every log file of every data dir, by data dir then id.
 func (r *repairer) repairLogs(cfg Config) error {
-	dirOf := map[uint32]string{}
+	set, err := logfile.OpenSet(logfile.SetOptions{FS: r.fs, Dirs: cfg.DataDirs, AllowDuplicates: true})
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	r.logs = set
+	listed := set.Listed()
 	for _, dir := range cfg.DataDirs {
-		ids, err := logfile.ListLogs(r.fs, dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			path := filepath.Join(dir, logfile.LogName(id))
-			if other, dup := dirOf[id]; dup {
-				r.blocked = true
-				r.add(RepairAction{Kind: RepairCannotRepair, File: path, Offset: -1,
-					Detail: fmt.Sprintf("log file id %d is also in %s: the channel cannot open with both; move one away", id, other)})
+		for _, f := range listed {
+			if f.Dir != dir {
 				continue
 			}
-			dirOf[id] = dir
-			if err := r.repairLog(id, path); err != nil {
+			if f.Duplicate != "" {
+				r.blocked = true
+				r.add(RepairAction{Kind: RepairCannotRepair, File: f.Path, Offset: -1,
+					Detail: fmt.Sprintf("log file id %d is also in %s: the channel cannot open with both; move one away", f.ID, f.Duplicate)})
+				continue
+			}
+			if err := r.repairLog(f); err != nil {
 				return err
 			}
 		}
@@ -231,14 +231,11 @@ func (r *repairer) repairLogs(cfg Config) error {
 	return nil
 }
 
-// repairLog scans the log file id at path in full and repairs what the scan
-// finds, in file order.
-func (r *repairer) repairLog(id uint32, path string) error {
-	empty, err := replay.UnfinishedCreate(r.fs, path)
-	if err != nil {
-		return err
-	}
-	if empty {
+// repairLog scans log file f in full and repairs what the scan finds, in
+// file order.
+func (r *repairer) repairLog(f logfile.File) error {
+	id, path := f.ID, f.Path
+	if f.Unfinished {
 		fi, err := r.fs.Stat(path)
 		if err != nil {
 			return err
@@ -248,13 +245,10 @@ func (r *repairer) repairLog(id uint32, path string) error {
 		if r.dry {
 			return nil
 		}
-		if err := r.fs.Remove(path); err != nil {
-			return fmt.Errorf("remove %s: %w", path, err)
-		}
-		return r.fs.SyncDir(filepath.Dir(path))
+		return r.logs.RemoveFile(f)
 	}
 
-	found, err := scanDamage(r.fs, path)
+	found, err := scanDamage(r.logs, f)
 	if errors.Is(err, ErrCorrupt) {
 		r.blocked = true
 		r.add(RepairAction{Kind: RepairCannotRepair, File: path, Offset: 0, Length: logfile.HeaderSize,
@@ -294,7 +288,7 @@ func (r *repairer) repairLog(id uint32, path string) error {
 		a := RepairAction{Kind: RepairCutTornTail, File: path, Offset: found.end, Length: found.size - found.end,
 			KeptIn: filepath.Join(filepath.Dir(path), logfile.CorruptName(id, found.end)), Detail: fmt.Sprint(found.tailErr)}
 		if !r.dry {
-			if a.KeptIn, err = logfile.CutTail(r.fs, path, found.end); err != nil {
+			if a.KeptIn, err = r.logs.CutTail(f, found.end); err != nil {
 				return err
 			}
 		}
@@ -312,10 +306,10 @@ type damage struct {
 	tailErr   error
 }
 
-// scanDamage scans the log file at path from its header to its end. A
-// valid header naming another file id is a corruption error.
-func scanDamage(fsys vfs.FS, path string) (d damage, err error) {
-	sc, salvaged, err := logfile.OpenScanner(fsys, path, 0)
+// scanDamage scans log file f from its header to its end. A valid header
+// naming another file id is a corruption error.
+func scanDamage(logs *logfile.Set, f logfile.File) (d damage, err error) {
+	sc, salvaged, err := logs.Scan(f, 0)
 	d.salvaged = salvaged
 	if err != nil {
 		return d, err

@@ -59,17 +59,15 @@ type Stats struct {
 func (c *FileChannel) Stats() Stats {
 	c.queueMu.Lock()
 	s := Stats{
-		Queued:        c.queue.Size(),
-		InflightTakes: c.inflightTakes.Len(),
+		Queued:        c.main.queue.Size(),
+		InflightTakes: c.main.inflight.Len(),
 		InflightPuts:  c.inflightPuts.Len(),
 		Capacity:      c.cfg.Capacity,
 	}
 	c.queueMu.Unlock()
-	c.filesMu.RLock()
-	s.LogFiles = len(c.files)
-	c.filesMu.RUnlock()
-	s.LogBytes = c.logBytes()
-	w := c.gate.putWaits()
+	s.LogFiles = c.logs.Len()
+	s.LogBytes = c.logs.Bytes()
+	w := c.main.gate.putWaits()
 	s.PutWaits, s.PutWaitTime, s.PutsWaiting, s.PutsFull = w.waits, w.time, w.waiting, w.full
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
@@ -98,41 +96,21 @@ func (c *FileChannel) Health() error {
 	if p := c.ckptErr.Load(); p != nil {
 		errs = append(errs, *p)
 	}
-	for _, d := range c.dirs {
-		if c.cfg.MinimumRequiredSpace >= 0 {
-			c.spaceOK(d, 0) // refreshes the cached free space at most once a second
+	if c.cfg.MinimumRequiredSpace >= 0 {
+		for i := range c.logs.NumDirs() {
+			c.logs.SpaceOK(i, 0, c.cfg.MinimumRequiredSpace) // refreshes the cached free space at most once a second
 		}
-		if d.lowSpace.Load() {
-			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.path))
+	}
+	for _, d := range c.logs.DirStates() {
+		if d.LowSpace {
+			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.Path))
 		}
-		d.mu.Lock()
-		if d.w != nil {
-			if err := d.w.Err(); err != nil {
-				errs = append(errs, fmt.Errorf("log writer in %s failed: %w", d.path, err))
-			}
+		if d.WriterErr != nil {
+			errs = append(errs, fmt.Errorf("log writer in %s failed: %w", d.Path, d.WriterErr))
 		}
-		d.mu.Unlock()
 	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("filechannel: unhealthy: %w", errors.Join(errs...))
-}
-
-// logBytes is the size of the data log files the channel holds.
-func (c *FileChannel) logBytes() int64 {
-	var n int64
-	c.filesMu.RLock()
-	for _, f := range c.files {
-		n += f.size
-	}
-	c.filesMu.RUnlock()
-	for _, d := range c.dirs {
-		d.mu.Lock()
-		if d.w != nil {
-			n += d.w.Size()
-		}
-		d.mu.Unlock()
-	}
-	return n
 }

@@ -20,12 +20,12 @@ import (
 // elsewhere.
 func beginIn(t *testing.T, c *FileChannel, i int) *Transaction {
 	t.Helper()
-	for range 2 * len(c.dirs) {
+	for range 2 * c.logs.NumDirs() {
 		tx, err := c.Begin()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tx.dir == c.dirs[i] {
+		if tx.dir == i {
 			return tx
 		}
 		if err := tx.Rollback(); err != nil {
@@ -40,11 +40,7 @@ func beginIn(t *testing.T, c *FileChannel, i int) *Transaction {
 // log files unsynced (their handles are dropped, not closed).
 func kill(t *testing.T, c *FileChannel) {
 	t.Helper()
-	for _, d := range c.dirs {
-		d.mu.Lock()
-		d.w = nil
-		d.mu.Unlock()
-	}
+	c.logs.Abandon()
 	crash(t, c)
 }
 
@@ -59,7 +55,7 @@ func TestEmptyLogRemovalIsDurableBeforeItsIDIsReused(t *testing.T) {
 	cfg := memConfig(mem, 2)
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 10, 5)
-	next := c.nextFileID.Load() // the id the next Open gives its first new file
+	next := c.logs.NextFileID() // the id the next Open gives its first new file
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +99,7 @@ func TestBlockedRepairRemovesAnEmptyLogDurably(t *testing.T) {
 	cfg := memConfig(mem, 2)
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 10, 5)
-	next := c.nextFileID.Load()
+	next := c.logs.NextFileID()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +203,7 @@ func TestLogDeletionIsDurableInEveryDir(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	putFile := c.dirs[1].w.Path()
+	putFile := c.logs.Active(1).Path()
 	tx = beginIn(t, c, 0)
 	for range 10 {
 		if _, ok, err := tx.Take(); err != nil || !ok {
@@ -217,7 +213,7 @@ func TestLogDeletionIsDurableInEveryDir(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	takeFile := c.dirs[0].w.Path()
+	takeFile := c.logs.Active(0).Path()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +229,8 @@ func TestLogDeletionIsDurableInEveryDir(t *testing.T) {
 	}
 	// Later puts to data0 roll its log file (a create and a SyncDir of
 	// data0 only).
-	w0, n := c.dirs[0].w, 10
-	for ; c.dirs[0].w == w0; n++ {
+	w0, n := c.logs.Active(0), 10
+	for ; c.logs.Active(0) == w0; n++ {
 		tx := beginIn(t, c, 0)
 		if err := tx.Put(Event{Body: body(n)}); err != nil {
 			t.Fatal(err)

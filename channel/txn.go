@@ -36,6 +36,7 @@ type scratch struct {
 	ptrs   []eventqueue.Pointer
 	words  []uint64
 	takes  []eventqueue.Pointer
+	files  []uint32
 }
 
 // Transaction is a put or a take transaction. It belongs to one goroutine.
@@ -43,7 +44,7 @@ type scratch struct {
 type Transaction struct {
 	c    *FileChannel
 	id   uint64
-	dir  *dataDir
+	dir  int // the index of its data dir in the log set
 	kind txKind
 	done bool
 
@@ -56,7 +57,7 @@ type Transaction struct {
 	spilled bool
 	// spills: where each spill ended, to check at commit that a writer
 	// which failed since did not take them back (see appendRecords).
-	spills []spillMark
+	spills []logfile.Mark
 
 	// Take side: the events taken, in order.
 	takes []eventqueue.Pointer
@@ -96,7 +97,7 @@ func (c *FileChannel) Begin() (*Transaction, error) {
 		return nil, ErrClosed
 	}
 	id := c.nextTxID.Add(1) - 1
-	return &Transaction{c: c, id: id, dir: c.dirs[id%uint64(len(c.dirs))]}, nil
+	return &Transaction{c: c, id: id, dir: int(id % uint64(c.logs.NumDirs()))}, nil
 }
 
 func (t *Transaction) use(k txKind) error {
@@ -153,15 +154,15 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
 		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
 	}
-	ok, err := c.spaceOK(t.dir, int64(len(t.buf)+size))
+	ok, free, err := c.logs.SpaceOK(t.dir, int64(len(t.buf)+size), c.cfg.MinimumRequiredSpace)
 	if err != nil {
 		return opErr("put", err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
-			t.dir.path, t.dir.free.Load(), c.cfg.MinimumRequiredSpace)
+			c.logs.DirPath(t.dir), free, c.cfg.MinimumRequiredSpace)
 	}
-	if err := c.gate.acquire(ctx, 1, c.cfg.KeepAlive, c.closing); err != nil {
+	if err := c.main.gate.acquire(ctx, 1, c.cfg.KeepAlive, c.closing); err != nil {
 		if errors.Is(err, ErrChannelFull) {
 			return fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, c.cfg.Capacity, c.cfg.KeepAlive)
 		}
@@ -171,7 +172,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	off := len(t.buf)
 	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
 	if err != nil {
-		c.gate.release(1)
+		c.main.gate.release(1)
 		return opErr("put", err)
 	}
 	t.buf = buf
@@ -194,11 +195,11 @@ func (t *Transaction) spill() error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	w, end, ptrs, err := c.appendRecords(t, nil)
+	a, ptrs, err := c.appendRecords(t, nil, nil, nil)
 	if err != nil {
 		return err
 	}
-	t.spills = append(t.spills, spillMark{w: w, end: end})
+	t.spills = append(t.spills, logfile.Mark{W: a.W, End: a.End})
 	c.queueMu.Lock()
 	for _, p := range ptrs {
 		c.inflightPuts.Add(t.id, p)
@@ -234,10 +235,7 @@ func (t *Transaction) take() (Event, bool, error) {
 		}
 		t.scratch()
 		c.queueMu.Lock()
-		p, ok := c.queue.RemoveHead()
-		if ok {
-			c.inflightTakes.Add(t.id, p)
-		}
+		p, ok := c.main.takeHead(t.id)
 		c.queueMu.Unlock()
 		if !ok {
 			return Event{}, false, nil
@@ -251,12 +249,11 @@ func (t *Transaction) take() (Event, bool, error) {
 			// Not damage but a failure to read: put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
 			c.queueMu.Lock()
-			c.inflightTakes.RemovePointer(t.id, p)
-			if aerr := c.queue.AddHead(p); aerr != nil {
+			if aerr := c.main.untake(t.id, p); aerr != nil {
 				err = errors.Join(err, aerr)
 			}
 			c.queueMu.Unlock()
-			c.avail.broadcast()
+			c.main.avail.broadcast()
 			return Event{}, false, opErr("take", err)
 		}
 		c.stats.corruptSkipped.Add(1)
@@ -266,7 +263,7 @@ func (t *Transaction) take() (Event, bool, error) {
 }
 
 func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
-	r, err := c.reader(p.FileID())
+	r, err := c.logs.Reader(p.FileID())
 	if err != nil {
 		return Event{}, err
 	}
@@ -330,9 +327,17 @@ func (t *Transaction) commitPuts() error {
 		return ErrClosed
 	}
 	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)}
-	w, end, ptrs, err := c.appendRecords(t, []logfile.Record{commit})
+	// A commit counts puts spilled to earlier files of the dir too: they
+	// must be durable first (after), and this file must outlive them
+	// (completes).
+	var after []logfile.Mark
+	var completes []uint32
+	if t.spilled {
+		after, completes = t.spills, t.spillFiles()
+	}
+	a, ptrs, err := c.appendRecords(t, []logfile.Record{commit}, after, completes)
 	if err == nil {
-		err = c.sync(w, end)
+		err = c.sync(a)
 	}
 	if err != nil {
 		c.commitMu.RUnlock()
@@ -340,15 +345,10 @@ func (t *Transaction) commitPuts() error {
 		return opErrNote("commit", err, " (the transaction was rolled back)")
 	}
 	c.queueMu.Lock()
-	for _, p := range c.inflightPuts.Remove(t.id) {
-		err = errors.Join(err, c.queue.AddTail(p))
-	}
-	for _, p := range ptrs {
-		err = errors.Join(err, c.queue.AddTail(p))
-	}
+	err = errors.Join(c.main.add(c.inflightPuts.Remove(t.id)), c.main.add(ptrs))
 	c.queueMu.Unlock()
 	c.commitMu.RUnlock()
-	c.avail.broadcast()
+	c.main.avail.broadcast()
 	if err != nil {
 		// The capacity gate makes this impossible; if it happens anyway the
 		// events are durable and the next Open recovers them.
@@ -367,7 +367,7 @@ func (t *Transaction) abortPuts() {
 		c.inflightPuts.Remove(t.id)
 		c.queueMu.Unlock()
 	}
-	c.gate.release(t.puts)
+	c.main.gate.release(t.puts)
 	t.puts, t.spills = 0, nil
 	t.buf, t.frames = t.buf[:0], t.frames[:0]
 }
@@ -389,9 +389,9 @@ func (t *Transaction) commitTakes() error {
 		{Type: logfile.RecordTake, TxID: t.id, Pointers: ptrs},
 		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))},
 	}
-	w, end, _, err := c.appendRecords(t, recs)
+	a, _, err := c.appendRecords(t, recs, nil, t.takeFiles())
 	if err == nil {
-		err = c.sync(w, end)
+		err = c.sync(a)
 	}
 	if err != nil {
 		c.commitMu.RUnlock()
@@ -399,10 +399,10 @@ func (t *Transaction) commitTakes() error {
 		return opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
 	c.queueMu.Lock()
-	c.inflightTakes.Remove(t.id)
+	c.main.committed(t.id)
 	c.queueMu.Unlock()
 	c.commitMu.RUnlock()
-	c.gate.release(len(t.takes))
+	c.main.gate.release(len(t.takes))
 	t.takes = t.takes[:0]
 	return nil
 }
@@ -411,14 +411,10 @@ func (t *Transaction) commitTakes() error {
 func (t *Transaction) returnTakes() {
 	c := t.c
 	c.queueMu.Lock()
-	c.inflightTakes.Remove(t.id)
-	var err error
-	for i := len(t.takes) - 1; i >= 0; i-- {
-		err = errors.Join(err, c.queue.AddHead(t.takes[i]))
-	}
+	err := c.main.returnTakes(t.id, t.takes)
 	c.queueMu.Unlock()
 	if len(t.takes) > 0 {
-		c.avail.broadcast()
+		c.main.avail.broadcast()
 	}
 	if err != nil {
 		c.log.Error("queue refused returned events", "err", err)
@@ -444,7 +440,7 @@ func (t *Transaction) Rollback() error {
 			c.commitMu.RLock()
 			if !c.closed.Load() {
 				rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
-				if _, _, _, err := c.appendRecords(t, []logfile.Record{rb}); err != nil {
+				if _, _, err := c.appendRecords(t, []logfile.Record{rb}, nil, nil); err != nil {
 					c.log.Warn("write rollback record", "err", err)
 				}
 			}

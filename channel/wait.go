@@ -45,9 +45,9 @@ func (c *FileChannel) Wait(ctx context.Context) error {
 		if c.closed.Load() {
 			return ErrClosed
 		}
-		ready := c.avail.wait()
+		ready := c.main.avail.wait()
 		c.queueMu.Lock()
-		n := c.queue.Size()
+		n := c.main.queue.Size()
 		c.queueMu.Unlock()
 		if n > 0 {
 			return nil

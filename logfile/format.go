@@ -62,6 +62,7 @@ import (
 	"slices"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // RecordType says what a record is. Part of the on-disk format.
@@ -394,7 +395,7 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 		if r.TxID != 0 || r.WriteOrderID != 0 {
 			return "padding with a transaction or write-order id"
 		}
-		if !allZero(p) {
+		if !zeros.All(p) {
 			return "padding filler not zero"
 		}
 		r.Filler = len(p)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // scanBufSize is the Scanner's read size; it grows for frames that do not fit.
@@ -503,12 +504,12 @@ func (s *Scanner) stop(bad error) {
 // reuses the scan buffer, so it may only run once the scan is done.
 func (s *Scanner) zeroFrom(off int64) (bool, error) {
 	if s.mm != nil {
-		return allZero(s.mm[min(off, int64(len(s.mm))):]), nil
+		return zeros.All(s.mm[min(off, int64(len(s.mm))):]), nil
 	}
 	s.bufLen = 0
 	for {
 		n, err := s.f.ReadAt(s.buf, off)
-		if !allZero(s.buf[:n]) {
+		if !zeros.All(s.buf[:n]) {
 			return false, nil
 		}
 		off += int64(n)
@@ -519,19 +520,4 @@ func (s *Scanner) zeroFrom(off int64) (bool, error) {
 			return false, fmt.Errorf("read log %d at offset %d: %w", s.id, off, err)
 		}
 	}
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

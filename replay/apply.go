@@ -21,6 +21,7 @@ type applier struct {
 	committed []eventqueue.Pointer            // committed puts, in commit order
 	taken     map[eventqueue.Pointer]struct{} // committed takes of events not in flight at the checkpoint
 	res       *Result
+	completes map[uint32]map[uint32]struct{} // see Result.Completes
 
 	// short lists put transactions whose commit counts more events than
 	// the replay found; finish decides, once every damaged region is
@@ -100,11 +101,11 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 				a.short = append(a.short, shortTx{tx: r.TxID, commitFile: file, commitOff: off, found: found, count: r.Count})
 			}
 			// The commit record completes puts that may sit in older files:
-			// this file must outlive them (see Result.TakesFrom).
+			// this file must outlive them (see Result.Completes).
 			for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
 				for _, p := range ps {
 					if f := p.FileID(); f != file {
-						AddTakesFrom(a.res.TakesFrom, file, f)
+						addCompletes(a.completes, file, f)
 					}
 				}
 			}
@@ -186,6 +187,47 @@ func (a *applier) damaged(t shortTx) (Place, bool) {
 //
 //	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
 func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
+	drop := a.decideShort(log)
+	puts := a.committedPuts(drop)
+	entries := a.inflightTakes()
+	if err := a.removeTaken(q, log); err != nil {
+		return err
+	}
+	needed := q.Size() + len(puts)
+	for _, e := range entries {
+		needed += len(e.Pointers)
+	}
+	if needed > q.Capacity() {
+		return &CapacityError{Needed: needed, Capacity: q.Capacity()}
+	}
+	// Takes in flight at the checkpoint that never committed go back to the
+	// head, oldest first.
+	for i := len(entries) - 1; i >= 0; i-- {
+		ps := entries[i].Pointers
+		for j := len(ps) - 1; j >= 0; j-- {
+			if err := q.AddHead(ps[j]); err != nil {
+				return fmt.Errorf("return in-flight takes: %d events do not fit in capacity %d: %w", q.Size()+1, q.Capacity(), err)
+			}
+			a.res.Returned++
+		}
+	}
+	a.res.Dropped += a.puts.Len()
+	for _, ps := range a.txPuts {
+		a.res.Dropped += len(ps)
+	}
+	for i, p := range puts {
+		if err := q.AddTail(p); err != nil {
+			return fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
+		}
+	}
+	return nil
+}
+
+// decideShort decides each put transaction with fewer puts than its commit
+// counts, now that every damaged region is known: damage took the missing
+// ones (the transaction is dropped whole: its found puts are returned in
+// the drop set) or log deletion did (its found puts are kept).
+func (a *applier) decideShort(log *slog.Logger) map[eventqueue.Pointer]bool {
 	var drop map[eventqueue.Pointer]bool
 	deletedTxs, deletedEvents := 0, uint64(0)
 	for _, t := range a.short {
@@ -217,7 +259,12 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		log.Info("replay: committed put transactions with puts in deleted log files (normal: every event in those files was taken)",
 			"transactions", deletedTxs, "events", deletedEvents)
 	}
-	// Puts committed and taken after the checkpoint never enter the queue.
+	return drop
+}
+
+// committedPuts returns the committed puts that enter the queue: not
+// dropped, and not taken after the checkpoint.
+func (a *applier) committedPuts(drop map[eventqueue.Pointer]bool) []eventqueue.Pointer {
 	puts := a.committed[:0]
 	for _, p := range a.committed {
 		if drop[p] {
@@ -229,10 +276,14 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		}
 		puts = append(puts, p)
 	}
+	return puts
+}
 
-	// A take in flight at the checkpoint may have rolled back (which writes
-	// nothing) and its events been taken again by a transaction that
-	// committed: those events are gone, not in flight.
+// inflightTakes returns the takes in flight at the checkpoint that no
+// committed transaction completed. One may have rolled back (which writes
+// nothing) and its events been taken again by a transaction that
+// committed: those events are gone, not in flight.
+func (a *applier) inflightTakes() []eventqueue.InflightTx {
 	entries := a.takes.Entries()
 	for i := range entries {
 		ps := entries[i].Pointers[:0:0]
@@ -245,76 +296,51 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		}
 		entries[i].Pointers = ps
 	}
+	return entries
+}
 
-	// The rest of the taken events are in the checkpointed ring, almost
-	// always near its head. Walk a bounded prefix, then use the index.
-	if len(a.taken) > 0 {
-		limit := 4*len(a.taken) + 1024
-		var kept []eventqueue.Pointer
-		for walked := 0; len(a.taken) > 0 && walked < limit && q.Size() > 0; walked++ {
-			p, _ := q.RemoveHead()
-			if _, ok := a.taken[p]; ok {
-				delete(a.taken, p)
-				continue
-			}
-			kept = append(kept, p)
-		}
-		for i := len(kept) - 1; i >= 0; i-- {
-			if err := q.AddHead(kept[i]); err != nil {
-				return fmt.Errorf("replay: restore queue head: %w", err)
-			}
-		}
-		var unexpected []eventqueue.Pointer
-		for p := range a.taken {
-			if q.Remove(p) {
-				continue
-			}
-			a.res.Missing++
-			if _, ok := a.sources[p.FileID()]; !ok {
-				// The put's file was deleted, as every event in it was
-				// taken: normal in a full replay.
-				a.res.MissingDeleted++
-				continue
-			}
-			unexpected = append(unexpected, p)
-		}
-		q.DropIndex()
-		if a.res.MissingDeleted > 0 {
-			log.Info("replay: committed takes of events in deleted log files (normal: a file is deleted once every event in it is taken)",
-				"takes", a.res.MissingDeleted)
-		}
-		a.logMissing(unexpected, log)
+// removeTaken removes the remaining taken events from the checkpointed
+// ring. They are almost always near its head: it walks a bounded prefix,
+// then uses the index. A taken event not found is counted in Missing (in
+// MissingDeleted when its file was deleted: normal in a full replay).
+func (a *applier) removeTaken(q *eventqueue.Queue, log *slog.Logger) error {
+	if len(a.taken) == 0 {
+		return nil
 	}
-
-	needed := q.Size() + len(puts)
-	for _, e := range entries {
-		needed += len(e.Pointers)
+	limit := 4*len(a.taken) + 1024
+	var kept []eventqueue.Pointer
+	for walked := 0; len(a.taken) > 0 && walked < limit && q.Size() > 0; walked++ {
+		p, _ := q.RemoveHead()
+		if _, ok := a.taken[p]; ok {
+			delete(a.taken, p)
+			continue
+		}
+		kept = append(kept, p)
 	}
-	if needed > q.Capacity() {
-		return fmt.Errorf("replay: %w", &CapacityError{Needed: needed, Capacity: q.Capacity()})
-	}
-
-	// Takes in flight at the checkpoint that never committed go back to the
-	// head, oldest first.
-	for i := len(entries) - 1; i >= 0; i-- {
-		ps := entries[i].Pointers
-		for j := len(ps) - 1; j >= 0; j-- {
-			if err := q.AddHead(ps[j]); err != nil {
-				return fmt.Errorf("replay: return in-flight takes: %d events do not fit in capacity %d: %w", q.Size()+1, q.Capacity(), err)
-			}
-			a.res.Returned++
+	for i := len(kept) - 1; i >= 0; i-- {
+		if err := q.AddHead(kept[i]); err != nil {
+			return fmt.Errorf("restore queue head: %w", err)
 		}
 	}
-	a.res.Dropped += a.puts.Len()
-	for _, ps := range a.txPuts {
-		a.res.Dropped += len(ps)
-	}
-
-	for i, p := range puts {
-		if err := q.AddTail(p); err != nil {
-			return fmt.Errorf("replay: %d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
+	var unexpected []eventqueue.Pointer
+	for p := range a.taken {
+		if q.Remove(p) {
+			continue
 		}
+		a.res.Missing++
+		if _, ok := a.sources[p.FileID()]; !ok {
+			// The put's file was deleted, as every event in it was taken.
+			a.res.MissingDeleted++
+			continue
+		}
+		unexpected = append(unexpected, p)
 	}
+	q.DropIndex()
+	if a.res.MissingDeleted > 0 {
+		log.Info("replay: committed takes of events in deleted log files (normal: a file is deleted once every event in it is taken)",
+			"takes", a.res.MissingDeleted)
+	}
+	a.logMissing(unexpected, log)
 	return nil
 }
 

@@ -3,8 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -109,21 +107,13 @@ func (v *verifier) recoverQueue() (*eventqueue.Queue, error) {
 // listLogs fills in v.logs with the log files of the data dirs (the first
 // dir holding an id wins, as in scanLogs), without scanning them.
 func (v *verifier) listLogs() error {
-	v.logs = map[uint32]*LogInfo{}
-	for _, dir := range v.opts.DataDirs {
-		ids, err := logfile.ListLogs(v.opts.FS, dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if _, seen := v.logs[id]; !seen {
-				v.logs[id] = &LogInfo{ID: id, Dir: dir, Path: filepath.Join(dir, logfile.LogName(id))}
-			}
-		}
+	if err := v.openSet(); err != nil {
+		return err
 	}
+	for _, f := range v.set.Files() {
+		v.rep.Logs = append(v.rep.Logs, LogInfo{ID: f.ID, Dir: f.Dir, Path: f.Path})
+	}
+	v.indexLogs()
 	return nil
 }
 

@@ -247,7 +247,7 @@ func (h *history) commitPuts(tx *modelTx) {
 	h.wrote(tx.id)
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			AddTakesFrom(h.takesFrom, f, p.FileID()) // puts spilled to older files
+			addCompletes(h.takesFrom, f, p.FileID()) // puts spilled to older files
 		}
 	}
 	h.queue = append(h.queue, tx.written...)
@@ -279,7 +279,7 @@ func (h *history) commitTakes(tx *modelTx) {
 	h.takeCommits = append(h.takeCommits, commitDone{h.l.woid, tx.written})
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			AddTakesFrom(h.takesFrom, f, p.FileID())
+			addCompletes(h.takesFrom, f, p.FileID())
 		}
 	}
 }
@@ -397,12 +397,8 @@ func (h *history) checkResult(t *rapid.T, what string, res *Result, want expecte
 		t.Fatalf("%s: MaxWriteOrderID, MaxTxID, MaxFileID = %d, %d, %d, want %d, %d, %d",
 			what, res.MaxWriteOrderID, res.MaxTxID, res.MaxFileID, h.l.woid, want.maxTx, h.nextFile)
 	}
-	gotFrom := map[uint32][]uint32{}
-	for f, from := range res.TakesFrom {
-		gotFrom[f] = slices.Sorted(maps.Keys(from))
-	}
-	if !maps.EqualFunc(gotFrom, want.takesFrom, slices.Equal) {
-		t.Fatalf("%s: TakesFrom = %v, want %v", what, gotFrom, want.takesFrom)
+	if !maps.EqualFunc(res.Completes, want.takesFrom, slices.Equal) {
+		t.Fatalf("%s: Completes = %v, want %v", what, res.Completes, want.takesFrom)
 	}
 	if len(res.Logs) != int(h.nextFile) {
 		t.Fatalf("%s: %d logs, want %d", what, len(res.Logs), h.nextFile)

@@ -2,12 +2,9 @@ package replay
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"path/filepath"
+	"maps"
 	"slices"
 	"time"
 
@@ -19,6 +16,9 @@ import (
 
 // Options configures Run.
 type Options struct {
+	// Logs is the data log files to replay (logfile.OpenSet). nil = list
+	// FS and DataDirs (a file id in two dirs is then an error).
+	Logs     *logfile.Set
 	FS       vfs.FS
 	DataDirs []string
 	// Checkpoint is the state loaded with the queue, or nil for a full replay
@@ -87,13 +87,13 @@ type Result struct {
 	MaxWriteOrderID uint64    // the largest write-order id seen (at least the checkpoint's)
 	MaxTxID         uint64    // the largest transaction id seen
 	MaxFileID       uint32    // the largest log file id seen or recorded
-	// TakesFrom maps a log file to the files whose events its records
+	// Completes maps a log file to the files whose events its records
 	// complete: the files its take records point into and the files holding
 	// the spilled puts its commit records commit (the checkpoint's knowledge
-	// merged with what was scanned). A file must not be deleted while a
-	// file it maps to exists, or a full replay would resurrect taken events
-	// or drop committed ones.
-	TakesFrom map[uint32]map[uint32]struct{}
+	// merged with what was scanned; see logfile.Set.Complete). A file must
+	// not be deleted while a file it maps to exists, or a full replay would
+	// resurrect taken events or drop committed ones.
+	Completes map[uint32][]uint32
 
 	// Empty lists log files left by a crash while they were being created
 	// (shorter than a header, or a header of zeros): they hold no record and
@@ -197,132 +197,209 @@ type TruncatedLog struct {
 // cannot be read, when two data dirs hold the same file id, when a file the
 // checkpoint says holds queued events is missing, or when the recovered
 // events do not fit in the queue's capacity (wrapping a *CapacityError).
+//
+// Its steps are those of docs/crash-safety.md §3 step 7, one method each.
 func Run(opts Options) (*Result, error) {
-	start := time.Now()
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	every := opts.ProgressEvery
-	if every <= 0 {
-		every = 10 * time.Second
-	}
-	var (
-		w         uint64
-		positions = map[uint32]int64{}
-		ckptRefs  = map[uint32]int{}
-		res       = &Result{TakesFrom: map[uint32]map[uint32]struct{}{}}
-		puts      = eventqueue.NewInflight() // spilled puts in flight at W
-		takes     = eventqueue.NewInflight() // takes in flight at W
-	)
-	if st := opts.Checkpoint; st != nil {
-		w = st.WriteOrderID
-		res.MaxTxID = st.MaxTxID
-		if st.NextFileID > 0 {
-			res.MaxFileID = st.NextFileID - 1
-		}
-		for _, l := range st.Logs {
-			positions[l.FileID] = l.Position
-			ckptRefs[l.FileID] = l.Refs
-			for _, f := range l.TakesFrom {
-				AddTakesFrom(res.TakesFrom, l.FileID, f)
-			}
-		}
-		puts.Load(st.InflightPuts)
-		takes.Load(st.InflightTakes)
-		for _, e := range append(slices.Clone(st.InflightPuts), st.InflightTakes...) {
-			res.MaxTxID = max(res.MaxTxID, e.Tx)
-		}
-	}
-	res.MaxWriteOrderID = w
-
-	scanners, err := openScanners(opts, positions, res)
-	defer func() {
-		for _, s := range scanners {
-			s.stop()
-			s.sc.Close()
-		}
-	}()
+	r, err := newRun(opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("replay: %w", err)
 	}
-	for id, refs := range ckptRefs {
-		if refs > 0 && !slices.ContainsFunc(res.Logs, func(l LogFile) bool { return l.ID == id }) {
-			return nil, fmt.Errorf("replay: log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)
+	defer r.close()
+	r.seedFromCheckpoint() // 7.1
+	steps := []func() error{
+		r.openScanners,     // 7.2
+		r.checkQueuedFiles, // 7.3
+		r.merge,            // 7.4
+		r.finishScans,      // 7.5
+		r.apply,            // 7.6
+		r.findTruncated,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
 		}
 	}
+	r.res.Duration = time.Since(r.start)
+	return r.res, nil
+}
 
-	a := applier{
-		txPuts:  map[uint64][]eventqueue.Pointer{},
-		txTakes: map[uint64][]eventqueue.Pointer{},
-		taken:   map[eventqueue.Pointer]struct{}{},
-		puts:    puts,
-		takes:   takes,
-		res:     res,
-		sources: map[uint32]*source{},
+// run is one replay in progress.
+type run struct {
+	opts  Options
+	logs  *logfile.Set
+	log   *slog.Logger
+	every time.Duration
+	start time.Time
+	res   *Result
+
+	w         uint64                         // the checkpoint's write-order id (0: full replay)
+	positions map[uint32]int64               // where each file's unreplayed records start
+	ckptRefs  map[uint32]int                 // queued events per file, per the checkpoint
+	completes map[uint32]map[uint32]struct{} // becomes Result.Completes
+	a         *applier
+	sources   []*source
+	total     int64 // bytes to consume: the sum over files of size minus start
+}
+
+func newRun(opts Options) (*run, error) {
+	r := &run{opts: opts, logs: opts.Logs, log: opts.Logger, every: opts.ProgressEvery, start: time.Now(),
+		res: &Result{}, positions: map[uint32]int64{}, ckptRefs: map[uint32]int{},
+		completes: map[uint32]map[uint32]struct{}{}}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
 	}
-	for _, s := range scanners {
-		a.sources[s.id] = s
+	if r.every <= 0 {
+		r.every = 10 * time.Second
 	}
+	if r.logs == nil {
+		logs, err := logfile.OpenSet(logfile.SetOptions{FS: opts.FS, Dirs: opts.DataDirs, Logger: r.log})
+		if err != nil {
+			return nil, err
+		}
+		r.logs = logs
+	}
+	r.a = &applier{
+		txPuts:    map[uint64][]eventqueue.Pointer{},
+		txTakes:   map[uint64][]eventqueue.Pointer{},
+		taken:     map[eventqueue.Pointer]struct{}{},
+		puts:      eventqueue.NewInflight(), // spilled puts in flight at W
+		takes:     eventqueue.NewInflight(), // takes in flight at W
+		res:       r.res,
+		completes: r.completes,
+		sources:   map[uint32]*source{},
+	}
+	return r, nil
+}
+
+// close stops the reader goroutines and closes the scanners, and the log
+// set if Run opened it.
+func (r *run) close() {
+	for _, s := range r.sources {
+		s.stop()
+		s.sc.Close()
+	}
+	if r.opts.Logs == nil {
+		r.logs.Close()
+	}
+}
+
+// seedFromCheckpoint (7.1) starts from the checkpoint: W, each file's
+// position and queued count, its dependencies, the transactions in flight
+// at W, the largest transaction and file ids.
+func (r *run) seedFromCheckpoint() {
+	st := r.opts.Checkpoint
+	if st == nil {
+		return
+	}
+	r.w = st.WriteOrderID
+	r.res.MaxWriteOrderID = st.WriteOrderID
+	r.res.MaxTxID = st.MaxTxID
+	if st.NextFileID > 0 {
+		r.res.MaxFileID = st.NextFileID - 1
+	}
+	for _, l := range st.Logs {
+		r.positions[l.FileID] = l.Position
+		r.ckptRefs[l.FileID] = l.Refs
+		for _, f := range l.TakesFrom {
+			addCompletes(r.completes, l.FileID, f)
+		}
+	}
+	r.a.puts.Load(st.InflightPuts)
+	r.a.takes.Load(st.InflightTakes)
+	for _, e := range append(slices.Clone(st.InflightPuts), st.InflightTakes...) {
+		r.res.MaxTxID = max(r.res.MaxTxID, e.Tx)
+	}
+}
+
+// openScanners (7.2) sets the unfinished creates aside and opens a scanner
+// on every other log file at the checkpoint's position in it.
+func (r *run) openScanners() error {
+	for _, f := range r.logs.Listed() {
+		if f.Duplicate != "" {
+			return fmt.Errorf("log file id %d exists in two data dirs (%s and %s)", f.ID, f.Duplicate, f.Dir)
+		}
+		if f.Unfinished {
+			// A crash inside logfile.Create: the file holds no record.
+			r.res.Empty = append(r.res.Empty, f.Path)
+			continue
+		}
+		start := r.positions[f.ID]
+		sc, _, err := r.logs.Scan(f, start)
+		if err != nil {
+			return err
+		}
+		s := &source{sc: sc, id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
+		r.sources = append(r.sources, s)
+		r.a.sources[f.ID] = s
+		r.res.MaxFileID = max(r.res.MaxFileID, f.ID)
+		size, err := sc.Size()
+		if err != nil {
+			return err
+		}
+		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: max(start, logfile.HeaderSize), Size: size})
+		r.total += max(size-max(start, logfile.HeaderSize), 0)
+	}
+	return nil
+}
+
+// checkQueuedFiles (7.3) fails if a file the checkpoint counts queued
+// events in is missing.
+func (r *run) checkQueuedFiles() error {
+	for id, refs := range r.ckptRefs {
+		if refs > 0 && !slices.ContainsFunc(r.res.Logs, func(l LogFile) bool { return l.ID == id }) {
+			return fmt.Errorf("log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)
+		}
+	}
+	return nil
+}
+
+// merge (7.4) reads every file at once and hands their records to the
+// applier in write-order id order (a k-way merge over a heap of scanners),
+// skipping those at or below W.
+func (r *run) merge() error {
+	res, a := r.res, r.a
 	h := scanHeap(nil)
-	for _, s := range scanners {
+	for _, s := range r.sources {
 		if s.advance() {
 			h = append(h, s)
 		}
 	}
 	heap.Init(&h)
-	var total int64
-	for _, l := range res.Logs {
-		total += max(l.Size-l.Start, 0)
-	}
 	// Room for the committed puts up front (growing a slice of millions
 	// by doubling showed up as a third of the apply work): at most what
 	// the queue can still hold, at most one per 128 log bytes.
-	a.committed = make([]eventqueue.Pointer, 0, max(0, min(int64(opts.Queue.Capacity()-opts.Queue.Size()), total/128)))
-	progress := func(bytes int64) Progress {
-		return Progress{Records: res.Records, Bytes: bytes, TotalBytes: total, Elapsed: time.Since(start)}
-	}
+	q := r.opts.Queue
+	a.committed = make([]eventqueue.Pointer, 0, max(0, min(int64(q.Capacity()-q.Size()), r.total/128)))
 	lastLog := time.Now()
 	for n := 1; h.Len() > 0; n++ {
 		s := h[0]
-		r := &s.rec
-		if n&(progressCheck-1) == 0 && time.Since(lastLog) >= every {
+		rec := &s.rec
+		if n&(progressCheck-1) == 0 && time.Since(lastLog) >= r.every {
 			lastLog = time.Now()
-			p := progress(consumed(scanners, res.Logs))
-			log.Info("replay progress", "records", p.Records, "bytes", p.Bytes, "total_bytes", p.TotalBytes,
-				"elapsed", p.Elapsed.Round(time.Millisecond))
-			if opts.Progress != nil {
-				opts.Progress(p)
-			}
+			r.reportProgress(r.consumed())
 		}
-		if r.Type == logfile.RecordPadding {
+		switch {
+		case rec.Type == logfile.RecordPadding:
 			// A region a repair overwrote: no transaction's records, but
 			// damage for the commit-count check.
 			res.Padding++
 			s.pads = append(s.pads, logfile.Skip{Offset: s.off, Length: s.size})
-			if s.advance() {
-				heap.Fix(&h, 0)
-			} else {
-				heap.Pop(&h)
-			}
-			continue
-		}
-		res.Records++
-		res.MaxTxID = max(res.MaxTxID, r.TxID)
-		res.MaxWriteOrderID = max(res.MaxWriteOrderID, r.WriteOrderID)
-		if r.Type == logfile.RecordTake {
-			// Kept for every scanned take record, even old ones: a superset
-			// only makes log deletion more careful.
-			for _, p := range r.Pointers {
-				if f := eventqueue.Pointer(p).FileID(); f != s.id {
-					AddTakesFrom(res.TakesFrom, s.id, f)
+		default:
+			res.Records++
+			res.MaxTxID = max(res.MaxTxID, rec.TxID)
+			res.MaxWriteOrderID = max(res.MaxWriteOrderID, rec.WriteOrderID)
+			if rec.Type == logfile.RecordTake {
+				// Kept for every scanned take record, even old ones: a
+				// superset only makes log deletion more careful.
+				for _, p := range rec.Pointers {
+					addCompletes(r.completes, s.id, eventqueue.Pointer(p).FileID())
 				}
 			}
-		}
-		if r.WriteOrderID <= w {
-			res.Skipped++
-		} else {
-			a.apply(s, s.off, r, log)
+			if rec.WriteOrderID <= r.w {
+				res.Skipped++
+			} else {
+				a.apply(s, s.off, rec, r.log)
+			}
 		}
 		if s.advance() {
 			heap.Fix(&h, 0)
@@ -330,51 +407,77 @@ func Run(opts Options) (*Result, error) {
 			heap.Pop(&h)
 		}
 	}
-	for _, s := range scanners {
+	return nil
+}
+
+// reportProgress logs how far the replay has come and calls
+// Options.Progress.
+func (r *run) reportProgress(bytes int64) {
+	p := Progress{Records: r.res.Records, Bytes: bytes, TotalBytes: r.total, Elapsed: time.Since(r.start)}
+	r.log.Info("replay progress", "records", p.Records, "bytes", p.Bytes, "total_bytes", p.TotalBytes,
+		"elapsed", p.Elapsed.Round(time.Millisecond))
+	if r.opts.Progress != nil {
+		r.opts.Progress(p)
+	}
+}
+
+// finishScans (7.5) records each scanner's result: an I/O error fails the
+// replay; the valid end, the tail and the damaged regions are kept in
+// Result.Logs, and each region and torn tail is logged.
+func (r *run) finishScans() error {
+	res := r.res
+	for _, s := range r.sources {
 		if err := s.sc.Err(); err != nil {
-			return nil, fmt.Errorf("replay: read %s: %w", s.path, err)
+			return fmt.Errorf("read %s: %w", s.path, err)
 		}
 		if s.fault != nil {
-			return nil, fmt.Errorf("replay: %w", s.fault)
+			return s.fault
 		}
 		l := &res.Logs[s.logIndex]
 		l.End, l.Tail, l.TailErr = s.sc.End(), s.sc.Tail(), s.sc.TailError()
 		l.Skipped = s.sc.Skipped()
 		res.Bytes += l.End - l.Start
 		res.Corrupt += len(l.Skipped)
+		var err error
 		if l.Size, err = s.sc.Size(); err != nil {
-			return nil, fmt.Errorf("replay: %w", err)
+			return err
 		}
 		for _, sk := range l.Skipped {
-			log.Error("replay: skipped a damaged region of a log file", "file", l.Path, "offset", sk.Offset, "length", sk.Length, "err", sk.Err)
+			r.log.Error("replay: skipped a damaged region of a log file", "file", l.Path, "offset", sk.Offset, "length", sk.Length, "err", sk.Err)
 		}
 		if l.Tail == logfile.TailTorn {
-			log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End, "size", l.Size, "err", l.TailErr)
+			r.log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End, "size", l.Size, "err", l.TailErr)
 		}
 	}
-	if opts.Progress != nil {
-		opts.Progress(progress(total))
+	if r.opts.Progress != nil {
+		r.opts.Progress(Progress{Records: res.Records, Bytes: r.total, TotalBytes: r.total, Elapsed: time.Since(r.start)})
 	}
-	if err := a.finish(opts.Queue, log); err != nil {
-		return nil, err
-	}
-	if err := truncated(opts.FS, res, positions, opts.Queue, log); err != nil {
-		return nil, err
-	}
-	res.Duration = time.Since(start)
-	return res, nil
+	return nil
 }
 
-// truncated finds the log files shorter than the checkpoint's position in
-// them (Result.Truncated), scans each to find where its valid records end,
-// counts the recovered events whose records were cut off, and logs each:
-// committed data lost, which an operator must know about. The extra scan
-// and the walk of the queue happen only when such a file exists.
-func truncated(fsys vfs.FS, res *Result, positions map[uint32]int64, q *eventqueue.Queue, log *slog.Logger) error {
+// apply (7.6) builds the recovered queue in one pass (applier.finish).
+func (r *run) apply() error {
+	if err := r.a.finish(r.opts.Queue, r.log); err != nil {
+		return err
+	}
+	r.res.Completes = map[uint32][]uint32{}
+	for f, of := range r.completes {
+		r.res.Completes[f] = slices.Sorted(maps.Keys(of))
+	}
+	return nil
+}
+
+// findTruncated finds the log files shorter than the checkpoint's position
+// in them (Result.Truncated), scans each to find where its valid records
+// end, counts the recovered events whose records were cut off, and logs
+// each: committed data lost, which an operator must know about. The extra
+// scan and the walk of the queue happen only when such a file exists.
+func (r *run) findTruncated() error {
+	res := r.res
 	cut := map[uint32]int{} // file id -> index in res.Truncated
 	for _, l := range res.Logs {
-		if pos := positions[l.ID]; l.Size < pos {
-			end, err := validEnd(fsys, l.Path)
+		if pos := r.positions[l.ID]; l.Size < pos {
+			end, err := r.logs.ValidEnd(l.File())
 			if err != nil {
 				return err
 			}
@@ -385,103 +488,46 @@ func truncated(fsys vfs.FS, res *Result, positions map[uint32]int64, q *eventque
 	if len(cut) == 0 {
 		return nil
 	}
-	for _, p := range q.Pointers() {
+	for _, p := range r.opts.Queue.Pointers() {
 		if i, ok := cut[p.FileID()]; ok && int64(p.Offset()) >= res.Truncated[i].End {
 			res.Truncated[i].Events++
 		}
 	}
 	for _, t := range res.Truncated {
-		log.Error("replay: log file is shorter than the checkpoint recorded: committed events were cut off (not a crash's torn tail; was the file truncated or copied incompletely?)",
+		r.log.Error("replay: log file is shorter than the checkpoint recorded: committed events were cut off (not a crash's torn tail; was the file truncated or copied incompletely?)",
 			"file", t.Path, "size", t.Size, "valid_end", t.End, "checkpoint_position", t.Position, "events_lost", t.Events)
 	}
 	return nil
 }
 
-// validEnd scans the log file at path from its header and returns the end
-// of its last valid record.
-func validEnd(fsys vfs.FS, path string) (int64, error) {
-	sc, _, err := logfile.OpenScanner(fsys, path, 0)
-	if err != nil {
-		return 0, fmt.Errorf("replay: open %s: %w", path, err)
-	}
-	defer sc.Close()
-	for sc.Next() {
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("replay: read %s: %w", path, err)
-	}
-	return sc.End(), nil
-}
+// File returns the log set's description of l.
+func (l LogFile) File() logfile.File { return logfile.File{ID: l.ID, Dir: l.Dir, Path: l.Path} }
 
 // progressCheck is how many records go by between two looks at the clock
 // (a power of two).
 const progressCheck = 4096
 
 // consumed is how many bytes the scanners have read past their starts.
-func consumed(scanners []*source, logs []LogFile) int64 {
+func (r *run) consumed() int64 {
 	var n int64
-	for _, s := range scanners {
-		n += max(s.end-logs[s.logIndex].Start, 0)
+	for _, s := range r.sources {
+		n += max(s.end-r.res.Logs[s.logIndex].Start, 0)
 	}
 	return n
 }
 
-// AddTakesFrom records in m that log file file completes events of log file
-// from (see Result.TakesFrom).
-func AddTakesFrom(m map[uint32]map[uint32]struct{}, file, from uint32) {
+// addCompletes records in m that log file file completes events of log
+// file of (see Result.Completes); a file completing its own needs nothing.
+func addCompletes(m map[uint32]map[uint32]struct{}, file, of uint32) {
+	if file == of {
+		return
+	}
 	s := m[file]
 	if s == nil {
 		s = map[uint32]struct{}{}
 		m[file] = s
 	}
-	s[from] = struct{}{}
-}
-
-// openScanners lists the log files of every data dir and opens a scanner on
-// each, positioned where the checkpoint says its unreplayed records start.
-func openScanners(opts Options, positions map[uint32]int64, res *Result) ([]*source, error) {
-	seen := map[uint32]string{}
-	var out []*source
-	for _, dir := range opts.DataDirs {
-		ids, err := logfile.ListLogs(opts.FS, dir)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return out, fmt.Errorf("replay: list %s: %w", dir, err)
-		}
-		for _, id := range ids {
-			path := filepath.Join(dir, logfile.LogName(id))
-			if other, dup := seen[id]; dup {
-				return out, fmt.Errorf("replay: log file id %d exists in two data dirs (%s and %s)", id, other, dir)
-			}
-			seen[id] = dir
-			if empty, err := UnfinishedCreate(opts.FS, path); err != nil {
-				return out, fmt.Errorf("replay: %w", err)
-			} else if empty {
-				// A crash inside logfile.Create: the file holds no record.
-				res.Empty = append(res.Empty, path)
-				continue
-			}
-			start := positions[id]
-			sc, _, err := logfile.OpenScanner(opts.FS, path, start)
-			if err != nil {
-				return out, fmt.Errorf("replay: open %s: %w", path, err)
-			}
-			res.MaxFileID = max(res.MaxFileID, id)
-			size, err := sc.Size()
-			if err != nil {
-				return append(out, &source{sc: sc, id: id, path: path}), fmt.Errorf("replay: %w", err)
-			}
-			res.Logs = append(res.Logs, LogFile{ID: id, Dir: dir, Path: path, Start: max(start, logfile.HeaderSize), Size: size})
-			out = append(out, &source{sc: sc, id: id, path: path})
-		}
-	}
-	slices.SortFunc(res.Logs, func(a, b LogFile) int { return int(a.ID) - int(b.ID) })
-	for _, s := range out {
-		s.logIndex = slices.IndexFunc(res.Logs, func(l LogFile) bool { return l.ID == s.id })
-	}
-	return out, nil
+	s[of] = struct{}{}
 }
 
 // scanHeap orders sources by the write-order id of their current record.
@@ -496,46 +542,4 @@ func (h *scanHeap) Pop() any {
 	s := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return s
-}
-
-// UnfinishedCreate reports whether the log file at path was cut short by a
-// crash inside logfile.Create: shorter than a file header, or nothing but
-// zeros. Such a file holds no record; the channel deletes it on Open.
-// Anything else with a bad header is corruption, reported by the scanner.
-func UnfinishedCreate(fsys vfs.FS, path string) (bool, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	var hdr [logfile.HeaderSize]byte
-	n, err := f.ReadAt(hdr[:], 0)
-	if n < len(hdr) {
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, fmt.Errorf("read %s: %w", path, err)
-		}
-		return true, nil
-	}
-	if hdr != [logfile.HeaderSize]byte{} {
-		return false, nil
-	}
-	// Create syncs the header before any record is written, so a zeroed
-	// header followed by anything but zeros is damage, not an unfinished
-	// create.
-	buf := make([]byte, 64<<10)
-	for off := int64(logfile.HeaderSize); ; {
-		n, err := f.ReadAt(buf, off)
-		for _, b := range buf[:n] {
-			if b != 0 {
-				return false, nil
-			}
-		}
-		off += int64(n)
-		if errors.Is(err, io.EOF) {
-			return true, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read %s: %w", path, err)
-		}
-	}
 }

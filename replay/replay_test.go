@@ -170,12 +170,8 @@ func commitRec(typ logfile.RecordType, tx, woid uint64) logfile.Record {
 
 func wantTakesFrom(t *testing.T, res *Result, want map[uint32][]uint32) {
 	t.Helper()
-	got := map[uint32][]uint32{}
-	for f, from := range res.TakesFrom {
-		got[f] = slices.Sorted(maps.Keys(from))
-	}
-	if !maps.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("TakesFrom = %v, want %v", got, want)
+	if !maps.EqualFunc(res.Completes, want, slices.Equal) {
+		t.Errorf("Completes = %v, want %v", res.Completes, want)
 	}
 }
 

@@ -98,7 +98,7 @@ type verifier struct {
 
 	logs    map[uint32]*LogInfo // first file of each id with records
 	puts    int64               // put records in every log
-	readers map[uint32]openedReader
+	set     *logfile.Set        // the data dirs' log files, duplicates listed
 	closers []io.Closer
 
 	// The damaged ranges of the log files and the problems naming them,
@@ -239,68 +239,68 @@ func countPointers(txs []eventqueue.InflightTx) int {
 
 // scanLogs scans every log file of every data dir in full (check 2).
 func (v *verifier) scanLogs() error {
-	dirOf := map[uint32]string{}
-	v.logs = map[uint32]*LogInfo{}
-	for _, dir := range v.opts.DataDirs {
-		ids, err := logfile.ListLogs(v.opts.FS, dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			v.log.Warn("verify: data dir does not exist", "dir", dir)
-			continue
+	if err := v.openSet(); err != nil {
+		return err
+	}
+	for _, d := range v.set.Missing() {
+		v.log.Warn("verify: data dir does not exist", "dir", d)
+	}
+	for _, f := range v.set.Listed() {
+		if f.Duplicate != "" {
+			v.rep.add(ProblemDuplicateLog, f.Path, -1, "log file id %d is also in %s", f.ID, f.Duplicate)
 		}
+		info, err := v.scanLog(f)
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			path := filepath.Join(dir, logfile.LogName(id))
-			if other, dup := dirOf[id]; dup {
-				v.rep.add(ProblemDuplicateLog, path, -1, "log file id %d is also in %s", id, other)
-			} else {
-				dirOf[id] = dir
-			}
-			info, err := v.scanLog(dir, id, path)
-			if err != nil {
-				return err
-			}
-			v.rep.Logs = append(v.rep.Logs, info)
-		}
+		v.rep.Logs = append(v.rep.Logs, info)
 	}
-	slices.SortStableFunc(v.rep.Logs, func(a, b LogInfo) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
-	for i := range v.rep.Logs {
-		l := &v.rep.Logs[i]
-		if _, seen := v.logs[l.ID]; !seen && !l.Unfinished {
-			v.logs[l.ID] = l
-		}
-	}
+	v.indexLogs()
 	return nil
 }
 
+// openSet lists the data dirs' log files (duplicates included, as
+// problems), once.
+func (v *verifier) openSet() error {
+	if v.set != nil {
+		return nil
+	}
+	set, err := logfile.OpenSet(logfile.SetOptions{FS: v.opts.FS, Dirs: v.opts.DataDirs, AllowDuplicates: true, Logger: v.log})
+	if err != nil {
+		return err
+	}
+	v.set = set
+	v.closers = append(v.closers, set)
+	return nil
+}
+
+// indexLogs fills in v.logs: the file of each id whose records the
+// channel reads (the first data dir's).
+func (v *verifier) indexLogs() {
+	v.logs = map[uint32]*LogInfo{}
+	for i := range v.rep.Logs {
+		l := &v.rep.Logs[i]
+		if _, seen := v.logs[l.ID]; !seen && !l.Unfinished && !l.duplicate {
+			v.logs[l.ID] = l
+		}
+	}
+}
+
 // scanLog scans one log file from its header to its end.
-func (v *verifier) scanLog(dir string, id uint32, path string) (LogInfo, error) {
-	fsys := v.opts.FS
-	info := LogInfo{ID: id, Dir: dir, Path: path}
+func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
+	fsys, path := v.opts.FS, f.Path
+	info := LogInfo{ID: f.ID, Dir: f.Dir, Path: path, duplicate: f.Duplicate != ""}
 	fi, err := fsys.Stat(path)
 	if err != nil {
 		return info, err
 	}
 	info.Size = fi.Size()
-	empty, err := UnfinishedCreate(fsys, path)
-	if err != nil {
-		return info, err
-	}
-	if empty {
+	if f.Unfinished {
 		info.Unfinished = true
 		v.rep.add(ProblemUnfinishedCreate, path, -1, "%d bytes, no record: left by a crash while the file was created", info.Size)
 		return info, nil
 	}
-	sc, salvaged, err := logfile.OpenScanner(fsys, path, 0)
+	sc, salvaged, err := v.set.Scan(f, 0)
 	if errors.Is(err, corrupt.ErrCorrupt) {
 		// A valid header naming another file: the replay refuses it, and
 		// no record of it reads back.
@@ -632,7 +632,10 @@ func (v *verifier) runReplay(what string, st *checkpoint.State, q *eventqueue.Qu
 	// The replay's own reports of damage would repeat the problems: only
 	// its progress goes to the logger.
 	log := slog.New(progressOnly{v.log.Handler()}).With("verify", what)
-	res, err := Run(Options{FS: v.opts.FS, DataDirs: v.opts.DataDirs, Checkpoint: st, Queue: q, Logger: log})
+	if err := v.openSet(); err != nil {
+		return nil, err
+	}
+	res, err := Run(Options{Logs: v.set, Checkpoint: st, Queue: q, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -812,32 +815,9 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 	return nil
 }
 
-// openedReader is a log file's reader, or why it cannot be opened.
-type openedReader struct {
-	r   *logfile.Reader
-	err error // a *corrupt.Error
-}
-
 // reader returns a reader of log file l, opened on first use.
 func (v *verifier) reader(l *LogInfo) (*logfile.Reader, error) {
-	if r, ok := v.readers[l.ID]; ok {
-		return r.r, r.err
-	}
-	r, err := logfile.OpenReader(v.opts.FS, l.Path)
-	if errors.Is(err, corrupt.ErrCorrupt) {
-		r, err = logfile.OpenSalvageReader(v.opts.FS, l.Path) // the scan reported the header
-	}
-	if err != nil && !errors.Is(err, corrupt.ErrCorrupt) {
-		return nil, err
-	}
-	if v.readers == nil {
-		v.readers = map[uint32]openedReader{}
-	}
-	v.readers[l.ID] = openedReader{r, err}
-	if r != nil {
-		v.closers = append(v.closers, r)
-	}
-	return r, err
+	return v.set.Reader(l.ID)
 }
 
 // progressOnly passes on the records of a handler below slog.LevelWarn.

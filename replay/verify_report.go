@@ -254,6 +254,8 @@ type LogInfo struct {
 	Skipped   []logfile.Skip // damaged regions after the header
 	// Unfinished: left by a crash inside logfile.Create; holds no record.
 	Unfinished bool
+
+	duplicate bool // another data dir listed first holds the same id
 }
 
 // QueueDiff is how the recovered queue differs from a full replay's.

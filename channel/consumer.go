@@ -1,0 +1,134 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// consumer is one reader of the channel's log: the ring of its queued
+// events (a FlumeEventQueue over its part of the checkpoint), the takes its
+// transactions hold in flight, its capacity gate, and the signal that wakes
+// its waiting takers. A FileChannel is a log set (logfile.Set) plus, today,
+// one consumer; the log set knows nothing of consumers but asks, when it
+// deletes files, which ones they still point into (holds).
+//
+// queue, ckpt's slots and inflight are guarded by FileChannel.queueMu: every
+// method below except the gate's and avail's is called with it held.
+type consumer struct {
+	queue    *eventqueue.Queue
+	ckpt     *checkpoint.Checkpoint // the ring's slots and the file they live in
+	inflight *eventqueue.Inflight   // takes of open transactions, per transaction
+	gate     *gate                  // capacity permits; taken with no channel lock held
+	avail    signal                 // wakes Wait and TakeContext; no lock held
+}
+
+// newConsumer builds the consumer over ck's ring: head and size as the
+// checkpoint recorded them (st nil: empty), with its per-file counts.
+func newConsumer(ck *checkpoint.Checkpoint, st *checkpoint.State) (*consumer, error) {
+	refs := map[uint32]int{}
+	head, size := 0, 0
+	if st != nil {
+		head, size = st.Head, st.Size
+		for _, l := range st.Logs {
+			if l.Refs > 0 {
+				refs[l.FileID] = l.Refs
+			}
+		}
+	}
+	q, err := eventqueue.New(ck, ck.Capacity(), head, size, refs)
+	if err != nil {
+		return nil, err
+	}
+	return &consumer{queue: q, ckpt: ck, inflight: eventqueue.NewInflight()}, nil
+}
+
+// takeHead moves the event at the head into tx's in-flight takes.
+func (q *consumer) takeHead(tx uint64) (eventqueue.Pointer, bool) {
+	p, ok := q.queue.RemoveHead()
+	if ok {
+		q.inflight.Add(tx, p)
+	}
+	return p, ok
+}
+
+// untake puts p, the last event tx took, back at the head.
+func (q *consumer) untake(tx uint64, p eventqueue.Pointer) error {
+	q.inflight.RemovePointer(tx, p)
+	return q.queue.AddHead(p)
+}
+
+// returnTakes ends tx's takes without committing them: the events go back
+// to the head in their original order.
+func (q *consumer) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
+	q.inflight.Remove(tx)
+	var err error
+	for i := len(takes) - 1; i >= 0; i-- {
+		err = errors.Join(err, q.queue.AddHead(takes[i]))
+	}
+	return err
+}
+
+// committed ends tx's takes after their commit: the events are gone.
+func (q *consumer) committed(tx uint64) { q.inflight.Remove(tx) }
+
+// add appends committed events at the tail.
+func (q *consumer) add(ps []eventqueue.Pointer) error {
+	var err error
+	for _, p := range ps {
+		err = errors.Join(err, q.queue.AddTail(p))
+	}
+	return err
+}
+
+// capture fills in the consumer's part of a checkpoint: its ring's
+// capacity, head and size, its in-flight takes and each file's count of
+// queued events; and tells the log snapshot which files it points into.
+func (q *consumer) capture(st *checkpoint.State, sn *logfile.Snapshot) {
+	st.Capacity, st.Head, st.Size = q.queue.Capacity(), q.queue.Head(), q.queue.Size()
+	st.InflightTakes = q.inflight.Entries()
+	for i := range st.Logs {
+		st.Logs[i].Refs = q.queue.FileRef(st.Logs[i].FileID)
+	}
+	for id := range q.queue.FileRefs() {
+		sn.Keep(id)
+	}
+	for id := range q.inflight.Files() {
+		sn.Keep(id)
+	}
+}
+
+// holds reports whether the consumer points into log file id now.
+func (q *consumer) holds(id uint32, inflightFiles map[uint32]int) bool {
+	return q.queue.FileRef(id) > 0 || inflightFiles[id] > 0
+}
+
+// resize moves the queue into a new checkpoint of the given capacity (the
+// configured one, when the checkpoint recorded another). If it crashes
+// midway the logs still hold every event: the next open finds no complete
+// checkpoint and replays them.
+func (q *consumer) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
+	ptrs := q.queue.Pointers()
+	if len(ptrs) > capacity {
+		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
+			len(ptrs), capacity, len(ptrs))
+	}
+	if err := q.ckpt.Close(); err != nil {
+		return fmt.Errorf("close checkpoint: %w", err)
+	}
+	q.ckpt = nil
+	ck, err := create(capacity)
+	if err != nil {
+		return err
+	}
+	q.ckpt = ck
+	nq, err := eventqueue.New(ck, capacity, 0, 0, nil)
+	if err != nil {
+		return err
+	}
+	q.queue = nq
+	return q.add(ptrs)
+}

@@ -1,0 +1,290 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
+)
+
+// recovery is what Open's steps hand each other.
+type recovery struct {
+	start  time.Time
+	dirs   []dirRole
+	ck     *checkpoint.Checkpoint
+	st     *checkpoint.State // nil: a full replay
+	source string            // replay.FromCheckpoint, FromBackup or FromFullReplay
+	res    *replay.Result
+}
+
+// dirRole is a directory Open uses and the Config field naming it.
+type dirRole struct{ dir, what string }
+
+// open recovers the channel's committed state. Each step is one of the
+// numbered recovery procedure in docs/crash-safety.md §3 (step 1, the
+// config, is openWith's; step 15 is the "opened" line).
+func (c *FileChannel) open() error {
+	rc := &recovery{start: time.Now()}
+	steps := []func(*recovery) error{
+		c.prepareDirs,           // 2, 3
+		c.lockDirs,              // 4
+		c.loadCheckpoint,        // 5
+		c.buildQueue,            // 6
+		c.replay,                // 7
+		c.removeUnfinished,      // 8
+		c.cutTornTails,          // 9
+		c.syncReplayed,          // 10
+		c.startLogs,             // 11
+		c.resizeQueue,           // 12
+		c.rollAll,               // 13
+		c.checkpointAfterReplay, // 14
+	}
+	for _, step := range steps {
+		if err := step(rc); err != nil {
+			return err
+		}
+	}
+	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
+		"recovered_from", c.stats.recoveredFrom, "duration", time.Since(rc.start).Round(time.Microsecond))
+	return nil
+}
+
+// prepareDirs (steps 2 and 3) creates the missing directories and syncs
+// their parents.
+func (c *FileChannel) prepareDirs(rc *recovery) error {
+	cfg := c.cfg
+	rc.dirs = []dirRole{{cfg.CheckpointDir, "CheckpointDir"}}
+	if cfg.BackupCheckpointDir != "" {
+		rc.dirs = append(rc.dirs, dirRole{cfg.BackupCheckpointDir, "BackupCheckpointDir"})
+	}
+	for i, d := range cfg.DataDirs {
+		rc.dirs = append(rc.dirs, dirRole{d, fmt.Sprintf("DataDirs[%d]", i)})
+	}
+	var paths []string
+	for _, r := range rc.dirs {
+		if err := prepareDir(c.fs, r.dir, r.what); err != nil {
+			return err
+		}
+		paths = append(paths, r.dir)
+	}
+	return syncParents(c.fs, paths)
+}
+
+// lockDirs (step 4) locks in_use.lock in every directory, unless the caller
+// holds the locks already (Rebuild, Repair).
+func (c *FileChannel) lockDirs(rc *recovery) error {
+	if c.dirsLocked {
+		return nil
+	}
+	for _, r := range rc.dirs {
+		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName))
+		if errors.Is(err, vfs.ErrLocked) {
+			return fmt.Errorf("%w: %s %s", ErrLocked, r.what, r.dir)
+		}
+		if err != nil {
+			return fmt.Errorf("filechannel: lock %s: %w", r.dir, err)
+		}
+		c.locks = append(c.locks, l)
+	}
+	return nil
+}
+
+// loadCheckpoint (step 5) opens the checkpoint, falling back to the backup
+// and then to a fresh one (a full replay); rc.source says which. An I/O or
+// permission error fails Open: it says nothing about the checkpoint's
+// contents, so the checkpoint is not thrown away.
+func (c *FileChannel) loadCheckpoint(rc *recovery) error {
+	dir, backup := c.cfg.CheckpointDir, c.cfg.BackupCheckpointDir
+	ck, st, err := checkpoint.Open(c.fs, dir)
+	if err == nil {
+		rc.ck, rc.st, rc.source = ck, st, replay.FromCheckpoint
+		return nil
+	}
+	damaged := errors.Is(err, ErrCorrupt) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, checkpoint.ErrIncomplete)
+	if !errors.Is(err, checkpoint.ErrNoCheckpoint) && !(errors.Is(err, checkpoint.ErrBadCheckpoint) && damaged) {
+		return opErr("open checkpoint", err)
+	}
+	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
+		c.log.Warn("checkpoint unusable", "dir", dir, "err", err)
+	}
+	if backup != "" && checkpoint.HasBackup(c.fs, backup) {
+		if rerr := checkpoint.RestoreBackup(c.fs, backup, dir); rerr != nil {
+			c.log.Warn("restore backup checkpoint failed", "dir", backup, "err", rerr)
+		} else if ck, st, berr := checkpoint.Open(c.fs, dir); berr == nil {
+			c.log.Info("using backup checkpoint", "dir", backup, "write_order_id", st.WriteOrderID)
+			rc.ck, rc.st, rc.source = ck, st, replay.FromBackup
+			return nil
+		} else {
+			c.log.Warn("backup checkpoint unusable", "dir", backup, "err", berr)
+		}
+	}
+	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
+		c.log.Warn("no usable checkpoint: replaying every log file in full", "dir", dir)
+	}
+	if err := checkpoint.Remove(c.fs, dir); err != nil {
+		return opErr("remove bad checkpoint", err)
+	}
+	if ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity); err != nil {
+		return opErr("create checkpoint", err)
+	}
+	rc.ck, rc.st, rc.source = ck, nil, replay.FromFullReplay
+	return nil
+}
+
+// buildQueue (step 6) builds the consumer's queue over the checkpoint's
+// ring.
+func (c *FileChannel) buildQueue(rc *recovery) error {
+	q, err := newConsumer(rc.ck, rc.st)
+	if err != nil {
+		return errors.Join(opErr("load queue from checkpoint", err), rc.ck.Close())
+	}
+	c.main = q
+	return nil
+}
+
+// replay (step 7) lists the data dirs' log files and replays what follows
+// the checkpoint onto the queue.
+func (c *FileChannel) replay(rc *recovery) error {
+	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
+		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted})
+	if err != nil {
+		return fmt.Errorf("filechannel: %w", err)
+	}
+	c.logs = logs
+	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Queue: c.main.queue, Logger: c.log}
+	if c.cfg.ReplayProgress != nil {
+		ropts.Progress, ropts.ProgressEvery = c.cfg.ReplayProgress, c.cfg.ReplayProgressEvery
+	}
+	res, err := replay.Run(ropts)
+	if err != nil {
+		return fmt.Errorf("filechannel: %w", err)
+	}
+	rc.res = res
+	c.log.Info("replay done", "source", rc.source, "records", res.Records, "skipped", res.Skipped,
+		"puts", res.Puts, "takes", res.Takes, "returned", res.Returned, "queued", c.main.queue.Size(),
+		"duration", res.Duration.Round(time.Microsecond))
+	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
+	c.stats.replayCorrupt, c.stats.replayDamagedTxs = int64(res.Corrupt), int64(res.DamagedTxs)
+	return nil
+}
+
+// removeUnfinished (step 8) deletes the log files a crash left unfinished
+// while they were created.
+func (c *FileChannel) removeUnfinished(*recovery) error {
+	for _, f := range c.logs.Listed() {
+		if !f.Unfinished {
+			continue
+		}
+		c.log.Warn("removing a log file left empty by a crash during its creation", "file", f.Path)
+		if err := c.logs.RemoveFile(f); err != nil {
+			return fmt.Errorf("filechannel: %w", err)
+		}
+	}
+	return nil
+}
+
+// cutTornTails (step 9) cuts the torn tail of every log file whose scan
+// ended on bytes that are not a record: a write that a crash cut short, or
+// damage after the last record. The bytes are kept for the operator, and
+// later replays and readers see a clean end.
+func (c *FileChannel) cutTornTails(rc *recovery) error {
+	for _, l := range rc.res.Logs {
+		if l.Tail != logfile.TailTorn {
+			continue
+		}
+		keep, err := c.logs.CutTail(l.File(), l.End)
+		if err != nil {
+			return fmt.Errorf("filechannel: %w", err)
+		}
+		c.stats.tornTails++
+		c.log.Warn("cut a torn tail from a log file", "file", l.Path, "valid_end", l.End,
+			"bytes", l.Size-l.End, "kept_in", keep, "reason", l.TailErr)
+	}
+	return nil
+}
+
+// syncReplayed (step 10) fsyncs every log file replay read records from.
+// Replay read them through the page cache: after a failed fsync (or with
+// NoSync) a killed process leaves records there that a power loss would
+// still take away, and the checkpoint of step 14 will say they are covered.
+func (c *FileChannel) syncReplayed(rc *recovery) error {
+	for _, l := range rc.res.Logs {
+		if l.End > l.Start {
+			if err := vfs.SyncFile(c.fs, l.Path); err != nil {
+				return fmt.Errorf("filechannel: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// startLogs (step 11) sets the ids above everything seen and opens a reader
+// on every log file.
+func (c *FileChannel) startLogs(rc *recovery) error {
+	res := rc.res
+	c.nextTxID.Store(res.MaxTxID + 1)
+	ends := make(map[uint32]int64, len(res.Logs))
+	for _, l := range res.Logs {
+		ends[l.ID] = l.End
+	}
+	err := c.logs.Start(logfile.Recovered{MaxWriteOrderID: res.MaxWriteOrderID, MaxFileID: res.MaxFileID,
+		Ends: ends, Completes: res.Completes})
+	if err != nil {
+		return fmt.Errorf("filechannel: %w", err)
+	}
+	c.stats.replayDuration = time.Since(rc.start)
+	return nil
+}
+
+// resizeQueue (step 12) moves the queue into a checkpoint of the configured
+// capacity when the checkpoint recorded another, and starts the capacity
+// gate.
+func (c *FileChannel) resizeQueue(rc *recovery) error {
+	c.stats.recoveredFrom = rc.source
+	if old := c.main.ckpt.Capacity(); old != c.cfg.Capacity {
+		create := func(capacity int) (*checkpoint.Checkpoint, error) {
+			if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
+				return nil, opErr("remove old checkpoint", err)
+			}
+			return checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+		}
+		if err := c.main.resize(create, c.cfg.Capacity); err != nil {
+			return opErr("change capacity", err)
+		}
+		c.log.Info("capacity changed", "old", old, "new", c.cfg.Capacity, "queued", c.main.queue.Size())
+		c.stats.recoveredFrom += ", capacity changed"
+	}
+	c.main.gate = newGate(c.cfg.Capacity, c.main.queue.Size())
+	return nil
+}
+
+// rollAll (step 13) starts a new log file in every data dir: old ones may
+// end in a torn record and are never appended to again.
+func (c *FileChannel) rollAll(*recovery) error {
+	for i := range c.logs.NumDirs() {
+		if err := c.logs.Roll(i); err != nil {
+			return fmt.Errorf("filechannel: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkpointAfterReplay (step 14) writes a checkpoint, which makes the next
+// recovery start from here and deletes what is no longer needed, unless
+// the main checkpoint was used unchanged and replay found nothing after it.
+func (c *FileChannel) checkpointAfterReplay(rc *recovery) error {
+	if rc.source == replay.FromCheckpoint && c.stats.recoveredFrom == rc.source && rc.res.Records == rc.res.Skipped {
+		c.lastCkptW.Store(rc.st.WriteOrderID)
+		return nil
+	}
+	if err := c.checkpoint(); err != nil {
+		return opErr("checkpoint after replay", err)
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+package logfile
+
+import (
+	"errors"
+	"maps"
+	"slices"
+)
+
+// Complete records that log file file holds records completing events of
+// log file of: take records that take events stored in of, or the commit of
+// puts a transaction spilled to of. While of exists, file must stay: a full
+// replay (after every checkpoint is lost) reading of without file would
+// bring taken events back, or drop committed ones. A file completing its
+// own events needs nothing and is not recorded.
+func (s *Set) Complete(file, of uint32) {
+	if file == of {
+		return
+	}
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	m := s.completes[file]
+	if m == nil {
+		m = map[uint32]struct{}{}
+		s.completes[file] = m
+	}
+	m[of] = struct{}{}
+}
+
+// Completes returns the files whose events file's records complete, in
+// ascending order.
+func (s *Set) Completes(file uint32) []uint32 {
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	return slices.Sorted(maps.Keys(s.completes[file]))
+}
+
+// FileState is what a checkpoint records about one log file.
+type FileState struct {
+	ID uint32
+	// Position: every record before it has a write-order id at or below
+	// the snapshot's, so replay may start reading the file there.
+	Position int64
+	// Completes lists, ascending, the files whose events its records
+	// complete (see Complete).
+	Completes []uint32
+}
+
+// Snapshot is the log set's part of a checkpoint: the write-order id W it
+// covers and each file's state at W.
+type Snapshot struct {
+	WriteOrderID uint64
+	NextFileID   uint32
+	Files        []FileState // by id
+
+	sync []*Writer // active writers to sync before the checkpoint counts
+	// keep: the files the checkpoint needs; maxID: the last file id that
+	// existed at W (later files hold records after W).
+	keep  map[uint32]bool
+	maxID uint32
+}
+
+// Snapshot reserves the write-order id W of a checkpoint and records each
+// file's state at W. The caller must keep appends out while it runs (the
+// channel holds its commit lock exclusively), so that every record at or
+// below W is written and none after it is. An active writer that has failed
+// counts only up to its last good fsync.
+func (s *Set) Snapshot() *Snapshot {
+	sn := &Snapshot{
+		WriteOrderID: s.nextWOID.Add(1) - 1,
+		NextFileID:   s.nextFileID.Load(),
+		keep:         map[uint32]bool{},
+		maxID:        s.nextFileID.Load() - 1,
+	}
+	active := map[uint32]int64{}
+	for _, d := range s.dirs {
+		d.mu.Lock()
+		if w := d.w; w != nil {
+			active[w.ID()] = w.Size()
+			if w.Err() != nil {
+				// Its next append rolls it; what it wrote after its last
+				// good fsync was taken back. There is nothing to sync.
+				active[w.ID()] = w.Synced()
+			} else {
+				sn.sync = append(sn.sync, w)
+			}
+			sn.keep[w.ID()] = true
+		}
+		d.mu.Unlock()
+	}
+	s.mu.RLock()
+	for id, f := range s.files {
+		pos, ok := active[id]
+		if !ok {
+			pos = f.size
+		}
+		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id)})
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(sn.Files, func(a, b FileState) int { return compareIDs(a.ID, b.ID) })
+	return sn
+}
+
+// Keep adds log file id to what the checkpoint needs (a file its queues or
+// in-flight transactions point into).
+func (sn *Snapshot) Keep(id uint32) { sn.keep[id] = true }
+
+// Sync makes every record at or below the snapshot's W durable: it syncs
+// the writers that were active at the snapshot (a rolled file was synced
+// when it was rolled).
+func (sn *Snapshot) Sync() error {
+	for _, w := range sn.sync {
+		if err := w.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reclaim deletes the log files that neither the checkpoint of sn nor the
+// live channel needs, and returns how many it deleted. A candidate is a
+// file not active, not kept by sn, not created after sn; unheld then
+// returns those of the candidates nothing points into now (the channel
+// asks its queues and in-flight sets). A file whose records complete
+// events of a file that stays, stays too (see Complete). Each deletion is
+// logged; the dirs are synced at the end.
+func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (int, error) {
+	var cand []uint32
+	s.mu.RLock()
+	for id, f := range s.files {
+		if f.size == 0 || sn.keep[id] || id > sn.maxID { // size 0: an active file
+			continue
+		}
+		cand = append(cand, id)
+	}
+	s.mu.RUnlock()
+	if len(cand) == 0 {
+		return 0, nil
+	}
+	slices.Sort(cand)
+	gone := s.closeOver(unheld(cand))
+	var errs []error
+	dirs := map[string]bool{}
+	for _, id := range gone {
+		s.mu.Lock()
+		f := s.files[id]
+		delete(s.files, id)
+		s.mu.Unlock()
+		if f.r != nil {
+			errs = append(errs, f.r.Close())
+		}
+		if err := s.fs.Remove(f.Path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		dirs[f.Dir] = true
+		s.depMu.Lock()
+		delete(s.completes, id)
+		s.depMu.Unlock()
+		if s.opts.OnDelete != nil {
+			s.opts.OnDelete(id)
+		}
+		s.log.Info("deleted log file", "file", f.Path, "id", LogName(id))
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		errs = append(errs, s.fs.SyncDir(d))
+	}
+	return len(gone), errors.Join(errs...)
+}
+
+// closeOver drops from cand, until nothing changes, every file that
+// completes events of a file that exists and is not a candidate.
+func (s *Set) closeOver(cand []uint32) []uint32 {
+	in := map[uint32]bool{}
+	for _, id := range cand {
+		in[id] = true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	for changed := true; changed; {
+		changed = false
+		for id := range in {
+			for of := range s.completes[id] {
+				if _, exists := s.files[of]; exists && !in[of] {
+					delete(in, id)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(in))
+}
