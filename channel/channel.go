@@ -106,7 +106,7 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	c := &FileChannel{
 		dirsLocked:   dirsLocked,
 		cfg:          cfg,
-		fs:           cfg.FS,
+		fs:           cfg.fs,
 		log:          cfg.Logger,
 		inflightPuts: eventqueue.NewInflight(),
 		closing:      make(chan struct{}),

@@ -64,8 +64,10 @@ type Config struct {
 	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
 	ReplayProgressEvery time.Duration
 
-	// FS replaces the operating system's filesystem (crash tests). nil = OS.
-	FS vfs.FS
+	// fs replaces the operating system's filesystem: the seam the crash,
+	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
+	// set by this package's tests only. nil = the OS's.
+	fs vfs.FS
 }
 
 // DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.
@@ -150,8 +152,8 @@ func (cfg *Config) applyDefaults() {
 	if cfg.Name != "" {
 		cfg.Logger = cfg.Logger.With("channel", cfg.Name)
 	}
-	if cfg.FS == nil {
-		cfg.FS = vfs.OS()
+	if cfg.fs == nil {
+		cfg.fs = vfs.OS()
 	}
 }
 

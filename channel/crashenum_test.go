@@ -241,7 +241,7 @@ func (r *crashRun) checker() {
 // check recovers one crash image and compares it with the model.
 func (r *crashRun) check(j crashJob) error {
 	cfg := r.cfg
-	cfg.FS = j.img
+	cfg.fs = j.img
 	cfg.Logger = nil
 	var inner []crashJob
 	if j.recoveryCrashes {

@@ -109,7 +109,7 @@ func TestFailedBackupKeepsLogFiles(t *testing.T) {
 	}
 	takeN(t, c, 100, 20)
 	logs := func() []uint32 {
-		ids, err := logfile.ListLogs(cfg.FS, cfg.DataDirs[0])
+		ids, err := logfile.ListLogs(cfg.fs, cfg.DataDirs[0])
 		if err != nil {
 			t.Fatal(err)
 		}

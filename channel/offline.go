@@ -47,17 +47,17 @@ func lockDirs(cfg Config, what string, missing missingDirs) (dirLocks, error) {
 	}
 	if missing == missingCreate {
 		for _, d := range dirs {
-			if err := prepareDir(cfg.FS, d, "directory"); err != nil {
+			if err := prepareDir(cfg.fs, d, "directory"); err != nil {
 				return nil, err
 			}
 		}
-		if err := syncParents(cfg.FS, dirs); err != nil {
+		if err := syncParents(cfg.fs, dirs); err != nil {
 			return nil, err
 		}
 	}
 	var locks dirLocks
 	for _, d := range dirs {
-		st, err := cfg.FS.Stat(d)
+		st, err := cfg.fs.Stat(d)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && missing == missingSkip:
 			continue
@@ -66,7 +66,7 @@ func lockDirs(cfg Config, what string, missing missingDirs) (dirLocks, error) {
 		case !st.IsDir():
 			return nil, errors.Join(fmt.Errorf("filechannel: %s: %s is not a directory", what, d), locks.Close())
 		}
-		l, err := cfg.FS.Lock(filepath.Join(d, LockFileName))
+		l, err := cfg.fs.Lock(filepath.Join(d, LockFileName))
 		if errors.Is(err, vfs.ErrLocked) {
 			return nil, errors.Join(fmt.Errorf("%w: %s (%s a channel only while it is closed)", ErrLocked, d, what), locks.Close())
 		}

@@ -24,7 +24,7 @@ func memConfig(fsys vfs.FS, dirs int) Config {
 		MaxFileSize:          4096,    // roll often
 		MinimumRequiredSpace: -1,
 		KeepAlive:            -1,
-		FS:                   fsys,
+		fs:                   fsys,
 	}
 	for i := range dirs {
 		cfg.DataDirs = append(cfg.DataDirs, fmt.Sprintf("/fc/data%d", i))

@@ -136,7 +136,7 @@ type rebuilder struct {
 // the check that they fit the capacity, and the dry run's report.
 func (b *rebuilder) count() error {
 	cfg, opts := b.cfg, b.opts
-	ropts := replay.Options{FS: cfg.FS, DataDirs: cfg.DataDirs, Logger: cfg.Logger}
+	ropts := replay.Options{FS: cfg.fs, DataDirs: cfg.DataDirs, Logger: cfg.Logger}
 	if !opts.DryRun {
 		ropts.Logger = slog.New(slog.DiscardHandler) // Open logs the same again
 	}
@@ -178,11 +178,11 @@ func (b *rebuilder) count() error {
 func (b *rebuilder) rewrite() error {
 	cfg, opts := b.cfg, b.opts
 	if cfg.BackupCheckpointDir != "" {
-		if err := checkpoint.Remove(cfg.FS, cfg.BackupCheckpointDir); err != nil {
+		if err := checkpoint.Remove(cfg.fs, cfg.BackupCheckpointDir); err != nil {
 			return opErr("rebuild", err)
 		}
 	}
-	if err := checkpoint.Remove(cfg.FS, cfg.CheckpointDir); err != nil {
+	if err := checkpoint.Remove(cfg.fs, cfg.CheckpointDir); err != nil {
 		return opErr("rebuild", err)
 	}
 	if opts.Progress != nil {
@@ -261,11 +261,11 @@ func existingCapacity(cfg Config) (int, CapacitySource) {
 		from CapacitySource
 	}
 	dirs := []source{{cfg.CheckpointDir, CapacityFromCheckpoint}}
-	if b := cfg.BackupCheckpointDir; b != "" && checkpoint.HasBackup(cfg.FS, b) {
+	if b := cfg.BackupCheckpointDir; b != "" && checkpoint.HasBackup(cfg.fs, b) {
 		dirs = append(dirs, source{b, CapacityFromBackup})
 	}
 	for _, d := range dirs {
-		b, err := vfs.ReadFile(cfg.FS, filepath.Join(d.dir, checkpoint.MetaName))
+		b, err := vfs.ReadFile(cfg.fs, filepath.Join(d.dir, checkpoint.MetaName))
 		if err != nil {
 			continue
 		}

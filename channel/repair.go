@@ -134,7 +134,7 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 	if err != nil {
 		return nil, opErr("repair", err)
 	}
-	r := &repairer{fs: full.FS, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}
+	r := &repairer{fs: full.fs, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}
 	if err := r.repairLogs(full); err != nil {
 		return r.partial(opErr("repair", err))
 	}

@@ -29,7 +29,7 @@ func Verify(cfg Config) (*replay.Report, error) {
 // channel cfg describes (defaults applied).
 func verifyOptions(cfg Config) replay.VerifyOptions {
 	return replay.VerifyOptions{
-		FS:                  cfg.FS,
+		FS:                  cfg.fs,
 		CheckpointDir:       cfg.CheckpointDir,
 		BackupCheckpointDir: cfg.BackupCheckpointDir,
 		DataDirs:            cfg.DataDirs,

@@ -221,7 +221,6 @@ func (o *options) config() channel.Config {
 		BackupCheckpointDir: o.backupDir,
 		DataDirs:            o.dataDirs,
 		Logger:              o.logger(),
-		FS:                  o.fs,
 	}
 }
 
