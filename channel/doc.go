@@ -223,12 +223,17 @@ package channel
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
-//	dataDir.mu serialises appends (and rolls) to one data dir's log
-//	queueMu    the event queue (and the checkpoint slots under it), in-flight
-//	           sets, takesFrom
-//	filesMu    the map of open log files
+//	queueMu    the consumer's queue (and the checkpoint slots under it), its
+//	           in-flight takes, the in-flight puts
 //
-// Commit fsyncs happen outside dataDir.mu and queueMu (a roll fsyncs under
-// dataDir.mu: the new file's header and directory, the old file); a
+// and inside the log set (logfile.Set), after commitMu and never nested
+// with queueMu:
+//
+//	dir.mu     serialises appends (and rolls) to one data dir's log
+//	Set.mu     the set's files (their sizes and readers)
+//	Set.depMu  the commit dependencies between files
+//
+// Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
+// under dir.mu: the new file's header and directory, the old file); a
 // checkpoint writes and syncs its files under ckptMu only. Nothing under
 // queueMu writes, syncs or logs.

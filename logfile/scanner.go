@@ -501,7 +501,10 @@ func (s *Scanner) stop(bad error) {
 }
 
 // zeroFrom reports whether every byte of the file from off on is zero. It
-// reuses the scan buffer, so it may only run once the scan is done.
+// runs where the scan stops (stop) and at the start of each resync, before
+// the search for the next record. Without a mapping it reads through the
+// scan buffer and empties it (bufLen = 0), so the next window is read from
+// the file again.
 func (s *Scanner) zeroFrom(off int64) (bool, error) {
 	if s.mm != nil {
 		return zeros.All(s.mm[min(off, int64(len(s.mm))):]), nil
