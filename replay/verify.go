@@ -773,35 +773,8 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 		if _, damaged := v.rangeOf(p); damaged {
 			continue
 		}
-		r, err := v.reader(l)
-		if errors.Is(err, corrupt.ErrCorrupt) {
-			// A header naming another file id.
-			v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
-			continue
-		}
-		if err != nil {
+		if err := v.readBack(p, role, l); err != nil {
 			return err
-		}
-		rec, err := r.ReadRecord(int64(p.Offset()))
-		var why string
-		switch {
-		case errors.Is(err, corrupt.ErrCorrupt):
-			why = err.Error()
-		case err != nil:
-			return err
-		case rec.Type != logfile.RecordPut:
-			why = fmt.Sprintf("the record there is a %v, not a put", rec.Type)
-		}
-		if why == "" {
-			continue
-		}
-		bad := v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %s", roleString(role), p, why)
-		if role&(roleQueued|roleInflightTake) != 0 { // an event the channel would deliver
-			c := Cost{Lost: 1}
-			if !v.replayed[p] {
-				c.LostFullReplay = 1
-			}
-			v.charge(bad, c)
 		}
 	}
 	ids := make([]uint32, 0, len(missing))
@@ -811,6 +784,43 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 	slices.Sort(ids)
 	for _, id := range ids {
 		v.rep.add(ProblemMissingLog, logfile.LogName(id), -1, "%d queued or in-flight pointers into a log file no data dir holds", missing[id])
+	}
+	return nil
+}
+
+// readBack reads the record p points to in l as a take would, and reports
+// a bad-pointer problem (charged when the channel would deliver the event)
+// unless it is a valid put. Only I/O errors are returned.
+func (v *verifier) readBack(p eventqueue.Pointer, role uint8, l *LogInfo) error {
+	r, err := v.reader(l)
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		// A header naming another file id.
+		v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rec, err := r.ReadRecord(int64(p.Offset()))
+	var why string
+	switch {
+	case errors.Is(err, corrupt.ErrCorrupt):
+		why = err.Error()
+	case err != nil:
+		return err
+	case rec.Type != logfile.RecordPut:
+		why = fmt.Sprintf("the record there is a %v, not a put", rec.Type)
+	}
+	if why == "" {
+		return nil
+	}
+	bad := v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %s", roleString(role), p, why)
+	if role&(roleQueued|roleInflightTake) != 0 { // an event the channel would deliver
+		c := Cost{Lost: 1}
+		if !v.replayed[p] {
+			c.LostFullReplay = 1
+		}
+		v.charge(bad, c)
 	}
 	return nil
 }
