@@ -121,8 +121,15 @@ func (sn *Snapshot) Sync() error {
 // file not active, not kept by sn, not created after sn; unheld then
 // returns those of the candidates nothing points into now (the channel
 // asks its queues and in-flight sets). A file whose records complete
-// events of a file that stays, stays too (see Complete). Each deletion is
-// logged; the dirs are synced at the end.
+// events of a file that stays, stays too (see Complete).
+//
+// The deletions go in rounds, each followed by a sync of the dirs it
+// touched: first the files that complete no other candidate, then the
+// files that completed only those, and so on. So a power loss in the
+// middle never leaves a file without the files that complete its events,
+// and a file whose deletion fails keeps them too. Files that complete
+// each other (a cycle, across data dirs) go in one round. Each deletion is
+// logged.
 func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (int, error) {
 	var cand []uint32
 	s.mu.RLock()
@@ -137,25 +144,81 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 		return 0, nil
 	}
 	slices.Sort(cand)
-	gone := s.closeOver(unheld(cand))
+	free := unheld(cand)
+	// Only candidates, whatever the callback returned.
+	free = slices.DeleteFunc(free, func(id uint32) bool { _, found := slices.BinarySearch(cand, id); return !found })
+	left := s.closeOver(free)
+	deleted := 0
+	var errs []error
+	for len(left) > 0 {
+		round := s.nextRound(left)
+		n, failed, err := s.deleteRound(round)
+		deleted += n
+		errs = append(errs, err)
+		done := setOf(round)
+		left = slices.DeleteFunc(left, func(id uint32) bool { return done[id] })
+		if failed {
+			// The files that could not be deleted stay, and so do the
+			// files completing their events.
+			left = s.closeOver(left)
+		}
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// nextRound returns the files of left that complete no other file of
+// left; when every file completes another (cycles), all of left.
+func (s *Set) nextRound(left []uint32) []uint32 {
+	in := setOf(left)
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	var round []uint32
+	for _, id := range left {
+		waits := false
+		for of := range s.completes[id] {
+			if of != id && in[of] {
+				waits = true
+				break
+			}
+		}
+		if !waits {
+			round = append(round, id)
+		}
+	}
+	if len(round) == 0 {
+		return slices.Clone(left)
+	}
+	return round
+}
+
+// deleteRound removes the files of ids, then syncs the dirs that lost one.
+// A file whose removal fails stays in the set (failed reports it).
+func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 	var errs []error
 	dirs := map[string]bool{}
-	for _, id := range gone {
-		s.mu.Lock()
+	for _, id := range ids {
+		s.mu.RLock()
 		f := s.files[id]
+		s.mu.RUnlock()
+		if f == nil {
+			continue
+		}
+		if err := s.fs.Remove(f.Path); err != nil {
+			errs = append(errs, err)
+			failed = true
+			continue
+		}
+		s.mu.Lock()
 		delete(s.files, id)
 		s.mu.Unlock()
 		if f.r != nil {
 			errs = append(errs, f.r.Close())
 		}
-		if err := s.fs.Remove(f.Path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		dirs[f.Dir] = true
 		s.depMu.Lock()
 		delete(s.completes, id)
 		s.depMu.Unlock()
+		deleted++
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)
 		}
@@ -164,16 +227,22 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		errs = append(errs, s.fs.SyncDir(d))
 	}
-	return len(gone), errors.Join(errs...)
+	return deleted, failed, errors.Join(errs...)
+}
+
+// setOf returns ids as a set.
+func setOf(ids []uint32) map[uint32]bool {
+	m := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }
 
 // closeOver drops from cand, until nothing changes, every file that
 // completes events of a file that exists and is not a candidate.
 func (s *Set) closeOver(cand []uint32) []uint32 {
-	in := map[uint32]bool{}
-	for _, id := range cand {
-		in[id] = true
-	}
+	in := setOf(cand)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.depMu.Lock()

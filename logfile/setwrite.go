@@ -48,11 +48,13 @@ func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, f := range s.files {
-		r, err := openReader(s.fs, f.Path)
-		if err != nil {
-			return fmt.Errorf("open reader: %w", err)
+		if f.r == nil {
+			r, err := openReader(s.fs, f.Path)
+			if err != nil {
+				return fmt.Errorf("open reader: %w", err)
+			}
+			f.r, f.rerr = r, nil
 		}
-		f.r, f.rerr = r, nil
 		f.size = max(rec.Ends[id], HeaderSize)
 	}
 	for file, of := range rec.Completes {
