@@ -56,7 +56,7 @@ type Transaction struct {
 	puts    int
 	spilled bool
 	// spills: where each spill ended, to check at commit that a writer
-	// which failed since did not take them back (see appendRecords).
+	// which failed since did not take them back (see logfile.Batch.After).
 	spills []logfile.Mark
 
 	// Take side: the events taken, in order.
