@@ -115,7 +115,8 @@ func TestTakeContextEnds(t *testing.T) {
 	if err := c.Wait(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Wait on a closed channel = %v", err)
 	}
-	if _, err := tx3.TakeContext(nil); err == nil { //nolint:staticcheck // a nil context is the misuse under test
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, err := tx3.TakeContext(nil); err == nil {
 		t.Fatal("TakeContext(nil) succeeded")
 	}
 }

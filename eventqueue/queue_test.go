@@ -173,8 +173,9 @@ func TestQueue(t *testing.T) {
 		if got := q.Pointers(); !equalPointers(got, want) {
 			t.Fatalf("Pointers() = %v, want %v", got, want)
 		}
-		if !q.Remove(b) || !q.Remove(b) || q.Remove(b) {
-			t.Fatal("Remove(b) three times: want true, true, false")
+		r1, r2, r3 := q.Remove(b), q.Remove(b), q.Remove(b)
+		if !r1 || !r2 || r3 {
+			t.Fatalf("Remove(b) three times = %v, %v, %v; want true, true, false", r1, r2, r3)
 		}
 		if got := q.Pointers(); !equalPointers(got, []Pointer{c, a}) {
 			t.Fatalf("Pointers() = %v, want %v", got, []Pointer{c, a})

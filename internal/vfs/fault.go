@@ -214,9 +214,9 @@ func isAccess(op string) bool {
 type access struct{ off, n int64 }
 
 // check records operation op on name (and name2, a rename's new name) and
-// returns the cause of its injected failure, if any, with the Short of the
-// rule that failed it.
-func (f *FaultFS) check(op, name, name2 string, a access) (cause error, short int) {
+// returns the Short of the rule that failed it, if any, with the cause of
+// its injected failure.
+func (f *FaultFS) check(op, name, name2 string, a access) (short int, cause error) {
 	_, mutating := opKind(op)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -254,7 +254,7 @@ func (f *FaultFS) check(op, name, name2 string, a access) (cause error, short in
 	if mutating {
 		f.log[(seq-1)%faultLogLen] = faultLogEntry{op: op, name: name, name2: name2, failed: cause != nil}
 	}
-	return cause, short
+	return short, cause
 }
 
 func (r *faultRule) matches(op string, mutating bool, seq int64, name, name2 string, a access) bool {
@@ -295,7 +295,7 @@ func injected(op, name string, cause error) error {
 
 // fail returns the injected error for op on name, or nil.
 func (f *FaultFS) fail(op, name string) error {
-	if cause, _ := f.check(op, name, "", access{}); cause != nil {
+	if _, cause := f.check(op, name, "", access{}); cause != nil {
 		return injected(op, name, cause)
 	}
 	return nil
@@ -350,7 +350,7 @@ func (f *FaultFS) Remove(name string) error {
 // Rename renames through the wrapped FS unless a rule fails it; its failure
 // is an *os.LinkError, as os.Rename's.
 func (f *FaultFS) Rename(oldname, newname string) error {
-	if cause, _ := f.check("rename", oldname, newname, access{}); cause != nil {
+	if _, cause := f.check("rename", oldname, newname, access{}); cause != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: &injectedError{cause}}
 	}
 	return f.fs.Rename(oldname, newname)
@@ -431,7 +431,7 @@ type faultOSFile struct {
 func (f faultOSFile) OSFile() *os.File { return f.osf.OSFile() }
 
 func (f *faultFile) Read(p []byte) (int, error) {
-	if cause, _ := f.f.check("read", f.name, "", access{f.off.Load(), int64(len(p))}); cause != nil {
+	if _, cause := f.f.check("read", f.name, "", access{f.off.Load(), int64(len(p))}); cause != nil {
 		return 0, injected("read", f.name, cause)
 	}
 	n, err := f.File.Read(p)
@@ -440,14 +440,14 @@ func (f *faultFile) Read(p []byte) (int, error) {
 }
 
 func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
-	if cause, _ := f.f.check("readat", f.name, "", access{off, int64(len(p))}); cause != nil {
+	if _, cause := f.f.check("readat", f.name, "", access{off, int64(len(p))}); cause != nil {
 		return 0, injected("readat", f.name, cause)
 	}
 	return f.File.ReadAt(p, off)
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {
-	cause, short := f.f.check("write", f.name, "", access{f.off.Load(), int64(len(p))})
+	short, cause := f.f.check("write", f.name, "", access{f.off.Load(), int64(len(p))})
 	if cause == nil {
 		n, err := f.File.Write(p)
 		f.off.Add(int64(n))
@@ -462,7 +462,7 @@ func (f *faultFile) Write(p []byte) (int, error) {
 }
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	cause, short := f.f.check("writeat", f.name, "", access{off, int64(len(p))})
+	short, cause := f.f.check("writeat", f.name, "", access{off, int64(len(p))})
 	if cause == nil {
 		return f.File.WriteAt(p, off)
 	}

@@ -88,12 +88,11 @@ func (r result) wantCode(t *testing.T, code int) {
 
 // fixture is a channel's directories, made by the library.
 type fixture struct {
-	base      string // the temp dir holding everything ($DIR in golden files)
-	ckpt      string
-	backup    string // "" = not passed to fcreplay
-	data      string
-	queued    []int // the events a channel opened now delivers, in order
-	dataFiles int
+	base   string // the temp dir holding everything ($DIR in golden files)
+	ckpt   string
+	backup string // "" = not passed to fcreplay
+	data   string
+	queued []int // the events a channel opened now delivers, in order
 }
 
 // args are the directory flags for fcreplay, followed by extra.
