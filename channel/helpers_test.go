@@ -3,6 +3,7 @@ package channel
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -102,21 +103,9 @@ func bodies(from, n int) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func wantEvents(t testing.TB, got, want []string) {
 	t.Helper()
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %d events %s, want %d events %s", len(got), short(got), len(want), short(want))
 	}
 }

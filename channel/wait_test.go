@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -197,7 +198,7 @@ func TestPutContextOnAFullChannel(t *testing.T) {
 	if err := tx3.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := drain(t, c); !equal(got, []string{string(body(1)), "late"}) {
+	if got := drain(t, c); !slices.Equal(got, []string{string(body(1)), "late"}) {
 		t.Fatalf("channel holds %v", got)
 	}
 }
@@ -292,7 +293,7 @@ func TestBlockingSinksDeliverEverythingOnce(t *testing.T) {
 		want = append(want, strconv.Itoa(i))
 	}
 	sort.Strings(want)
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("sinks got %d events, want %d once each", len(got), len(want))
 	}
 }
