@@ -276,7 +276,7 @@ func TestOpenFillsHoles(t *testing.T) {
 // through WriteAt (the fault rules see them), not through the mapping.
 func TestFullDiskIsAnError(t *testing.T) {
 	const capacity = 200_000
-	enospc := func(name string, off int64, ops ...string) vfs.Rule {
+	enospc := func(name string, off int64, ops ...vfs.Op) vfs.Rule {
 		return vfs.Rule{Ops: ops, Name: name, Off: off, Err: syscall.ENOSPC}
 	}
 	ring := int64(hs+pageSlots) * 8 // a write reaching past the first ring page
@@ -437,7 +437,7 @@ func TestOpenFillingHolesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	sparseCheckpoint(t, dir, 200_000)
 	fsys := vfs.NewFaultFS(vfs.OS())
-	fsys.Add(vfs.Rule{Ops: []string{"writeat"}, Name: CheckpointName, Err: syscall.ENOSPC})
+	fsys.Add(vfs.Rule{Ops: []vfs.Op{"writeat"}, Name: CheckpointName, Err: syscall.ENOSPC})
 	_, _, err := Open(fsys, dir)
 	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrBadCheckpoint) {
 		t.Fatalf("Open = %v, want ErrBadCheckpoint wrapping ENOSPC", err)
