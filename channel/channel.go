@@ -329,7 +329,7 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 	}
 	ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity)
 	if err != nil {
-		return nil, nil, "", opErr("create checkpoint", err)
+		return nil, nil, "", opErr("full replay", err)
 	}
 	return ck, nil, "full replay", nil
 }
@@ -353,7 +353,7 @@ func (c *FileChannel) migrateCapacity() error {
 	}
 	ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, c.cfg.Capacity)
 	if err != nil {
-		return opErr("create checkpoint", err)
+		return opErr(fmt.Sprintf("change capacity from %d to %d", old, c.cfg.Capacity), err)
 	}
 	c.ckpt = ck
 	q, err := eventqueue.New(ck, c.cfg.Capacity, 0, 0, nil)

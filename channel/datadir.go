@@ -83,7 +83,7 @@ func (c *FileChannel) rollLocked(d *dataDir) error {
 	id := c.nextFileID.Add(1) - 1
 	w, err := logfile.Create(c.fs, d.path, id)
 	if err != nil {
-		return fmt.Errorf("create log %d in %s: %w", id, d.path, err)
+		return err // logfile.Create names the operation and the file
 	}
 	w.ObserveSyncs(c.metrics.observeFsync)
 	c.metrics.logsCreated.Inc()
