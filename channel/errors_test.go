@@ -9,6 +9,7 @@ import (
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // TestErrorsSayEachVerbOnce: an error passed up through logfile or
@@ -40,6 +41,8 @@ func TestErrorsSayEachVerbOnce(t *testing.T) {
 			name: "create_checkpoint_for_a_new_capacity", rule: rule(vfs.OpCreate, checkpoint.CheckpointName),
 			run: func(t *testing.T, ff *vfs.FaultFS, cfg Config, rule vfs.Rule) error {
 				mustOpen(t, cfg).Close()
+				// The old checkpoint is gone; the next Open replays the logs.
+				expectProblems(t, replay.ProblemCheckpointMissing)
 				cfg.Capacity++
 				return openFailing(t, ff, cfg, rule)
 			},
