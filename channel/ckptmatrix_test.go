@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,7 +136,7 @@ func ckptMatrixCase(t *testing.T, withBackup bool, damageMain, damageBackup ckpt
 			got, s.ReplayRecords, s.ReplaySkipped, after)
 	}
 	got := peekAll(t, c)
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Errorf("after recovery from %s: got %d events %s, want %d events %s (CorruptSkipped %d)",
 			s.RecoveredFrom, len(got), short(got), len(want), short(want), c.Stats().CorruptSkipped)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // logPath is the path of log file id in the first data dir.
@@ -122,6 +123,7 @@ func TestTakeSkipsDamagedEvents(t *testing.T) {
 	putN(t, c, 0, 1, 1)
 	putN(t, c, 1, 4, 4)
 	flipAt(t, path, first+logfile.FrameHeaderSize+20)
+	expectProblems(t, replay.ProblemCorruptRecord)
 	got := drain(t, c)
 	wantEvents(t, got, bodies(1, 4))
 	if s := c.Stats(); s.CorruptSkipped != 1 {
@@ -139,6 +141,7 @@ func TestDamagedLogHeaderIsSalvaged(t *testing.T) {
 	putN(t, c, 0, 20, 10)
 	c.Close()
 	flipAt(t, path, 1)
+	expectProblems(t, replay.ProblemBadHeader) // the channel reads past it, never rewrites it
 	for _, full := range []bool{false, true} {
 		if full {
 			removeCheckpoint(t, cfg)

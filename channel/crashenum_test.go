@@ -388,7 +388,6 @@ func compareWithModel(got []int, s crashSnap) error {
 // crashWorkload is what a workload may do to a channel; the model follows.
 type crashWorkload struct {
 	r   *crashRun
-	c   *FileChannel
 	rng *rand.Rand
 	n   map[int]int // producer -> events made so far
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -442,7 +443,7 @@ func checkDiskFullRecovery(t *testing.T, got []string, batches []dfBatch, taken 
 		if !present && !b.committed {
 			continue // a failed commit that left nothing: fine
 		}
-		if !present || i+len(want) > len(got) || !equal(got[i:i+len(want)], want) {
+		if !present || i+len(want) > len(got) || !slices.Equal(got[i:i+len(want)], want) {
 			t.Fatalf("batch %d (committed %v, events %s..%s): not found whole at position %d of %d recovered events %s",
 				bi, b.committed, want[0], want[len(want)-1], i, len(got), short(got))
 		}

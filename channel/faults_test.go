@@ -38,7 +38,7 @@ func mustVerify(t *testing.T, cfg Config) {
 func TestFailedFsyncDoesNotBlockCheckpointsOrClose(t *testing.T) {
 	c, cfg, ff := faultChannel(t, false)
 	putN(t, c, 0, 10, 5)
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: "log-*", Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{"sync"}, Name: "log-*", Times: 1})
 	tx, _ := c.Begin()
 	tx.Put(Event{Body: []byte("lost")})
 	if err := tx.Commit(); !errors.Is(err, vfs.ErrInjected) {
@@ -71,7 +71,7 @@ func TestSpilledPutsLostToAFailedFsyncFailTheirCommit(t *testing.T) {
 	if !big.spilled {
 		t.Fatal("the transaction did not spill")
 	}
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: "log-*", Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{"sync"}, Name: "log-*", Times: 1})
 	other, _ := c.Begin()
 	other.Put(Event{Body: []byte("other")})
 	if err := other.Commit(); err == nil {
@@ -116,7 +116,7 @@ func TestFailedBackupKeepsLogFiles(t *testing.T) {
 		return ids
 	}
 	before := logs()
-	ff.Add(vfs.Rule{Ops: []string{"syncdir"}, Name: "/fc/backup", Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{"syncdir"}, Name: "/fc/backup", Times: 1})
 	if err := c.Checkpoint(); err != nil {
 		t.Fatalf("checkpoint with a failing backup: %v", err)
 	}

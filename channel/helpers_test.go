@@ -3,11 +3,14 @@ package channel
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/replay"
 )
 
 // testConfig returns a small channel config in a fresh temp dir.
@@ -28,13 +31,90 @@ func testConfig(t testing.TB, dataDirs int) Config {
 	return cfg
 }
 
+// mustOpen opens cfg. When the test ends, it closes the channel if the test
+// did not, and runs Verify on cfg's files: the test fails on any problem
+// it did not announce with expectProblems, so every test also checks that
+// what it leaves on disk is consistent (as bbolt's tests check every DB
+// they close).
 func mustOpen(t testing.TB, cfg Config) *FileChannel {
 	t.Helper()
 	c, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	left := leftFilesOf(t)
+	t.Cleanup(func() { verifyLeftFiles(t, c, cfg, left) })
 	return c
+}
+
+// expectProblems says that t damages, cuts or removes the channel's files
+// on purpose and leaves problems of these kinds: the Verify that mustOpen
+// runs when t ends ignores them, and still fails t on any other.
+func expectProblems(t testing.TB, kinds ...replay.ProblemKind) {
+	left := leftFilesOf(t)
+	left.expected = append(left.expected, kinds...)
+}
+
+// leftFiles is what a test says about the files it leaves (expectProblems),
+// and which of them were verified.
+type leftFiles struct {
+	expected []replay.ProblemKind
+	verified map[leftDirs]bool
+}
+
+// leftDirs names a channel's files for leftFiles.verified.
+type leftDirs struct {
+	fs  vfs.FS
+	dir string // the checkpoint dir
+}
+
+// leftFilesByTest holds each running test's leftFiles.
+var leftFilesByTest sync.Map // testing.TB -> *leftFiles
+
+// leftFilesOf returns t's leftFiles. The first call registers its removal
+// as a cleanup, so it runs after those of the mustOpen calls that follow.
+func leftFilesOf(t testing.TB) *leftFiles {
+	v, loaded := leftFilesByTest.LoadOrStore(t, &leftFiles{verified: map[leftDirs]bool{}})
+	if !loaded {
+		t.Cleanup(func() { leftFilesByTest.Delete(t) })
+	}
+	return v.(*leftFiles)
+}
+
+// verifyLeftFiles closes c unless the test closed (or crashed) it and fails
+// t if Verify finds a problem in cfg's files that left does not expect.
+// Faults a FaultFS still injects were the test's; they are cleared first.
+// The files of channels opened one after another on the same dirs are
+// verified once, by the cleanup of the last one (cleanups run last first).
+func verifyLeftFiles(t testing.TB, c *FileChannel, cfg Config, left *leftFiles) {
+	t.Helper()
+	if t.Failed() {
+		return // the test's own failure says more
+	}
+	if !c.closed.Load() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close at the end of the test: %v", err)
+			return
+		}
+	}
+	key := leftDirs{c.cfg.fs, cfg.CheckpointDir}
+	if left.verified[key] {
+		return
+	}
+	left.verified[key] = true
+	if ff, ok := cfg.fs.(*vfs.FaultFS); ok {
+		ff.Clear()
+	}
+	rep, err := Verify(cfg)
+	if err != nil {
+		t.Errorf("Verify at the end of the test: %v", err)
+		return
+	}
+	for _, p := range rep.Problems {
+		if !slices.Contains(left.expected, p.Kind) {
+			t.Errorf("Verify at the end of the test: the files it left have a problem: %s", p)
+		}
+	}
 }
 
 func body(i int) []byte { return []byte("event-" + strconv.Itoa(i)) }
@@ -102,21 +182,9 @@ func bodies(from, n int) []string {
 	return out
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func wantEvents(t testing.TB, got, want []string) {
 	t.Helper()
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %d events %s, want %d events %s", len(got), short(got), len(want), short(want))
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // The child side of TestSIGKILLLosesNothingAcknowledged: a producer and a
@@ -38,7 +40,8 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	// The tests fail if a goroutine outlives them.
+	goleak.VerifyTestMain(m)
 }
 
 func killConfig(dir string) Config {

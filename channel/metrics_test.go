@@ -280,7 +280,7 @@ func TestHealth(t *testing.T) {
 	}
 	putN(t, c, 0, 5, 5)
 
-	ff.Add(vfs.Rule{Ops: []string{"writeat"}, Name: checkpoint.CheckpointName, Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{"writeat"}, Name: checkpoint.CheckpointName, Times: 1})
 	if err := c.Checkpoint(); err == nil {
 		t.Fatal("checkpoint did not fail")
 	}

@@ -131,7 +131,7 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 		return opErr("remove bad checkpoint", err)
 	}
 	if ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity); err != nil {
-		return opErr("create checkpoint", err)
+		return opErr("full replay", err)
 	}
 	rc.ck, rc.st, rc.source = ck, nil, replay.FromFullReplay
 	return nil
@@ -255,7 +255,7 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 			return checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
 		}
 		if err := c.main.resize(create, c.cfg.Capacity); err != nil {
-			return opErr("change capacity", err)
+			return opErr(fmt.Sprintf("change capacity from %d to %d", old, c.cfg.Capacity), err)
 		}
 		c.log.Info("capacity changed", "old", old, "new", c.cfg.Capacity, "queued", c.main.queue.Size())
 		c.stats.recoveredFrom += ", capacity changed"

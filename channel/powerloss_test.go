@@ -3,6 +3,7 @@ package channel
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/vfs"
@@ -46,7 +47,7 @@ func checkImage(t *testing.T, img image, dirs int) {
 		t.Fatalf("%s: open after power loss: %v", img.what, err)
 	}
 	got := drain(t, c)
-	if !equal(got, img.want) {
+	if !slices.Equal(got, img.want) {
 		t.Fatalf("%s: after power loss got %d events %s, want %d %s (recovered from %s)",
 			img.what, len(got), short(got), len(img.want), short(img.want), c.Stats().RecoveredFrom)
 	}
@@ -188,7 +189,7 @@ func TestNoSyncCheckpointMakesCoveredEventsDurable(t *testing.T) {
 	c = mustOpen(t, memConfig(img, 1))
 	defer c.Close()
 	got := drain(t, c)
-	if len(got) < 30 || !equal(got[:30], bodies(0, 30)) {
+	if len(got) < 30 || !slices.Equal(got[:30], bodies(0, 30)) {
 		t.Fatalf("after power loss got %s, want at least the 30 checkpointed events", short(got))
 	}
 }

@@ -11,30 +11,37 @@ import (
 	"github.com/flumego/filechannel/replay"
 )
 
+// RepairKind names a kind of RepairAction: a stable string that tools may
+// match, the one logs, fcreplay and JSON output spell.
+type RepairKind string
+
+// String returns the kind's stable name, such as "cut-torn-tail".
+func (k RepairKind) String() string { return string(k) }
+
 // Repair action kinds (RepairAction.Kind): stable strings tools may match.
 const (
 	// RepairCutTornTail: the bytes after a log file's last valid record
 	// that are not a record were cut (logfile.CutTail).
-	RepairCutTornTail = "cut-torn-tail"
+	RepairCutTornTail RepairKind = "cut-torn-tail"
 	// RepairPadDamagedRegion: a damaged region in the middle of a log file
 	// was overwritten in place with padding records (logfile.PadRegion), so
 	// that no record after it moves.
-	RepairPadDamagedRegion = "pad-damaged-region"
+	RepairPadDamagedRegion RepairKind = "pad-damaged-region"
 	// RepairRewriteHeader: a damaged log file header was replaced by a
 	// valid one for the id in the file's name (logfile.RewriteHeader).
-	RepairRewriteHeader = "rewrite-header"
+	RepairRewriteHeader RepairKind = "rewrite-header"
 	// RepairRemoveEmptyLog: a log file left by a crash while it was created
 	// (no record) was removed.
-	RepairRemoveEmptyLog = "remove-empty-log"
+	RepairRemoveEmptyLog RepairKind = "remove-empty-log"
 	// RepairCannotPad: a damaged region shorter than the smallest padding
 	// record (logfile.MinPaddingSize, 25 bytes) was left as it is. Replay
 	// still steps over it.
-	RepairCannotPad = "cannot-pad"
+	RepairCannotPad RepairKind = "cannot-pad"
 	// RepairCannotRepair: a log file Repair leaves alone and the channel
 	// cannot open with: a valid header naming another file id (a renamed
 	// file), or an id also held by another data dir. Detail says which; the
 	// operator must move the file away. No rebuild follows.
-	RepairCannotRepair = "cannot-repair"
+	RepairCannotRepair RepairKind = "cannot-repair"
 )
 
 // RepairOptions configures Repair.
@@ -49,10 +56,10 @@ type RepairOptions struct {
 
 // RepairAction is one change Repair made (or, in a dry run, would make).
 type RepairAction struct {
-	Kind   string // a Repair* constant
-	File   string // the log file
-	Offset int64  // where in File: the region, the torn tail, 0 for the header; -1 for a whole file
-	Length int64  // bytes removed, overwritten or kept; the file size for remove-empty-log
+	Kind   RepairKind // a Repair* constant
+	File   string     // the log file
+	Offset int64      // where in File: the region, the torn tail, 0 for the header; -1 for a whole file
+	Length int64      // bytes removed, overwritten or kept; the file size for remove-empty-log
 	// KeptIn is the .corrupt file holding the removed or overwritten bytes
 	// ("" for remove-empty-log, cannot-pad and cannot-repair). In a dry run
 	// it is the name the copy would get, logfile.CorruptName(id, Offset).

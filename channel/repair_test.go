@@ -148,12 +148,12 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 	garbage := []byte("\x00\x00\x01\x00half a frame, then the power went")
 	for _, tc := range []struct {
 		name   string
-		damage func(t *testing.T, cfg Config, log1 string) (kind string, off, length int64, kept []byte)
+		damage func(t *testing.T, cfg Config, log1 string) (kind RepairKind, off, length int64, kept []byte)
 		want   []string
 	}{
 		{
 			name: "torn_tail",
-			damage: func(t *testing.T, cfg Config, log1 string) (string, int64, int64, []byte) {
+			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
 				fi, _ := os.Stat(log1)
 				appendBytes(t, log1, garbage)
 				return RepairCutTornTail, fi.Size(), int64(len(garbage)), garbage
@@ -162,7 +162,7 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 		},
 		{
 			name: "damaged_record",
-			damage: func(t *testing.T, cfg Config, log1 string) (string, int64, int64, []byte) {
+			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
 				off, next := putOffset(t, log1, 15), putOffset(t, log1, 16)
 				old, _ := os.ReadFile(log1)
 				flipAt(t, log1, off+logfile.FrameHeaderSize+20)
@@ -177,7 +177,7 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 		},
 		{
 			name: "damaged_header",
-			damage: func(t *testing.T, cfg Config, log1 string) (string, int64, int64, []byte) {
+			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
 				flipAt(t, log1, 1)
 				b, _ := os.ReadFile(log1)
 				return RepairRewriteHeader, 0, logfile.HeaderSize, b[:logfile.HeaderSize]
@@ -186,7 +186,7 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 		},
 		{
 			name: "unfinished_create",
-			damage: func(t *testing.T, cfg Config, log1 string) (string, int64, int64, []byte) {
+			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
 				if err := os.WriteFile(logPath(cfg, 99), make([]byte, 7), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -197,7 +197,7 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 		{
 			// Bytes inserted between two records: too few to pad.
 			name: "region_too_short_to_pad",
-			damage: func(t *testing.T, cfg Config, log1 string) (string, int64, int64, []byte) {
+			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
 				a := encode(t, logfile.Record{Type: logfile.RecordRollback, TxID: 1 << 40, WriteOrderID: 1 << 40})
 				b := encode(t, logfile.Record{Type: logfile.RecordRollback, TxID: 1<<40 + 1, WriteOrderID: 1<<40 + 1})
 				writeLogFile(t, cfg.DataDirs[0], 50, a, []byte("ten bytes!"), b)
@@ -207,7 +207,7 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var kind string
+			var kind RepairKind
 			var off, length int64
 			var kept []byte
 			cfg := damagedChannel(t, func(t *testing.T, cfg Config, log1 string) {
@@ -256,11 +256,11 @@ func TestRepairDryRunChangesNothing(t *testing.T) {
 	before := hashDirs(t, cfg)
 	dry := mustRepair(t, cfg, RepairOptions{DryRun: true})
 	requireUnchanged(t, before, hashDirs(t, cfg))
-	var kinds []string
+	var kinds []RepairKind
 	for _, a := range dry.Actions {
 		kinds = append(kinds, a.Kind)
 	}
-	want := []string{RepairRewriteHeader, RepairPadDamagedRegion, RepairCutTornTail, RepairRemoveEmptyLog}
+	want := []RepairKind{RepairRewriteHeader, RepairPadDamagedRegion, RepairCutTornTail, RepairRemoveEmptyLog}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("dry run actions %v, want %v", kinds, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // logRecorder is a slog.Handler that keeps every record.
@@ -117,6 +118,9 @@ func TestOpenSaysWhenALogWasCutBelowTheCheckpoint(t *testing.T) {
 	if err := os.Truncate(path, fi.Size()/2); err != nil {
 		t.Fatal(err)
 	}
+	// The channel keeps the length it recorded and the queued pointers past
+	// the cut, so that the whole file can still be put back (operations.md).
+	expectProblems(t, replay.ProblemTruncatedLog, replay.ProblemCheckpointDisagrees)
 	rec := &logRecorder{}
 	cfg.Logger = slog.New(rec)
 	c = mustOpen(t, cfg)

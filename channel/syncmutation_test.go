@@ -3,6 +3,7 @@ package channel
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -179,7 +180,7 @@ func TestReplayedRecordsAreDurableBeforeACheckpointCoversThem(t *testing.T) {
 	}
 	c = mustOpen(t, memConfig(img, 1))
 	defer c.Close()
-	if got := drain(t, c); !equal(got, bodies(0, 20)) {
+	if got := drain(t, c); !slices.Equal(got, bodies(0, 20)) {
 		t.Fatalf("after power loss got %s, want the %d events the checkpoint covered: %s",
 			short(got), 20, short(bodies(0, 20)))
 	}
@@ -250,7 +251,7 @@ func TestLogDeletionIsDurableInEveryDir(t *testing.T) {
 	if s := c2.Stats(); s.RecoveredFrom != "full replay" {
 		t.Fatalf("recovered from %q, want a full replay", s.RecoveredFrom)
 	}
-	if got, want := drain(t, c2), bodies(10, n-10); !equal(got, want) {
+	if got, want := drain(t, c2), bodies(10, n-10); !slices.Equal(got, want) {
 		t.Fatalf("full replay after power loss got %s, want %s", short(got), short(want))
 	}
 }
@@ -264,7 +265,7 @@ func recoverEach(t *testing.T, images []image, dirs int, want []string) {
 		if err != nil {
 			t.Fatalf("%s: open: %v", img.what, err)
 		}
-		if got := drain(t, c); !equal(got, want) {
+		if got := drain(t, c); !slices.Equal(got, want) {
 			t.Fatalf("%s: got %s, want %s", img.what, short(got), short(want))
 		}
 		if err := c.Close(); err != nil {

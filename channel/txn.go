@@ -118,7 +118,7 @@ func (t *Transaction) use(k txKind) error {
 // channel and then returns ErrChannelFull. The event becomes visible to
 // takers when Commit returns.
 func (t *Transaction) Put(e Event) error {
-	return t.put(nil, e)
+	return t.put(context.Background(), e)
 }
 
 // PutContext is Put that also gives up when ctx ends: it waits for room

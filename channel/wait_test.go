@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -115,7 +116,8 @@ func TestTakeContextEnds(t *testing.T) {
 	if err := c.Wait(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Wait on a closed channel = %v", err)
 	}
-	if _, err := tx3.TakeContext(nil); err == nil { //nolint:staticcheck // a nil context is the misuse under test
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, err := tx3.TakeContext(nil); err == nil {
 		t.Fatal("TakeContext(nil) succeeded")
 	}
 }
@@ -196,7 +198,7 @@ func TestPutContextOnAFullChannel(t *testing.T) {
 	if err := tx3.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := drain(t, c); !equal(got, []string{string(body(1)), "late"}) {
+	if got := drain(t, c); !slices.Equal(got, []string{string(body(1)), "late"}) {
 		t.Fatalf("channel holds %v", got)
 	}
 }
@@ -291,7 +293,7 @@ func TestBlockingSinksDeliverEverythingOnce(t *testing.T) {
 		want = append(want, strconv.Itoa(i))
 	}
 	sort.Strings(want)
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("sinks got %d events, want %d once each", len(got), len(want))
 	}
 }

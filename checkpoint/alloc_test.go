@@ -276,45 +276,45 @@ func TestOpenFillsHoles(t *testing.T) {
 // through WriteAt (the fault rules see them), not through the mapping.
 func TestFullDiskIsAnError(t *testing.T) {
 	const capacity = 200_000
-	enospc := func(name string, off int64, ops ...string) vfs.Rule {
+	enospc := func(name string, off int64, ops ...vfs.Op) vfs.Rule {
 		return vfs.Rule{Ops: ops, Name: name, Off: off, Err: syscall.ENOSPC}
 	}
 	ring := int64(hs+pageSlots) * 8 // a write reaching past the first ring page
 	for _, tc := range []struct {
 		name string
 		// run sets up a checkpoint in dir, adds rule with fsys.Add at the
-		// moment the disk fills, and returns the error of the call that
-		// must fail and a retry to run after fsys.Clear.
-		run func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (error, func() error)
+		// moment the disk fills, and returns a retry to run after
+		// fsys.Clear and the error of the call that must fail.
+		run func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (func() error, error)
 		// rule is the fault; wantName is in the error message.
 		rule     vfs.Rule
 		wantName string
 	}{
 		{
 			name: "create_zero_fill", rule: enospc(CheckpointName, 1<<20, "writeat"), wantName: CheckpointName,
-			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (error, func() error) {
+			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (func() error, error) {
 				fsys.Add(rule)
 				c, err := Create(fsys, dir, capacity)
 				if err == nil {
 					c.Close()
 				}
-				return err, func() error { return createAndClose(fsys, dir, capacity) }
+				return func() error { return createAndClose(fsys, dir, capacity) }, err
 			},
 		},
 		{
 			name: "create_sync", rule: enospc(CheckpointName, 0, "sync"), wantName: CheckpointName,
-			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (error, func() error) {
+			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (func() error, error) {
 				fsys.Add(rule)
 				c, err := Create(fsys, dir, capacity)
 				if err == nil {
 					c.Close()
 				}
-				return err, func() error { return createAndClose(fsys, dir, capacity) }
+				return func() error { return createAndClose(fsys, dir, capacity) }, err
 			},
 		},
 		{
 			name: "restore_copy", rule: enospc(CheckpointName+tmpSuffix, 0, "writeat"), wantName: CheckpointName,
-			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (error, func() error) {
+			run: func(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (func() error, error) {
 				bdir, rdir := path(dir, "backup"), path(dir, "restored")
 				for _, d := range []string{bdir, rdir} {
 					if err := fsys.MkdirAll(d, 0o755); err != nil {
@@ -329,7 +329,7 @@ func TestFullDiskIsAnError(t *testing.T) {
 				}
 				fsys.Add(rule)
 				err := RestoreBackup(fsys, bdir, rdir)
-				return err, func() error {
+				return func() error {
 					if err := RestoreBackup(fsys, bdir, rdir); err != nil {
 						return err
 					}
@@ -341,7 +341,7 @@ func TestFullDiskIsAnError(t *testing.T) {
 						t.Errorf("restored W=%d slot=%d, want 3, 7", st.WriteOrderID, c.Slot(hs))
 					}
 					return c.Close()
-				}
+				}, err
 			},
 		},
 		{
@@ -357,7 +357,7 @@ func TestFullDiskIsAnError(t *testing.T) {
 			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
 				base, dir := newDir(t, k)
 				fsys := vfs.NewFaultFS(base)
-				err, retry := tc.run(t, fsys, dir, tc.rule)
+				retry, err := tc.run(t, fsys, dir, tc.rule)
 				want := tc.wantName
 				if want == dirMarker {
 					want = dir
@@ -389,9 +389,9 @@ func createAndClose(fsys vfs.FS, dir string, capacity int) error {
 }
 
 // writeWithRule commits a checkpoint, dirties pages across the ring and runs
-// a Write that meets rule; the retry writes them again and checks Open sees
-// them.
-func writeWithRule(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (error, func() error) {
+// a Write that meets rule; the retry it returns beside that Write's error
+// writes them again and checks Open sees them.
+func writeWithRule(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (func() error, error) {
 	capacity := 200_000
 	c := mustCreate(t, fsys, dir, capacity)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: capacity, Size: capacity}}
@@ -404,7 +404,7 @@ func writeWithRule(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (
 	st.WriteOrderID = 2
 	err := c.Write(st)
 	c.Thaw(err == nil)
-	return err, func() error {
+	return func() error {
 		c.Freeze()
 		err := c.Write(st)
 		c.Thaw(err == nil)
@@ -428,7 +428,7 @@ func writeWithRule(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (
 			t.Fatalf("W = %d after the retry, want 2", got.WriteOrderID)
 		}
 		return nil
-	}
+	}, err
 }
 
 // TestOpenFillingHolesOnFullDisk: a sparse checkpoint on a full disk is an
@@ -437,7 +437,7 @@ func TestOpenFillingHolesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	sparseCheckpoint(t, dir, 200_000)
 	fsys := vfs.NewFaultFS(vfs.OS())
-	fsys.Add(vfs.Rule{Ops: []string{"writeat"}, Name: CheckpointName, Err: syscall.ENOSPC})
+	fsys.Add(vfs.Rule{Ops: []vfs.Op{"writeat"}, Name: CheckpointName, Err: syscall.ENOSPC})
 	_, _, err := Open(fsys, dir)
 	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrBadCheckpoint) {
 		t.Fatalf("Open = %v, want ErrBadCheckpoint wrapping ENOSPC", err)

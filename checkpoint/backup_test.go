@@ -81,7 +81,7 @@ func TestBackupInterruptedIsNotComplete(t *testing.T) {
 			}
 			commit(t, c, &State{Meta: Meta{WriteOrderID: 2, Capacity: 100}})
 			// The second file copied is checkpoint.meta.
-			fsys.Add(vfs.Rule{Ops: []string{"create"}, Name: MetaName + tmpSuffix})
+			fsys.Add(vfs.Rule{Ops: []vfs.Op{"create"}, Name: MetaName + tmpSuffix})
 			if err := Backup(fsys, dir, bdir); !errors.Is(err, vfs.ErrInjected) {
 				t.Fatalf("Backup = %v, want the injected fault", err)
 			}

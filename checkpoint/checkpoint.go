@@ -65,11 +65,11 @@ func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 	name := path(dir, CheckpointName)
 	f, err := fsys.Create(name)
 	if err != nil {
-		return nil, fmt.Errorf("create checkpoint: %w", err)
+		return nil, vfs.Named("create checkpoint in "+dir, err)
 	}
 	c, err := create(fsys, dir, f, capacity)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("create checkpoint %s: %w", name, err), f.Close())
+		return nil, errors.Join(fmt.Errorf("create checkpoint in %s: %w", dir, err), f.Close())
 	}
 	return c, nil
 }

@@ -163,7 +163,7 @@ func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 100}}
 	c.SetSlot(hs+3, 33)
 	c.Freeze()
-	fsys.Add(vfs.Rule{Ops: []string{"create"}, Name: InflightPutsName + tmpSuffix})
+	fsys.Add(vfs.Rule{Ops: []vfs.Op{"create"}, Name: InflightPutsName + tmpSuffix})
 	err := c.Write(st)
 	c.Thaw(err == nil)
 	if !errors.Is(err, vfs.ErrInjected) {
@@ -187,7 +187,7 @@ func TestFailedSlotReadFailsLaterWrites(t *testing.T) {
 	c := mustCreate(t, fsys, "/cp", 2000)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 2000}}
 	commit(t, c, st)
-	fsys.Add(vfs.Rule{Ops: []string{"readat"}})
+	fsys.Add(vfs.Rule{Ops: []vfs.Op{"readat"}})
 	c.Slot(hs + 1)        // clean page: read from the file
 	c.SetSlot(hs+1000, 5) // page copied from the file
 	fsys.Clear()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -236,7 +237,7 @@ func TestGoldenV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []eventqueue.Pointer{eventqueue.Pointer(ring[6]), eventqueue.Pointer(ring[7]), eventqueue.Pointer(ring[0]), eventqueue.Pointer(ring[1])}
-	if !reflect.DeepEqual(q.Pointers(), want) {
+	if !slices.Equal(q.Pointers(), want) {
 		t.Fatalf("golden queue = %v, want %v", q.Pointers(), want)
 	}
 }

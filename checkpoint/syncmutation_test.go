@@ -25,7 +25,7 @@ func TestFailedBackupStaysIncompleteAfterPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	commit(t, c, &State{Meta: Meta{WriteOrderID: 2, Capacity: 100}})
-	fsys.Add(vfs.Rule{Ops: []string{"create"}, Name: MetaName + tmpSuffix}) // the second copy
+	fsys.Add(vfs.Rule{Ops: []vfs.Op{"create"}, Name: MetaName + tmpSuffix}) // the second copy
 	if err := Backup(fsys, "/cp", "/backup"); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Backup = %v, want the injected fault", err)
 	}

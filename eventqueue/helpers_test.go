@@ -89,27 +89,3 @@ func countRefs(ps []Pointer) map[uint32]int {
 	}
 	return m
 }
-
-func equalRefs(a, b map[uint32]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-func equalPointers(a, b []Pointer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}

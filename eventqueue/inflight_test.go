@@ -1,6 +1,10 @@
 package eventqueue
 
-import "testing"
+import (
+	"maps"
+	"slices"
+	"testing"
+)
 
 func TestInflight(t *testing.T) {
 	a, b, c := NewPointer(1, 16), NewPointer(1, 32), NewPointer(2, 16)
@@ -12,10 +16,10 @@ func TestInflight(t *testing.T) {
 		f.Add(7, a)
 		f.Add(3, b)
 		f.Add(7, b)
-		if got, want := f.Get(7), []Pointer{c, a, b}; !equalPointers(got, want) {
+		if got, want := f.Get(7), []Pointer{c, a, b}; !slices.Equal(got, want) {
 			t.Errorf("Get(7) = %v, want %v", got, want)
 		}
-		if got, want := f.Get(3), []Pointer{a, b}; !equalPointers(got, want) {
+		if got, want := f.Get(3), []Pointer{a, b}; !slices.Equal(got, want) {
 			t.Errorf("Get(3) = %v, want %v", got, want)
 		}
 		if f.Get(99) != nil {
@@ -24,7 +28,7 @@ func TestInflight(t *testing.T) {
 		if f.Len() != 5 || f.TxCount() != 2 {
 			t.Errorf("Len() = %d, TxCount() = %d; want 5, 2", f.Len(), f.TxCount())
 		}
-		if got := f.Files(); !equalRefs(got, map[uint32]int{1: 4, 2: 1}) {
+		if got := f.Files(); !maps.Equal(got, map[uint32]int{1: 4, 2: 1}) {
 			t.Errorf("Files() = %v, want map[1:4 2:1]", got)
 		}
 	})
@@ -52,10 +56,10 @@ func TestInflight(t *testing.T) {
 		es := f.Entries()
 		es[0].Pointers[0] = 0
 		es[0].Pointers = append(es[0].Pointers, c) // must not overwrite tx 2's copy
-		if got := f.Get(1); !equalPointers(got, []Pointer{a}) {
+		if got := f.Get(1); !slices.Equal(got, []Pointer{a}) {
 			t.Errorf("Get(1) after changing Entries() = %v", got)
 		}
-		if !equalPointers(es[1].Pointers, []Pointer{b, c}) {
+		if !slices.Equal(es[1].Pointers, []Pointer{b, c}) {
 			t.Errorf("appending to one entry changed another: %v", es[1].Pointers)
 		}
 	})
@@ -65,13 +69,13 @@ func TestInflight(t *testing.T) {
 		f.Add(1, a)
 		f.Add(1, c)
 		f.Add(2, b)
-		if got := f.Remove(1); !equalPointers(got, []Pointer{a, c}) {
+		if got := f.Remove(1); !slices.Equal(got, []Pointer{a, c}) {
 			t.Fatalf("Remove(1) = %v", got)
 		}
 		if f.Remove(1) != nil {
 			t.Fatal("second Remove(1) != nil")
 		}
-		if got := f.Files(); !equalRefs(got, map[uint32]int{1: 1}) {
+		if got := f.Files(); !maps.Equal(got, map[uint32]int{1: 1}) {
 			t.Fatalf("Files() = %v, want map[1:1] (file 2 dropped at zero)", got)
 		}
 		if f.Len() != 1 || f.TxCount() != 1 {
@@ -86,10 +90,10 @@ func TestInflight(t *testing.T) {
 		got := f.Remove(1)
 		f.Add(2, c) // reuses the recycled transaction record
 		f.Add(2, c)
-		if !equalPointers(got, []Pointer{a, b}) {
+		if !slices.Equal(got, []Pointer{a, b}) {
 			t.Fatalf("slice returned by Remove changed after reuse: %v", got)
 		}
-		if !equalPointers(f.Get(2), []Pointer{c, c}) {
+		if !slices.Equal(f.Get(2), []Pointer{c, c}) {
 			t.Fatalf("Get(2) = %v, want [c c]", f.Get(2))
 		}
 	})
@@ -102,7 +106,7 @@ func TestInflight(t *testing.T) {
 		if !f.RemovePointer(4, a) {
 			t.Fatal("RemovePointer(4, a) = false")
 		}
-		if got := f.Get(4); !equalPointers(got, []Pointer{b, a, c}) {
+		if got := f.Get(4); !slices.Equal(got, []Pointer{b, a, c}) {
 			t.Fatalf("Get(4) = %v, want [b a c] (first occurrence removed)", got)
 		}
 		if f.RemovePointer(4, NewPointer(3, 3)) || f.RemovePointer(5, a) {
@@ -137,18 +141,14 @@ func TestInflight(t *testing.T) {
 		src[0].Pointers[0] = 0
 		want := []InflightTx{{Tx: 8, Pointers: []Pointer{b, a}}, {Tx: 5, Pointers: []Pointer{c}}}
 		got := f.Entries()
-		if len(got) != len(want) {
+		sameTx := func(a, b InflightTx) bool { return a.Tx == b.Tx && slices.Equal(a.Pointers, b.Pointers) }
+		if !slices.EqualFunc(got, want, sameTx) {
 			t.Fatalf("Entries() after Load = %v, want %v", got, want)
-		}
-		for i := range want {
-			if got[i].Tx != want[i].Tx || !equalPointers(got[i].Pointers, want[i].Pointers) {
-				t.Fatalf("Entries() after Load = %v, want %v", got, want)
-			}
 		}
 		if f.Get(1) != nil || f.Len() != 3 || f.TxCount() != 2 {
 			t.Fatalf("Load kept old contents: Get(1) %v, Len %d, TxCount %d", f.Get(1), f.Len(), f.TxCount())
 		}
-		if got := f.Files(); !equalRefs(got, map[uint32]int{1: 2, 2: 1}) {
+		if got := f.Files(); !maps.Equal(got, map[uint32]int{1: 2, 2: 1}) {
 			t.Fatalf("Files() after Load = %v", got)
 		}
 	})

@@ -2,6 +2,7 @@ package eventqueue
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 
@@ -122,7 +123,7 @@ func TestQueueModel(t *testing.T) {
 					}
 				}
 				wantRefs := countRefs(model)
-				if !equalRefs(q.FileRefs(), wantRefs) {
+				if !maps.Equal(q.FileRefs(), wantRefs) {
 					t.Fatalf("FileRefs() = %v, want %v", q.FileRefs(), wantRefs)
 				}
 				if err := q.Check(); err != nil {
@@ -132,10 +133,10 @@ func TestQueueModel(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New over the same slots: %v", err)
 				}
-				if got := q2.Pointers(); !equalPointers(got, model) {
+				if got := q2.Pointers(); !slices.Equal(got, model) {
 					t.Fatalf("rebuilt queue Pointers() = %v, want %v", got, model)
 				}
-				if !equalRefs(q2.FileRefs(), wantRefs) {
+				if !maps.Equal(q2.FileRefs(), wantRefs) {
 					t.Fatalf("rebuilt queue FileRefs() = %v, want %v", q2.FileRefs(), wantRefs)
 				}
 			},
@@ -174,7 +175,7 @@ func TestInflightModel(t *testing.T) {
 					want = model[i].Pointers
 					model = slices.Delete(model, i, i+1)
 				}
-				if !equalPointers(got, want) {
+				if !slices.Equal(got, want) {
 					t.Fatalf("Remove(%d) = %v, want %v", tx, got, want)
 				}
 			},
@@ -219,14 +220,14 @@ func TestInflightModel(t *testing.T) {
 				for _, e := range model {
 					n += len(e.Pointers)
 					all = append(all, e.Pointers...)
-					if got := f.Get(e.Tx); !equalPointers(got, e.Pointers) {
+					if got := f.Get(e.Tx); !slices.Equal(got, e.Pointers) {
 						t.Fatalf("Get(%d) = %v, want %v", e.Tx, got, e.Pointers)
 					}
 				}
 				if f.Len() != n || f.TxCount() != len(model) {
 					t.Fatalf("Len() = %d, TxCount() = %d; want %d, %d", f.Len(), f.TxCount(), n, len(model))
 				}
-				if !equalRefs(f.Files(), countRefs(all)) {
+				if !maps.Equal(f.Files(), countRefs(all)) {
 					t.Fatalf("Files() = %v, want %v", f.Files(), countRefs(all))
 				}
 				got := f.Entries()
@@ -234,7 +235,7 @@ func TestInflightModel(t *testing.T) {
 					t.Fatalf("Entries() has %d txs, want %d", len(got), len(model))
 				}
 				for i := range got {
-					if got[i].Tx != model[i].Tx || !equalPointers(got[i].Pointers, model[i].Pointers) {
+					if got[i].Tx != model[i].Tx || !slices.Equal(got[i].Pointers, model[i].Pointers) {
 						t.Fatalf("Entries()[%d] = %v, want %v", i, got[i], model[i])
 					}
 				}

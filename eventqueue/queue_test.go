@@ -2,6 +2,8 @@ package eventqueue
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 )
 
@@ -75,10 +77,10 @@ func TestQueue(t *testing.T) {
 				t.Fatalf("AddHead(%v): %v", taken[i], err)
 			}
 		}
-		if got := q.Pointers(); !equalPointers(got, in) {
+		if got := q.Pointers(); !slices.Equal(got, in) {
 			t.Fatalf("after rollback Pointers() = %v, want %v", got, in)
 		}
-		if !equalRefs(q.FileRefs(), countRefs(in)) {
+		if !maps.Equal(q.FileRefs(), countRefs(in)) {
 			t.Fatalf("FileRefs() = %v, want %v", q.FileRefs(), countRefs(in))
 		}
 	})
@@ -99,7 +101,7 @@ func TestQueue(t *testing.T) {
 			if s.writes != 0 || q.Size() != capacity || q.Head() != capacity-1 || q.FileRef(9) != 0 {
 				t.Errorf("cap %d: refused add changed state: writes %d, size %d, head %d, refs %v", capacity, s.writes, q.Size(), q.Head(), q.FileRefs())
 			}
-			if got := q.Pointers(); !equalPointers(got, in) {
+			if got := q.Pointers(); !slices.Equal(got, in) {
 				t.Errorf("cap %d: Pointers() = %v, want %v", capacity, got, in)
 			}
 		}
@@ -140,7 +142,7 @@ func TestQueue(t *testing.T) {
 		if err := q.AddHead(in[0]); err != nil || q.Head() != capacity-1 {
 			t.Fatalf("AddHead at head 0: err %v, head %d, want head %d", err, q.Head(), capacity-1)
 		}
-		if got := q.Pointers(); !equalPointers(got, in) {
+		if got := q.Pointers(); !slices.Equal(got, in) {
 			t.Fatalf("Pointers() = %v, want %v", got, in)
 		}
 		// Remove across the wrap point, both sides.
@@ -148,7 +150,7 @@ func TestQueue(t *testing.T) {
 			t.Fatal("Remove of queued pointers across the wrap returned false")
 		}
 		want := []Pointer{in[0], in[2], in[4]}
-		if got := q.Pointers(); !equalPointers(got, want) {
+		if got := q.Pointers(); !slices.Equal(got, want) {
 			t.Fatalf("after Remove Pointers() = %v, want %v", got, want)
 		}
 		// Refill through the wrap with the index live.
@@ -157,7 +159,7 @@ func TestQueue(t *testing.T) {
 			t.Fatal("Remove(head) returned false")
 		}
 		want = []Pointer{in[2], in[4], in[1], in[3]}
-		if got := q.Pointers(); !equalPointers(got, want) {
+		if got := q.Pointers(); !slices.Equal(got, want) {
 			t.Fatalf("after refill Pointers() = %v, want %v", got, want)
 		}
 	})
@@ -170,13 +172,14 @@ func TestQueue(t *testing.T) {
 			t.Fatal("Remove(a) = false")
 		}
 		want := []Pointer{b, c, a, b}
-		if got := q.Pointers(); !equalPointers(got, want) {
+		if got := q.Pointers(); !slices.Equal(got, want) {
 			t.Fatalf("Pointers() = %v, want %v", got, want)
 		}
-		if !q.Remove(b) || !q.Remove(b) || q.Remove(b) {
-			t.Fatal("Remove(b) three times: want true, true, false")
+		r1, r2, r3 := q.Remove(b), q.Remove(b), q.Remove(b)
+		if !r1 || !r2 || r3 {
+			t.Fatalf("Remove(b) three times = %v, %v, %v; want true, true, false", r1, r2, r3)
 		}
-		if got := q.Pointers(); !equalPointers(got, []Pointer{c, a}) {
+		if got := q.Pointers(); !slices.Equal(got, []Pointer{c, a}) {
 			t.Fatalf("Pointers() = %v, want %v", got, []Pointer{c, a})
 		}
 	})
@@ -193,7 +196,7 @@ func TestQueue(t *testing.T) {
 		}
 		q.RemoveHead()
 		q.Remove(f2)
-		if got := q.FileRefs(); !equalRefs(got, map[uint32]int{1: 1}) {
+		if got := q.FileRefs(); !maps.Equal(got, map[uint32]int{1: 1}) {
 			t.Fatalf("FileRefs() = %v, want map[1:1] (file 2 deleted at zero)", got)
 		}
 		got := q.FileRefs()
@@ -219,7 +222,7 @@ func TestQueue(t *testing.T) {
 			t.Errorf("Remove after DropIndex read %d slots; want a rebuild pass over the ring", s.reads)
 		}
 		want := []Pointer{in[1], in[3], in[5], in[2]}
-		if got := q.Pointers(); !equalPointers(got, want) {
+		if got := q.Pointers(); !slices.Equal(got, want) {
 			t.Fatalf("Pointers() = %v, want %v", got, want)
 		}
 	})
@@ -254,7 +257,7 @@ func testRemoveShiftsSmallerSide(t *testing.T) {
 					t.Errorf("size %d head %d: Remove(index %d) left head %d, want %d", size, head, i, q.Head(), wantHead)
 				}
 				rest := append(append([]Pointer(nil), in[:i]...), in[i+1:]...)
-				if got := q.Pointers(); !equalPointers(got, rest) {
+				if got := q.Pointers(); !slices.Equal(got, rest) {
 					t.Errorf("size %d head %d: after Remove(index %d) Pointers() = %v, want %v", size, head, i, got, rest)
 				}
 			}
@@ -345,10 +348,10 @@ func TestNewReloadsRing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := q2.Pointers(); !equalPointers(got, q.Pointers()) {
+			if got := q2.Pointers(); !slices.Equal(got, q.Pointers()) {
 				t.Errorf("reloaded Pointers() = %v, want %v", got, q.Pointers())
 			}
-			if !equalRefs(q2.FileRefs(), refs) {
+			if !maps.Equal(q2.FileRefs(), refs) {
 				t.Errorf("reloaded FileRefs() = %v, want %v", q2.FileRefs(), refs)
 			}
 			if err := q2.Check(); err != nil {

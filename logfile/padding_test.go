@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/vfs"
@@ -186,7 +187,7 @@ func TestScannerPaddingHasNoWriteOrderID(t *testing.T) {
 			for _, i := range tc.wantRecs {
 				want = append(want, offs[i])
 			}
-			if !slicesEqual(got.offs, want) {
+			if !slices.Equal(got.offs, want) {
 				t.Fatalf("records at %v, want %v", got.offs, want)
 			}
 			if len(got.skips) != len(tc.wantSkips) {
@@ -202,18 +203,6 @@ func TestScannerPaddingHasNoWriteOrderID(t *testing.T) {
 			}
 		})
 	}
-}
-
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestReaderReturnsPaddingAsItIs(t *testing.T) {

@@ -871,7 +871,7 @@ func TestSetAppendAfterMarks(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, dirs...))
 		s := startSet(t, SetOptions{FS: ff, Dirs: dirs}, Recovered{})
 		spill := mustAppendBatch(t, s, 1, putBatch(t, 2))
-		ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: spill.W.Path(), Times: 1})
+		ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: spill.W.Path(), Times: 1})
 		size := s.Active(0).Size()
 		b := putBatch(t, 1)
 		b.After = []Mark{{W: spill.W, End: spill.End}}
@@ -893,7 +893,7 @@ func TestSetAppendRollsAFailedWriter(t *testing.T) {
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	s := startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}}, Recovered{})
 	a := mustAppendBatch(t, s, 0, putBatch(t, 1))
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: a.W.Path(), Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a.W.Path(), Times: 1})
 	if err := a.W.SyncTo(a.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
 	}
@@ -1009,7 +1009,7 @@ func TestSnapshotPositionOfFileRolledAfterFailedSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppendBatch(t, s, 0, putBatch(t, 1)) // not synced
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: a.W.Path(), Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a.W.Path(), Times: 1})
 	if err := s.Roll(0); err != nil {
 		t.Fatal(err)
 	}
@@ -1029,7 +1029,7 @@ func TestSnapshotFailedActiveWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	a1 := mustAppendBatch(t, s, 0, putBatch(t, 1))
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: a1.W.Path(), Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a1.W.Path(), Times: 1})
 	if err := a1.W.SyncTo(a1.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
 	}
@@ -1251,7 +1251,7 @@ func TestReclaimSyncsDirs(t *testing.T) {
 	})
 	t.Run("dir_sync_failure_is_returned", func(t *testing.T) {
 		_, ff, s, _ := setup(t)
-		ff.Add(vfs.Rule{Ops: []string{"syncdir"}, Name: "/b", Times: 1})
+		ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSyncDir}, Name: "/b", Times: 1})
 		if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c }); !errors.Is(err, vfs.ErrInjected) {
 			t.Fatalf("Reclaim with a failing dir sync: %v, want the injected failure", err)
 		}
@@ -1265,7 +1265,7 @@ func TestReclaimRemoveFailure(t *testing.T) {
 	ff := vfs.NewFaultFS(mem)
 	var deleted []uint32
 	s := reclaimSet(t, ff, &deleted)
-	ff.Add(vfs.Rule{Ops: []string{"remove"}, Name: LogName(1)})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpRemove}, Name: LogName(1)})
 	n, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return []uint32{1, 2} })
 	if !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Reclaim: %v, want the injected remove failure", err)
@@ -1290,7 +1290,7 @@ func TestReclaimRemoveFailureKeepsCompleters(t *testing.T) {
 	var deleted []uint32
 	s := reclaimSet(t, ff, &deleted)
 	s.Complete(2, 1) // 2 completes events of 1
-	ff.Add(vfs.Rule{Ops: []string{"remove"}, Name: LogName(1)})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpRemove}, Name: LogName(1)})
 	if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return []uint32{1, 2} }); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Reclaim: %v, want the injected remove failure", err)
 	}
@@ -1374,7 +1374,7 @@ func TestSetSpaceOK(t *testing.T) {
 	step("cached_less_the_append", -1, 0, 0, true, 10000-int64(len(b.Buf)), 1, 1)
 
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
-	ff.Add(vfs.Rule{Ops: []string{"freespace"}})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpFreeSpace}})
 	s2, err := OpenSet(SetOptions{FS: ff, Dirs: []string{"/a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -1479,7 +1479,7 @@ func TestSetClose(t *testing.T) {
 	}
 	a := mustAppendBatch(t, s, 0, putBatch(t, 2))
 	bad := mustAppendBatch(t, s, 1, putBatch(t, 1))
-	ff.Add(vfs.Rule{Ops: []string{"sync"}, Name: bad.W.Path(), Times: 1})
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: bad.W.Path(), Times: 1})
 	if err := bad.W.SyncTo(bad.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
 	}

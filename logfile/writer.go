@@ -57,10 +57,10 @@ func Create(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
 	path := filepath.Join(dir, LogName(id))
 	f, err := fsys.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("create log %d: %w", id, err)
+		return nil, vfs.Named(fmt.Sprintf("create log %d in %s", id, dir), err)
 	}
 	if err := initFile(fsys, f, dir, id); err != nil {
-		return nil, errors.Join(fmt.Errorf("create log %d: %w", id, err), f.Close(), fsys.Remove(path))
+		return nil, errors.Join(fmt.Errorf("create log %d in %s: %w", id, dir, err), f.Close(), fsys.Remove(path))
 	}
 	w := &Writer{f: f, id: id, path: path, synced: HeaderSize}
 	w.syncDone = sync.NewCond(&w.mu)
@@ -70,16 +70,15 @@ func Create(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
 
 func initFile(fsys vfs.FS, f vfs.File, dir string, id uint32) error {
 	hdr := AppendFileHeader(make([]byte, 0, HeaderSize), id)
+	// Each error names its operation and file ("sync <path>: ..."); Create
+	// adds "create log <id> in <dir>".
 	if _, err := f.WriteAt(hdr, 0); err != nil {
-		return fmt.Errorf("write header: %w", err)
+		return err
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync header: %w", err)
+		return err
 	}
-	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return nil
+	return fsys.SyncDir(dir)
 }
 
 // ID returns the file id.

@@ -546,7 +546,7 @@ func TestRunErrors(t *testing.T) {
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
 				l.putCommitted(1, 1, 3)
-				l.faults().Add(vfs.Rule{Ops: []string{"read", "readat"}, Name: l.path(1)})
+				l.faults().Add(vfs.Rule{Ops: []vfs.Op{"read", "readat"}, Name: l.path(1)})
 				return nil, nil, []string{"log-0000000001"}
 			},
 			is: vfs.ErrInjected,
@@ -556,7 +556,7 @@ func TestRunErrors(t *testing.T) {
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
 				l.putCommitted(1, 1, 3)
-				l.faults().Add(vfs.Rule{Ops: []string{"read", "readat"}, Name: l.path(1), Off: logfile.HeaderSize})
+				l.faults().Add(vfs.Rule{Ops: []vfs.Op{"read", "readat"}, Name: l.path(1), Off: logfile.HeaderSize})
 				return nil, nil, []string{"log-0000000001"}
 			},
 			is: vfs.ErrInjected,
@@ -579,7 +579,7 @@ func TestRunErrors(t *testing.T) {
 			name: "unlistable_data_dir",
 			build: func(l *logSet) (*checkpoint.State, *eventqueue.Queue, []string) {
 				l.create(0, 1)
-				l.faults().Add(vfs.Rule{Ops: []string{"list"}, Name: l.dirs[0]})
+				l.faults().Add(vfs.Rule{Ops: []vfs.Op{"list"}, Name: l.dirs[0]})
 				return nil, nil, []string{l.dirs[0]}
 			},
 			is: vfs.ErrInjected,

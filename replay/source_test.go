@@ -3,6 +3,7 @@ package replay
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,13 +47,8 @@ func TestSourceBatchesEveryRecord(t *testing.T) {
 	if s.fault != nil || s.sc.Err() != nil {
 		t.Fatal(s.fault, s.sc.Err())
 	}
-	if len(got) != len(want) {
-		t.Fatalf("%d records, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("record %d has write-order id %d, want %d", i, got[i], want[i])
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("records with write-order ids %v, want %v", got, want)
 	}
 	if s.end != sc.End() {
 		t.Fatalf("end %d, scanner end %d", s.end, sc.End())

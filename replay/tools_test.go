@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -191,23 +192,11 @@ func TestEventsListsTheRecoveredQueue(t *testing.T) {
 					t.Fatalf("skip %d limit %d: %d queued, %v; want 6, %v", w.skip, w.limit, n, got, all[w.from:w.to])
 				}
 			}
-			if v.fault.Ops() != ops || !mapsEqual(before, hashTree(t, v.mem)) {
+			if v.fault.Ops() != ops || !maps.Equal(before, hashTree(t, v.mem)) {
 				t.Fatal("Events changed the files")
 			}
 		})
 	}
-}
-
-func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestEventsDamagedEventGivesAnError(t *testing.T) {

@@ -447,7 +447,7 @@ func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
 // files were already read without an I/O error, so every failure here is
 // about their contents.
 func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
-	missing, incomplete, bad string) (*loadedCheckpoint, error) {
+	missing, incomplete, bad ProblemKind) (*loadedCheckpoint, error) {
 	switch {
 	case err == nil:
 		v.closers = append(v.closers, ck)

@@ -17,12 +17,12 @@ func TestVerifyCosts(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(v *verifyChannel)
-		kind   string                       // the problem charged
+		kind   ProblemKind                  // the problem charged
 		at     func(v *verifyChannel) int64 // its offset
 		file   uint32
 		want   Cost
 		// notKinds must not be reported: the damage's problem covers them.
-		notKinds []string
+		notKinds []ProblemKind
 	}{
 		{
 			// A put transaction written after the checkpoint loses a record:
@@ -41,7 +41,7 @@ func TestVerifyCosts(t *testing.T) {
 			kind:   ProblemCorruptRecord, file: 2,
 			at:       func(v *verifyChannel) int64 { return int64(v.b[0].Offset()) },
 			want:     Cost{Lost: 1, LostFullReplay: 2},
-			notKinds: []string{ProblemBadPointer},
+			notKinds: []ProblemKind{ProblemBadPointer},
 		},
 		{
 			// A take record after the checkpoint: the event it took stays
@@ -63,7 +63,7 @@ func TestVerifyCosts(t *testing.T) {
 			kind: ProblemTruncatedLog, file: 1,
 			at:       func(v *verifyChannel) int64 { return int64(v.a[2].Offset()) },
 			want:     Cost{Lost: 1, LostFullReplay: 1},
-			notKinds: []string{ProblemTornTail, ProblemBadPointer},
+			notKinds: []ProblemKind{ProblemTornTail, ProblemBadPointer},
 		},
 		{
 			// File 2's header names another file: no record of it reads
@@ -78,7 +78,7 @@ func TestVerifyCosts(t *testing.T) {
 			kind: ProblemBadHeader, file: 2,
 			at:       func(*verifyChannel) int64 { return 0 },
 			want:     Cost{Lost: 2},
-			notKinds: []string{ProblemBadPointer},
+			notKinds: []ProblemKind{ProblemBadPointer},
 		},
 		{
 			// Half a record past the end of file 2: a crash's torn tail
@@ -91,7 +91,7 @@ func TestVerifyCosts(t *testing.T) {
 			kind: ProblemTornTail, file: 2,
 			at:       func(v *verifyChannel) int64 { return int64(len(v.readFile(v.l.path(2)))) },
 			want:     Cost{},
-			notKinds: []string{ProblemTruncatedLog},
+			notKinds: []ProblemKind{ProblemTruncatedLog},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,75 +13,82 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
+// ProblemKind names a kind of Problem (or of a note): a stable string that
+// tools may match, the one Problem.String, fcreplay and JSON output spell.
+type ProblemKind string
+
+// String returns the kind's stable name, such as "torn-tail".
+func (k ProblemKind) String() string { return string(k) }
+
 // Problem kinds: stable strings that tools may match.
 const (
 	// ProblemCheckpointMissing: the checkpoint dir holds no checkpoint; the
 	// channel would fall back to the backup or replay every log.
-	ProblemCheckpointMissing = "checkpoint-missing"
+	ProblemCheckpointMissing ProblemKind = "checkpoint-missing"
 	// ProblemCheckpointIncomplete: a checkpoint write did not finish (a
 	// crash mid-checkpoint, or a failed write).
-	ProblemCheckpointIncomplete = "checkpoint-incomplete"
+	ProblemCheckpointIncomplete ProblemKind = "checkpoint-incomplete"
 	// ProblemCheckpointCorrupt: a checkpoint file is damaged or missing
 	// (Detail holds checkpoint.Open's error).
-	ProblemCheckpointCorrupt = "checkpoint-corrupt"
+	ProblemCheckpointCorrupt ProblemKind = "checkpoint-corrupt"
 	// ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt:
 	// the same for the backup checkpoint, when one is configured. A backup
 	// without its backupComplete marker is missing.
-	ProblemBackupMissing    = "backup-missing"
-	ProblemBackupIncomplete = "backup-incomplete"
-	ProblemBackupCorrupt    = "backup-corrupt"
+	ProblemBackupMissing    ProblemKind = "backup-missing"
+	ProblemBackupIncomplete ProblemKind = "backup-incomplete"
+	ProblemBackupCorrupt    ProblemKind = "backup-corrupt"
 
 	// ProblemBadHeader: a log file's header is damaged; its records are
 	// still read by its name (salvaged), unless the header names another
 	// file id.
-	ProblemBadHeader = "bad-header"
+	ProblemBadHeader ProblemKind = "bad-header"
 	// ProblemCorruptRecord: a damaged region in the middle of a log file,
 	// followed by valid records (Offset, and the length in Detail).
-	ProblemCorruptRecord = "corrupt-record"
+	ProblemCorruptRecord ProblemKind = "corrupt-record"
 	// ProblemTornTail: bytes after the last valid record that are not a
 	// record (Offset is the valid end; Detail has the file size), beyond
 	// what the checkpoint covers. Normal after a crash (the part of a write
 	// that was not synced yet): the channel cuts it on open.
-	ProblemTornTail = "torn-tail"
+	ProblemTornTail ProblemKind = "torn-tail"
 	// ProblemTruncatedLog: a log file whose valid records end (Offset)
 	// below the length the checkpoint recorded for it: records the channel
 	// had synced, committed and checkpointed were cut off or overwritten.
 	// Not a crash's torn tail; Problem.Lost counts the events lost.
-	ProblemTruncatedLog = "truncated-log"
+	ProblemTruncatedLog ProblemKind = "truncated-log"
 	// ProblemUnfinishedCreate: a log file left by a crash inside
 	// logfile.Create (short or zero header, no record). The channel
 	// deletes it on open.
-	ProblemUnfinishedCreate = "unfinished-create"
+	ProblemUnfinishedCreate ProblemKind = "unfinished-create"
 	// ProblemDuplicateLog: the same log file id in two data dirs; the
 	// channel refuses to open.
-	ProblemDuplicateLog = "duplicate-log"
+	ProblemDuplicateLog ProblemKind = "duplicate-log"
 	// ProblemWriteOrder: a record whose write-order id is not above the
 	// previous record's in the same file.
-	ProblemWriteOrder = "write-order"
+	ProblemWriteOrder ProblemKind = "write-order"
 
 	// ProblemRecoveryFailed: a replay the channel would do (or the full
 	// replay) failed on the files' contents: the channel would not open, or
 	// the comparison with a full replay is impossible.
-	ProblemRecoveryFailed = "recovery-failed"
+	ProblemRecoveryFailed ProblemKind = "recovery-failed"
 	// ProblemCheckpointDisagrees: the recovered queue and a full replay do
 	// not hold the same events (see Report.Diff).
-	ProblemCheckpointDisagrees = "checkpoint-disagrees"
+	ProblemCheckpointDisagrees ProblemKind = "checkpoint-disagrees"
 
 	// ProblemBadPointer: a queued or in-flight pointer does not read back
 	// as a valid put record (or is zero).
-	ProblemBadPointer = "bad-pointer"
+	ProblemBadPointer ProblemKind = "bad-pointer"
 	// ProblemDuplicatePointer: the recovered queue holds a pointer twice.
-	ProblemDuplicatePointer = "duplicate-pointer"
+	ProblemDuplicatePointer ProblemKind = "duplicate-pointer"
 	// ProblemMissingLog: queued or in-flight pointers into a log file that
 	// no data dir holds (one problem per file; Detail has the count).
-	ProblemMissingLog = "missing-log"
+	ProblemMissingLog ProblemKind = "missing-log"
 	// ProblemRefcountMismatch: a checkpoint log state's Refs differs from
 	// the number of pointers into that file in the checkpoint's ring. The
 	// channel trusts Refs to delete log files.
-	ProblemRefcountMismatch = "refcount-mismatch"
+	ProblemRefcountMismatch ProblemKind = "refcount-mismatch"
 	// ProblemMissingLogState: the checkpoint's ring or in-flight
 	// transactions point into a file it has no log state for.
-	ProblemMissingLogState = "missing-log-state"
+	ProblemMissingLogState ProblemKind = "missing-log-state"
 )
 
 // Note kinds: findings that are not damage (Report.Notes; OK ignores them).
@@ -90,7 +97,7 @@ const (
 	// events in a different order. Takes rolled back in another order than
 	// they were taken put their events back at the head in the rollback
 	// order, which no log record says, so this follows from normal use.
-	NoteOrderDiffers = "order-differs"
+	NoteOrderDiffers ProblemKind = "order-differs"
 )
 
 // States of a checkpoint (CheckpointInfo.State).
@@ -130,9 +137,9 @@ type VerifyOptions struct {
 
 // Problem is one inconsistency.
 type Problem struct {
-	Kind   string // one of the Problem* (or Note*) constants
-	File   string // the file concerned, or ""
-	Offset int64  // byte offset in File, or -1 when not about a place in a file
+	Kind   ProblemKind // one of the Problem* (or Note*) constants
+	File   string      // the file concerned, or ""
+	Offset int64       // byte offset in File, or -1 when not about a place in a file
 	Detail string
 
 	// What the problem costs, for damage in the log files (corrupt-record,
@@ -203,7 +210,7 @@ func (p Problem) LogDamage() bool {
 
 func (p Problem) String() string {
 	var b strings.Builder
-	b.WriteString(p.Kind)
+	b.WriteString(string(p.Kind))
 	if p.File != "" {
 		b.WriteString(" " + p.File)
 		if p.Offset >= 0 {
@@ -294,7 +301,7 @@ type Report struct {
 	Cost     Cost
 	Duration time.Duration
 
-	perKind map[string]int // problems per kind, for the bound
+	perKind map[ProblemKind]int // problems per kind, for the bound
 }
 
 // OK reports whether Verify found no problem (notes aside).
@@ -318,9 +325,9 @@ func (r *Report) String() string {
 // add records a problem, keeping at most maxProblemsPerKind of each kind.
 // It returns the problem's index in r.Problems, or -1 when it is only
 // counted.
-func (r *Report) add(kind, file string, off int64, format string, args ...any) int {
+func (r *Report) add(kind ProblemKind, file string, off int64, format string, args ...any) int {
 	if r.perKind == nil {
-		r.perKind = map[string]int{}
+		r.perKind = map[ProblemKind]int{}
 	}
 	r.perKind[kind]++
 	if r.perKind[kind] > maxProblemsPerKind {
@@ -333,7 +340,7 @@ func (r *Report) add(kind, file string, off int64, format string, args ...any) i
 // summarize adds, for each kind over the bound, a problem counting the ones
 // not listed.
 func (r *Report) summarize() {
-	kinds := make([]string, 0, len(r.perKind))
+	kinds := make([]ProblemKind, 0, len(r.perKind))
 	for k, n := range r.perKind {
 		if n > maxProblemsPerKind {
 			kinds = append(kinds, k)

@@ -242,8 +242,8 @@ func (v *verifyChannel) setSlot(dir string, i int, x uint64) {
 
 func (v *verifyChannel) logState(id uint32) *checkpoint.LogState { return logState(v.st, id) }
 
-func kinds(ps []Problem) []string {
-	var ks []string
+func kinds(ps []Problem) []ProblemKind {
+	var ks []ProblemKind
 	for _, p := range ps {
 		ks = append(ks, p.Kind)
 	}
@@ -308,41 +308,41 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		name   string
 		edit   func(v *verifyChannel) // the checkpoint state, before it is written
 		damage func(v *verifyChannel) // the files, after
-		kinds  []string
+		kinds  []ProblemKind
 		from   string
 		queued int // -1: the recovery fails
 		// at, if set, names a problem that must be reported.
 		at    func(v *verifyChannel) Problem
-		notes []string
+		notes []ProblemKind
 	}{
 		{
 			name: "checkpoint_missing",
 			damage: func(v *verifyChannel) {
 				v.remove(ckpt("checkpoint"), ckpt("checkpoint.meta"), ckpt("inflightputs"), ckpt("inflighttakes"))
 			},
-			kinds: []string{ProblemCheckpointMissing}, from: FromBackup, queued: 6,
+			kinds: []ProblemKind{ProblemCheckpointMissing}, from: FromBackup, queued: 6,
 		},
 		{
 			name: "checkpoint_and_backup_missing",
 			damage: func(v *verifyChannel) {
 				v.remove(ckpt("checkpoint"), ckpt("checkpoint.meta"), ckpt("inflightputs"), ckpt("inflighttakes"), bak("backupComplete"))
 			},
-			kinds: []string{ProblemBackupMissing, ProblemCheckpointMissing}, from: FromFullReplay, queued: 6,
+			kinds: []ProblemKind{ProblemBackupMissing, ProblemCheckpointMissing}, from: FromFullReplay, queued: 6,
 		},
 		{
 			name:   "checkpoint_incomplete",
 			damage: func(v *verifyChannel) { v.setSlot(vCkptDir, 4, 0x494E434F4D504C54) },
-			kinds:  []string{ProblemCheckpointIncomplete}, from: FromBackup, queued: 6,
+			kinds:  []ProblemKind{ProblemCheckpointIncomplete}, from: FromBackup, queued: 6,
 		},
 		{
 			name:   "checkpoint_meta_damaged",
 			damage: func(v *verifyChannel) { v.flip(ckpt("checkpoint.meta"), 9) },
-			kinds:  []string{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
+			kinds:  []ProblemKind{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
 		},
 		{
 			name:   "checkpoint_ring_slot_garbled",
 			damage: func(v *verifyChannel) { v.setSlot(vCkptDir, eventqueue.HeaderSlots+7, 0xdead) },
-			kinds:  []string{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
+			kinds:  []ProblemKind{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
 			// The ring starts at position 6: the checksum names its first slot.
 			at: func(v *verifyChannel) Problem {
 				return Problem{Kind: ProblemCheckpointCorrupt, File: ckpt("checkpoint"), Offset: (eventqueue.HeaderSlots + 6) * 8}
@@ -351,27 +351,27 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		{
 			name:   "checkpoint_inflight_file_missing",
 			damage: func(v *verifyChannel) { v.remove(ckpt("inflighttakes")) },
-			kinds:  []string{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
+			kinds:  []ProblemKind{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
 		},
 		{
 			name:   "backup_incomplete",
 			damage: func(v *verifyChannel) { v.setSlot(vBackupDir, 4, 0) },
-			kinds:  []string{ProblemBackupIncomplete}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemBackupIncomplete}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name:   "backup_damaged",
 			damage: func(v *verifyChannel) { v.flip(bak("inflighttakes"), 21) },
-			kinds:  []string{ProblemBackupCorrupt}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemBackupCorrupt}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name:   "backup_unfinished",
 			damage: func(v *verifyChannel) { v.remove(bak("backupComplete")) },
-			kinds:  []string{ProblemBackupMissing}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemBackupMissing}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name:   "log_header_damaged",
 			damage: func(v *verifyChannel) { v.flip(v.l.path(1), 13) },
-			kinds:  []string{ProblemBadHeader}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemBadHeader}, from: FromCheckpoint, queued: 6,
 			at: func(v *verifyChannel) Problem { return Problem{Kind: ProblemBadHeader, File: v.l.path(1), Offset: 0} },
 		},
 		{
@@ -383,12 +383,12 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 			},
 			// The replays refuse the file; its pointers cannot be read, and
 			// the bad header's cost counts them (no bad-pointer of their own).
-			kinds: []string{ProblemBadHeader, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
+			kinds: []ProblemKind{ProblemBadHeader, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
 		},
 		{
 			name:   "log_record_damaged",
 			damage: func(v *verifyChannel) { v.flip(v.l.path(2), v.rollback+logfile.FrameHeaderSize+3) },
-			kinds:  []string{ProblemCorruptRecord}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemCorruptRecord}, from: FromCheckpoint, queued: 6,
 			at: func(v *verifyChannel) Problem {
 				return Problem{Kind: ProblemCorruptRecord, File: v.l.path(2), Offset: v.rollback}
 			},
@@ -396,7 +396,7 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		{
 			name:   "log_torn_tail",
 			damage: func(v *verifyChannel) { v.writeFile(v.l.path(1), append(v.readFile(v.l.path(1)), 1, 2, 3, 4, 5)) },
-			kinds:  []string{ProblemTornTail}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemTornTail}, from: FromCheckpoint, queued: 6,
 			at: func(v *verifyChannel) Problem {
 				return Problem{Kind: ProblemTornTail, File: v.l.path(1), Offset: v.l.size(1)}
 			},
@@ -404,47 +404,47 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		{
 			name:   "log_unfinished_create",
 			damage: func(v *verifyChannel) { v.writeFile(filepath.Join(v.l.dirs[1], logfile.LogName(9)), make([]byte, 7)) },
-			kinds:  []string{ProblemUnfinishedCreate}, from: FromCheckpoint, queued: 6,
+			kinds:  []ProblemKind{ProblemUnfinishedCreate}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name: "log_in_two_dirs",
 			damage: func(v *verifyChannel) {
 				v.writeFile(filepath.Join(v.l.dirs[0], logfile.LogName(2)), v.readFile(v.l.path(2)))
 			},
-			kinds: []string{ProblemDuplicateLog, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
+			kinds: []ProblemKind{ProblemDuplicateLog, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
 		},
 		{
 			name: "log_write_order_backwards",
 			damage: func(v *verifyChannel) {
 				v.l.write(2, logfile.Record{Type: logfile.RecordRollback, TxID: 99, WriteOrderID: 3})
 			},
-			kinds: []string{ProblemWriteOrder}, from: FromCheckpoint, queued: 6,
+			kinds: []ProblemKind{ProblemWriteOrder}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name:  "ring_loses_an_event",
 			edit:  func(v *verifyChannel) { v.setRing(v.b[0], v.b[1]) },
-			kinds: []string{ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 5,
+			kinds: []ProblemKind{ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 5,
 		},
 		{
 			name:  "ring_resurrects_a_taken_event",
 			edit:  func(v *verifyChannel) { v.setRing(v.a[0], v.a[2], v.b[0], v.b[1]) },
-			kinds: []string{ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
+			kinds: []ProblemKind{ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
 		},
 		{
 			name:  "ring_reordered",
 			edit:  func(v *verifyChannel) { v.setRing(v.b[0], v.a[2], v.b[1]) },
-			kinds: nil, notes: []string{NoteOrderDiffers}, from: FromCheckpoint, queued: 6,
+			kinds: nil, notes: []ProblemKind{NoteOrderDiffers}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name:  "ring_points_between_records",
 			edit:  func(v *verifyChannel) { v.setRing(v.a[2], eventqueue.NewPointer(1, 20), v.b[0], v.b[1]) },
-			kinds: []string{ProblemBadPointer, ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
+			kinds: []ProblemKind{ProblemBadPointer, ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
 			at: func(v *verifyChannel) Problem { return Problem{Kind: ProblemBadPointer, File: v.l.path(1), Offset: 20} },
 		},
 		{
 			name:  "ring_points_at_a_commit",
 			edit:  func(v *verifyChannel) { v.setRing(v.a[2], v.commit1, v.b[0], v.b[1]) },
-			kinds: []string{ProblemBadPointer, ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
+			kinds: []ProblemKind{ProblemBadPointer, ProblemCheckpointDisagrees}, from: FromCheckpoint, queued: 7,
 			at: func(v *verifyChannel) Problem {
 				return Problem{Kind: ProblemBadPointer, File: v.l.path(1), Offset: int64(v.commit1.Offset())}
 			},
@@ -452,7 +452,7 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		{
 			name:  "ring_holds_an_event_twice",
 			edit:  func(v *verifyChannel) { v.setRing(v.a[2], v.b[0], v.a[2], v.b[1]) },
-			kinds: []string{ProblemCheckpointDisagrees, ProblemDuplicatePointer}, from: FromCheckpoint, queued: 7,
+			kinds: []ProblemKind{ProblemCheckpointDisagrees, ProblemDuplicatePointer}, from: FromCheckpoint, queued: 7,
 		},
 		{
 			name: "ring_points_into_a_missing_log",
@@ -461,7 +461,7 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 				v.setRing(v.a[2], v.b[0], v.b[1], eventqueue.NewPointer(7, logfile.HeaderSize))
 			},
 			// The channel would refuse to open: a file with queued events is gone.
-			kinds: []string{ProblemMissingLog, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
+			kinds: []ProblemKind{ProblemMissingLog, ProblemRecoveryFailed}, from: FromCheckpoint, queued: -1,
 			at: func(v *verifyChannel) Problem {
 				return Problem{Kind: ProblemMissingLog, File: logfile.LogName(7), Offset: -1}
 			},
@@ -469,21 +469,21 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		{
 			name:  "refs_disagree_with_ring",
 			edit:  func(v *verifyChannel) { v.logState(1).Refs = 3 },
-			kinds: []string{ProblemRefcountMismatch}, from: FromCheckpoint, queued: 6,
+			kinds: []ProblemKind{ProblemRefcountMismatch}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name: "no_log_state_for_a_queued_file",
 			edit: func(v *verifyChannel) {
 				v.st.Logs = slices.DeleteFunc(v.st.Logs, func(l checkpoint.LogState) bool { return l.FileID == 2 })
 			},
-			kinds: []string{ProblemMissingLogState}, from: FromCheckpoint, queued: 6,
+			kinds: []ProblemKind{ProblemMissingLogState}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name: "inflight_put_points_between_records",
 			edit: func(v *verifyChannel) {
 				v.st.InflightPuts = []eventqueue.InflightTx{{Tx: 8, Pointers: []ptr{eventqueue.NewPointer(2, 21)}}}
 			},
-			kinds: []string{ProblemBadPointer}, from: FromCheckpoint, queued: 6,
+			kinds: []ProblemKind{ProblemBadPointer}, from: FromCheckpoint, queued: 6,
 			at: func(v *verifyChannel) Problem { return Problem{Kind: ProblemBadPointer, File: v.l.path(2), Offset: 21} },
 		},
 	} {
@@ -578,17 +578,17 @@ func TestVerifyErrors(t *testing.T) {
 		{"no_data_dirs", func(v *verifyChannel, o *VerifyOptions) { o.DataDirs = nil }, nil},
 		{"backup_is_checkpoint", func(v *verifyChannel, o *VerifyOptions) { o.BackupCheckpointDir = vCkptDir + "/" }, nil},
 		{"log_read_fails", func(v *verifyChannel, o *VerifyOptions) {
-			v.fault.Add(vfs.Rule{Ops: []string{"readat"}, Name: logfile.LogName(2), Off: 100})
+			v.fault.Add(vfs.Rule{Ops: []vfs.Op{"readat"}, Name: logfile.LogName(2), Off: 100})
 		}, vfs.ErrInjected},
 		{"data_dir_list_fails", func(v *verifyChannel, o *VerifyOptions) {
-			v.fault.Add(vfs.Rule{Ops: []string{"list"}, Name: "d1"})
+			v.fault.Add(vfs.Rule{Ops: []vfs.Op{"list"}, Name: "d1"})
 		}, vfs.ErrInjected},
 		{"checkpoint_read_fails", func(v *verifyChannel, o *VerifyOptions) {
-			v.fault.Add(vfs.Rule{Ops: []string{"readat"}, Name: checkpoint.MetaName})
+			v.fault.Add(vfs.Rule{Ops: []vfs.Op{"readat"}, Name: checkpoint.MetaName})
 		}, vfs.ErrInjected},
 		{"replay_read_fails", func(v *verifyChannel, o *VerifyOptions) {
 			// The first scan passes; a replay's read fails.
-			v.fault.Add(vfs.Rule{Ops: []string{"readat"}, Name: logfile.LogName(1), Skip: 4})
+			v.fault.Add(vfs.Rule{Ops: []vfs.Op{"readat"}, Name: logfile.LogName(1), Skip: 4})
 		}, vfs.ErrInjected},
 		{"pointer_read_fails", func(v *verifyChannel, o *VerifyOptions) {
 			// Only the read of a queued event starts at its offset.

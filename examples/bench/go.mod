@@ -6,6 +6,7 @@ require (
 	github.com/flumego/filechannel v0.0.0
 	github.com/nsqio/go-diskqueue v1.1.0
 	github.com/syndtr/goleveldb v1.0.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 )
 

@@ -25,18 +25,47 @@ const ShortHalf = -1
 // faultLogLen is how many of the latest mutating operations FaultFS.Log keeps.
 const faultLogLen = 1024
 
+// Op is a kind of operation that a FaultFS counts, logs and fails (see
+// Rule.Ops); its value is the name Log prints and the Op of the
+// *fs.PathError it injects.
+type Op string
+
+// String returns the operation's name, such as "writeat".
+func (o Op) String() string { return string(o) }
+
+// Operation kinds. The mutating ones are counted by FaultFS.Ops and logged;
+// the others are not counted, but rules may fail them too.
+const (
+	// Mutating.
+	OpCreate   Op = "create"
+	OpRemove   Op = "remove"
+	OpRename   Op = "rename"
+	OpMkdir    Op = "mkdir" // one per MkdirAll call
+	OpSyncDir  Op = "syncdir"
+	OpLock     Op = "lock" // every Lock call
+	OpWrite    Op = "write"
+	OpWriteAt  Op = "writeat"
+	OpSync     Op = "sync"
+	OpTruncate Op = "truncate"
+
+	// Not counted.
+	OpOpen      Op = "open" // Open and OpenReadWrite
+	OpRead      Op = "read"
+	OpReadAt    Op = "readat"
+	OpList      Op = "list"
+	OpStat      Op = "stat"  // FS.Stat and File.Stat
+	OpClose     Op = "close" // the file is closed all the same
+	OpFreeSpace Op = "freespace"
+)
+
 // Rule chooses operations a FaultFS fails. An operation matches when it
 // passes every condition set (Ops, Name, Seq, Off); the rule lets the first
 // Skip matches through, then fails the next Times ones (every later one if
 // Times is 0). Rules are checked in the order added: each matching rule
 // counts the operation until one fails it; later rules do not see it.
 //
-// Operation kinds, counted by Ops and logged ("mutating"): "create",
-// "remove", "rename", "mkdir" (one per MkdirAll call), "syncdir", "lock"
-// (every Lock call), and on files "write", "writeat", "sync", "truncate".
-// Not counted: "open" (Open and OpenReadWrite), "read", "readat", "list",
-// "stat" (FS.Stat and File.Stat), "close" (the file is closed all the same)
-// and "freespace".
+// The Op constants say which operation kinds are mutating (counted by Ops
+// and logged) and which are not.
 //
 // A failed operation does nothing to the wrapped FS (except a Short write's
 // bytes, and the close of a failed "close") and returns an *fs.PathError (an
@@ -45,7 +74,7 @@ const faultLogLen = 1024
 type Rule struct {
 	// Ops lists the operation kinds the rule applies to; empty means every
 	// mutating kind.
-	Ops []string
+	Ops []Op
 	// Name, if not empty, is a filepath.Match pattern the operation's path
 	// must match: its base name if the pattern has no separator, else the
 	// whole cleaned path. A rename matches if either name does.
@@ -110,8 +139,9 @@ type faultRule struct {
 // faultLogEntry is one mutating operation in FaultFS.log, at index seq-1
 // modulo faultLogLen.
 type faultLogEntry struct {
-	op, name, name2 string
-	failed          bool
+	op          Op
+	name, name2 string
+	failed      bool
 }
 
 // NewFaultFS returns a FaultFS wrapping fsys, with no rules.
@@ -129,7 +159,7 @@ func (f *FaultFS) Add(rules ...Rule) {
 		if _, err := filepath.Match(r.Name, ""); err != nil {
 			panic(fmt.Sprintf("vfs: FaultFS rule with bad name pattern %q: %v", r.Name, err))
 		}
-		r.Ops = append([]string(nil), r.Ops...)
+		r.Ops = append([]Op(nil), r.Ops...)
 		f.mu.Lock()
 		f.rules = append(f.rules, &faultRule{Rule: r})
 		f.mu.Unlock()
@@ -173,7 +203,7 @@ func (f *FaultFS) Log() []string {
 	out := make([]string, 0, f.ops-first)
 	for seq := first; seq < f.ops; seq++ {
 		e := f.log[seq%faultLogLen]
-		s := e.op + " " + filepath.Base(e.name)
+		s := string(e.op) + " " + filepath.Base(e.name)
 		if e.name2 != "" {
 			s += " " + filepath.Base(e.name2)
 		}
@@ -195,28 +225,28 @@ func (f *FaultFS) SetFreeSpace(n int64) {
 
 // opKind reports whether op is an operation kind a Rule may name, and
 // whether it is a mutating one (see Rule).
-func opKind(op string) (known, mutating bool) {
+func opKind(op Op) (known, mutating bool) {
 	switch op {
-	case "create", "remove", "rename", "mkdir", "syncdir", "lock", "write", "writeat", "sync", "truncate":
+	case OpCreate, OpRemove, OpRename, OpMkdir, OpSyncDir, OpLock, OpWrite, OpWriteAt, OpSync, OpTruncate:
 		return true, true
-	case "open", "read", "readat", "list", "stat", "close", "freespace":
+	case OpOpen, OpRead, OpReadAt, OpList, OpStat, OpClose, OpFreeSpace:
 		return true, false
 	}
 	return false, false
 }
 
 // isAccess reports whether op reads or writes file bytes (see Rule.Off).
-func isAccess(op string) bool {
-	return op == "read" || op == "readat" || op == "write" || op == "writeat"
+func isAccess(op Op) bool {
+	return op == OpRead || op == OpReadAt || op == OpWrite || op == OpWriteAt
 }
 
 // access is a data access of n bytes at off, for Rule.Off.
 type access struct{ off, n int64 }
 
 // check records operation op on name (and name2, a rename's new name) and
-// returns the cause of its injected failure, if any, with the Short of the
-// rule that failed it.
-func (f *FaultFS) check(op, name, name2 string, a access) (cause error, short int) {
+// returns the Short of the rule that failed it, if any, with the cause of
+// its injected failure.
+func (f *FaultFS) check(op Op, name, name2 string, a access) (short int, cause error) {
 	_, mutating := opKind(op)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -254,10 +284,10 @@ func (f *FaultFS) check(op, name, name2 string, a access) (cause error, short in
 	if mutating {
 		f.log[(seq-1)%faultLogLen] = faultLogEntry{op: op, name: name, name2: name2, failed: cause != nil}
 	}
-	return cause, short
+	return short, cause
 }
 
-func (r *faultRule) matches(op string, mutating bool, seq int64, name, name2 string, a access) bool {
+func (r *faultRule) matches(op Op, mutating bool, seq int64, name, name2 string, a access) bool {
 	switch {
 	case len(r.Ops) == 0 && !mutating:
 		return false
@@ -289,13 +319,13 @@ func (e *injectedError) Error() string        { return e.cause.Error() + " (inje
 func (e *injectedError) Unwrap() error        { return e.cause }
 func (e *injectedError) Is(target error) bool { return target == ErrInjected }
 
-func injected(op, name string, cause error) error {
-	return &fs.PathError{Op: op, Path: name, Err: &injectedError{cause}}
+func injected(op Op, name string, cause error) error {
+	return &fs.PathError{Op: string(op), Path: name, Err: &injectedError{cause}}
 }
 
 // fail returns the injected error for op on name, or nil.
-func (f *FaultFS) fail(op, name string) error {
-	if cause, _ := f.check(op, name, "", access{}); cause != nil {
+func (f *FaultFS) fail(op Op, name string) error {
+	if _, cause := f.check(op, name, "", access{}); cause != nil {
 		return injected(op, name, cause)
 	}
 	return nil
@@ -314,7 +344,7 @@ func (f *FaultFS) wrap(name string, file File, err error) (File, error) {
 
 // Create creates name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) Create(name string) (File, error) {
-	if err := f.fail("create", name); err != nil {
+	if err := f.fail(OpCreate, name); err != nil {
 		return nil, err
 	}
 	file, err := f.fs.Create(name)
@@ -323,7 +353,7 @@ func (f *FaultFS) Create(name string) (File, error) {
 
 // Open opens name read-only through the wrapped FS unless a rule fails it.
 func (f *FaultFS) Open(name string) (File, error) {
-	if err := f.fail("open", name); err != nil {
+	if err := f.fail(OpOpen, name); err != nil {
 		return nil, err
 	}
 	file, err := f.fs.Open(name)
@@ -332,7 +362,7 @@ func (f *FaultFS) Open(name string) (File, error) {
 
 // OpenReadWrite opens name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) OpenReadWrite(name string) (File, error) {
-	if err := f.fail("open", name); err != nil {
+	if err := f.fail(OpOpen, name); err != nil {
 		return nil, err
 	}
 	file, err := f.fs.OpenReadWrite(name)
@@ -341,7 +371,7 @@ func (f *FaultFS) OpenReadWrite(name string) (File, error) {
 
 // Remove removes name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) Remove(name string) error {
-	if err := f.fail("remove", name); err != nil {
+	if err := f.fail(OpRemove, name); err != nil {
 		return err
 	}
 	return f.fs.Remove(name)
@@ -350,15 +380,15 @@ func (f *FaultFS) Remove(name string) error {
 // Rename renames through the wrapped FS unless a rule fails it; its failure
 // is an *os.LinkError, as os.Rename's.
 func (f *FaultFS) Rename(oldname, newname string) error {
-	if cause, _ := f.check("rename", oldname, newname, access{}); cause != nil {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: &injectedError{cause}}
+	if _, cause := f.check(OpRename, oldname, newname, access{}); cause != nil {
+		return &os.LinkError{Op: string(OpRename), Old: oldname, New: newname, Err: &injectedError{cause}}
 	}
 	return f.fs.Rename(oldname, newname)
 }
 
 // MkdirAll creates dir through the wrapped FS unless a rule fails it.
 func (f *FaultFS) MkdirAll(dir string, perm fs.FileMode) error {
-	if err := f.fail("mkdir", dir); err != nil {
+	if err := f.fail(OpMkdir, dir); err != nil {
 		return err
 	}
 	return f.fs.MkdirAll(dir, perm)
@@ -366,7 +396,7 @@ func (f *FaultFS) MkdirAll(dir string, perm fs.FileMode) error {
 
 // List lists dir through the wrapped FS unless a rule fails it.
 func (f *FaultFS) List(dir string) ([]string, error) {
-	if err := f.fail("list", dir); err != nil {
+	if err := f.fail(OpList, dir); err != nil {
 		return nil, err
 	}
 	return f.fs.List(dir)
@@ -374,7 +404,7 @@ func (f *FaultFS) List(dir string) ([]string, error) {
 
 // Stat describes name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) Stat(name string) (fs.FileInfo, error) {
-	if err := f.fail("stat", name); err != nil {
+	if err := f.fail(OpStat, name); err != nil {
 		return nil, err
 	}
 	return f.fs.Stat(name)
@@ -382,7 +412,7 @@ func (f *FaultFS) Stat(name string) (fs.FileInfo, error) {
 
 // SyncDir syncs dir through the wrapped FS unless a rule fails it.
 func (f *FaultFS) SyncDir(dir string) error {
-	if err := f.fail("syncdir", dir); err != nil {
+	if err := f.fail(OpSyncDir, dir); err != nil {
 		return err
 	}
 	return f.fs.SyncDir(dir)
@@ -390,7 +420,7 @@ func (f *FaultFS) SyncDir(dir string) error {
 
 // Lock locks name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) Lock(name string) (io.Closer, error) {
-	if err := f.fail("lock", name); err != nil {
+	if err := f.fail(OpLock, name); err != nil {
 		return nil, err
 	}
 	return f.fs.Lock(name)
@@ -399,7 +429,7 @@ func (f *FaultFS) Lock(name string) (io.Closer, error) {
 // FreeSpace reports the wrapped FS's free space, or what SetFreeSpace set,
 // unless a rule fails it.
 func (f *FaultFS) FreeSpace(dir string) (int64, error) {
-	if err := f.fail("freespace", dir); err != nil {
+	if err := f.fail(OpFreeSpace, dir); err != nil {
 		return 0, err
 	}
 	n, err := f.fs.FreeSpace(dir)
@@ -431,8 +461,8 @@ type faultOSFile struct {
 func (f faultOSFile) OSFile() *os.File { return f.osf.OSFile() }
 
 func (f *faultFile) Read(p []byte) (int, error) {
-	if cause, _ := f.f.check("read", f.name, "", access{f.off.Load(), int64(len(p))}); cause != nil {
-		return 0, injected("read", f.name, cause)
+	if _, cause := f.f.check(OpRead, f.name, "", access{f.off.Load(), int64(len(p))}); cause != nil {
+		return 0, injected(OpRead, f.name, cause)
 	}
 	n, err := f.File.Read(p)
 	f.off.Add(int64(n))
@@ -440,14 +470,14 @@ func (f *faultFile) Read(p []byte) (int, error) {
 }
 
 func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
-	if cause, _ := f.f.check("readat", f.name, "", access{off, int64(len(p))}); cause != nil {
-		return 0, injected("readat", f.name, cause)
+	if _, cause := f.f.check(OpReadAt, f.name, "", access{off, int64(len(p))}); cause != nil {
+		return 0, injected(OpReadAt, f.name, cause)
 	}
 	return f.File.ReadAt(p, off)
 }
 
 func (f *faultFile) Write(p []byte) (int, error) {
-	cause, short := f.f.check("write", f.name, "", access{f.off.Load(), int64(len(p))})
+	short, cause := f.f.check(OpWrite, f.name, "", access{f.off.Load(), int64(len(p))})
 	if cause == nil {
 		n, err := f.File.Write(p)
 		f.off.Add(int64(n))
@@ -458,11 +488,11 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	return n, injected("write", f.name, cause)
+	return n, injected(OpWrite, f.name, cause)
 }
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	cause, short := f.f.check("writeat", f.name, "", access{off, int64(len(p))})
+	short, cause := f.f.check(OpWriteAt, f.name, "", access{off, int64(len(p))})
 	if cause == nil {
 		return f.File.WriteAt(p, off)
 	}
@@ -470,7 +500,7 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	return n, injected("writeat", f.name, cause)
+	return n, injected(OpWriteAt, f.name, cause)
 }
 
 // shortLen is how many of n bytes a write failed with Rule.Short writes.
@@ -482,21 +512,21 @@ func shortLen(short, n int) int {
 }
 
 func (f *faultFile) Sync() error {
-	if err := f.f.fail("sync", f.name); err != nil {
+	if err := f.f.fail(OpSync, f.name); err != nil {
 		return err
 	}
 	return f.File.Sync()
 }
 
 func (f *faultFile) Truncate(size int64) error {
-	if err := f.f.fail("truncate", f.name); err != nil {
+	if err := f.f.fail(OpTruncate, f.name); err != nil {
 		return err
 	}
 	return f.File.Truncate(size)
 }
 
 func (f *faultFile) Stat() (fs.FileInfo, error) {
-	if err := f.f.fail("stat", f.name); err != nil {
+	if err := f.f.fail(OpStat, f.name); err != nil {
 		return nil, err
 	}
 	return f.File.Stat()
@@ -504,7 +534,7 @@ func (f *faultFile) Stat() (fs.FileInfo, error) {
 
 // Close closes the wrapped file even when a rule fails it.
 func (f *faultFile) Close() error {
-	ierr := f.f.fail("close", f.name)
+	ierr := f.f.fail(OpClose, f.name)
 	if err := f.File.Close(); err != nil {
 		return err
 	}

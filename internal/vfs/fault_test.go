@@ -68,38 +68,38 @@ func TestFaultRules(t *testing.T) {
 			return []Rule{{Seq: base + 3, FailAfter: true}}
 		}, []int{3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
 		{"nth_op_of_the_wrong_kind_never_fails", func(base int64) []Rule {
-			return []Rule{{Seq: base + 3, Ops: []string{"write"}}}
+			return []Rule{{Seq: base + 3, Ops: []Op{"write"}}}
 		}, nil},
 		{"first_match_then_every_later_op", func(int64) []Rule {
-			return []Rule{{Ops: []string{"truncate"}, FailAfter: true}}
+			return []Rule{{Ops: []Op{"truncate"}, FailAfter: true}}
 		}, []int{4, 5, 6, 7, 8, 9, 10, 11, 12}},
-		{"every_op_of_a_kind", func(int64) []Rule { return []Rule{{Ops: []string{"sync"}}} }, []int{3, 12}},
+		{"every_op_of_a_kind", func(int64) []Rule { return []Rule{{Ops: []Op{"sync"}}} }, []int{3, 12}},
 		{"several_kinds", func(int64) []Rule {
-			return []Rule{{Ops: []string{"create", "remove", "syncdir"}}}
+			return []Rule{{Ops: []Op{"create", "remove", "syncdir"}}}
 		}, []int{5, 7, 8}},
 		{"kind_and_base_name", func(int64) []Rule {
-			return []Rule{{Ops: []string{"write", "writeat"}, Name: "a"}}
+			return []Rule{{Ops: []Op{"write", "writeat"}, Name: "a"}}
 		}, []int{1, 11}},
 		{"glob_on_base_name_any_kind", func(int64) []Rule { return []Rule{{Name: "[ab]"}} }, []int{1, 2, 3, 4, 8, 11, 12}},
 		{"rename_matches_its_new_name", func(int64) []Rule { return []Rule{{Name: "*named"}} }, []int{6}},
-		{"rename_matches_its_old_name", func(int64) []Rule { return []Rule{{Ops: []string{"rename"}, Name: "new"}} }, []int{6}},
+		{"rename_matches_its_old_name", func(int64) []Rule { return []Rule{{Ops: []Op{"rename"}, Name: "new"}} }, []int{6}},
 		{"pattern_with_a_separator_matches_the_path", func(int64) []Rule {
 			return []Rule{{Name: "/d/*"}, {Name: "/e/f"}}
 		}, []int{1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12}},
 		{"pattern_matches_the_cleaned_path", func(int64) []Rule { return []Rule{{Name: "/d"}} }, []int{7}},
-		{"skip_first_matches", func(int64) []Rule { return []Rule{{Ops: []string{"sync"}, Skip: 1}} }, []int{12}},
+		{"skip_first_matches", func(int64) []Rule { return []Rule{{Ops: []Op{"sync"}, Skip: 1}} }, []int{12}},
 		{"skip_then_times", func(int64) []Rule {
-			return []Rule{{Ops: []string{"write", "writeat", "sync", "truncate"}, Skip: 1, Times: 2}}
+			return []Rule{{Ops: []Op{"write", "writeat", "sync", "truncate"}, Skip: 1, Times: 2}}
 		}, []int{2, 3}},
 		{"times_once", func(int64) []Rule { return []Rule{{Times: 1}} }, []int{1}},
 		{"spent_rule_passes_to_the_next", func(int64) []Rule {
-			return []Rule{{Ops: []string{"sync"}, Times: 1}, {Ops: []string{"sync"}, Name: "a"}}
+			return []Rule{{Ops: []Op{"sync"}, Times: 1}, {Ops: []Op{"sync"}, Name: "a"}}
 		}, []int{3, 12}},
 		{"first_failing_rule_hides_the_op_from_later_ones", func(int64) []Rule {
-			return []Rule{{Ops: []string{"sync"}, Times: 1}, {Ops: []string{"sync"}, Skip: 1}}
+			return []Rule{{Ops: []Op{"sync"}, Times: 1}, {Ops: []Op{"sync"}, Skip: 1}}
 		}, []int{3}},
 		{"read_kinds_do_not_touch_mutating_ops", func(int64) []Rule {
-			return []Rule{{Ops: []string{"open", "read", "readat", "list", "stat", "close", "freespace"}}}
+			return []Rule{{Ops: []Op{"open", "read", "readat", "list", "stat", "close", "freespace"}}}
 		}, nil},
 		{"off_limits_writes_to_those_reaching_past_it", func(int64) []Rule {
 			return []Rule{{Off: 500}}
@@ -158,23 +158,23 @@ func TestFaultErrors(t *testing.T) {
 		path      string
 		unchanged func(m *MemFS) bool
 	}{
-		{"default_is_eio", Rule{Ops: []string{"create"}},
+		{"default_is_eio", Rule{Ops: []Op{"create"}},
 			func(f *FaultFS) error { _, err := f.Create("/d/x"); return err },
 			[]error{ErrInjected, syscall.EIO}, []error{syscall.ENOSPC}, "create", "/d/x",
 			func(m *MemFS) bool { _, err := m.Stat("/d/x"); return errors.Is(err, fs.ErrNotExist) }},
-		{"enospc", Rule{Ops: []string{"mkdir"}, Err: syscall.ENOSPC},
+		{"enospc", Rule{Ops: []Op{"mkdir"}, Err: syscall.ENOSPC},
 			func(f *FaultFS) error { return f.MkdirAll("/d/x", 0o755) },
 			[]error{ErrInjected, syscall.ENOSPC}, []error{syscall.EIO}, "mkdir", "/d/x",
 			func(m *MemFS) bool { _, err := m.Stat("/d/x"); return errors.Is(err, fs.ErrNotExist) }},
-		{"custom_cause", Rule{Ops: []string{"remove"}, Err: fs.ErrPermission},
+		{"custom_cause", Rule{Ops: []Op{"remove"}, Err: fs.ErrPermission},
 			func(f *FaultFS) error { return f.Remove("/d/a") },
 			[]error{ErrInjected, fs.ErrPermission}, []error{syscall.EIO}, "remove", "/d/a",
 			func(m *MemFS) bool { _, err := m.Stat("/d/a"); return err == nil }},
-		{"rename_is_a_link_error", Rule{Ops: []string{"rename"}},
+		{"rename_is_a_link_error", Rule{Ops: []Op{"rename"}},
 			func(f *FaultFS) error { return f.Rename("/d/a", "/d/b") },
 			[]error{ErrInjected, syscall.EIO}, nil, "", "",
 			func(m *MemFS) bool { _, err := m.Stat("/d/a"); return err == nil }},
-		{"failed_sync_does_not_sync", Rule{Ops: []string{"sync"}},
+		{"failed_sync_does_not_sync", Rule{Ops: []Op{"sync"}},
 			func(f *FaultFS) error {
 				w, err := f.OpenReadWrite("/d/a")
 				if err != nil {
@@ -187,7 +187,7 @@ func TestFaultErrors(t *testing.T) {
 			},
 			[]error{ErrInjected}, nil, "sync", "/d/a",
 			func(m *MemFS) bool { b, _ := ReadFile(m.CrashClone(false, 0), "/d/a"); return string(b) == "old" }},
-		{"failed_truncate_does_not_truncate", Rule{Ops: []string{"truncate"}},
+		{"failed_truncate_does_not_truncate", Rule{Ops: []Op{"truncate"}},
 			func(f *FaultFS) error {
 				w, err := f.OpenReadWrite("/d/a")
 				if err != nil {
@@ -197,7 +197,7 @@ func TestFaultErrors(t *testing.T) {
 			},
 			[]error{ErrInjected}, nil, "truncate", "/d/a",
 			func(m *MemFS) bool { b, _ := ReadFile(m, "/d/a"); return string(b) == "old" }},
-		{"failed_syncdir_does_not_sync", Rule{Ops: []string{"syncdir"}},
+		{"failed_syncdir_does_not_sync", Rule{Ops: []Op{"syncdir"}},
 			func(f *FaultFS) error {
 				if _, err := f.Create("/d/c"); err != nil {
 					return err
@@ -209,7 +209,7 @@ func TestFaultErrors(t *testing.T) {
 				_, err := m.CrashClone(false, 0).Stat("/d/c")
 				return errors.Is(err, fs.ErrNotExist)
 			}},
-		{"failed_lock_takes_no_lock", Rule{Ops: []string{"lock"}},
+		{"failed_lock_takes_no_lock", Rule{Ops: []Op{"lock"}},
 			func(f *FaultFS) error { _, err := f.Lock("/d/lock"); return err },
 			[]error{ErrInjected}, nil, "lock", "/d/lock",
 			func(m *MemFS) bool { l, err := m.Lock("/d/lock"); return err == nil && l.Close() == nil }},
@@ -275,7 +275,7 @@ func TestFaultShortWrite(t *testing.T) {
 			h.ok(err)
 			_, err = w.Write([]byte("xy"))
 			h.ok(err)
-			f.Add(Rule{Ops: []string{"write", "writeat"}, Short: tc.short, Err: syscall.ENOSPC, Times: 1})
+			f.Add(Rule{Ops: []Op{"write", "writeat"}, Short: tc.short, Err: syscall.ENOSPC, Times: 1})
 			p := []byte("0123456789")
 			var n int
 			if tc.at {
@@ -310,19 +310,19 @@ func TestFaultReadRules(t *testing.T) {
 		op   func(f *FaultFS, r File) error
 		fail bool
 	}{
-		{"readat", Rule{Ops: []string{"readat"}},
+		{"readat", Rule{Ops: []Op{"readat"}},
 			func(_ *FaultFS, r File) error { _, err := r.ReadAt(make([]byte, 2), 0); return err }, true},
-		{"read", Rule{Ops: []string{"read"}},
+		{"read", Rule{Ops: []Op{"read"}},
 			func(_ *FaultFS, r File) error { _, err := r.Read(make([]byte, 2)); return err }, true},
-		{"readall_through_read", Rule{Ops: []string{"read"}, Name: "f"},
+		{"readall_through_read", Rule{Ops: []Op{"read"}, Name: "f"},
 			func(f *FaultFS, _ File) error { _, err := ReadFile(f, "/d/f"); return err }, true},
-		{"readat_of_another_file", Rule{Ops: []string{"readat"}, Name: "g"},
+		{"readat_of_another_file", Rule{Ops: []Op{"readat"}, Name: "g"},
 			func(_ *FaultFS, r File) error { _, err := r.ReadAt(make([]byte, 2), 0); return err }, false},
-		{"readat_before_off", Rule{Ops: []string{"readat"}, Off: 4},
+		{"readat_before_off", Rule{Ops: []Op{"readat"}, Off: 4},
 			func(_ *FaultFS, r File) error { _, err := r.ReadAt(make([]byte, 4), 0); return err }, false},
-		{"readat_reaching_past_off", Rule{Ops: []string{"readat"}, Off: 4},
+		{"readat_reaching_past_off", Rule{Ops: []Op{"readat"}, Off: 4},
 			func(_ *FaultFS, r File) error { _, err := r.ReadAt(make([]byte, 2), 3); return err }, true},
-		{"read_reaching_past_off", Rule{Ops: []string{"read"}, Off: 4},
+		{"read_reaching_past_off", Rule{Ops: []Op{"read"}, Off: 4},
 			func(_ *FaultFS, r File) error {
 				if _, err := r.Read(make([]byte, 4)); err != nil {
 					return fmt.Errorf("read before off: %w", err)
@@ -330,7 +330,7 @@ func TestFaultReadRules(t *testing.T) {
 				_, err := r.Read(make([]byte, 1))
 				return err
 			}, true},
-		{"readat_skip_first", Rule{Ops: []string{"readat"}, Skip: 1},
+		{"readat_skip_first", Rule{Ops: []Op{"readat"}, Skip: 1},
 			func(_ *FaultFS, r File) error {
 				if _, err := r.ReadAt(make([]byte, 1), 0); err != nil {
 					return fmt.Errorf("first read: %w", err)
@@ -338,19 +338,19 @@ func TestFaultReadRules(t *testing.T) {
 				_, err := r.ReadAt(make([]byte, 1), 0)
 				return err
 			}, true},
-		{"list_of_dir", Rule{Ops: []string{"list"}, Name: "/d"},
+		{"list_of_dir", Rule{Ops: []Op{"list"}, Name: "/d"},
 			func(f *FaultFS, _ File) error { _, err := f.List("/d"); return err }, true},
-		{"list_of_other_dir", Rule{Ops: []string{"list"}, Name: "/d"},
+		{"list_of_other_dir", Rule{Ops: []Op{"list"}, Name: "/d"},
 			func(f *FaultFS, _ File) error { _, err := f.List("/"); return err }, false},
-		{"open", Rule{Ops: []string{"open"}},
+		{"open", Rule{Ops: []Op{"open"}},
 			func(f *FaultFS, _ File) error { _, err := f.OpenReadWrite("/d/f"); return err }, true},
-		{"stat", Rule{Ops: []string{"stat"}},
+		{"stat", Rule{Ops: []Op{"stat"}},
 			func(f *FaultFS, _ File) error { _, err := f.Stat("/d/f"); return err }, true},
-		{"file_stat", Rule{Ops: []string{"stat"}},
+		{"file_stat", Rule{Ops: []Op{"stat"}},
 			func(_ *FaultFS, r File) error { _, err := r.Stat(); return err }, true},
-		{"freespace", Rule{Ops: []string{"freespace"}},
+		{"freespace", Rule{Ops: []Op{"freespace"}},
 			func(f *FaultFS, _ File) error { _, err := f.FreeSpace("/d"); return err }, true},
-		{"close_still_closes", Rule{Ops: []string{"close"}},
+		{"close_still_closes", Rule{Ops: []Op{"close"}},
 			func(_ *FaultFS, r File) error {
 				err := r.Close()
 				if _, rerr := r.ReadAt(make([]byte, 1), 0); !errors.Is(rerr, fs.ErrClosed) {
@@ -414,7 +414,7 @@ func TestFaultFreeSpace(t *testing.T) {
 func TestFaultClearRevives(t *testing.T) {
 	h := memT{t, NewMem()}
 	f := NewFaultFS(h.m)
-	f.Add(Rule{Ops: []string{"create"}, Name: "x", FailAfter: true})
+	f.Add(Rule{Ops: []Op{"create"}, Name: "x", FailAfter: true})
 	if _, err := f.Create("/x"); !errors.Is(err, ErrInjected) {
 		t.Fatalf("Create = %v", err)
 	}
@@ -478,7 +478,7 @@ func TestFaultOSFile(t *testing.T) {
 			t.Fatalf("%T does not pass OSFile through", file)
 		}
 	}
-	f.Add(Rule{Ops: []string{"write"}, Err: syscall.ENOSPC, Short: 2})
+	f.Add(Rule{Ops: []Op{"write"}, Err: syscall.ENOSPC, Short: 2})
 	if n, err := w.Write([]byte("abcd")); n != 2 || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
@@ -495,7 +495,7 @@ func TestFaultOSFile(t *testing.T) {
 }
 
 func TestFaultAddRejectsBadRules(t *testing.T) {
-	for _, r := range []Rule{{Ops: []string{"fsync"}}, {Name: "[a"}} {
+	for _, r := range []Rule{{Ops: []Op{"fsync"}}, {Name: "[a"}} {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -529,7 +529,7 @@ func TestFaultConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for i := range 50 {
-			f.Add(Rule{Ops: []string{"write"}, Times: 1}, Rule{Ops: []string{"readat"}, Skip: i})
+			f.Add(Rule{Ops: []Op{"write"}, Times: 1}, Rule{Ops: []Op{"readat"}, Skip: i})
 			f.Log()
 			f.Clear()
 		}

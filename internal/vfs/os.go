@@ -67,7 +67,7 @@ func (osFS) SyncDir(dir string) error {
 	}
 	if err := d.Sync(); err != nil {
 		d.Close()
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+		return err // "sync <dir>: ...", as the other operations' errors
 	}
 	return d.Close()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
+	"go.uber.org/goleak"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -40,6 +41,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		// The tests fail if a goroutine outlives them.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -88,12 +96,11 @@ func (r result) wantCode(t *testing.T, code int) {
 
 // fixture is a channel's directories, made by the library.
 type fixture struct {
-	base      string // the temp dir holding everything ($DIR in golden files)
-	ckpt      string
-	backup    string // "" = not passed to fcreplay
-	data      string
-	queued    []int // the events a channel opened now delivers, in order
-	dataFiles int
+	base   string // the temp dir holding everything ($DIR in golden files)
+	ckpt   string
+	backup string // "" = not passed to fcreplay
+	data   string
+	queued []int // the events a channel opened now delivers, in order
 }
 
 // args are the directory flags for fcreplay, followed by extra.

@@ -98,12 +98,12 @@ type repairJSON struct {
 }
 
 type actionJSON struct {
-	Kind   string `json:"kind"` // cut-torn-tail, pad-damaged-region, rewrite-header, remove-empty-log, cannot-pad, cannot-repair
-	File   string `json:"file"`
-	Offset *int64 `json:"offset,omitempty"` // absent for a whole file
-	Length int64  `json:"length"`
-	KeptIn string `json:"kept_in,omitempty"`
-	Detail string `json:"detail,omitempty"`
+	Kind   channel.RepairKind `json:"kind"` // cut-torn-tail, pad-damaged-region, rewrite-header, remove-empty-log, cannot-pad, cannot-repair
+	File   string             `json:"file"`
+	Offset *int64             `json:"offset,omitempty"` // absent for a whole file
+	Length int64              `json:"length"`
+	KeptIn string             `json:"kept_in,omitempty"`
+	Detail string             `json:"detail,omitempty"`
 	// Lost counts the committed events this damage costs once the
 	// repair has rebuilt the checkpoint (a lower bound).
 	Lost int `json:"lost"`
@@ -156,7 +156,7 @@ func printRepair(w io.Writer, r *repairJSON) error {
 
 // actionLine is "kind file at offset N: L bytes, kept in K: detail".
 func actionLine(a actionJSON) string {
-	s := a.Kind + " " + a.File
+	s := a.Kind.String() + " " + a.File
 	if a.Offset != nil {
 		s += fmt.Sprintf(" at offset %d", *a.Offset)
 	}

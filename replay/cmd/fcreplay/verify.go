@@ -70,10 +70,10 @@ type verifyJSON struct {
 }
 
 type problemJSON struct {
-	Kind   string `json:"kind"` // a replay.Problem* kind
-	File   string `json:"file,omitempty"`
-	Offset *int64 `json:"offset,omitempty"` // absent when not about a place in a file
-	Detail string `json:"detail,omitempty"`
+	Kind   replay.ProblemKind `json:"kind"` // a replay.Problem* kind
+	File   string             `json:"file,omitempty"`
+	Offset *int64             `json:"offset,omitempty"` // absent when not about a place in a file
+	Detail string             `json:"detail,omitempty"`
 	costJSON
 }
 
@@ -168,11 +168,11 @@ func problemLine(p problemJSON) string {
 // advice says what to do about the kinds of problems found, in the order
 // of the recovery procedure.
 func advice(r *verifyJSON) []string {
-	kinds := map[string]bool{}
+	kinds := map[replay.ProblemKind]bool{}
 	for _, p := range r.Problems {
 		kinds[p.Kind] = true
 	}
-	has := func(ks ...string) bool {
+	has := func(ks ...replay.ProblemKind) bool {
 		for _, k := range ks {
 			if kinds[k] {
 				return true
