@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/checkpoint"
-	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -357,7 +356,7 @@ func garbleRing(pick func(live []int) []int, garble func(b []byte, live []int, o
 		capacity := binary.BigEndian.Uint64(b[5*8:])
 		var live []int
 		for i := range size {
-			live = append(live, int(eventqueue.HeaderSlots+(head+i)%capacity)*8)
+			live = append(live, int(checkpoint.HeaderSlots+(head+i)%capacity)*8)
 		}
 		if len(live) < 3 {
 			panic(fmt.Sprintf("only %d live ring slots", len(live)))

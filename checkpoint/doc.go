@@ -10,7 +10,7 @@
 //
 // A checkpoint directory holds:
 //
-//	checkpoint      the slot file: a header of eventqueue.HeaderSlots slots,
+//	checkpoint      the slot file: a header of HeaderSlots (1029) slots,
 //	                then the ring; every block allocated; read through a
 //	                read-only memory mapping on real files, written with
 //	                WriteAt

@@ -66,9 +66,14 @@ package checkpoint
 import (
 	"encoding/binary"
 	"hash/crc32"
-
-	"github.com/flumego/filechannel/eventqueue"
 )
+
+// HeaderSlots is the number of 8-byte slots at the start of the checkpoint
+// file that hold its header (Flume's HEADER_SIZE: slots 0..7 carry data,
+// the rest are reserved); ring slot r is file slot HeaderSlots+r. Package
+// eventqueue sees the ring only, from slot 0 (Checkpoint adds the offset).
+// Part of the on-disk format; never renumber.
+const HeaderSlots = 1029
 
 // Checkpoint file header. Part of the on-disk format; never renumber.
 const (
@@ -121,7 +126,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // maxCapacity is the largest ring whose file length, (HeaderSlots+capacity)*8
 // bytes, fits in an int on this platform.
-const maxCapacity = (1<<(intBits-1)-1)/8 - eventqueue.HeaderSlots
+const maxCapacity = (1<<(intBits-1)-1)/8 - HeaderSlots
 
 const intBits = 32 << (^uint(0) >> 63)
 
@@ -140,9 +145,9 @@ func headerCRC(h *[headerUsed]uint64) uint32 {
 // <= capacity.
 func ringCRC(s slotStore, capacity, head, size int) (uint32, error) {
 	first := min(size, capacity-head) // up to the end of the file
-	crc, err := s.checksum(0, eventqueue.HeaderSlots+head, first)
+	crc, err := s.checksum(0, HeaderSlots+head, first)
 	if err != nil || first == size {
 		return crc, err
 	}
-	return s.checksum(crc, eventqueue.HeaderSlots, size-first) // wrapped
+	return s.checksum(crc, HeaderSlots, size-first) // wrapped
 }

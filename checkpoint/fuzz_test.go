@@ -157,7 +157,7 @@ func goldenFiles(tb testing.TB) map[string][]byte {
 	}
 	defer c.Close()
 	for r, v := range ring {
-		c.SetSlot(hs+r, v)
+		c.SetSlot(r, v)
 	}
 	c.Freeze()
 	err = c.Write(st)
