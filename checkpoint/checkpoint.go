@@ -118,10 +118,19 @@ func newCheckpoint(fsys vfs.FS, dir string, capacity int, store slotStore) *Chec
 // inflight files decode and carry the same W; the live ring slots match the
 // meta's ring CRC (Open reads them once: about 8 MB for 1M queued events).
 //
-// Open returns ErrNoCheckpoint if neither the checkpoint file nor
-// checkpoint.meta exists; any other failure wraps ErrBadCheckpoint (and
+// Open first checks the files' format versions (CheckFormat): if a newer
+// release wrote one of them, it returns a *corrupt.FormatError (unwrapping
+// to corrupt.ErrUnsupportedFormat, not to ErrBadCheckpoint): the checkpoint
+// is not damaged, and recovery must stop rather than fall back and replace
+// it. Otherwise Open returns ErrNoCheckpoint if neither the checkpoint file
+// nor checkpoint.meta exists; any other failure wraps ErrBadCheckpoint (and
 // ErrIncomplete, or a *corrupt.Error for bad bytes).
 func Open(fsys vfs.FS, dir string) (*Checkpoint, *State, error) {
+	if err := CheckFormat(fsys, dir); errors.Is(err, corrupt.ErrUnsupportedFormat) {
+		return nil, nil, fmt.Errorf("open checkpoint in %s: %w", dir, err)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("open checkpoint in %s: %w: %w", dir, ErrBadCheckpoint, err)
+	}
 	name := path(dir, CheckpointName)
 	_, cpErr := fsys.Stat(name)
 	_, metaErr := fsys.Stat(path(dir, MetaName))
@@ -284,6 +293,9 @@ func checkHeader(name string, h *[headerUsed]uint64, size int64) error {
 		return fmt.Errorf("%w: %s has an empty header", ErrIncomplete, name)
 	}
 	if h[slotMagic] != magicVersion {
+		if err := newerCheckpointFile(name, h[slotMagic]); err != nil {
+			return err // before the marker and the CRC, which a newer version may change
+		}
 		if h[slotMagic]&magicMask == magicVersion&magicMask {
 			return corrupt.New(name, slotMagic*8, "unsupported version %d", uint32(h[slotMagic]))
 		}

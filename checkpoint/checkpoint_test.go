@@ -319,7 +319,7 @@ func TestOpenRejects(t *testing.T) {
 		{name: "missing_checkpoint_file", mutate: remove(CheckpointName)},
 		{name: "missing_meta", mutate: remove(MetaName)},
 		{name: "neither_file", mutate: remove(CheckpointName, MetaName), wantNone: true},
-		{name: "bad_version", mutate: rewriteHeaderSlot(slotMagic, magicVersion+1), corruptFile: CheckpointName},
+		{name: "version_0", mutate: rewriteHeaderSlot(slotMagic, magicVersion&magicMask), corruptFile: CheckpointName},
 		{name: "bad_magic", mutate: rewriteHeaderSlot(slotMagic, 0x5846434350_000001), corruptFile: CheckpointName},
 		{name: "incomplete_marker", mutate: rewriteHeaderSlot(slotMarker, markerIncomplete), incomplete: true},
 		{name: "zero_marker", mutate: rewriteHeaderSlot(slotMarker, 0), incomplete: true},

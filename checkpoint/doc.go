@@ -26,6 +26,15 @@
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.
 //
+// # Format versions
+//
+// Every file starts with its magic and version at the same offsets in every
+// format version (format.go, compat.go). A file a newer release wrote is not
+// damage: Open, RestoreBackup and the decoders refuse it with a
+// *corrupt.FormatError (corrupt.ErrUnsupportedFormat, not ErrBadCheckpoint),
+// so that recovery stops instead of falling back and replacing it;
+// CheckFormat tells it before anything is deleted or overwritten.
+//
 // # Full disks
 //
 // A full disk is an error (wrapping syscall.ENOSPC) from a call that can

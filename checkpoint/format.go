@@ -57,11 +57,15 @@ package checkpoint
 //	          8 tx id | 4 pointer count c | c x 8 pointers (never 0)
 //	end  4    CRC32C of every byte before it
 //
-// Decoders reject (with a *corrupt.Error) a bad CRC, bad magic, unknown
-// version, non-zero reserved bytes, counts larger than the bytes left,
-// trailing bytes, unsorted or duplicate ids, and values out of range, so
-// decoding then encoding reproduces the input byte for byte. Open also
-// recomputes the ring CRC from the checkpoint file and rejects a mismatch.
+// Every file starts with its magic at byte 0 and its version at byte 4 (the
+// low half of slot 0 in the checkpoint file), in every format version
+// (compat.go). Decoders read them first: a version newer than this build's is
+// a *corrupt.FormatError, refused rather than treated as damage, whatever
+// follows. They reject (with a *corrupt.Error) bad magic, version 0, a bad
+// CRC, non-zero reserved bytes, counts larger than the bytes left, trailing
+// bytes, unsorted or duplicate ids, and values out of range, so decoding
+// then encoding reproduces the input byte for byte. Open also recomputes the
+// ring CRC from the checkpoint file and rejects a mismatch.
 
 import (
 	"encoding/binary"
