@@ -101,7 +101,10 @@ type stats struct {
 
 // Open opens (or creates) the channel in cfg's directories and recovers its
 // committed state: it loads the last complete checkpoint (or the backup, or
-// nothing) and replays the logs written after it.
+// nothing) and replays the logs written after it. A file a newer release of
+// filechannel wrote (a newer format version, or a log record of a type this
+// release does not know) makes Open fail with an error matching
+// ErrUnsupportedFormat before any such file is changed.
 func Open(cfg Config) (*FileChannel, error) {
 	return openWith(cfg, false)
 }
@@ -298,6 +301,11 @@ func (c *FileChannel) open() error {
 // a fresh one (full replay). source says which.
 func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.State, string, error) {
 	dir, backup := c.cfg.CheckpointDir, c.cfg.BackupCheckpointDir
+	// A fallback would replace the checkpoint or restore the backup, and
+	// the next checkpoint overwrites the backup.
+	if err := newerCheckpoints(c.cfg); err != nil {
+		return nil, nil, "", opErr("open checkpoint", err)
+	}
 	ck, st, err := checkpoint.Open(c.fs, dir)
 	if err == nil {
 		return ck, st, "checkpoint", nil
@@ -332,6 +340,22 @@ func (c *FileChannel) loadCheckpoint() (*checkpoint.Checkpoint, *checkpoint.Stat
 		return nil, nil, "", opErr("create checkpoint", err)
 	}
 	return ck, nil, "full replay", nil
+}
+
+// newerCheckpoints returns the error, matching ErrUnsupportedFormat, of a
+// file of cfg's checkpoint or backup directory that a newer release wrote
+// (checkpoint.CheckFormat), or nil. Whatever replaces or overwrites those
+// directories asks it first.
+func newerCheckpoints(cfg Config) error {
+	for _, dir := range []string{cfg.CheckpointDir, cfg.BackupCheckpointDir} {
+		if dir == "" {
+			continue
+		}
+		if err := checkpoint.CheckFormat(cfg.FS, dir); errors.Is(err, ErrUnsupportedFormat) {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrateCapacity moves the queue into a checkpoint of the configured

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -501,7 +502,10 @@ func (h *scanHeap) Pop() any {
 // UnfinishedCreate reports whether the log file at path was cut short by a
 // crash inside logfile.Create: shorter than a file header, or nothing but
 // zeros. Such a file holds no record; the channel deletes it on Open.
-// Anything else with a bad header is corruption, reported by the scanner.
+// Anything else with a bad header is corruption, reported by the scanner. A
+// short header a newer release began (its magic and a newer version) is not
+// unfinished: it is that release's file, and the error says so (a
+// *corrupt.FormatError).
 func UnfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -513,6 +517,11 @@ func UnfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	if n < len(hdr) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false, fmt.Errorf("read %s: %w", path, err)
+		}
+		var fe *corrupt.FormatError
+		if _, herr := logfile.DecodeFileHeader(hdr[:n]); errors.As(herr, &fe) {
+			fe.File = path
+			return false, fe
 		}
 		return true, nil
 	}
