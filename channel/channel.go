@@ -90,7 +90,10 @@ type stats struct {
 
 // Open opens (or creates) the channel in cfg's directories and recovers its
 // committed state: it loads the last complete checkpoint (or the backup, or
-// nothing) and replays the logs written after it.
+// nothing) and replays the logs written after it. A file a newer release of
+// filechannel wrote (a newer format version, or a log record of a type this
+// release does not know) makes Open fail with an error matching
+// ErrUnsupportedFormat before any such file is changed.
 func Open(cfg Config) (*FileChannel, error) {
 	full, err := cfg.withDefaults() // step 1 of the recovery procedure
 	if err != nil {

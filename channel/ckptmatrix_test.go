@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/checkpoint"
-	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -41,8 +40,10 @@ func TestCheckpointCorruptionMatrix(t *testing.T) {
 		{name: "inflighttakes_missing", main: removeCkptFiles(checkpoint.InflightTakesName)},
 		{name: "every_checkpoint_file_deleted", main: removeCkptFiles(checkpoint.CheckpointName,
 			checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName)},
-		{name: "checkpoint_header_bad_version", main: editCkptHeader(func(h *[8]uint64) {
-			h[0] = h[0]&^0xFFFFFFFF | 2 // "FCCP", version 2; header CRC recomputed
+		// Version 0: no release writes it, so it is damage. (A newer
+		// version is refused instead: compat_test.go.)
+		{name: "checkpoint_header_version_0", main: editCkptHeader(func(h *[8]uint64) {
+			h[0] &^= 0xFFFFFFFF // "FCCP", version 0; header CRC recomputed
 		})},
 		{name: "checkpoint_marker_incomplete", main: editCkptHeader(func(h *[8]uint64) {
 			h[4] = 0x494E434F4D504C54 // "INCOMPLT", as a crash mid-Write leaves it
@@ -50,8 +51,8 @@ func TestCheckpointCorruptionMatrix(t *testing.T) {
 		{name: "checkpoint_write_order_id_disagrees_with_meta", main: editCkptHeader(func(h *[8]uint64) {
 			h[1]++ // header CRC recomputed: only the disagreement is wrong
 		})},
-		{name: "meta_bad_version", main: editCkptFile(checkpoint.MetaName, func(b []byte) []byte {
-			binary.BigEndian.PutUint16(b[4:], 2)
+		{name: "meta_version_0", main: editCkptFile(checkpoint.MetaName, func(b []byte) []byte {
+			binary.BigEndian.PutUint16(b[4:], 0)
 			return fixTrailingCRC(b)
 		})},
 		{name: "meta_write_order_id_disagrees_with_checkpoint", main: editCkptFile(checkpoint.MetaName, func(b []byte) []byte {
@@ -77,10 +78,10 @@ func TestCheckpointCorruptionMatrix(t *testing.T) {
 		// with both damaged, a full replay.
 		{name: "backup_meta_garbled", backup: editCkptFile(checkpoint.MetaName, garbleByte)},
 		{name: "backup_complete_marker_missing", backup: removeCkptFiles(checkpoint.BackupCompleteName)},
-		{name: "both_meta_garbled_and_backup_bad_version",
+		{name: "both_meta_garbled_and_backup_version_0",
 			main: editCkptFile(checkpoint.MetaName, garbleByte),
 			backup: editCkptHeader(func(h *[8]uint64) {
-				h[0] = h[0]&^0xFFFFFFFF | 2
+				h[0] &^= 0xFFFFFFFF
 			})},
 		{name: "both_checkpoint_file_missing", main: removeCkptFiles(checkpoint.CheckpointName),
 			backup: removeCkptFiles(checkpoint.CheckpointName)},
@@ -358,7 +359,7 @@ func garbleRing(pick func(live []int) []int, garble func(b []byte, live []int, o
 		capacity := binary.BigEndian.Uint64(b[5*8:])
 		var live []int
 		for i := range size {
-			live = append(live, int(eventqueue.HeaderSlots+(head+i)%capacity)*8)
+			live = append(live, int(checkpoint.HeaderSlots+(head+i)%capacity)*8)
 		}
 		if len(live) < 3 {
 			panic(fmt.Sprintf("only %d live ring slots", len(live)))

@@ -36,11 +36,25 @@ var (
 	// ErrEventTooLarge is returned by Put for an event whose record would
 	// exceed the largest record the log format allows (64 MiB).
 	ErrEventTooLarge = errors.New("filechannel: event too large")
+	// ErrUnsupportedFormat is matched (errors.Is) by the error of Open,
+	// Verify, Repair and Rebuild (and of a Take) when a newer release of
+	// filechannel wrote a file: a log file, checkpoint file,
+	// checkpoint.meta or inflight file of a newer format version, or a log
+	// record of a type this release does not know. It is not damage
+	// (errors.Is(err, ErrCorrupt) is false) and the file was not changed:
+	// use the release that wrote it; do not repair or delete it. The
+	// concrete *FormatError names the file and the version.
+	ErrUnsupportedFormat = corrupt.ErrUnsupportedFormat
 )
 
 // CorruptError names the file and byte offset of damaged data. It unwraps to
 // ErrCorrupt.
 type CorruptError = corrupt.Error
+
+// FormatError names a file a newer release wrote, the format version it
+// declares and the newest this release reads (or the unknown record type and
+// its offset). It unwraps to ErrUnsupportedFormat.
+type FormatError = corrupt.FormatError
 
 // MaxEventSize is the largest event a Put accepts, in encoded bytes:
 // 67,108,864 (64 MiB) for the body, the headers' keys and values, and a few

@@ -76,6 +76,22 @@ func (c *FileChannel) prepareDirs(rc *recovery) error {
 	return syncParents(c.fs, paths)
 }
 
+// newerCheckpoints returns the error, matching ErrUnsupportedFormat, of a
+// file of cfg's checkpoint or backup directory that a newer release wrote
+// (checkpoint.CheckFormat), or nil. Whatever replaces or overwrites those
+// directories asks it first.
+func newerCheckpoints(cfg Config) error {
+	for _, dir := range []string{cfg.CheckpointDir, cfg.BackupCheckpointDir} {
+		if dir == "" {
+			continue
+		}
+		if err := checkpoint.CheckFormat(cfg.fs, dir); errors.Is(err, ErrUnsupportedFormat) {
+			return err
+		}
+	}
+	return nil
+}
+
 // lockDirs (step 4) locks in_use.lock in every directory, unless the caller
 // holds the locks already (Rebuild, Repair).
 func (c *FileChannel) lockDirs(rc *recovery) error {
@@ -101,6 +117,12 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 // contents, so the checkpoint is not thrown away.
 func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	dir, backup := c.cfg.CheckpointDir, c.cfg.BackupCheckpointDir
+	// A fallback would replace the checkpoint or restore the backup, and
+	// the next checkpoint overwrites the backup: files a newer release
+	// wrote are refused first.
+	if err := newerCheckpoints(c.cfg); err != nil {
+		return opErr("open checkpoint", err)
+	}
 	ck, st, err := checkpoint.Open(c.fs, dir)
 	if err == nil {
 		rc.ck, rc.st, rc.source = ck, st, replay.FromCheckpoint

@@ -61,7 +61,9 @@ type RebuildReport struct {
 // It takes every directory's lock (ErrLocked while the channel is open); a
 // missing directory is created, except in a dry run. A crash during a rebuild
 // leaves no checkpoint or the new one: either way the next Open or Rebuild
-// recovers the same events from the logs.
+// recovers the same events from the logs. A file a newer release wrote, in
+// the checkpoint or backup directory or among the logs, makes it fail with
+// an error matching ErrUnsupportedFormat, before anything is changed.
 func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.ProgressEvery < 0 {
 		return nil, fmt.Errorf("filechannel: rebuild: ProgressEvery %v is negative", opts.ProgressEvery)
@@ -86,6 +88,11 @@ func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 // the caller gave it, full what withDefaults made of it.
 func rebuild(raw, full Config, opts RebuildOptions) (*RebuildReport, error) {
 	start := time.Now()
+	// A rebuild removes the checkpoint and the backup. (The read-only
+	// replay refuses newer logs.)
+	if err := newerCheckpoints(full); err != nil {
+		return nil, opErrNote("rebuild", err, " (nothing was changed)")
+	}
 	cfg, from := full, CapacityFromConfig
 	if raw.Capacity == 0 {
 		// The capacity the checkpoint recorded, with the defaults that

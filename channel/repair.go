@@ -113,8 +113,10 @@ type RepairReport struct {
 //
 // Events in damaged regions are lost, as replay already treated them; a put
 // transaction that lost any record is dropped whole (padding counts as
-// damage for replay's commit-count check). Repair takes every directory's
-// lock (ErrLocked while the channel is open); a missing directory is
+// damage for replay's commit-count check). A file a newer release wrote
+// stops Repair with an error matching ErrUnsupportedFormat before it changes
+// anything (the Verify it starts with refuses it). Repair takes every
+// directory's lock (ErrLocked while the channel is open); a missing directory is
 // created, except in a dry run. On an error after changes were made, Repair
 // returns the report of what it did with the error.
 func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {

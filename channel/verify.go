@@ -11,7 +11,9 @@ import (
 // back (see replay.Verify for the list). It changes nothing on disk except
 // for taking each directory's lock, so it fails with ErrLocked while the
 // channel is open; the directories must exist. Damage is reported in the
-// Report, never as an error; errors are bad config, locks and I/O failures.
+// Report, never as an error; errors are bad config, locks and I/O failures,
+// and files a newer release wrote (ErrUnsupportedFormat): they are not
+// damage, and this release cannot check them.
 func Verify(cfg Config) (*replay.Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {

@@ -143,7 +143,7 @@ func TestCheckpointFileHasNoHoles(t *testing.T) {
 		}},
 		{"restore_backup", func(t *testing.T, fsys vfs.FS, dir string) string {
 			c := mustCreate(t, fsys, dir, capacity)
-			c.SetSlot(hs+capacity/2, 42) // one page of data amid zero chunks
+			c.SetSlot(capacity/2, 42) // one page of data amid zero chunks
 			commit(t, c, &State{Meta: Meta{WriteOrderID: 1, Capacity: capacity}})
 			bdir, rdir := path(dir, "backup"), path(dir, "restored")
 			for _, d := range []string{bdir, rdir} {
@@ -157,7 +157,7 @@ func TestCheckpointFileHasNoHoles(t *testing.T) {
 			if err := RestoreBackup(fsys, bdir, rdir); err != nil {
 				t.Fatal(err)
 			}
-			if c2, _ := mustOpen(t, fsys, rdir); c2.Slot(hs+capacity/2) != 42 {
+			if c2, _ := mustOpen(t, fsys, rdir); c2.Slot(capacity/2) != 42 {
 				t.Fatal("restored ring lost its slot")
 			}
 			return rdir
@@ -230,7 +230,7 @@ func sparseCheckpoint(t *testing.T, dir string, capacity int) ([]byte, *State) {
 		t.Fatal(err)
 	}
 	for _, r := range []int{0, 1, capacity / 2, capacity - 1} {
-		c.SetSlot(hs+r, uint64(r+1))
+		c.SetSlot(r, uint64(r+1))
 	}
 	st := &State{Meta: Meta{WriteOrderID: 9, Capacity: capacity, Head: capacity - 1, Size: 3}}
 	commit(t, c, st)
@@ -265,7 +265,7 @@ func TestOpenFillsHoles(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Fatal("filling the holes changed the file")
 	}
-	if v := c.Slot(hs + capacity/2); v != capacity/2+1 {
+	if v := c.Slot(capacity / 2); v != capacity/2+1 {
 		t.Fatalf("slot = %d after Open", v)
 	}
 }
@@ -322,7 +322,7 @@ func TestFullDiskIsAnError(t *testing.T) {
 					}
 				}
 				c := mustCreate(t, fsys, dir, capacity)
-				c.SetSlot(hs, 7)
+				c.SetSlot(0, 7)
 				commit(t, c, &State{Meta: Meta{WriteOrderID: 3, Capacity: capacity, Size: 1}})
 				if err := Backup(fsys, dir, bdir); err != nil {
 					t.Fatal(err)
@@ -337,8 +337,8 @@ func TestFullDiskIsAnError(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if st.WriteOrderID != 3 || c.Slot(hs) != 7 {
-						t.Errorf("restored W=%d slot=%d, want 3, 7", st.WriteOrderID, c.Slot(hs))
+					if st.WriteOrderID != 3 || c.Slot(0) != 7 {
+						t.Errorf("restored W=%d slot=%d, want 3, 7", st.WriteOrderID, c.Slot(0))
 					}
 					return c.Close()
 				}, err
@@ -397,7 +397,7 @@ func writeWithRule(t *testing.T, fsys *vfs.FaultFS, dir string, rule vfs.Rule) (
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: capacity, Size: capacity}}
 	commit(t, c, st)
 	for r := 0; r < capacity; r += 997 {
-		c.SetSlot(hs+r, uint64(r+1))
+		c.SetSlot(r, uint64(r+1))
 	}
 	c.Freeze()
 	fsys.Add(rule)

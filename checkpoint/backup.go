@@ -72,7 +72,9 @@ func HasBackup(fsys vfs.FS, backupDir string) bool {
 // fsync, rename; every byte written, zeros included, so that the checkpoint
 // file has all its blocks allocated as after Create), and fsyncs dir. A full
 // disk is an error wrapping syscall.ENOSPC. Without backupComplete it returns
-// ErrNoBackup and changes nothing. A crash midway leaves an incomplete set
+// ErrNoBackup and changes nothing, and if a newer release wrote a file of
+// either directory (CheckFormat) it returns that *corrupt.FormatError and
+// changes nothing. A crash midway leaves an incomplete set
 // that Open rejects, and the backup intact for another try. The copies are
 // byte for byte, so the ring CRC travels in checkpoint.meta and Open of dir
 // validates the restored ring as it would the original.
@@ -92,6 +94,11 @@ func restoreBackup(fsys vfs.FS, backupDir, dir string) error {
 			return ErrNoBackup
 		}
 		return err
+	}
+	for _, d := range []string{backupDir, dir} {
+		if err := CheckFormat(fsys, d); err != nil {
+			return err
+		}
 	}
 	if err := Remove(fsys, dir); err != nil {
 		return err

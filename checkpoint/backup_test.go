@@ -31,7 +31,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, 12))
 			c := mustCreate(t, fsys, dir, capacity)
 			for i := range 100 { // sparse: most of the file is zero chunks
-				c.SetSlot(hs+i*29, rng.Uint64())
+				c.SetSlot(i*29, rng.Uint64())
 			}
 			st := randomState(rng, capacity, 77)
 			commit(t, c, st)
@@ -174,7 +174,7 @@ func TestBackupCarriesRingChecksum(t *testing.T) {
 			fsys, dir, bdir, rdir := backupDirs(t, k)
 			c := mustCreate(t, fsys, dir, capacity)
 			for i := range capacity {
-				c.SetSlot(hs+i, uint64(i+1))
+				c.SetSlot(i, uint64(i+1))
 			}
 			st := &State{Meta: Meta{WriteOrderID: 3, Capacity: capacity, Head: 590, Size: 20}}
 			commit(t, c, st)

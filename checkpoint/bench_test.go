@@ -32,7 +32,7 @@ func BenchmarkSetSlot(b *testing.B) {
 			b.ResetTimer()
 			pos := 0
 			for i := range b.N {
-				c.SetSlot(hs+pos, uint64(i)|1)
+				c.SetSlot(pos, uint64(i)|1)
 				if pos++; pos == benchCapacity {
 					pos = 0
 				}
@@ -61,7 +61,7 @@ func BenchmarkSlot(b *testing.B) {
 			b.ResetTimer()
 			var sum uint64
 			for i := range b.N {
-				sum += c.Slot(hs + i&(benchCapacity-1))
+				sum += c.Slot(i & (benchCapacity - 1))
 			}
 			_ = sum
 		})
@@ -109,7 +109,7 @@ func BenchmarkWrite(b *testing.B) {
 			for i := range b.N {
 				b.StopTimer()
 				for s := 0; s < benchCapacity; s += pageSlots {
-					c.SetSlot(hs+s, uint64(i+1))
+					c.SetSlot(s, uint64(i+1))
 				}
 				st.WriteOrderID = uint64(i + 1)
 				b.StartTimer()
@@ -161,7 +161,7 @@ func BenchmarkOpen(b *testing.B) {
 					b.Fatal(err)
 				}
 				for s := range benchCapacity {
-					c.SetSlot(hs+s, uint64(eventqueue.NewPointer(1, uint32(s))))
+					c.SetSlot(s, uint64(eventqueue.NewPointer(1, uint32(s))))
 				}
 				c.Freeze()
 				err = c.Write(&State{Meta: Meta{WriteOrderID: 1, Capacity: benchCapacity, Head: 12345, Size: live.size}})
@@ -202,7 +202,7 @@ func BenchmarkRingCRC(b *testing.B) {
 			}
 			defer c.Close()
 			for s := 0; s < benchCapacity; s += pageSlots {
-				c.SetSlot(hs+s, 1)
+				c.SetSlot(s, 1)
 			}
 			c.Freeze()
 			err = c.Write(&State{Meta: Meta{WriteOrderID: 1, Capacity: benchCapacity}})

@@ -25,8 +25,9 @@ type State struct {
 }
 
 // Checkpoint is an open checkpoint file. It implements eventqueue.Slots over
-// the file with copy-on-write dirty pages, so the file changes only inside
-// Write. See the package comment for the concurrency contract.
+// the file's ring (ring slot r is file slot HeaderSlots+r) with copy-on-write
+// dirty pages, so the file changes only inside Write. See the package comment
+// for the concurrency contract.
 type Checkpoint struct {
 	fsys     vfs.FS
 	dir      string
@@ -75,7 +76,7 @@ func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 }
 
 func create(fsys vfs.FS, dir string, f vfs.File, capacity int) (*Checkpoint, error) {
-	total := eventqueue.HeaderSlots + capacity
+	total := HeaderSlots + capacity
 	size := int64(total) * 8
 	if err := f.Truncate(size); err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func create(fsys vfs.FS, dir string, f vfs.File, capacity int) (*Checkpoint, err
 }
 
 func newCheckpoint(fsys vfs.FS, dir string, capacity int, store slotStore) *Checkpoint {
-	c := &Checkpoint{fsys: fsys, dir: dir, capacity: capacity, total: eventqueue.HeaderSlots + capacity, store: store}
+	c := &Checkpoint{fsys: fsys, dir: dir, capacity: capacity, total: HeaderSlots + capacity, store: store}
 	c.pages.init()
 	return c
 }
@@ -117,10 +118,19 @@ func newCheckpoint(fsys vfs.FS, dir string, capacity int, store slotStore) *Chec
 // inflight files decode and carry the same W; the live ring slots match the
 // meta's ring CRC (Open reads them once: about 8 MB for 1M queued events).
 //
-// Open returns ErrNoCheckpoint if neither the checkpoint file nor
-// checkpoint.meta exists; any other failure wraps ErrBadCheckpoint (and
+// Open first checks the files' format versions (CheckFormat): if a newer
+// release wrote one of them, it returns a *corrupt.FormatError (unwrapping
+// to corrupt.ErrUnsupportedFormat, not to ErrBadCheckpoint): the checkpoint
+// is not damaged, and recovery must stop rather than fall back and replace
+// it. Otherwise Open returns ErrNoCheckpoint if neither the checkpoint file
+// nor checkpoint.meta exists; any other failure wraps ErrBadCheckpoint (and
 // ErrIncomplete, or a *corrupt.Error for bad bytes).
 func Open(fsys vfs.FS, dir string) (*Checkpoint, *State, error) {
+	if err := CheckFormat(fsys, dir); errors.Is(err, corrupt.ErrUnsupportedFormat) {
+		return nil, nil, fmt.Errorf("open checkpoint in %s: %w", dir, err)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("open checkpoint in %s: %w: %w", dir, ErrBadCheckpoint, err)
+	}
 	name := path(dir, CheckpointName)
 	_, cpErr := fsys.Stat(name)
 	_, metaErr := fsys.Stat(path(dir, MetaName))
@@ -151,7 +161,7 @@ func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
 	if err != nil {
 		return nil, nil, errors.Join(err, f.Close())
 	}
-	store, err := newStore(f, eventqueue.HeaderSlots+st.Capacity)
+	store, err := newStore(f, HeaderSlots+st.Capacity)
 	if err != nil {
 		return nil, nil, errors.Join(err, f.Close())
 	}
@@ -190,7 +200,7 @@ func checkRing(s slotStore, name string, st *State) error {
 		return err
 	}
 	if crc != st.RingCRC {
-		return corrupt.New(name, int64(eventqueue.HeaderSlots+st.Head)*8,
+		return corrupt.New(name, int64(HeaderSlots+st.Head)*8,
 			"ring checksum mismatch: %s has %#08x, the %d live slots from head %d give %#08x",
 			MetaName, st.RingCRC, st.Size, st.Head, crc)
 	}
@@ -283,6 +293,9 @@ func checkHeader(name string, h *[headerUsed]uint64, size int64) error {
 		return fmt.Errorf("%w: %s has an empty header", ErrIncomplete, name)
 	}
 	if h[slotMagic] != magicVersion {
+		if err := newerCheckpointFile(name, h[slotMagic]); err != nil {
+			return err // before the marker and the CRC, which a newer version may change
+		}
 		if h[slotMagic]&magicMask == magicVersion&magicMask {
 			return corrupt.New(name, slotMagic*8, "unsupported version %d", uint32(h[slotMagic]))
 		}
@@ -298,7 +311,7 @@ func checkHeader(name string, h *[headerUsed]uint64, size int64) error {
 	if capacity < 1 || capacity > maxCapacity {
 		return corrupt.New(name, slotCapacity*8, "capacity %d out of range", capacity)
 	}
-	if want := (int64(capacity) + eventqueue.HeaderSlots) * 8; size != want {
+	if want := (int64(capacity) + HeaderSlots) * 8; size != want {
 		return corrupt.New(name, size, "file length %d, want %d for capacity %d", size, want, capacity)
 	}
 	if h[slotHead] >= capacity {
@@ -313,10 +326,10 @@ func checkHeader(name string, h *[headerUsed]uint64, size int64) error {
 // Capacity is the number of ring slots.
 func (c *Checkpoint) Capacity() int { return c.capacity }
 
-// Len is the number of slots in the file, header included:
-// HeaderSlots+Capacity(). eventqueue.New uses it to check the store is large
-// enough.
-func (c *Checkpoint) Len() int { return c.total }
+// Len is the number of ring slots the Slots store holds, Capacity() (the
+// file holds HeaderSlots more). eventqueue.New uses it to check the store is
+// large enough.
+func (c *Checkpoint) Len() int { return c.capacity }
 
 // Write persists the frozen generation and st as a complete checkpoint. It
 // runs without the queue lock, concurrently with Slot and SetSlot, between

@@ -13,7 +13,7 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
-const hs = eventqueue.HeaderSlots
+const hs = HeaderSlots
 
 func TestWriteReopenRoundTrip(t *testing.T) {
 	forEachFS(t, func(t *testing.T, fsys vfs.FS, dir string) {
@@ -33,7 +33,7 @@ func TestWriteReopenRoundTrip(t *testing.T) {
 					n--
 				}
 				v := rng.Uint64()
-				c.SetSlot(hs+i, v)
+				c.SetSlot(i, v)
 				mirror[i] = v
 			}
 			st := randomState(rng, capacity, uint64(100+round))
@@ -51,7 +51,7 @@ func TestWriteReopenRoundTrip(t *testing.T) {
 			if want := wantRingCRC(mirror, st.Head, st.Size); got.RingCRC != want {
 				t.Fatalf("round %d: RingCRC = %#08x, want %#08x", round, got.RingCRC, want)
 			}
-			if c.Capacity() != capacity || c.Len() != hs+capacity {
+			if c.Capacity() != capacity || c.Len() != capacity {
 				t.Fatalf("Capacity, Len = %d, %d", c.Capacity(), c.Len())
 			}
 			if !slices.Equal(ringOf(c), mirror) || !slices.Equal(fileRing(t, fsys, dir), mirror) {
@@ -110,9 +110,9 @@ func TestCopyOnWrite(t *testing.T) {
 		st := &State{Meta: Meta{WriteOrderID: 1, Capacity: capacity}}
 		next := func() *State { st.WriteOrderID++; return st }
 		c := mustCreate(t, fsys, dir, capacity)
-		a, b := hs+5, hs+900 // different pages
+		a, b := 5, 900 // different pages
 		for i := range capacity {
-			c.SetSlot(hs+i, 1)
+			c.SetSlot(i, 1)
 		}
 		if got := c.DirtyPages(); got != 3 {
 			t.Fatalf("DirtyPages = %d, want 3", got)
@@ -122,7 +122,7 @@ func TestCopyOnWrite(t *testing.T) {
 		if err := c.Write(next()); err != nil {
 			t.Fatal(err)
 		}
-		if got := fileRing(t, fsys, dir)[a-hs]; got != 1 {
+		if got := fileRing(t, fsys, dir)[a]; got != 1 {
 			t.Fatalf("Write persisted a change made after Freeze: slot = %d", got)
 		}
 		if got := c.Slot(a); got != 99 {
@@ -133,7 +133,7 @@ func TestCopyOnWrite(t *testing.T) {
 			t.Fatalf("DirtyPages after Thaw(true) = %d, want 1", got)
 		}
 		commit(t, c, next())
-		if got := fileRing(t, fsys, dir)[a-hs]; got != 99 {
+		if got := fileRing(t, fsys, dir)[a]; got != 99 {
 			t.Fatalf("second checkpoint: slot = %d, want 99", got)
 		}
 
@@ -148,8 +148,8 @@ func TestCopyOnWrite(t *testing.T) {
 		}
 		commit(t, c, next())
 		ring := fileRing(t, fsys, dir)
-		if ring[a-hs] != 8 || ring[b-hs] != 7 || ring[0] != 1 {
-			t.Fatalf("after Thaw(false) and a new checkpoint: a=%d b=%d", ring[a-hs], ring[b-hs])
+		if ring[a] != 8 || ring[b] != 7 || ring[0] != 1 {
+			t.Fatalf("after Thaw(false) and a new checkpoint: a=%d b=%d", ring[a], ring[b])
 		}
 		if c.DirtyPages() != 0 {
 			t.Fatalf("DirtyPages = %d, want 0", c.DirtyPages())
@@ -161,7 +161,7 @@ func TestFailedWriteRetriedByNextCheckpoint(t *testing.T) {
 	fsys := vfs.NewFaultFS(newMem(t, "/cp"))
 	c := mustCreate(t, fsys, "/cp", 100)
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 100}}
-	c.SetSlot(hs+3, 33)
+	c.SetSlot(3, 33)
 	c.Freeze()
 	fsys.Add(vfs.Rule{Ops: []vfs.Op{"create"}, Name: InflightPutsName + tmpSuffix})
 	err := c.Write(st)
@@ -188,8 +188,8 @@ func TestFailedSlotReadFailsLaterWrites(t *testing.T) {
 	st := &State{Meta: Meta{WriteOrderID: 1, Capacity: 2000}}
 	commit(t, c, st)
 	fsys.Add(vfs.Rule{Ops: []vfs.Op{"readat"}})
-	c.Slot(hs + 1)        // clean page: read from the file
-	c.SetSlot(hs+1000, 5) // page copied from the file
+	c.Slot(1)          // clean page: read from the file
+	c.SetSlot(1000, 5) // page copied from the file
 	fsys.Clear()
 	c.Freeze()
 	st.WriteOrderID = 2
@@ -229,9 +229,9 @@ func TestSlotsWhileWriteRuns(t *testing.T) {
 						i := rng.IntN(capacity)
 						if rng.IntN(2) == 0 {
 							v := rng.Uint64()
-							c.SetSlot(hs+i, v)
+							c.SetSlot(i, v)
 							mirror[i] = v
-						} else if got := c.Slot(hs + i); got != mirror[i] {
+						} else if got := c.Slot(i); got != mirror[i] {
 							queueMu.Unlock()
 							t.Errorf("Slot(%d) = %d, want %d", hs+i, got, mirror[i])
 							return
@@ -319,7 +319,7 @@ func TestOpenRejects(t *testing.T) {
 		{name: "missing_checkpoint_file", mutate: remove(CheckpointName)},
 		{name: "missing_meta", mutate: remove(MetaName)},
 		{name: "neither_file", mutate: remove(CheckpointName, MetaName), wantNone: true},
-		{name: "bad_version", mutate: rewriteHeaderSlot(slotMagic, magicVersion+1), corruptFile: CheckpointName},
+		{name: "version_0", mutate: rewriteHeaderSlot(slotMagic, magicVersion&magicMask), corruptFile: CheckpointName},
 		{name: "bad_magic", mutate: rewriteHeaderSlot(slotMagic, 0x5846434350_000001), corruptFile: CheckpointName},
 		{name: "incomplete_marker", mutate: rewriteHeaderSlot(slotMarker, markerIncomplete), incomplete: true},
 		{name: "zero_marker", mutate: rewriteHeaderSlot(slotMarker, 0), incomplete: true},
@@ -383,7 +383,7 @@ func TestOpenRejects(t *testing.T) {
 				c := mustCreate(t, fsys, dir, capacity)
 				st := randomState(rand.New(rand.NewPCG(5, 6)), capacity, 42)
 				st.Head, st.Size = 10, 20
-				c.SetSlot(hs+10, 1)
+				c.SetSlot(10, 1)
 				commit(t, c, st)
 				if err := c.Close(); err != nil {
 					t.Fatal(err)
@@ -456,7 +456,7 @@ func TestRingChecksum(t *testing.T) {
 				ring := make([]uint64, capacity)
 				for i := range ring {
 					ring[i] = uint64(randomPointer(rng))
-					c.SetSlot(hs+i, ring[i])
+					c.SetSlot(i, ring[i])
 				}
 				st := randomState(rng, capacity, 9)
 				st.Head, st.Size = tc.head, tc.size
@@ -548,12 +548,12 @@ func TestCrashDuringWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, v := range ringA {
-			c.SetSlot(hs+i, v)
+			c.SetSlot(i, v)
 		}
 		commit(t, c, stA)
 		for i, v := range ringB {
 			if v != ringA[i] {
-				c.SetSlot(hs+i, v)
+				c.SetSlot(i, v)
 			}
 		}
 		c.Freeze()
@@ -694,13 +694,13 @@ func TestLargeCapacity(t *testing.T) {
 	const capacity = 500_000_000
 	fsys, dir := vfs.OS(), t.TempDir()
 	c := mustCreate(t, fsys, dir, capacity)
-	last := hs + capacity - 1
+	last := capacity - 1
 	c.SetSlot(last, 0xABCDEF)
-	c.SetSlot(hs, 1)
+	c.SetSlot(0, 1)
 	commit(t, c, &State{Meta: Meta{WriteOrderID: 3, Capacity: capacity, Head: capacity - 1, Size: 2}})
 	c.Close()
 	c, st := mustOpen(t, fsys, dir)
-	if st.Capacity != capacity || c.Slot(last) != 0xABCDEF || c.Slot(hs) != 1 || c.Slot(hs+capacity/2) != 0 {
+	if st.Capacity != capacity || c.Slot(last) != 0xABCDEF || c.Slot(0) != 1 || c.Slot(capacity/2) != 0 {
 		t.Fatalf("capacity %d, last slot %#x", st.Capacity, c.Slot(last))
 	}
 	q, err := eventqueue.New(c, capacity, st.Head, st.Size, nil)
@@ -715,7 +715,7 @@ func TestLargeCapacity(t *testing.T) {
 func TestSlotOutsideRingPanics(t *testing.T) {
 	mem := newMem(t, "/cp")
 	c := mustCreate(t, mem, "/cp", 10)
-	for _, i := range []int{-1, 0, hs - 1, hs + 10} {
+	for _, i := range []int{-1, 10, hs + 10} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -10,7 +10,7 @@
 //
 // A checkpoint directory holds:
 //
-//	checkpoint      the slot file: a header of eventqueue.HeaderSlots slots,
+//	checkpoint      the slot file: a header of HeaderSlots (1029) slots,
 //	                then the ring; every block allocated; read through a
 //	                read-only memory mapping on real files, written with
 //	                WriteAt
@@ -25,6 +25,15 @@
 // The channel's in_use.lock lives in the same directories and is never
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.
+//
+// # Format versions
+//
+// Every file starts with its magic and version at the same offsets in every
+// format version (format.go, compat.go). A file a newer release wrote is not
+// damage: Open, RestoreBackup and the decoders refuse it with a
+// *corrupt.FormatError (corrupt.ErrUnsupportedFormat, not ErrBadCheckpoint),
+// so that recovery stops instead of falling back and replacing it;
+// CheckFormat tells it before anything is deleted or overwritten.
 //
 // # Full disks
 //

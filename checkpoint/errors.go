@@ -11,7 +11,9 @@ var ErrNoCheckpoint = errors.New("checkpoint: no checkpoint")
 // checkpoint is present but unusable: a file is missing, a write was
 // interrupted (ErrIncomplete), or bytes are bad (the chain then also holds a
 // *corrupt.Error naming the file and offset). Recovery falls back to the
-// backup checkpoint or to a full replay.
+// backup checkpoint or to a full replay. A checkpoint a newer release wrote
+// is not bad: Open returns a *corrupt.FormatError for it instead, so that
+// recovery stops rather than replace it.
 var ErrBadCheckpoint = errors.New("checkpoint: bad checkpoint")
 
 // ErrIncomplete is wrapped, together with ErrBadCheckpoint, when the

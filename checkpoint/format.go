@@ -57,18 +57,27 @@ package checkpoint
 //	          8 tx id | 4 pointer count c | c x 8 pointers (never 0)
 //	end  4    CRC32C of every byte before it
 //
-// Decoders reject (with a *corrupt.Error) a bad CRC, bad magic, unknown
-// version, non-zero reserved bytes, counts larger than the bytes left,
-// trailing bytes, unsorted or duplicate ids, and values out of range, so
-// decoding then encoding reproduces the input byte for byte. Open also
-// recomputes the ring CRC from the checkpoint file and rejects a mismatch.
+// Every file starts with its magic at byte 0 and its version at byte 4 (the
+// low half of slot 0 in the checkpoint file), in every format version
+// (compat.go). Decoders read them first: a version newer than this build's is
+// a *corrupt.FormatError, refused rather than treated as damage, whatever
+// follows. They reject (with a *corrupt.Error) bad magic, version 0, a bad
+// CRC, non-zero reserved bytes, counts larger than the bytes left, trailing
+// bytes, unsorted or duplicate ids, and values out of range, so decoding
+// then encoding reproduces the input byte for byte. Open also recomputes the
+// ring CRC from the checkpoint file and rejects a mismatch.
 
 import (
 	"encoding/binary"
 	"hash/crc32"
-
-	"github.com/flumego/filechannel/eventqueue"
 )
+
+// HeaderSlots is the number of 8-byte slots at the start of the checkpoint
+// file that hold its header (Flume's HEADER_SIZE: slots 0..7 carry data,
+// the rest are reserved); ring slot r is file slot HeaderSlots+r. Package
+// eventqueue sees the ring only, from slot 0 (Checkpoint adds the offset).
+// Part of the on-disk format; never renumber.
+const HeaderSlots = 1029
 
 // Checkpoint file header. Part of the on-disk format; never renumber.
 const (
@@ -121,7 +130,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // maxCapacity is the largest ring whose file length, (HeaderSlots+capacity)*8
 // bytes, fits in an int on this platform.
-const maxCapacity = (1<<(intBits-1)-1)/8 - eventqueue.HeaderSlots
+const maxCapacity = (1<<(intBits-1)-1)/8 - HeaderSlots
 
 const intBits = 32 << (^uint(0) >> 63)
 
@@ -140,9 +149,9 @@ func headerCRC(h *[headerUsed]uint64) uint32 {
 // <= capacity.
 func ringCRC(s slotStore, capacity, head, size int) (uint32, error) {
 	first := min(size, capacity-head) // up to the end of the file
-	crc, err := s.checksum(0, eventqueue.HeaderSlots+head, first)
+	crc, err := s.checksum(0, HeaderSlots+head, first)
 	if err != nil || first == size {
 		return crc, err
 	}
-	return s.checksum(crc, eventqueue.HeaderSlots, size-first) // wrapped
+	return s.checksum(crc, HeaderSlots, size-first) // wrapped
 }

@@ -85,7 +85,7 @@ func TestDecodeMetaRejects(t *testing.T) {
 		{"bad_checksum", flipNoCRC(30), 124},
 		{"too_short", cut(20), 20},
 		{"bad_magic", putByte(0, 'X'), 0},
-		{"unknown_version", putByte(5, 2), 4},
+		{"version_0", putByte(5, 0), 4}, // no release writes it: damage
 		{"reserved_not_zero", putByte(7, 1), 6},
 		{"capacity_zero", put64(16, 0), 16},
 		{"capacity_too_large", put64(16, 1<<63), 16},
@@ -122,7 +122,7 @@ func TestDecodeInflightRejects(t *testing.T) {
 		{"bad_checksum", flipNoCRC(40), 60},
 		{"too_short", cut(23), 23},
 		{"bad_magic", putByte(3, 'T'), 0}, // a takes file read as puts
-		{"unknown_version", putByte(5, 9), 4},
+		{"version_0", putByte(5, 0), 4},
 		{"reserved_not_zero", putByte(6, 1), 6},
 		{"tx_count_too_large", put32(16, 1<<31), 16},
 		{"tx_entry_truncated", put32(16, 3), 60},

@@ -24,16 +24,24 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
+// requireDecodeError fails t unless err, from DecodeMeta or DecodeInflight,
+// is a *corrupt.Error or (a newer version) a *corrupt.FormatError.
+func requireDecodeError(t *testing.T, err error) {
+	t.Helper()
+	var ce *corrupt.Error
+	var fe *corrupt.FormatError
+	if !errors.As(err, &ce) && !errors.As(err, &fe) {
+		t.Fatalf("error is neither a *corrupt.Error nor a *corrupt.FormatError: %v", err)
+	}
+}
+
 func FuzzDecodeMeta(f *testing.F) {
 	f.Add(EncodeMeta(sampleMeta()))
 	f.Add(EncodeMeta(&Meta{Capacity: 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {
-			var ce *corrupt.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("error is not a *corrupt.Error: %v", err)
-			}
+			requireDecodeError(t, err)
 			return
 		}
 		if err := validateMeta(&m); err != nil {
@@ -55,10 +63,7 @@ func FuzzDecodeInflight(f *testing.F) {
 		}
 		w, txs, err := DecodeInflight(kind, b)
 		if err != nil {
-			var ce *corrupt.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("error is not a *corrupt.Error: %v", err)
-			}
+			requireDecodeError(t, err)
 			return
 		}
 		if err := validateInflight(kind, txs); err != nil {
@@ -82,8 +87,9 @@ func FuzzDecodeHeader(f *testing.F) {
 		h, err := decodeHeader(CheckpointName, b, size)
 		if err != nil {
 			var ce *corrupt.Error
-			if !errors.As(err, &ce) && !errors.Is(err, ErrIncomplete) {
-				t.Fatalf("error is neither a *corrupt.Error nor ErrIncomplete: %v", err)
+			var fe *corrupt.FormatError
+			if !errors.As(err, &ce) && !errors.As(err, &fe) && !errors.Is(err, ErrIncomplete) {
+				t.Fatalf("error is neither a *corrupt.Error, a *corrupt.FormatError nor ErrIncomplete: %v", err)
 			}
 			return
 		}
@@ -110,8 +116,9 @@ func FuzzDecodeHeader(f *testing.F) {
 
 // FuzzOpen builds a checkpoint directory on a MemFS from four fuzzed files
 // and opens it. Open must fail with ErrBadCheckpoint (incomplete or
-// corrupt: a MemFS has no I/O errors) or return a checkpoint whose live ring
-// matches its ring CRC and loads into a queue.
+// corrupt: a MemFS has no I/O errors) or with ErrUnsupportedFormat alone (a
+// newer version), or return a checkpoint whose live ring matches its ring
+// CRC and loads into a queue.
 func FuzzOpen(f *testing.F) {
 	files := goldenFiles(f)
 	f.Add(files[CheckpointName], files[MetaName], files[InflightPutsName], files[InflightTakesName])
@@ -122,8 +129,10 @@ func FuzzOpen(f *testing.F) {
 		}
 		c, st, err := Open(mem, "/cp")
 		if err != nil {
-			if !errors.Is(err, ErrBadCheckpoint) || !(errors.Is(err, ErrIncomplete) || errors.Is(err, corrupt.ErrCorrupt)) {
-				t.Fatalf("Open = %v, want ErrBadCheckpoint (incomplete or corrupt)", err)
+			newer := errors.Is(err, corrupt.ErrUnsupportedFormat)
+			bad := errors.Is(err, ErrBadCheckpoint) && (errors.Is(err, ErrIncomplete) || errors.Is(err, corrupt.ErrCorrupt))
+			if newer == bad || (newer && errors.Is(err, corrupt.ErrCorrupt)) {
+				t.Fatalf("Open = %v, want ErrBadCheckpoint (incomplete or corrupt) or ErrUnsupportedFormat alone", err)
 			}
 			return
 		}
@@ -157,7 +166,7 @@ func goldenFiles(tb testing.TB) map[string][]byte {
 	}
 	defer c.Close()
 	for r, v := range ring {
-		c.SetSlot(hs+r, v)
+		c.SetSlot(r, v)
 	}
 	c.Freeze()
 	err = c.Write(st)

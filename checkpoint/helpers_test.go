@@ -133,9 +133,9 @@ func fileRing(t *testing.T, fsys vfs.FS, dir string) []uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring := make([]uint64, len(b)/8-eventqueue.HeaderSlots)
+	ring := make([]uint64, len(b)/8-HeaderSlots)
 	for i := range ring {
-		ring[i] = binary.BigEndian.Uint64(b[(eventqueue.HeaderSlots+i)*8:])
+		ring[i] = binary.BigEndian.Uint64(b[(HeaderSlots+i)*8:])
 	}
 	return ring
 }
@@ -155,7 +155,7 @@ func wantRingCRC(ring []uint64, head, size int) uint32 {
 func ringOf(c *Checkpoint) []uint64 {
 	ring := make([]uint64, c.Capacity())
 	for i := range ring {
-		ring[i] = c.Slot(eventqueue.HeaderSlots + i)
+		ring[i] = c.Slot(i)
 	}
 	return ring
 }

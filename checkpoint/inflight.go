@@ -62,7 +62,8 @@ func appendInflight(dst []byte, kind InflightKind, w uint64, txs []eventqueue.In
 }
 
 // DecodeInflight parses an inflight file of kind. Bad bytes give a
-// *corrupt.Error naming the file (inflightputs or inflighttakes) and offset.
+// *corrupt.Error naming the file (inflightputs or inflighttakes) and offset;
+// a newer format version gives a *corrupt.FormatError.
 // A transaction with no pointers decodes with nil Pointers.
 func DecodeInflight(kind InflightKind, b []byte) (w uint64, txs []eventqueue.InflightTx, err error) {
 	return decodeInflight(kind.String(), kind, b)

@@ -72,7 +72,8 @@ func appendMeta(dst []byte, m *Meta) []byte {
 }
 
 // DecodeMeta parses checkpoint.meta bytes. Bad bytes give a *corrupt.Error
-// naming the file "checkpoint.meta" and the offset of the bad field.
+// naming the file "checkpoint.meta" and the offset of the bad field; a
+// newer format version gives a *corrupt.FormatError.
 func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(MetaName, b) }
 
 func decodeMeta(file string, b []byte) (Meta, error) {
@@ -154,22 +155,33 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 	return m, nil
 }
 
-// checkFrame checks what checkpoint.meta and the inflight files share: length
-// at least fixedLen plus the CRC, the CRC over everything before it, magic,
-// version and zero reserved bytes. It returns the bytes before the CRC.
+// checkFrame checks what checkpoint.meta and the inflight files share: the
+// magic, then the version (a newer one is a *corrupt.FormatError, before
+// anything a newer version may change), then a length of at least fixedLen
+// plus the CRC, the CRC over everything before it and zero reserved bytes.
+// It returns the bytes before the CRC.
 func checkFrame(file string, b []byte, magic string, fixedLen int) ([]byte, error) {
+	tooShort := func() error {
+		return corrupt.New(file, int64(len(b)), "file too short: %d bytes, want at least %d", len(b), fixedLen+crcLen)
+	}
+	if len(b) < versionEnd {
+		return nil, tooShort()
+	}
+	if string(b[:4]) != magic {
+		return nil, corrupt.New(file, 0, "bad magic %q, want %q", b[:4], magic)
+	}
+	if err := newerFile(file, b, magic); err != nil {
+		return nil, err
+	}
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != formatVersion {
+		return nil, corrupt.New(file, versionOffset, "unsupported version %d", v)
+	}
 	if len(b) < fixedLen+crcLen {
-		return nil, corrupt.New(file, int64(len(b)), "file too short: %d bytes, want at least %d", len(b), fixedLen+crcLen)
+		return nil, tooShort()
 	}
 	body := b[:len(b)-crcLen]
 	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); want != got {
 		return nil, corrupt.New(file, int64(len(body)), "checksum mismatch: stored %#08x, computed %#08x", want, got)
-	}
-	if string(body[:4]) != magic {
-		return nil, corrupt.New(file, 0, "bad magic %q, want %q", body[:4], magic)
-	}
-	if v := binary.BigEndian.Uint16(body[4:]); v != formatVersion {
-		return nil, corrupt.New(file, 4, "unsupported version %d", v)
 	}
 	if r := binary.BigEndian.Uint16(body[6:]); r != 0 {
 		return nil, corrupt.New(file, 6, "reserved bytes %#04x not zero", r)

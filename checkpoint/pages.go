@@ -3,13 +3,12 @@ package checkpoint
 import (
 	"fmt"
 	"slices"
-
-	"github.com/flumego/filechannel/eventqueue"
 )
 
 // Dirty pages: slot changes are buffered in memory, a page of pageSlots
-// consecutive physical slots at a time, and reach the file only when a
-// checkpoint writes them. A page is keyed by physical index >> pageShift.
+// consecutive file slots at a time, and reach the file only when a
+// checkpoint writes them. A page is keyed by file slot >> pageShift (a file
+// slot is HeaderSlots + the ring slot).
 const (
 	pageShift = 9
 	pageSlots = 1 << pageShift // 512 slots, 4 KiB
@@ -45,19 +44,21 @@ func (g *pages) setCache(k int, p *page, cur bool) {
 
 func (g *pages) dropCache() { g.setCache(-1, nil, false) }
 
-// checkIndex panics, as a slice would, on an index outside the ring.
-func (c *Checkpoint) checkIndex(i int) {
-	if uint(i-eventqueue.HeaderSlots) >= uint(c.capacity) {
-		panic(fmt.Sprintf("checkpoint: slot %d outside the ring [%d, %d)", i, eventqueue.HeaderSlots, c.total))
+// fileSlot returns the file slot of ring slot i (HeaderSlots+i); it panics,
+// as a slice would, on an index outside the ring.
+func (c *Checkpoint) fileSlot(i int) int {
+	if uint(i) >= uint(c.capacity) {
+		panic(fmt.Sprintf("checkpoint: ring slot %d outside the ring [0, %d)", i, c.capacity))
 	}
+	return HeaderSlots + i
 }
 
-// Slot returns ring slot i (physical index, in [HeaderSlots,
-// HeaderSlots+Capacity())): its buffered value if it is dirty, else the
-// file's. Calls to Slot, SetSlot, Freeze, Thaw and DirtyPages must be
-// serialised by the caller; Slot may run concurrently with Write.
+// Slot returns ring slot i, in [0, Capacity()) (file slot HeaderSlots+i):
+// its buffered value if it is dirty, else the file's. Calls to Slot,
+// SetSlot, Freeze, Thaw and DirtyPages must be serialised by the caller;
+// Slot may run concurrently with Write.
 func (c *Checkpoint) Slot(i int) uint64 {
-	c.checkIndex(i)
+	i = c.fileSlot(i)
 	g := &c.pages
 	k := i >> pageShift
 	if k == g.cacheKey {
@@ -78,11 +79,11 @@ func (c *Checkpoint) Slot(i int) uint64 {
 	return v
 }
 
-// SetSlot sets ring slot i to v in a dirty page of the current generation; it
-// never touches the file. The first change to a page copies it from the
-// frozen generation if that has it, else from the file.
+// SetSlot sets ring slot i (in [0, Capacity())) to v in a dirty page of the
+// current generation; it never touches the file. The first change to a page
+// copies it from the frozen generation if that has it, else from the file.
 func (c *Checkpoint) SetSlot(i int, v uint64) {
-	c.checkIndex(i)
+	i = c.fileSlot(i)
 	g := &c.pages
 	k := i >> pageShift
 	if k == g.cacheKey && g.cacheCur {
@@ -117,7 +118,7 @@ func (c *Checkpoint) loadPage(k int) *page {
 // [lo, hi).
 func (c *Checkpoint) pageRange(k int) (lo, hi int) {
 	base := k << pageShift
-	return max(base, eventqueue.HeaderSlots), min(base+pageSlots, c.total)
+	return max(base, HeaderSlots), min(base+pageSlots, c.total)
 }
 
 // Freeze makes the current dirty pages the frozen generation, which the next

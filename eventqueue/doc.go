@@ -4,12 +4,14 @@
 //
 // # The ring
 //
-// A Queue is a circular array of capacity slots laid over a Slots store. The
-// store is the whole checkpoint file seen as an array of uint64 slots: slots
-// 0..HeaderSlots-1 are the checkpoint header (owned by package checkpoint) and
-// ring position i of the queue lives at physical slot
+// A Queue is a circular array of capacity slots laid over a Slots store of
+// capacity uint64 slots, one per ring position: ring position i of the queue
+// lives at slot
 //
-//	PhysicalIndex(i) = HeaderSlots + (head+i) % capacity
+//	PhysicalIndex(i) = (head+i) % capacity
+//
+// The package knows nothing of the file the slots are kept in: package
+// checkpoint stores them after its own header and adds its offset.
 //
 // head and size are kept in memory and persisted by the checkpoint. The four
 // ring operations are Flume's:

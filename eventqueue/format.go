@@ -12,18 +12,13 @@ package eventqueue
 // File ids start at 1, so the zero pointer never names a record; a zero slot
 // inside the ring means corruption.
 //
-// Checkpoint slot layout seen through Slots (one uint64 per slot):
-//
-//	slot 0 .. HeaderSlots-1             checkpoint header (package checkpoint)
-//	slot HeaderSlots .. +capacity-1     the ring; ring position i of a queue
-//	                                    with head h is at HeaderSlots+(h+i)%capacity
+// Ring layout seen through Slots (one uint64 per slot): a queue of capacity
+// slots uses slots 0 .. capacity-1, and ring position i of a queue with head
+// h is at slot (h+i)%capacity. Where those slots live on disk is the store's
+// business (package checkpoint places them after its file header).
 
 // Part of the on-disk format; never renumber.
 const (
-	// HeaderSlots is the number of uint64 slots at the start of the checkpoint
-	// file that hold its header; the ring follows. Flume's HEADER_SIZE.
-	HeaderSlots = 1029
-
 	// pointerFileShift is the bit position of the file id in a Pointer.
 	pointerFileShift = 32
 )

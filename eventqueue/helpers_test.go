@@ -22,8 +22,8 @@ func newGuardSlots(capacity int) *guardSlots {
 }
 
 func (g *guardSlots) inRing(op string, i int) {
-	if i < HeaderSlots || i >= HeaderSlots+g.capacity {
-		g.bad = append(g.bad, fmt.Sprintf("%s(%d) outside ring [%d, %d)", op, i, HeaderSlots, HeaderSlots+g.capacity))
+	if i < 0 || i >= g.capacity {
+		g.bad = append(g.bad, fmt.Sprintf("%s(%d) outside ring [0, %d)", op, i, g.capacity))
 	}
 }
 

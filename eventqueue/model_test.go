@@ -109,7 +109,7 @@ func TestQueueModel(t *testing.T) {
 				}
 				// No write outside the ring as it now stands (stale slots stay untouched).
 				for _, phys := range s.written {
-					if j := (phys - HeaderSlots - q.Head() + capacity) % capacity; j >= q.Size() {
+					if j := (phys - q.Head() + capacity) % capacity; j >= q.Size() {
 						t.Fatalf("wrote slot %d, outside the ring (head %d, size %d)", phys, q.Head(), q.Size())
 					}
 				}

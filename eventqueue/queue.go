@@ -25,7 +25,7 @@ type Queue struct {
 }
 
 // New builds a queue over slots holding size pointers starting at ring
-// position head (physical slot HeaderSlots+head). refs are the per-file counts
+// position head (slot head). refs are the per-file counts
 // of the queued pointers; they are copied, and nil means "count them by
 // walking the ring" (O(size)), in which case a zero slot inside the ring is
 // reported as an error wrapping ErrZeroPointer. New returns an error if slots
@@ -42,8 +42,8 @@ func New(slots Slots, capacity, head, size int, refs map[uint32]int) (*Queue, er
 	case size < 0 || size > capacity:
 		return nil, fmt.Errorf("eventqueue: new: size %d outside [0, %d]", size, capacity)
 	}
-	if l, ok := slots.(slotLen); ok && l.Len() < HeaderSlots+capacity {
-		return nil, fmt.Errorf("eventqueue: new: %d slots cannot hold header and capacity %d", l.Len(), capacity)
+	if l, ok := slots.(slotLen); ok && l.Len() < capacity {
+		return nil, fmt.Errorf("eventqueue: new: %d slots cannot hold capacity %d", l.Len(), capacity)
 	}
 	q := &Queue{slots: slots, capacity: capacity, head: head, size: size}
 	if refs != nil {
@@ -79,10 +79,11 @@ func (q *Queue) Size() int { return q.size }
 // Head is the ring position of the first queued pointer, in [0, Capacity()).
 func (q *Queue) Head() int { return q.head }
 
-// PhysicalIndex returns the slot of logical index i: HeaderSlots +
-// (head+i) % capacity (Flume's getPhysicalIndex). i must be >= 0.
+// PhysicalIndex returns the slot of logical index i: (head+i) % capacity
+// (Flume's getPhysicalIndex, without its header offset, which the Slots
+// store adds). i must be >= 0.
 func (q *Queue) PhysicalIndex(i int) int {
-	return HeaderSlots + (q.head+i)%q.capacity
+	return (q.head + i) % q.capacity
 }
 
 // phys is PhysicalIndex for 0 <= i <= capacity, without a division.
@@ -91,12 +92,12 @@ func (q *Queue) phys(i int) int {
 	if j >= q.capacity {
 		j -= q.capacity
 	}
-	return HeaderSlots + j
+	return j
 }
 
 // logical is the inverse of phys for a slot inside the ring.
 func (q *Queue) logical(phys int) int {
-	j := phys - HeaderSlots - q.head
+	j := phys - q.head
 	if j < 0 {
 		j += q.capacity
 	}
@@ -149,7 +150,7 @@ func (q *Queue) AddHead(p Pointer) error {
 	} else {
 		q.head--
 	}
-	phys := HeaderSlots + q.head
+	phys := q.head
 	q.slots.SetSlot(phys, uint64(p))
 	q.size++
 	q.refs[p.FileID()]++
@@ -166,7 +167,7 @@ func (q *Queue) RemoveHead() (p Pointer, ok bool) {
 	if q.size == 0 {
 		return 0, false
 	}
-	phys := HeaderSlots + q.head
+	phys := q.head
 	p = Pointer(q.slots.Slot(phys))
 	q.head++
 	if q.head == q.capacity {

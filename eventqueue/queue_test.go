@@ -127,10 +127,10 @@ func TestQueue(t *testing.T) {
 		in := ptrs(capacity)
 		mustAddTail(t, q, in...)
 		for i, want := range []int{4, 0, 1, 2, 3} {
-			if got := q.PhysicalIndex(i); got != HeaderSlots+want {
-				t.Errorf("PhysicalIndex(%d) = %d, want %d", i, got, HeaderSlots+want)
+			if got := q.PhysicalIndex(i); got != want {
+				t.Errorf("PhysicalIndex(%d) = %d, want %d", i, got, want)
 			}
-			if got := Pointer(s.MemSlots[HeaderSlots+want]); got != in[i] {
+			if got := Pointer(s.MemSlots[want]); got != in[i] {
 				t.Errorf("slot of logical %d holds %v, want %v", i, got, in[i])
 			}
 		}

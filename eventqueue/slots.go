@@ -1,13 +1,13 @@
 package eventqueue
 
-// Slots is the slot store under the ring: the whole checkpoint file as an
-// array of uint64 slots, header included, so ring position i of a queue lives
-// at PhysicalIndex(i) = HeaderSlots + (head+i) % capacity. Package checkpoint
-// implements it over an mmap with copy-on-write dirty pages; MemSlots
-// implements it in memory.
+// Slots is the slot store under the ring: capacity uint64 slots, one per
+// ring position, so ring position i of a queue lives at slot
+// PhysicalIndex(i) = (head+i) % capacity. Package checkpoint implements it
+// over its file with copy-on-write dirty pages (the file's header comes
+// before the ring; the store adds its offset); MemSlots implements it in
+// memory.
 //
-// A Queue only calls Slot and SetSlot with indexes in
-// [HeaderSlots, HeaderSlots+capacity).
+// A Queue only calls Slot and SetSlot with indexes in [0, capacity).
 type Slots interface {
 	Slot(i int) uint64
 	SetSlot(i int, v uint64)
@@ -22,10 +22,9 @@ type slotLen interface {
 // MemSlots is an in-memory Slots: index i is slot i.
 type MemSlots []uint64
 
-// NewMemSlots returns zeroed slots for a ring of capacity pointers:
-// HeaderSlots+capacity slots in all.
+// NewMemSlots returns zeroed slots for a ring of capacity pointers.
 func NewMemSlots(capacity int) MemSlots {
-	return make(MemSlots, HeaderSlots+capacity)
+	return make(MemSlots, capacity)
 }
 
 // Slot returns slot i.
@@ -34,5 +33,5 @@ func (m MemSlots) Slot(i int) uint64 { return m[i] }
 // SetSlot sets slot i to v.
 func (m MemSlots) SetSlot(i int, v uint64) { m[i] = v }
 
-// Len is the number of slots, header included.
+// Len is the number of slots.
 func (m MemSlots) Len() int { return len(m) }

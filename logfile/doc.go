@@ -41,7 +41,11 @@
 // # Errors
 //
 // Damaged bytes are always reported as a *corrupt.Error carrying the file and
-// the offset of the damaged frame; it unwraps to corrupt.ErrCorrupt. A
+// the offset of the damaged frame; it unwraps to corrupt.ErrCorrupt. Bytes a
+// newer release wrote are not damage: a header of a newer format version, or
+// a checksummed frame of a record type this build does not know, is a
+// *corrupt.FormatError (unwrapping to corrupt.ErrUnsupportedFormat, not
+// ErrCorrupt), which no reader salvages or steps over. A
 // Writer's write or fsync failure is sticky: every later Write and SyncTo
 // returns it (wrapped), and the channel rolls to a new file.
 package logfile

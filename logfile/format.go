@@ -44,12 +44,20 @@ package logfile
 // padding frame is MinPaddingSize (25) to MaxFrameSize bytes long; a longer
 // region is covered by several.
 //
-// A payload with trailing bytes after its body, an unknown type, or lengths
-// that overrun are corrupt. So are encodings the writer never produces, so
-// that every record that decodes re-encodes to the same bytes: a uvarint in
-// more bytes than needed, header keys not in strictly increasing byte order,
-// a commit of a type other than put or take, padding with a non-zero
+// A payload with trailing bytes after its body, type 0, or lengths that
+// overrun are corrupt. So are encodings the writer never produces, so that
+// every record that decodes re-encodes to the same bytes: a uvarint in more
+// bytes than needed, header keys not in strictly increasing byte order, a
+// commit of a type other than put or take, padding with a non-zero
 // transaction id, write-order id or filler byte.
+//
+// Compatibility (docs/format.md, "Compatibility"): the magic and the version
+// keep offsets 0 and 4 of the header in every version, and a decoder reads
+// them before anything a newer version may change (the header's length and
+// CRC, the frame layout). A version above FormatVersion is a
+// *corrupt.FormatError, not corruption; so is a frame whose CRC matches and
+// whose type (or, for a commit, the type it commits) is above
+// maxRecordType: a newer release numbers its new record types from 6 up.
 
 import (
 	"bytes"
@@ -95,6 +103,15 @@ const (
 const (
 	magic             = "FCLG"
 	payloadHeaderSize = 17 // type + transaction id + write-order id
+
+	// The header's magic and version keep these offsets in every format
+	// version, so that any build can tell a newer file from a damaged one.
+	versionOffset = 4 // uint16 BE, after the 4-byte magic
+	versionEnd    = 6 // the header bytes needed to read the magic and the version
+
+	// maxRecordType is the highest record type of this format version; a
+	// newer release numbers the types it adds above it.
+	maxRecordType = RecordPadding
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -260,9 +277,11 @@ func frameCRC(length, payload []byte) uint32 {
 
 // DecodeRecord decodes one frame at the start of b and returns the record
 // and the frame length. The record's Body aliases b. It returns
-// io.ErrUnexpectedEOF if b is shorter than the frame claims, and a
-// *corrupt.Error with File "" and Offset -1 (callers fill both in) for a bad
-// length, checksum or payload. It never panics.
+// io.ErrUnexpectedEOF if b is shorter than the frame claims, a
+// *corrupt.FormatError for a frame whose checksum matches but whose record
+// type a newer release added, and a *corrupt.Error for a bad length,
+// checksum or payload; both with File "" and Offset -1 (callers fill them
+// in). It never panics.
 func DecodeRecord(b []byte) (Record, int, error) {
 	var r Record
 	n, err := decodeFrame(b, &r, nil, 0)
@@ -321,8 +340,10 @@ func frameLen(b []byte) (int, error) {
 
 // decodeFrame validates the frame at the start of b and decodes it into r
 // (using s's allocations when s is not nil). It returns the frame length.
-// Errors are io.ErrUnexpectedEOF when b is too short and corruption errors
-// with File "" and Offset -1 otherwise, a fresh value callers may fill in.
+// Errors are io.ErrUnexpectedEOF when b is too short, a *corrupt.FormatError
+// for a checksummed frame of a newer record type (newerType), and corruption
+// errors otherwise, with File "" and Offset -1: a fresh value callers may
+// fill in.
 //
 // A frame no longer than checked is taken to have a valid CRC (a Scanner's
 // CheckAhead verified it); pass 0 to check every frame.
@@ -348,10 +369,28 @@ func decodeFrame(b []byte, r *Record, s *scratch, checked int64) (int, error) {
 			return 0, corrupt.New("", -1, "checksum mismatch: stored %#08x, computed %#08x", want, got)
 		}
 	}
+	if t := newerType(payload); t != 0 {
+		return 0, &corrupt.FormatError{Offset: -1, Version: FormatVersion, Supported: FormatVersion, RecordType: uint8(t)}
+	}
 	if reason := decodePayload(payload, r, s); reason != "" {
 		return 0, &corrupt.Error{Offset: -1, Reason: reason}
 	}
 	return n, nil
+}
+
+// newerType returns the record type above maxRecordType that the
+// checksummed payload p carries, as its own type or as the type a commit
+// commits: a record a newer release wrote. It returns 0 when there is none.
+func newerType(p []byte) RecordType {
+	switch {
+	case len(p) == 0:
+		return 0
+	case RecordType(p[0]) > maxRecordType:
+		return RecordType(p[0])
+	case RecordType(p[0]) == RecordCommit && len(p) > payloadHeaderSize && RecordType(p[payloadHeaderSize]) > maxRecordType:
+		return RecordType(p[payloadHeaderSize])
+	}
+	return 0
 }
 
 // decodePayload decodes a checksummed payload into r. It returns a reason
@@ -541,22 +580,30 @@ func AppendFileHeader(dst []byte, fileID uint32) []byte {
 }
 
 // DecodeFileHeader checks the file header at the start of b and returns the
-// file id. Errors are *corrupt.Error with File "" and Offset 0 (callers fill
-// in the file): short header, bad magic, checksum mismatch, unsupported
-// version, non-zero reserved bytes.
+// file id. It reads the magic and the version first: a version above
+// FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
+// follows. Other errors are *corrupt.Error with File "" and Offset 0
+// (callers fill in the file): short header, bad magic, version 0, checksum
+// mismatch, non-zero reserved bytes.
 func DecodeFileHeader(b []byte) (fileID uint32, err error) {
+	if len(b) < versionEnd {
+		return 0, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), HeaderSize)
+	}
+	if string(b[0:4]) != magic {
+		return 0, corrupt.New("", 0, "bad magic %q, not a log file", b[0:4])
+	}
+	switch v := binary.BigEndian.Uint16(b[versionOffset:versionEnd]); {
+	case v > FormatVersion:
+		return 0, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: FormatVersion}
+	case v != FormatVersion:
+		return 0, corrupt.New("", 0, "unsupported format version %d", v)
+	}
 	if len(b) < HeaderSize {
 		return 0, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), HeaderSize)
 	}
 	b = b[:HeaderSize]
-	if string(b[0:4]) != magic {
-		return 0, corrupt.New("", 0, "bad magic %q, not a log file", b[0:4])
-	}
 	if got, want := crc32.Checksum(b[0:12], castagnoli), binary.BigEndian.Uint32(b[12:16]); got != want {
 		return 0, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
-	}
-	if v := binary.BigEndian.Uint16(b[4:6]); v != FormatVersion {
-		return 0, corrupt.New("", 0, "unsupported format version %d", v)
 	}
 	if binary.BigEndian.Uint16(b[6:8]) != 0 {
 		return 0, corrupt.New("", 0, "reserved header bytes not zero")

@@ -173,7 +173,6 @@ func TestDecodeRecordCorruption(t *testing.T) {
 		{"bad_checksum", badCRC},
 		{"payload_shorter_than_fixed_fields", frameOf(put[:16])},
 		{"unknown_type_zero", frameOf(payloadHead(0))},
-		{"unknown_type_six", frameOf(payloadHead(6))},
 		{"padding_with_ids", frameOf(payloadHead(RecordPadding))},
 		{"padding_with_tx_id", frameOf(cat([]byte{5, 0, 0, 0, 0, 0, 0, 0, 1}, make([]byte, 8)))},
 		{"padding_with_write_order_id", frameOf(cat([]byte{5}, make([]byte, 15), []byte{1}))},
@@ -259,7 +258,6 @@ func TestDecodeFileHeaderCorruption(t *testing.T) {
 		{"bad_magic", withCRC(mutate(func(b []byte) { b[0] = 'X' }))},
 		{"bad_checksum", mutate(func(b []byte) { b[15] ^= 1 })},
 		{"flipped_id", mutate(func(b []byte) { b[11] ^= 1 })},
-		{"version_2", withCRC(mutate(func(b []byte) { b[5] = 2 }))},
 		{"version_0", withCRC(mutate(func(b []byte) { b[5] = 0 }))},
 		{"reserved_not_zero", withCRC(mutate(func(b []byte) { b[7] = 1 }))},
 	} {

@@ -18,8 +18,9 @@ import (
 // (exercising the frame checks), and wrapped as the payload of a frame with
 // a correct checksum (exercising the payload decoder, which random bytes
 // would otherwise never reach). It must never panic, fail only with
-// io.ErrUnexpectedEOF or a corruption error, and a record that decodes must
-// re-encode to exactly the bytes it came from.
+// io.ErrUnexpectedEOF, a corruption error or (for a checksummed frame of a
+// newer record type) an unsupported-format error, and a record that decodes
+// must re-encode to exactly the bytes it came from.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzDecodeRecord -fuzztime 30s
 func FuzzDecodeRecord(f *testing.F) {
@@ -37,7 +38,7 @@ func FuzzDecodeRecord(f *testing.F) {
 func checkDecode(t *testing.T, b []byte) {
 	r, n, err := DecodeRecord(b)
 	if err != nil {
-		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, corrupt.ErrCorrupt) {
+		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, corrupt.ErrCorrupt) && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
 			t.Fatalf("unexpected error kind: %v", err)
 		}
 		return
@@ -58,7 +59,8 @@ func checkDecode(t *testing.T, b []byte) {
 }
 
 // FuzzDecodeFileHeader: DecodeFileHeader never panics, fails only with a
-// corruption error, and a header that decodes re-encodes to the same bytes.
+// corruption error or (a newer version) an unsupported-format error, and a
+// header that decodes re-encodes to the same bytes.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzDecodeFileHeader -fuzztime 30s
 func FuzzDecodeFileHeader(f *testing.F) {
@@ -68,7 +70,7 @@ func FuzzDecodeFileHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		id, err := DecodeFileHeader(b)
 		if err != nil {
-			if !errors.Is(err, corrupt.ErrCorrupt) {
+			if !errors.Is(err, corrupt.ErrCorrupt) && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
@@ -84,7 +86,8 @@ func FuzzDecodeFileHeader(f *testing.F) {
 // panic or hang, and what it reports must be consistent: records in
 // increasing offset and write-order id order, each re-read identically by a
 // Reader at its offset; skipped regions and records in file order without
-// overlap; End within the file.
+// overlap; End within the file; a scan stopped by a record of a newer type
+// stops where the Reader finds that record too.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzScanner -fuzztime 30s
 func FuzzScanner(f *testing.F) {
@@ -151,7 +154,12 @@ func FuzzScanner(f *testing.F) {
 				pos += int64(rec.EncodedSize())
 			}
 			if err := s.Err(); err != nil {
-				t.Fatal(err)
+				if !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+					t.Fatal(err)
+				}
+				if _, rerr := r.ReadRecord(s.End()); !errors.Is(rerr, corrupt.ErrUnsupportedFormat) {
+					t.Fatalf("scan stopped at %d by %v; the reader there says %v", s.End(), err, rerr)
+				}
 			}
 			if len(s.Skipped()) != skips {
 				t.Fatalf("skips reported after the last record: %v", s.Skipped()[skips:])
@@ -296,7 +304,7 @@ func FuzzMappedScanner(f *testing.F) {
 			for s.Next() {
 				steps = append(steps, step{s.Offset(), s.Record().WriteOrderID, s.Record().Type})
 			}
-			if err := s.Err(); err != nil {
+			if err := s.Err(); err != nil && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
 				t.Fatal(err)
 			}
 			for _, k := range s.Skipped() {

@@ -27,7 +27,8 @@ type Reader struct {
 
 // OpenReader opens the log file at path and validates its header: a bad
 // header, or a header whose file id disagrees with a log file name, is a
-// *corrupt.Error.
+// *corrupt.Error; a header of a newer format version is a
+// *corrupt.FormatError.
 func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 	f, id, err := openLog(fsys, path)
 	if err != nil {
@@ -38,8 +39,10 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 
 // OpenSalvageReader is OpenReader for a log file whose header may be
 // damaged: the file id comes from the file's name (a LogName). A valid header
-// naming another id is still an error. Records carry their own checksums, so
-// reading them does not depend on the header.
+// naming another id is still an error, and so is a header of a newer format
+// version (a *corrupt.FormatError: the file is not damaged, and its records
+// may not be this version's). Records carry their own checksums, so reading
+// them does not depend on the header.
 func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
 	f, id, _, err := openSalvage(fsys, path)
 	if err != nil {
@@ -50,7 +53,8 @@ func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
 
 // openSalvage opens path read-only, taking the file id from its name. herr
 // is the *corrupt.Error of a damaged header, which does not stop it; a valid
-// header naming another file id does, as does an I/O error.
+// header naming another file id does, as do a header of a newer version and
+// an I/O error.
 func openSalvage(fsys vfs.FS, path string) (f vfs.File, id uint32, herr, err error) {
 	id, ok := ParseLogName(filepath.Base(path))
 	if !ok {
@@ -66,6 +70,8 @@ func openSalvage(fsys vfs.FS, path string) (f vfs.File, id uint32, herr, err err
 	}
 	hid, derr := DecodeFileHeader(hdr[:n])
 	switch {
+	case errors.Is(derr, corrupt.ErrUnsupportedFormat):
+		return nil, 0, nil, errors.Join(inFile(derr, path), f.Close())
 	case derr != nil:
 		return f, id, corruptAt(path, 0, derr), nil
 	case hid != id:
@@ -95,11 +101,7 @@ func readFileHeader(f vfs.File, path string) (uint32, error) {
 	}
 	id, err := DecodeFileHeader(hdr[:n])
 	if err != nil {
-		var ce *corrupt.Error
-		if errors.As(err, &ce) {
-			ce.File = path
-		}
-		return 0, err
+		return 0, inFile(err, path)
 	}
 	if nameID, ok := ParseLogName(filepath.Base(path)); ok && nameID != id {
 		return 0, corrupt.New(path, 0, "header names file id %d, file name says %d", id, nameID)
@@ -113,8 +115,10 @@ func (r *Reader) ID() uint32 { return r.id }
 // ReadRecord reads the record whose frame starts at off. It reads a guessed
 // size first and a second time only if the frame is longer. Any bad frame,
 // including off < HeaderSize, a zero length and a frame running past the end
-// of the file, is a *corrupt.Error{File: path, Offset: off}. The returned
-// Body (and every other field) is owned by the caller.
+// of the file, is a *corrupt.Error{File: path, Offset: off}; a frame whose
+// checksum matches but whose record type a newer release added is a
+// *corrupt.FormatError for path and off. The returned Body (and every other
+// field) is owned by the caller.
 func (r *Reader) ReadRecord(off int64) (Record, error) {
 	if off < HeaderSize {
 		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
@@ -142,6 +146,9 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	}
 	var rec Record
 	if _, err := decodeFrame(frame, &rec, nil, 0); err != nil {
+		if fe := newerAt(r.path, off, err); fe != nil {
+			return Record{}, fe
+		}
 		return Record{}, corruptAt(r.path, off, err)
 	}
 	if !owned && rec.Body != nil {
@@ -159,6 +166,31 @@ func corruptAt(path string, off int64, err error) *corrupt.Error {
 		return ce
 	}
 	return &corrupt.Error{File: path, Offset: off, Reason: "frame runs past the end of the file", Err: err}
+}
+
+// newerAt returns err, a decodeFrame error for the frame at off in path, as
+// a *corrupt.FormatError naming both, or nil if it is not one.
+func newerAt(path string, off int64, err error) *corrupt.FormatError {
+	var fe *corrupt.FormatError
+	if !errors.As(err, &fe) {
+		return nil
+	}
+	fe.File, fe.Offset = path, off
+	return fe
+}
+
+// inFile fills in path as the file of err, a DecodeFileHeader error (a
+// *corrupt.Error or *corrupt.FormatError), and returns it.
+func inFile(err error, path string) error {
+	var ce *corrupt.Error
+	var fe *corrupt.FormatError
+	switch {
+	case errors.As(err, &fe):
+		fe.File = path
+	case errors.As(err, &ce):
+		ce.File = path
+	}
+	return err
 }
 
 // Close closes the file.

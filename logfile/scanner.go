@@ -57,8 +57,13 @@ func (t Tail) String() string {
 // between are damage in the middle of the file: the scanner records them as
 // a Skip and goes on from that record. If there is none, the scan ends and
 // Tail says whether the rest of the file is a clean end (nothing, or only
-// zeros) or a torn tail (a half-written last write). A Scanner belongs to one
-// goroutine.
+// zeros) or a torn tail (a half-written last write).
+//
+// A frame whose checksum matches but whose record type this build does not
+// know (a newer release wrote it) is not damage: the scan stops there, with
+// Err a *corrupt.FormatError. A resync looks for records of this build only,
+// so such a frame inside a damaged region is part of the region. A Scanner
+// belongs to one goroutine.
 //
 //	s, err := NewScanner(fsys, path, start)
 //	...
@@ -102,8 +107,9 @@ type Skip struct {
 }
 
 // NewScanner opens the log file at path, validates its header (a
-// *corrupt.Error if bad) and positions the scanner at start, which must be
-// a record boundary. A start below HeaderSize means HeaderSize; a start past
+// *corrupt.Error if bad, a *corrupt.FormatError if of a newer format
+// version) and positions the scanner at start, which must be a record
+// boundary. A start below HeaderSize means HeaderSize; a start past
 // the end of the file yields no records and a clean tail.
 func NewScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
 	f, id, err := openLog(fsys, path)
@@ -117,8 +123,8 @@ func NewScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
 // it takes the file id from the file's name (which must be a LogName) instead
 // of the header, and if the header is not valid it records it as a Skip of
 // the HeaderSize bytes at offset 0 and scans the records after it. A header
-// that is valid but names another file id is still an error, as are I/O
-// errors.
+// that is valid but names another file id is still an error, as are a header
+// of a newer format version and I/O errors.
 func NewSalvageScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
 	f, id, herr, err := openSalvage(fsys, path)
 	if err != nil {
@@ -135,7 +141,8 @@ func NewSalvageScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) 
 // recovery reads a file: NewScanner, and if the header is damaged,
 // NewSalvageScanner (the name still says which file this is, and every
 // record has its own checksum); salvaged says which. A valid header naming
-// another file id is still an error wrapping ErrCorrupt.
+// another file id is still an error wrapping ErrCorrupt; a header of a newer
+// format version is a *corrupt.FormatError, never salvaged.
 func OpenScanner(fsys vfs.FS, path string, start int64) (sc *Scanner, salvaged bool, err error) {
 	sc, err = NewScanner(fsys, path, start)
 	if errors.Is(err, corrupt.ErrCorrupt) {
@@ -270,8 +277,8 @@ func (s *Scanner) stopAhead() {
 func (s *Scanner) FileID() uint32 { return s.id }
 
 // Next advances to the next valid record and reports whether there is one.
-// After it returns false, Err reports an I/O error, if any, and otherwise
-// Tail says how the file ends.
+// After it returns false, Err reports an I/O error or a record of a newer
+// release, if any, and otherwise Tail says how the file ends.
 func (s *Scanner) Next() bool {
 	if s.done {
 		return false
@@ -349,6 +356,9 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 			continue
 		}
 		n, bad, err := s.frameAt(off, &s.rec)
+		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
+			continue // a commit of a newer type: damage is searched for this build's records only
+		}
 		if err != nil {
 			return 0, 0, err
 		}
@@ -398,8 +408,10 @@ func (s *Scanner) Tail() Tail { return s.tail }
 // tail.
 func (s *Scanner) TailError() error { return s.tailErr }
 
-// Err returns the I/O error that stopped the scan, if any. A torn or corrupt
-// tail is not an error here; see Tail.
+// Err returns the error that stopped the scan, if any: an I/O error, or a
+// *corrupt.FormatError for a record of a type a newer release added (at
+// Offset of the error; the file is not damaged there, this build cannot
+// read it). A torn or corrupt tail is not an error here; see Tail.
 func (s *Scanner) Err() error { return s.err }
 
 // Close closes the file (and unmaps it).
@@ -420,7 +432,8 @@ func (s *Scanner) Close() error {
 
 // frameAt validates the frame at off and decodes it into rec. It returns the
 // frame length (0 at EOF), or bad: why the bytes at off are not a valid
-// frame, a *corrupt.Error for this file and off. err is an I/O error.
+// frame, a *corrupt.Error for this file and off. err is an I/O error, or a
+// *corrupt.FormatError for a valid frame of a newer record type.
 func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 	b, err := s.window(off, FrameHeaderSize)
 	if err != nil {
@@ -441,6 +454,9 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 		checked = s.ahead.to.Load() - off
 	}
 	n, derr := decodeFrame(b, rec, &s.sc, checked)
+	if fe := newerAt(s.path, off, derr); fe != nil {
+		return 0, nil, fe
+	}
 	if derr != nil {
 		return 0, corruptAt(s.path, off, derr), nil
 	}

@@ -313,7 +313,8 @@ func (s *Set) Close() error {
 // unfinishedCreate reports whether the log file at path was cut short by a
 // crash inside Create: shorter than a file header, or nothing but zeros.
 // Such a file holds no record. Anything else with a bad header is damage,
-// which the scanner reports.
+// which the scanner reports. A short header a newer release began is a
+// *corrupt.FormatError.
 func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -325,6 +326,13 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	if n < len(hdr) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false, fmt.Errorf("read %s: %w", path, err)
+		}
+		// A short header a newer release began (its magic and a newer
+		// version) is that release's file, not an unfinished create.
+		var fe *corrupt.FormatError
+		if _, herr := DecodeFileHeader(hdr[:n]); errors.As(herr, &fe) {
+			fe.File = path
+			return false, fe
 		}
 		return true, nil
 	}

@@ -79,7 +79,7 @@ func benchmarkReplay(b *testing.B, fromRing bool, events int) {
 	for range b.N {
 		b.StopTimer()
 		for i, p := range ring {
-			slots[eventqueue.HeaderSlots+i] = uint64(p)
+			slots[i] = uint64(p)
 		}
 		q, err := eventqueue.New(slots, capacity, 0, len(ring), nil)
 		if err != nil {

@@ -25,7 +25,9 @@ const firstGuess = 1 << 16
 // The err given to fn is a *corrupt.Error (a record that is damaged, is not
 // a put, or lies in a log file no data dir holds) or an I/O error; headers
 // and body are then nil. Events
-// stops at the first error fn returns and returns it with the count. It
+// stops at the first error fn returns and returns it with the count, and at
+// a record a newer release wrote (an error wrapping
+// corrupt.ErrUnsupportedFormat), which it returns without calling fn. It
 // returns an error, and calls fn for nothing, when the recovery fails: the
 // channel would not open either.
 //
@@ -60,6 +62,9 @@ func (v *verifier) events(skip, limit int, fn func(int, eventqueue.Pointer, map[
 	for i := skip; i < end; i++ {
 		p := q.Get(i)
 		rec, err := v.readEvent(p)
+		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
+			return n, fmt.Errorf("events: %w", err) // a record a newer release wrote: not a damaged event
+		}
 		if ferr := fn(i, p, rec.Headers, rec.Body, err); ferr != nil {
 			return n, ferr
 		}

@@ -244,7 +244,7 @@ func newQueue(tb testingT, capacity, head int, ring []ptr) *eventqueue.Queue {
 	slots := eventqueue.NewMemSlots(capacity)
 	refs := map[uint32]int{}
 	for i, p := range ring {
-		slots[eventqueue.HeaderSlots+(head+i)%capacity] = uint64(p)
+		slots[(head+i)%capacity] = uint64(p)
 		refs[p.FileID()]++
 	}
 	q, err := eventqueue.New(slots, capacity, head, len(ring), refs)

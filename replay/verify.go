@@ -51,8 +51,11 @@ import (
 // in file order: 1.4 s for 1M queued events of 100 bytes in the page cache
 // (2-core EPYC).
 //
-// Verify returns an error only for bad options and I/O errors; damage of
-// any kind is a Problem.
+// Verify returns an error only for bad options, I/O errors and files a
+// newer release wrote (a checkpoint or backup file of a newer format
+// version, a log file of a newer version or with a record of a type this
+// build does not know: an error wrapping corrupt.ErrUnsupportedFormat,
+// which is not damage); damage of any kind is a Problem.
 func Verify(opts VerifyOptions) (*Report, error) {
 	start := time.Now()
 	if err := opts.check(); err != nil {
@@ -430,6 +433,11 @@ func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
 	if err := v.copyDir(dir, true); err != nil {
 		return nil, err
 	}
+	// Refused even without backupComplete: the channel's next backup
+	// would overwrite the files.
+	if err := checkpoint.CheckFormat(v.mem, dir); err != nil {
+		return nil, err
+	}
 	if !checkpoint.HasBackup(v.mem, dir) {
 		info.State, info.Err = StateMissing, checkpoint.ErrNoBackup
 		v.rep.add(ProblemBackupMissing, dir, -1, "no complete backup (no %s marker)", checkpoint.BackupCompleteName)
@@ -445,10 +453,13 @@ func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
 
 // opened classifies the result of checkpoint.Open in the MemFS. The real
 // files were already read without an I/O error, so every failure here is
-// about their contents.
+// about their contents: files a newer release wrote are returned as the
+// error, anything else is a problem.
 func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
 	missing, incomplete, bad ProblemKind) (*loadedCheckpoint, error) {
 	switch {
+	case errors.Is(err, corrupt.ErrUnsupportedFormat):
+		return nil, err // not damage: this build cannot check them
 	case err == nil:
 		v.closers = append(v.closers, ck)
 		info.State = StateComplete

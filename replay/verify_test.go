@@ -341,11 +341,11 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 		},
 		{
 			name:   "checkpoint_ring_slot_garbled",
-			damage: func(v *verifyChannel) { v.setSlot(vCkptDir, eventqueue.HeaderSlots+7, 0xdead) },
+			damage: func(v *verifyChannel) { v.setSlot(vCkptDir, checkpoint.HeaderSlots+7, 0xdead) },
 			kinds:  []ProblemKind{ProblemCheckpointCorrupt}, from: FromBackup, queued: 6,
 			// The ring starts at position 6: the checksum names its first slot.
 			at: func(v *verifyChannel) Problem {
-				return Problem{Kind: ProblemCheckpointCorrupt, File: ckpt("checkpoint"), Offset: (eventqueue.HeaderSlots + 6) * 8}
+				return Problem{Kind: ProblemCheckpointCorrupt, File: ckpt("checkpoint"), Offset: (checkpoint.HeaderSlots + 6) * 8}
 			},
 		},
 		{

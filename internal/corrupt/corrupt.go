@@ -1,7 +1,10 @@
-// Package corrupt holds the one corruption error shared by every on-disk
-// decoder in filechannel. The channel package re-exports both names
-// (channel.ErrCorrupt, channel.CorruptError), so callers match corruption
-// with errors.Is(err, channel.ErrCorrupt) and read the file and offset with
+// Package corrupt holds the errors every on-disk decoder in filechannel
+// shares: the one corruption error (Error, ErrCorrupt), for bytes that are
+// damaged, and the one unsupported-format error (FormatError,
+// ErrUnsupportedFormat), for bytes a newer release wrote, which are not
+// damage. The channel package re-exports all four names (channel.ErrCorrupt,
+// channel.CorruptError, channel.ErrUnsupportedFormat, channel.FormatError),
+// so callers match them with errors.Is and read the file and offset with
 // errors.As.
 package corrupt
 

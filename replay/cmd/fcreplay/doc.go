@@ -29,7 +29,10 @@
 // print a warning and read anyway. repair and replay change the files
 // through the library (which writes .corrupt files, a new checkpoint and
 // backup, and may start a new log file) and refuse to run while the channel
-// is open (channel.ErrLocked), dry runs included.
+// is open (channel.ErrLocked), dry runs included. Every command refuses files
+// a newer release of filechannel wrote (channel.ErrUnsupportedFormat: a newer
+// format version, or a log record of an unknown type): it prints one line
+// naming the file and the version, changes nothing and exits 1.
 //
 // # Output and exit codes
 //

@@ -144,6 +144,9 @@ func oneLine(s string) string {
 	return first + " (did you mean " + strings.Join(strings.Fields(rest), " or ") + "?)"
 }
 
+// nothingChanged ends the line of a command that refused to run.
+const nothingChanged = "(nothing was changed)"
+
 // runner adapts a command body: its errors end the command with exit 1
 // unless they are already an *exitError.
 func runner(o *options, fn func(cmd *cobra.Command) error) func(*cobra.Command, []string) error {
@@ -155,6 +158,11 @@ func runner(o *options, fn func(cmd *cobra.Command) error) func(*cobra.Command, 
 		var ee *exitError
 		if err == nil || errors.As(err, &ee) {
 			return err
+		}
+		if errors.Is(err, channel.ErrUnsupportedFormat) && !strings.HasSuffix(err.Error(), nothingChanged) {
+			// Files a newer release wrote: every command refuses them
+			// before it changes anything (Rebuild's error says so already).
+			err = fmt.Errorf("%w %s", err, nothingChanged)
 		}
 		return &exitError{code: exitFailed, err: err}
 	}

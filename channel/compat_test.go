@@ -1,0 +1,196 @@
+package channel
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/testutil"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// The compatibility rule (docs/format.md, "Compatibility"): a file a newer
+// release wrote is refused by Open, Verify, Repair and Rebuild with
+// ErrUnsupportedFormat, which is not ErrCorrupt, and not a byte of any file
+// changes.
+
+// compatChannel makes a closed channel with a backup, events queued and
+// some taken, and returns its config and every directory.
+func compatChannel(t *testing.T) (Config, []string) {
+	t.Helper()
+	cfg := testConfig(t, 1)
+	cfg.BackupCheckpointDir = filepath.Join(filepath.Dir(cfg.CheckpointDir), "backup")
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	takeN(t, c, 10, 5)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, []string{cfg.CheckpointDir, cfg.BackupCheckpointDir, cfg.DataDirs[0]}
+}
+
+// logPaths lists the log files of the channel's one data dir, by id.
+func logPaths(t *testing.T, cfg Config) []string {
+	t.Helper()
+	ids, err := logfile.ListLogs(vfsOS(), cfg.DataDirs[0])
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("list logs: %v %v", ids, err)
+	}
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		out = append(out, filepath.Join(cfg.DataDirs[0], logfile.LogName(id)))
+	}
+	return out
+}
+
+// newerCase makes one file of the channel cfg a newer release's and returns
+// the *FormatError every tool must report for it.
+type newerCase struct {
+	name  string
+	patch func(t *testing.T, cfg Config) FormatError
+}
+
+var newerCases = []newerCase{
+	{"log_file_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := logPaths(t, cfg)[0] // the file holding the events
+		testutil.SetLogVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	{"log_record_of_type_6", func(t *testing.T, cfg Config) FormatError {
+		logs := logPaths(t, cfg)
+		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
+		off := testutil.AppendRecord(t, p, 6, 1<<40, []byte("a newer kind of record"))
+		return FormatError{File: p, Offset: off, Version: 1, Supported: 1, RecordType: 6}
+	}},
+	// Not an unfinished create to delete: a newer release began it.
+	{"log_file_short_header_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 2, 0, 0}, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
+		testutil.SetCheckpointVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	{"checkpoint_meta_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.CheckpointDir, checkpoint.MetaName)
+		testutil.SetFileVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	{"inflighttakes_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.CheckpointDir, checkpoint.InflightTakesName)
+		testutil.SetFileVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	// The main checkpoint is fine: the next checkpoint would overwrite the
+	// backup.
+	{"backup_checkpoint_meta_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.BackupCheckpointDir, checkpoint.MetaName)
+		testutil.SetFileVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	// A newer release may have crashed writing its backup.
+	{"backup_checkpoint_version_2_incomplete", func(t *testing.T, cfg Config) FormatError {
+		if err := os.Remove(filepath.Join(cfg.BackupCheckpointDir, checkpoint.BackupCompleteName)); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(cfg.BackupCheckpointDir, checkpoint.CheckpointName)
+		testutil.SetCheckpointVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+}
+
+var compatOps = []struct {
+	name string
+	run  func(cfg Config) error
+}{
+	{"Open", func(cfg Config) error {
+		c, err := Open(cfg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}},
+	{"Verify", func(cfg Config) error { _, err := Verify(cfg); return err }},
+	{"Repair", func(cfg Config) error { _, err := Repair(cfg, RepairOptions{}); return err }},
+	{"Repair_dry_run", func(cfg Config) error { _, err := Repair(cfg, RepairOptions{DryRun: true}); return err }},
+	{"Rebuild", func(cfg Config) error { _, err := Rebuild(cfg, RebuildOptions{}); return err }},
+	{"Rebuild_dry_run", func(cfg Config) error { _, err := Rebuild(cfg, RebuildOptions{DryRun: true}); return err }},
+}
+
+func TestNewerFilesAreRefused(t *testing.T) {
+	for _, nc := range newerCases {
+		for _, op := range compatOps {
+			t.Run(nc.name+"/"+op.name, func(t *testing.T) {
+				expectUnsupported(t)
+				cfg, dirs := compatChannel(t)
+				want := nc.patch(t, cfg)
+				before := testutil.Snapshot(t, dirs...)
+				err := op.run(cfg)
+				requireUnsupported(t, err, want)
+				testutil.RequireUnchanged(t, before, dirs...)
+			})
+		}
+	}
+}
+
+// requireUnsupported checks err matches ErrUnsupportedFormat and not
+// ErrCorrupt, and carries want.
+func requireUnsupported(t *testing.T, err error, want FormatError) {
+	t.Helper()
+	var fe *FormatError
+	switch {
+	case !errors.Is(err, ErrUnsupportedFormat) || !errors.As(err, &fe):
+		t.Fatalf("got %v, want ErrUnsupportedFormat", err)
+	case errors.Is(err, ErrCorrupt):
+		t.Fatalf("%v matches ErrCorrupt: a newer file is not damage", err)
+	case *fe != want:
+		t.Fatalf("got %+v, want %+v (%v)", *fe, want, err)
+	}
+}
+
+// TestTakeOfNewerRecordFails: a queued event whose record a newer release
+// rewrote (Open's replay does not read it: it lies before the checkpoint's
+// position) is not skipped as damage: the take fails and the event stays.
+func TestTakeOfNewerRecordFails(t *testing.T) {
+	expectUnsupported(t)
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := logPaths(t, cfg)[0]
+	testutil.SetRecordType(t, p, logfile.HeaderSize, 6) // the first event's put record
+	before, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	for range 2 {
+		tx, err := c.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = tx.Take()
+		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 1, Supported: 1, RecordType: 6})
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() != 3 || c.Stats().CorruptSkipped != 0 {
+			t.Fatalf("after the failed take: %d events, %d skipped as damaged; want 3, 0", c.Len(), c.Stats().CorruptSkipped)
+		}
+	}
+	if after, err := os.ReadFile(p); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("%s changed (%v)", p, err)
+	}
+}

@@ -1,0 +1,231 @@
+package logfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// The compatibility rule (docs/format.md, "Compatibility"): a header of a
+// newer format version, and a checksummed record of a type a newer release
+// added, are refused with a *corrupt.FormatError, never treated as damage.
+
+// requireNewer checks err is a *corrupt.FormatError, and not corruption, for
+// file at off, declaring version (and recordType, 0 for a too new version).
+func requireNewer(t testing.TB, err error, file string, off int64, version uint64, recordType uint8) {
+	t.Helper()
+	var fe *corrupt.FormatError
+	if !errors.As(err, &fe) || !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+		t.Fatalf("got %v (%T), want a *corrupt.FormatError", err, err)
+	}
+	if errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("%v matches ErrCorrupt: a newer file is not damage", err)
+	}
+	if fe.File != file || fe.Offset != off || fe.Version != version || fe.Supported != FormatVersion || fe.RecordType != recordType {
+		t.Fatalf("got %+v, want file %q offset %d version %d supported %d record type %d",
+			fe, file, off, version, FormatVersion, recordType)
+	}
+}
+
+// newerHeader is the header of log file id with format version v and a CRC
+// recomputed over it, so that only the version is "wrong".
+func newerHeader(id uint32, v uint16) []byte {
+	b := AppendFileHeader(nil, id)
+	binary.BigEndian.PutUint16(b[versionOffset:], v)
+	return binary.BigEndian.AppendUint32(b[:12:12], crc32c(b[:12]))
+}
+
+func TestDecodeFileHeaderNewerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		b       []byte
+		version uint64
+	}{
+		{"version_2", newerHeader(7, 2), 2},
+		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
+		// Magic and version are read before what a newer version may
+		// change: the header's CRC and its length.
+		{"version_2_other_crc", cat(newerHeader(7, 2)[:12], []byte{1, 2, 3, 4}), 2},
+		{"version_2_shorter_header", newerHeader(7, 2)[:versionEnd], 2},
+		{"version_2_longer_header", cat(newerHeader(7, 2)[:8], make([]byte, 40)), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeFileHeader(tc.b)
+			requireNewer(t, err, "", versionOffset, tc.version, 0)
+		})
+	}
+	// A wrong magic is damage whatever the version says.
+	b := newerHeader(7, 2)
+	b[0] = 'X'
+	_, err := DecodeFileHeader(b)
+	requireCorrupt(t, err, "", 0)
+}
+
+// TestOpenNewerLogFile: every way of opening a log file refuses one of a
+// newer version, the salvage paths included, and names the file.
+func TestOpenNewerLogFile(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := writeLog(t, dir, 3, sampleRecords()[:4])
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, newerHeader(3, 2))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsys := vfs.OS()
+	for _, tc := range []struct {
+		name string
+		open func() (interface{ Close() error }, error)
+	}{
+		{"OpenReader", func() (interface{ Close() error }, error) { return OpenReader(fsys, path) }},
+		{"OpenSalvageReader", func() (interface{ Close() error }, error) { return OpenSalvageReader(fsys, path) }},
+		{"NewScanner", func() (interface{ Close() error }, error) { return NewScanner(fsys, path, 0) }},
+		{"NewSalvageScanner", func() (interface{ Close() error }, error) { return NewSalvageScanner(fsys, path, 0) }},
+		{"OpenScanner", func() (interface{ Close() error }, error) {
+			sc, salvaged, err := OpenScanner(fsys, path, 0)
+			if salvaged {
+				t.Error("OpenScanner salvaged a newer file")
+			}
+			return sc, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.open()
+			if err == nil {
+				c.Close()
+			}
+			requireNewer(t, err, path, versionOffset, 2, 0)
+		})
+	}
+}
+
+// newerRecordLog writes a log file of sampleRecords' first four records,
+// then frame (bytes the writer never produces), then the fifth record. It
+// returns the path and the frame's offset.
+func newerRecordLog(t *testing.T, frame []byte) (string, int64) {
+	t.Helper()
+	recs := sampleRecords()
+	path, offs := writeLog(t, t.TempDir(), 1, recs[:4])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	off := offs[3] + int64(recs[3].EncodedSize())
+	if _, err := f.Write(cat(frame, mustAppend(t, nil, &recs[4]))); err != nil {
+		t.Fatal(err)
+	}
+	return path, off
+}
+
+func TestUnknownRecordType(t *testing.T) {
+	type6 := frameOf(cat(payloadHead(6), []byte("a body of a newer kind")))
+	commitOf7 := frameOf(cat(payloadHead(RecordCommit), []byte{7, 1}))
+	badCRC := bytes.Clone(type6)
+	badCRC[len(badCRC)-1] ^= 1
+	for _, tc := range []struct {
+		name       string
+		frame      []byte
+		recordType uint8 // 0: damage, not a newer record
+	}{
+		{"type_6", type6, 6},
+		{"type_255", frameOf(payloadHead(255)), 255},
+		{"type_6_short_payload", frameOf([]byte{6}), 6},
+		{"commit_of_type_7", commitOf7, 7},
+		// Damage as before: a frame whose checksum does not match, and
+		// type 0, which no release writes.
+		{"type_6_bad_checksum", badCRC, 0},
+		{"type_0", frameOf(payloadHead(0)), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := DecodeRecord(tc.frame)
+			if tc.recordType == 0 {
+				requireCorrupt(t, err, "", -1)
+			} else {
+				requireNewer(t, err, "", -1, FormatVersion, tc.recordType)
+			}
+			path, off := newerRecordLog(t, tc.frame)
+			for _, mapped := range []bool{false, true} {
+				checkScanStops(t, path, off, mapped, tc.recordType)
+			}
+			r, err := OpenReader(vfs.OS(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			_, err = r.ReadRecord(off)
+			if tc.recordType == 0 {
+				requireCorrupt(t, err, path, off)
+			} else {
+				requireNewer(t, err, path, off, FormatVersion, tc.recordType)
+			}
+		})
+	}
+}
+
+// checkScanStops scans the file of newerRecordLog: with a newer record at
+// off the scan returns the four records before it and stops there with a
+// *corrupt.FormatError (no resync, no skip); with damage at off it steps over
+// it to the fifth record as before.
+func checkScanStops(t *testing.T, path string, off int64, mapped bool, recordType uint8) {
+	t.Helper()
+	sc, salvaged, err := OpenScanner(vfs.OS(), path, 0)
+	if err != nil || salvaged {
+		t.Fatalf("OpenScanner: salvaged %v, %v", salvaged, err)
+	}
+	defer sc.Close()
+	if mapped {
+		if !sc.MapFile() || !sc.CheckAhead() {
+			t.Fatal("could not map the file")
+		}
+	}
+	n := 0
+	for sc.Next() {
+		n++
+	}
+	if recordType == 0 {
+		if sc.Err() != nil || n != 5 || len(sc.Skipped()) != 1 || sc.Skipped()[0].Offset != off {
+			t.Fatalf("mapped=%v: damage: %d records, skipped %v, err %v; want 5 records and a skip at %d", mapped, n, sc.Skipped(), sc.Err(), off)
+		}
+		return
+	}
+	requireNewer(t, sc.Err(), path, off, FormatVersion, recordType)
+	if n != 4 || len(sc.Skipped()) != 0 || sc.End() != off {
+		t.Fatalf("mapped=%v: %d records, skipped %v, end %d; want 4 records, no skip, end %d", mapped, n, sc.Skipped(), sc.End(), off)
+	}
+}
+
+// TestNewerRecordInDamageIsDamage pins the documented limit: a resync looks
+// for records of this build only, so a newer record right after damage is
+// part of the damaged region.
+func TestNewerRecordInDamageIsDamage(t *testing.T) {
+	// Write-order ids above the last record's (13), so only their types
+	// keep the resync from landing on them.
+	head := func(t RecordType) []byte {
+		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64([]byte{byte(t)}, 9), 100)
+	}
+	newer := frameOf(cat(head(6), []byte("newer")))
+	commitOf7 := frameOf(cat(head(RecordCommit), []byte{7, 1}))
+	garbage := []byte("damaged bytes, not a frame")
+	path, off := newerRecordLog(t, cat(garbage, newer, commitOf7))
+	sc, err := NewScanner(vfs.OS(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	n := 0
+	for sc.Next() {
+		n++
+	}
+	want := int64(len(garbage) + len(newer) + len(commitOf7))
+	if sc.Err() != nil || n != 5 || len(sc.Skipped()) != 1 || sc.Skipped()[0].Offset != off || sc.Skipped()[0].Length != want {
+		t.Fatalf("%d records, skipped %+v, err %v; want 5 records and one skip of %d bytes at %d", n, sc.Skipped(), sc.Err(), want, off)
+	}
+}
