@@ -123,7 +123,7 @@ func (c *FileChannel) capture() (*checkpoint.State, *logfile.Snapshot) {
 		},
 	}
 	for _, f := range sn.Files {
-		st.Logs = append(st.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, TakesFrom: f.Completes})
+		st.Logs = append(st.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes})
 	}
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()

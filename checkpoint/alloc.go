@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // Block allocation. The checkpoint file is read through a memory mapping, and
@@ -66,7 +67,7 @@ func fillHoles(f vfs.File, size int64) error {
 		// Write back each maximal run of all-zero sectors.
 		run := -1 // start of the current zero run; -1 when in data
 		for i := 0; i < len(b); i += sectorSize {
-			if allZero(b[i:min(i+sectorSize, len(b))]) {
+			if zeros.All(b[i:min(i+sectorSize, len(b))]) {
 				if run < 0 {
 					run = i
 				}

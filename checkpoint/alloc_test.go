@@ -14,6 +14,7 @@ import (
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // Tests of block allocation: the checkpoint file never has holes, so that no
@@ -204,7 +205,7 @@ func sparsify(t *testing.T, name string) {
 	}
 	for off := 0; off < len(b); off += 4096 {
 		p := b[off:min(off+4096, len(b))]
-		if !allZero(p) {
+		if !zeros.All(p) {
 			if _, err := f.WriteAt(p, int64(off)); err != nil {
 				t.Fatal(err)
 			}

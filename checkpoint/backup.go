@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // copyChunk is the unit in which files are copied. Backup skips all-zero
@@ -187,7 +187,7 @@ func writeCopy(in, out vfs.File, skipZeros bool) error {
 	var off int64
 	for {
 		n, err := io.ReadFull(in, buf)
-		if n > 0 && !(skipZeros && allZero(buf[:n])) {
+		if n > 0 && !(skipZeros && zeros.All(buf[:n])) {
 			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
 				return werr
 			}
@@ -202,19 +202,4 @@ func writeCopy(in, out vfs.File, skipZeros bool) error {
 	}
 	// Sets the length when the copy ends in skipped zeros.
 	return out.Truncate(off)
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.NativeEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -602,7 +602,7 @@ func TestCrashDuringWrite(t *testing.T) {
 func TestWriteRejectsInvalidState(t *testing.T) {
 	const capacity = 50
 	valid := func() *State {
-		return &State{Meta: Meta{WriteOrderID: 9, Capacity: capacity, Logs: []LogState{{FileID: 1}, {FileID: 2, TakesFrom: []uint32{1, 3}}}},
+		return &State{Meta: Meta{WriteOrderID: 9, Capacity: capacity, Logs: []LogState{{FileID: 1}, {FileID: 2, Completes: []uint32{1, 3}}}},
 			InflightPuts: []eventqueue.InflightTx{{Tx: 1, Pointers: []eventqueue.Pointer{5}}}}
 	}
 	cases := []struct {
@@ -618,7 +618,7 @@ func TestWriteRejectsInvalidState(t *testing.T) {
 		{"logs_duplicate", func(s *State) { s.Logs[0].FileID = 2 }},
 		{"negative_position", func(s *State) { s.Logs[0].Position = -1 }},
 		{"negative_refs", func(s *State) { s.Logs[0].Refs = -1 }},
-		{"takes_from_unsorted", func(s *State) { s.Logs[1].TakesFrom = []uint32{3, 1} }},
+		{"completes_unsorted", func(s *State) { s.Logs[1].Completes = []uint32{3, 1} }},
 		{"zero_pointer", func(s *State) { s.InflightPuts[0].Pointers[0] = 0 }},
 		{"duplicate_tx", func(s *State) {
 			s.InflightTakes = []eventqueue.InflightTx{{Tx: 4}, {Tx: 4}}

@@ -42,7 +42,7 @@ package checkpoint
 //	52   8    time, unix nanoseconds (0 = not recorded)
 //	60   4    ring CRC: CRC32C of the live ring (0 when size is 0)
 //	64   4    log count n, then n entries in strictly ascending file id order:
-//	          4 file id | 8 position | 8 refs | 4 takesFrom count k |
+//	          4 file id | 8 position | 8 refs | 4 completes count k |
 //	          k x 4 file ids, strictly ascending
 //	end  4    CRC32C of every byte before it
 //
@@ -106,7 +106,7 @@ const (
 	formatVersion = 1
 
 	metaFixedLen     = 68 // through the log count
-	metaLogFixedLen  = 24 // file id, position, refs, takesFrom count
+	metaLogFixedLen  = 24 // file id, position, refs, completes count
 	inflightFixedLen = 20 // through the transaction count
 	inflightTxLen    = 12 // tx id, pointer count
 	crcLen           = 4

@@ -74,7 +74,7 @@ func sampleMeta() *Meta {
 		WriteOrderID: 1000, Capacity: 64, Head: 3, Size: 10, NextFileID: 5, MaxTxID: 77,
 		Time: time.Unix(1_700_000_000, 5), RingCRC: 0xC0FFEE01,
 		Logs: []LogState{
-			{FileID: 1, Position: 4096, Refs: 6, TakesFrom: []uint32{2, 3}}, // at 68; takesFrom at 92
+			{FileID: 1, Position: 4096, Refs: 6, Completes: []uint32{2, 3}}, // at 68; completes at 92
 			{FileID: 4, Position: 16, Refs: 4},                              // at 100; CRC at 124
 		},
 	}
@@ -97,8 +97,8 @@ func TestDecodeMetaRejects(t *testing.T) {
 		{"log_ids_not_ascending", put32(100, 1), 100},
 		{"position_out_of_range", put64(72, 1<<63), 72},
 		{"refs_out_of_range", put64(80, 1<<63), 80},
-		{"takes_from_count_too_large", put32(88, 1000), 88},
-		{"takes_from_not_ascending", put32(96, 2), 96},
+		{"completes_count_too_large", put32(88, 1000), 88},
+		{"completes_not_ascending", put32(96, 2), 96},
 		{"log_entry_truncated", put32(88, 3), 104}, // log 0 swallows log 1's id
 		{"trailing_bytes", appendTrailing, 124},
 	}
@@ -177,7 +177,7 @@ func goldenState() (*State, map[int]uint64) {
 		Meta: Meta{
 			WriteOrderID: 0x0102030405060708, Capacity: 8, Head: 6, Size: 4, NextFileID: 3, MaxTxID: 41,
 			Time: time.Unix(1_750_000_000, 123456789),
-			Logs: []LogState{{FileID: 1, Position: 8192, Refs: 3, TakesFrom: nil}, {FileID: 2, Position: 64, Refs: 1, TakesFrom: []uint32{1}}},
+			Logs: []LogState{{FileID: 1, Position: 8192, Refs: 3, Completes: nil}, {FileID: 2, Position: 64, Refs: 1, Completes: []uint32{1}}},
 		},
 		InflightPuts:  []eventqueue.InflightTx{{Tx: 40, Pointers: []eventqueue.Pointer{eventqueue.NewPointer(2, 512)}}},
 		InflightTakes: []eventqueue.InflightTx{{Tx: 39, Pointers: []eventqueue.Pointer{eventqueue.NewPointer(1, 16), eventqueue.NewPointer(1, 32)}}},

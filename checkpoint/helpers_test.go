@@ -81,7 +81,7 @@ func randomState(rng *rand.Rand, capacity int, w uint64) *State {
 		t := uint32(0)
 		for range rng.IntN(4) {
 			t += 1 + uint32(rng.IntN(3))
-			l.TakesFrom = append(l.TakesFrom, t)
+			l.Completes = append(l.Completes, t)
 		}
 		st.Logs = append(st.Logs, l)
 	}

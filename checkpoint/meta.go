@@ -18,9 +18,12 @@ type LogState struct {
 	Position int64
 	// Refs counts the queued pointers (ring only, not inflight) into this file.
 	Refs int
-	// TakesFrom lists, strictly ascending, the ids of other log files that
-	// this file's take records point into.
-	TakesFrom []uint32
+	// Completes lists, strictly ascending, the ids of the other log files
+	// holding puts that this file's records complete: the events its take
+	// records take, and the spilled puts its put commits commit (see
+	// logfile.Set.Complete). Log deletion keeps this file while any of
+	// them exists.
+	Completes []uint32
 }
 
 // Meta is the content of checkpoint.meta.
@@ -63,8 +66,8 @@ func appendMeta(dst []byte, m *Meta) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, l.FileID)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(l.Position))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(l.Refs))
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.TakesFrom)))
-		for _, id := range l.TakesFrom {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.Completes)))
+		for _, id := range l.Completes {
 			dst = binary.BigEndian.AppendUint32(dst, id)
 		}
 	}
@@ -135,17 +138,17 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 		k := be.Uint32(body[off+20:])
 		off += metaLogFixedLen
 		if uint64(k) > uint64(len(body)-off)/4 {
-			return m, corrupt.New(file, int64(off-4), "log %d takesFrom count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+			return m, corrupt.New(file, int64(off-4), "log %d completes count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
 		}
 		if k > 0 {
-			l.TakesFrom = make([]uint32, k)
+			l.Completes = make([]uint32, k)
 		}
-		for j := range l.TakesFrom {
+		for j := range l.Completes {
 			id := be.Uint32(body[off:])
-			if j > 0 && id <= l.TakesFrom[j-1] {
-				return m, corrupt.New(file, int64(off), "log %d takesFrom id %d not above %d", l.FileID, id, l.TakesFrom[j-1])
+			if j > 0 && id <= l.Completes[j-1] {
+				return m, corrupt.New(file, int64(off), "log %d completes id %d not above %d", l.FileID, id, l.Completes[j-1])
 			}
-			l.TakesFrom[j] = id
+			l.Completes[j] = id
 			off += 4
 		}
 	}
@@ -230,12 +233,12 @@ func validateMeta(m *Meta) error {
 			return fmt.Errorf("log %d: negative position %d", l.FileID, l.Position)
 		case l.Refs < 0:
 			return fmt.Errorf("log %d: negative refs %d", l.FileID, l.Refs)
-		case uint64(len(l.TakesFrom)) > math.MaxUint32:
-			return fmt.Errorf("log %d: %d takesFrom ids", l.FileID, len(l.TakesFrom))
+		case uint64(len(l.Completes)) > math.MaxUint32:
+			return fmt.Errorf("log %d: %d completes ids", l.FileID, len(l.Completes))
 		}
-		for j := 1; j < len(l.TakesFrom); j++ {
-			if l.TakesFrom[j] <= l.TakesFrom[j-1] {
-				return fmt.Errorf("log %d: takesFrom not strictly ascending: %d after %d", l.FileID, l.TakesFrom[j], l.TakesFrom[j-1])
+		for j := 1; j < len(l.Completes); j++ {
+			if l.Completes[j] <= l.Completes[j-1] {
+				return fmt.Errorf("log %d: completes not strictly ascending: %d after %d", l.FileID, l.Completes[j], l.Completes[j-1])
 			}
 		}
 	}

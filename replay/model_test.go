@@ -69,7 +69,7 @@ type history struct {
 	putCommits  []commitDone
 	takeCommits []commitDone
 	uncommitted []*modelTx // put transactions that ended without a commit
-	takesFrom   map[uint32]map[uint32]struct{}
+	completes   map[uint32]map[uint32]struct{}
 	records     int64
 	rollbacks   int64
 	maxTx       [2]uint64 // largest tx id in a record before / after the cut
@@ -78,7 +78,7 @@ type history struct {
 
 func checkHistory(t *rapid.T) {
 	ndirs := rapid.IntRange(1, 3).Draw(t, "dirs")
-	h := &history{l: newLogSet(t, ndirs), open: map[uint64]*modelTx{}, takesFrom: map[uint32]map[uint32]struct{}{}}
+	h := &history{l: newLogSet(t, ndirs), open: map[uint64]*modelTx{}, completes: map[uint32]map[uint32]struct{}{}}
 	for d := range ndirs {
 		h.roll(d)
 	}
@@ -247,7 +247,7 @@ func (h *history) commitPuts(tx *modelTx) {
 	h.wrote(tx.id)
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			addCompletes(h.takesFrom, f, p.FileID()) // puts spilled to older files
+			addCompletes(h.completes, f, p.FileID()) // puts spilled to older files
 		}
 	}
 	h.queue = append(h.queue, tx.written...)
@@ -279,7 +279,7 @@ func (h *history) commitTakes(tx *modelTx) {
 	h.takeCommits = append(h.takeCommits, commitDone{h.l.woid, tx.written})
 	for _, p := range tx.written {
 		if p.FileID() != f {
-			addCompletes(h.takesFrom, f, p.FileID())
+			addCompletes(h.completes, f, p.FileID())
 		}
 	}
 }
@@ -299,7 +299,7 @@ func (h *history) snapshot() {
 	c.st.MaxTxID = h.lastTx
 	for i := range c.st.Logs {
 		ls := &c.st.Logs[i]
-		ls.TakesFrom = slices.Sorted(maps.Keys(h.takesFrom[ls.FileID]))
+		ls.Completes = slices.Sorted(maps.Keys(h.completes[ls.FileID]))
 	}
 	txs := slices.Collect(maps.Values(h.open))
 	slices.SortFunc(txs, func(a, b *modelTx) int { return a.seq - b.seq })
@@ -323,7 +323,7 @@ type expected struct {
 	queue     []ptr
 	counts    counts
 	maxTx     uint64
-	takesFrom map[uint32][]uint32
+	completes map[uint32][]uint32
 }
 
 func (h *history) expectFull() expected {
@@ -342,7 +342,7 @@ func (h *history) expectCheckpoint() expected {
 // expect computes the replay of the records after w onto ring and the takes
 // in flight at w.
 func (h *history) expect(w uint64, inflight, ring []ptr, openAtW map[uint64]bool, recordsAtW, rollbacksAtW int64, maxTx uint64) expected {
-	e := expected{maxTx: maxTx, takesFrom: map[uint32][]uint32{}}
+	e := expected{maxTx: maxTx, completes: map[uint32][]uint32{}}
 	taken := map[ptr]bool{}
 	for _, c := range h.takeCommits {
 		if c.woid > w {
@@ -379,8 +379,8 @@ func (h *history) expect(w uint64, inflight, ring []ptr, openAtW map[uint64]bool
 	}
 	e.counts.records = h.records - recordsAtW
 	e.counts.rollbacks = h.rollbacks - rollbacksAtW
-	for f, from := range h.takesFrom {
-		e.takesFrom[f] = slices.Sorted(maps.Keys(from))
+	for f, from := range h.completes {
+		e.completes[f] = slices.Sorted(maps.Keys(from))
 	}
 	return e
 }
@@ -397,8 +397,8 @@ func (h *history) checkResult(t *rapid.T, what string, res *Result, want expecte
 		t.Fatalf("%s: MaxWriteOrderID, MaxTxID, MaxFileID = %d, %d, %d, want %d, %d, %d",
 			what, res.MaxWriteOrderID, res.MaxTxID, res.MaxFileID, h.l.woid, want.maxTx, h.nextFile)
 	}
-	if !maps.EqualFunc(res.Completes, want.takesFrom, slices.Equal) {
-		t.Fatalf("%s: Completes = %v, want %v", what, res.Completes, want.takesFrom)
+	if !maps.EqualFunc(res.Completes, want.completes, slices.Equal) {
+		t.Fatalf("%s: Completes = %v, want %v", what, res.Completes, want.completes)
 	}
 	if len(res.Logs) != int(h.nextFile) {
 		t.Fatalf("%s: %d logs, want %d", what, len(res.Logs), h.nextFile)

@@ -300,7 +300,7 @@ func (r *run) seedFromCheckpoint() {
 	for _, l := range st.Logs {
 		r.positions[l.FileID] = l.Position
 		r.ckptRefs[l.FileID] = l.Refs
-		for _, f := range l.TakesFrom {
+		for _, f := range l.Completes {
 			addCompletes(r.completes, l.FileID, f)
 		}
 	}

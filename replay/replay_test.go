@@ -617,7 +617,7 @@ func TestRunTolerates(t *testing.T) {
 				l.create(0, 1)
 				a := l.putCommitted(1, 1, 1)
 				st := l.state(l.woid, a)
-				st.Logs = append(st.Logs, checkpoint.LogState{FileID: 7, Position: 100, Refs: 0, TakesFrom: []uint32{1}})
+				st.Logs = append(st.Logs, checkpoint.LogState{FileID: 7, Position: 100, Refs: 0, Completes: []uint32{1}})
 				st.NextFileID = 8
 				return st, newQueue(l.tb, 2, 0, a), a
 			},
@@ -780,7 +780,7 @@ func TestRunTornTail(t *testing.T) {
 	}
 }
 
-// TestRunTakesFrom: Result.TakesFrom maps each file to the files whose
+// TestRunTakesFrom: Result.Completes maps each file to the files whose
 // events its records complete: the checkpoint's knowledge, plus the files
 // every scanned take record points into (old or uncommitted ones too), plus
 // the files holding the puts a commit record after the checkpoint commits;
@@ -796,7 +796,7 @@ func TestRunTakesFrom(t *testing.T) {
 	ring := []ptr{a[1], a[2], b[1]}
 	st := l.state(l.woid, ring)
 	st.InflightPuts = []eventqueue.InflightTx{{Tx: 7, Pointers: s}}
-	logState(st, 1).TakesFrom = []uint32{9} // only the checkpoint knows
+	logState(st, 1).Completes = []uint32{9} // only the checkpoint knows
 	logState(st, 2).Position = 0
 	l.create(0, 3)
 	l.takeCommitted(3, 4, a[1], b[1])
