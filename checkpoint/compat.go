@@ -42,7 +42,7 @@ func CheckFormat(fsys vfs.FS, dir string) error {
 		{CheckpointName, ""}, {MetaName, metaMagic}, {InflightPutsName, putsMagic}, {InflightTakesName, takesMagic},
 	} {
 		name := path(dir, f.name)
-		b, err := readPrefix(fsys, name)
+		b, err := readPrefix(fsys, name, 8)
 		if err != nil {
 			return err
 		}
@@ -59,9 +59,9 @@ func CheckFormat(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-// readPrefix returns up to the first 8 bytes of the file name; nil for a
+// readPrefix returns up to the first n bytes of the file name; nil for a
 // file that does not exist.
-func readPrefix(fsys vfs.FS, name string) ([]byte, error) {
+func readPrefix(fsys vfs.FS, name string, n int) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -70,8 +70,8 @@ func readPrefix(fsys vfs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close() // read-only: a close error loses nothing
-	var b [8]byte
-	n, err := f.ReadAt(b[:], 0)
+	b := make([]byte, n)
+	n, err = f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}

@@ -2,10 +2,6 @@ package checkpoint
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
 	"time"
 
 	"github.com/flumego/filechannel/internal/vfs"
@@ -48,22 +44,11 @@ func (h *RawHeader) MarkerName() string {
 // validating anything. It returns nil and no error when the file does not
 // exist or is too short to hold slots 0..6.
 func ReadRawHeader(fsys vfs.FS, dir string) (*RawHeader, error) {
-	name := path(dir, CheckpointName)
-	f, err := fsys.Open(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	b, err := readPrefix(fsys, path(dir, CheckpointName), rawHeaderLen)
+	if err != nil || len(b) < rawHeaderLen {
 		return nil, err
 	}
-	defer f.Close() // read-only: a close error loses nothing
-	var b [rawHeaderLen]byte
-	if _, err := f.ReadAt(b[:], 0); errors.Is(err, io.EOF) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	h := decodeRawHeader(&b)
+	h := decodeRawHeader((*[rawHeaderLen]byte)(b))
 	return &h, nil
 }
 
