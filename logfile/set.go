@@ -48,7 +48,6 @@ type Set struct {
 
 	nextWOID   atomic.Uint64 // the next write-order id to hand out
 	nextFileID atomic.Uint32 // the next log file id to create
-	started    bool
 }
 
 // SetOptions configures OpenSet.
@@ -87,7 +86,6 @@ type File struct {
 // setFile is a log file of the set once it is known to hold records.
 type setFile struct {
 	File
-	dir  *dir // nil for a file in a dir the set was not opened with
 	r    *Reader
 	rerr error // why r could not be opened (a *corrupt.Error), cached
 	// size is the file's valid length once no writer appends to it; 0
@@ -120,7 +118,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 // list fills in s.listed and s.files from the data dirs.
 func (s *Set) list() error {
 	firstDir := map[uint32]string{}
-	for i, d := range s.opts.Dirs {
+	for _, d := range s.opts.Dirs {
 		ids, err := ListLogs(s.fs, d)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.missing = append(s.missing, d)
@@ -145,7 +143,7 @@ func (s *Set) list() error {
 			}
 			s.listed = append(s.listed, f)
 			if !f.Unfinished {
-				s.files[id] = &setFile{File: f, dir: s.dirs[i]}
+				s.files[id] = &setFile{File: f}
 			}
 		}
 	}

@@ -64,7 +64,6 @@ func (s *Set) Start(rec Recovered) error {
 	}
 	s.nextWOID.Store(rec.MaxWriteOrderID + 1)
 	s.nextFileID.Store(rec.MaxFileID + 1)
-	s.started = true
 	return nil
 }
 
@@ -119,7 +118,7 @@ func (s *Set) rollLocked(d *dir) error {
 		}
 	}
 	s.mu.Lock()
-	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}, dir: d, r: r}
+	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}, r: r}
 	if old != nil {
 		if f := s.files[old.ID()]; f != nil {
 			f.size = size
