@@ -90,10 +90,11 @@ func TestTornTailIsCutAndKept(t *testing.T) {
 	wantEvents(t, drain(t, c), bodies(0, 40))
 }
 
-// TestCorruptRecordInTheMiddleCostsOnlyItsTransaction: a put record damaged
-// inside a log file (found by a full replay) drops its transaction, whole;
-// the transactions after it in the same file are recovered.
-func TestCorruptRecordInTheMiddleCostsOnlyItsTransaction(t *testing.T) {
+// TestCorruptRecordInTheMiddleCostsOnlyItsEvent: a put record damaged
+// inside a log file (found by a full replay) costs its event alone: the
+// other events of its transaction, whose commit record is intact, and the
+// transactions after it in the same file are recovered.
+func TestCorruptRecordInTheMiddleCostsOnlyItsEvent(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 10, 5) // two transactions
@@ -110,7 +111,7 @@ func TestCorruptRecordInTheMiddleCostsOnlyItsTransaction(t *testing.T) {
 	if s := c.Stats(); s.ReplayCorrupt != 1 || s.ReplayDamagedTxs != 1 {
 		t.Fatalf("ReplayCorrupt %d, ReplayDamagedTxs %d, want 1, 1", s.ReplayCorrupt, s.ReplayDamagedTxs)
 	}
-	wantEvents(t, drain(t, c), append(bodies(0, 10), bodies(15, 10)...))
+	wantEvents(t, drain(t, c), append(bodies(0, 10), bodies(11, 14)...))
 }
 
 // TestTakeSkipsDamagedEvents: events damaged on disk after their commit are

@@ -111,9 +111,9 @@ type RepairReport struct {
 // that it no longer points at records that are now padding, and last runs
 // Verify, whose problems go in the report.
 //
-// Events in damaged regions are lost, as replay already treated them; a put
-// transaction that lost any record is dropped whole (padding counts as
-// damage for replay's commit-count check). A file a newer release wrote
+// Events in damaged regions are lost, as replay already treated them; the
+// intact events of a put transaction that lost a record are kept (padding
+// counts as damage for replay's report of such transactions). A file a newer release wrote
 // stops Repair with an error matching ErrUnsupportedFormat before it changes
 // anything (the Verify it starts with refuses it). Repair takes every
 // directory's lock (ErrLocked while the channel is open); a missing directory is

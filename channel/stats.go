@@ -43,8 +43,9 @@ type Stats struct {
 	// repair command removes it).
 	ReplayCorrupt int64
 	// ReplayDamagedTxs counts committed transactions damage took records
-	// of in the last Open: put transactions dropped whole, and take
-	// transactions missing take records (whose events stay queued).
+	// of in the last Open: put transactions missing damaged puts (their
+	// intact events are delivered), and take transactions missing take
+	// records (whose events stay queued).
 	ReplayDamagedTxs int64
 	// TornTails counts log files whose torn tail the last Open cut off
 	// (the bytes are kept in a .corrupt file next to the log).

@@ -187,8 +187,8 @@ func (a *applier) damaged(t shortTx) (Place, bool) {
 //
 //	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
 func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
-	drop := a.decideShort(log)
-	puts := a.committedPuts(drop)
+	a.decideShort(log)
+	puts := a.committedPuts()
 	entries := a.inflightTakes()
 	if err := a.removeTaken(q, log); err != nil {
 		return err
@@ -223,12 +223,14 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 	return nil
 }
 
-// decideShort decides each put transaction with fewer puts than its commit
-// counts, now that every damaged region is known: damage took the missing
-// ones (the transaction is dropped whole: its found puts are returned in
-// the drop set) or log deletion did (its found puts are kept).
-func (a *applier) decideShort(log *slog.Logger) map[eventqueue.Pointer]bool {
-	var drop map[eventqueue.Pointer]bool
+// decideShort sorts out each put transaction with fewer puts than its
+// commit counts, now that every damaged region is known. Its commit record
+// is intact, so it is committed either way, and every put of it that was
+// read back is delivered. If damage lies among or right before its records
+// (damaged), the missing puts are counted as lost to that damage and the
+// transaction is listed in Result.Damaged; otherwise they were in log files
+// deleted because every event in them was taken.
+func (a *applier) decideShort(log *slog.Logger) {
 	deletedTxs, deletedEvents := 0, uint64(0)
 	for _, t := range a.short {
 		cause, ok := a.damaged(t)
@@ -239,37 +241,24 @@ func (a *applier) decideShort(log *slog.Logger) map[eventqueue.Pointer]bool {
 				"tx", t.tx, "events", t.count, "found", len(t.found))
 			continue
 		}
-		// Applying the rest would make part of a transaction visible.
-		if drop == nil {
-			drop = map[eventqueue.Pointer]bool{}
-		}
-		for _, p := range t.found {
-			drop[p] = true
-		}
 		a.res.DamagedTxs++
-		a.res.Dropped += len(t.found)
-		a.res.Puts -= int64(len(t.found))
 		a.res.Damaged = append(a.res.Damaged, DamagedTx{Put: true, TxID: t.tx, File: a.sources[t.commitFile].path,
 			CommitOffset: t.commitOff, Events: int(t.count), Found: len(t.found), Cause: cause, found: t.found})
-		log.Error("replay: dropping a committed put transaction whose records were damaged",
+		log.Error("replay: damage took events of a committed put transaction; its intact events are delivered",
 			"file", logfile.LogName(t.commitFile), "tx", t.tx, "commit_offset", t.commitOff, "events", t.count, "found", len(t.found),
-			"damage_file", cause.File, "damage_offset", cause.Offset)
+			"lost", t.count-uint64(len(t.found)), "damage_file", cause.File, "damage_offset", cause.Offset)
 	}
 	if deletedTxs > 0 {
 		log.Info("replay: committed put transactions with puts in deleted log files (normal: every event in those files was taken)",
 			"transactions", deletedTxs, "events", deletedEvents)
 	}
-	return drop
 }
 
-// committedPuts returns the committed puts that enter the queue: not
-// dropped, and not taken after the checkpoint.
-func (a *applier) committedPuts(drop map[eventqueue.Pointer]bool) []eventqueue.Pointer {
+// committedPuts returns the committed puts that enter the queue: those not
+// taken after the checkpoint.
+func (a *applier) committedPuts() []eventqueue.Pointer {
 	puts := a.committed[:0]
 	for _, p := range a.committed {
-		if drop[p] {
-			continue
-		}
 		if _, ok := a.taken[p]; ok {
 			delete(a.taken, p)
 			continue

@@ -51,11 +51,12 @@ func TestDamagedRecordIsSkippedAndTheRestRecovered(t *testing.T) {
 	}
 }
 
-// TestDamageInsideATransactionDropsItWhole: a commit record counts the
-// transaction's events; when damage cost the transaction one of its puts,
-// applying the rest would show part of a transaction, so none of it is.
-// Damage to a neighbour's record costs the neighbour only.
-func TestDamageInsideATransactionDropsItWhole(t *testing.T) {
+// TestDamageInsideATransactionCostsOnlyTheDamagedPut: a put transaction
+// whose commit record is intact is committed: when damage took one of its
+// puts, that event is lost (the transaction is counted and listed with the
+// damage) and every intact put of it is delivered. Damage to a neighbour's
+// record costs the neighbour only.
+func TestDamageInsideATransactionCostsOnlyTheDamagedPut(t *testing.T) {
 	l := newLogSet(t, 1)
 	l.create(0, 1)
 	before := l.putCommitted(1, 1, 1)
@@ -64,9 +65,13 @@ func TestDamageInsideATransactionDropsItWhole(t *testing.T) {
 	l.flip(1, int64(ps[0].Offset())+logfile.FrameHeaderSize+2) // its first put
 
 	res, q := l.mustRun(nil, nil)
-	wantQueue(t, q, cat(before, after))
-	if res.Corrupt != 1 || res.DamagedTxs != 1 || res.Dropped != 2 {
-		t.Errorf("Corrupt, DamagedTxs, Dropped = %d, %d, %d, want 1, 1, 2", res.Corrupt, res.DamagedTxs, res.Dropped)
+	wantQueue(t, q, cat(before, ps[1:], after))
+	if res.Corrupt != 1 || res.DamagedTxs != 1 || res.Dropped != 0 {
+		t.Errorf("Corrupt, DamagedTxs, Dropped = %d, %d, %d, want 1, 1, 0", res.Corrupt, res.DamagedTxs, res.Dropped)
+	}
+	if len(res.Damaged) != 1 || res.Damaged[0].Lost() != 1 || res.Damaged[0].Found != 2 ||
+		res.Damaged[0].Cause.Offset != int64(ps[0].Offset()) {
+		t.Errorf("Damaged = %+v, want one transaction losing 1 event, 2 found, blaming offset %d", res.Damaged, ps[0].Offset())
 	}
 
 	// A damaged take record: the events it took stay queued (delivered
@@ -155,7 +160,8 @@ func TestTornTailIsReported(t *testing.T) {
 // log file 1 and committed in file 2; file 1 was deleted because its events
 // were all taken. A full replay finds fewer puts than the commit counts, but
 // no damage: it applies the puts it found. With damage among the spilled
-// puts instead, it drops the transaction.
+// puts instead, it applies the intact ones too, and counts the damaged one
+// as lost.
 func TestCommitCountWithSpillFileDeleted(t *testing.T) {
 	for _, damage := range []bool{false, true} {
 		l := newLogSet(t, 1)
@@ -171,10 +177,10 @@ func TestCommitCountWithSpillFileDeleted(t *testing.T) {
 		}
 		res, q := l.mustRun(nil, nil)
 		if damage {
-			wantQueue(t, q, nil)
+			wantQueue(t, q, cat(spilled[:1], rest))
 			// The damaged put ends file 1: a torn tail, not a skipped region.
-			if res.DamagedTxs != 1 || res.Logs[0].Tail != logfile.TailTorn || res.Puts != 0 {
-				t.Errorf("damaged spill: DamagedTxs %d, tail %v, Puts %d; want 1, torn, 0", res.DamagedTxs, res.Logs[0].Tail, res.Puts)
+			if res.DamagedTxs != 1 || res.Logs[0].Tail != logfile.TailTorn || res.Puts != 2 || res.Damaged[0].Lost() != 1 {
+				t.Errorf("damaged spill: DamagedTxs %d, tail %v, Puts %d, %+v; want 1, torn, 2, 1 lost", res.DamagedTxs, res.Logs[0].Tail, res.Puts, res.Damaged)
 			}
 		} else {
 			wantQueue(t, q, rest)

@@ -117,8 +117,8 @@ type Result struct {
 	// files (see LogFile.Skipped), a damaged file header included.
 	Corrupt int
 	// DamagedTxs counts committed transactions damage took records of: put
-	// transactions dropped whole (applying the rest would make part of a
-	// transaction visible) and take transactions missing take records
+	// transactions missing put records (their intact events are delivered,
+	// the damaged ones lost) and take transactions missing take records
 	// (the events those took stay queued).
 	DamagedTxs int
 	// Padding counts the padding records stepped over: regions a repair
@@ -148,9 +148,10 @@ type Place struct {
 
 // DamagedTx is a committed transaction that damage took records of.
 type DamagedTx struct {
-	// Put: a put transaction, dropped whole (its Events are lost). Else a
-	// take transaction: the Events-Found events its lost take records took
-	// stay queued and are delivered again.
+	// Put: a put transaction: its Found intact events are delivered, the
+	// Events-Found others are lost. Else a take transaction: the
+	// Events-Found events its lost take records took stay queued and are
+	// delivered again.
 	Put          bool
 	TxID         uint64
 	File         string // the log file holding its commit record
@@ -162,12 +163,13 @@ type DamagedTx struct {
 	found []eventqueue.Pointer // a put transaction's puts the replay found
 }
 
-// Lost is the number of committed events the replay lost with t: every
-// event of a put transaction (applying the rest would make part of it
-// visible), none of a take transaction's.
+// Lost is the number of committed events the replay lost with t: the put
+// records of a put transaction it could not read (at most: some may have
+// been in log files deleted because they were taken), none of a take
+// transaction's.
 func (t DamagedTx) Lost() int {
 	if t.Put {
-		return t.Events
+		return t.Events - t.Found
 	}
 	return 0
 }

@@ -688,6 +688,15 @@ func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
 				len(recovered), i, recovered[i], replayed[i])})
 		return
 	}
+	if len(d.OnlyReplayed) == 0 && !slices.ContainsFunc(d.OnlyRecovered, func(p eventqueue.Pointer) bool {
+		_, damaged := v.rangeOf(p)
+		return !damaged
+	}) {
+		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteDamagedQueued, Offset: -1,
+			Detail: fmt.Sprintf("recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, each in a damaged range",
+				v.rep.RecoveredFrom, len(recovered), len(replayed), len(d.OnlyRecovered), firstPointers(d.OnlyRecovered))})
+		return
+	}
 	v.disagrees = v.rep.add(ProblemCheckpointDisagrees, "", -1,
 		"recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, %d only in the full replay%s",
 		v.rep.RecoveredFrom, len(recovered), len(replayed),

@@ -14,8 +14,8 @@ import (
 //     flight) whose record lies in a damaged range of its log file: a
 //     region skipped in the middle, a torn or truncated tail, a file whose
 //     header names another file. A take skips it as damaged.
-//   - every event of a committed put transaction that the replay dropped
-//     because damage took some of its records (Result.Damaged), charged to
+//   - each event of a committed put transaction whose put record damage
+//     took (Result.Damaged; its intact events are delivered), charged to
 //     the damage the replay blamed.
 //   - a queued pointer that reads back as something else than a put
 //     (bad-pointer), one event each.
@@ -26,7 +26,7 @@ import (
 // Two costs are computed: for the recovery the channel would do now
 // (Lost), and for a full replay (LostFullReplay), which is what a repair or
 // a rebuild does. The full replay's losses are the events the checkpoint
-// (when it is used) or the dropped transactions say were committed and
+// (when it is used) or the damaged transactions say were committed and
 // that it does not deliver; the ones no damaged range explains are charged
 // to checkpoint-disagrees (their commit record was lost, or the checkpoint
 // is wrong).
@@ -118,16 +118,10 @@ func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, fullRes
 		return
 	}
 	got := v.replayed
-	dropped := map[eventqueue.Pointer]bool{} // charged with their transaction below
-	for _, t := range fullRes.Damaged {
-		for _, p := range t.found {
-			dropped[p] = true
-		}
-	}
 	// Queued events the full replay does not deliver, when damage
 	// explains it.
 	for _, p := range recovered {
-		if got[p] || dropped[p] {
+		if got[p] {
 			continue
 		}
 		if r, ok := v.rangeOf(p); ok {
@@ -138,18 +132,22 @@ func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, fullRes
 			v.charge(v.disagrees, Cost{LostFullReplay: 1})
 		}
 	}
+	afterCkpt := map[uint64]bool{} // put transactions the recovery replay found damaged too
+	if recRes != nil {
+		for _, t := range recRes.Damaged {
+			afterCkpt[t.TxID] = t.Put
+		}
+	}
 	for _, t := range fullRes.Damaged {
 		if !t.Put {
 			continue
 		}
-		idx := v.causeProblem(t.Cause)
-		// Its intact events, which the replay dropped, and the ones it
-		// could not read; of a transaction the checkpoint holds, those
-		// are queued events in damaged ranges, charged above.
-		n := t.Found
-		if !slices.ContainsFunc(t.found, func(p eventqueue.Pointer) bool { return known[p] }) {
-			n += t.Events - t.Found
+		// The events it could not read (its intact ones are delivered).
+		// Of a transaction the checkpoint holds, those are queued events
+		// in damaged ranges, charged above; of one written after it, the
+		// recovery lost them too.
+		if afterCkpt[t.TxID] || !slices.ContainsFunc(t.found, func(p eventqueue.Pointer) bool { return known[p] }) {
+			v.charge(v.causeProblem(t.Cause), Cost{LostFullReplay: t.Lost()})
 		}
-		v.charge(idx, Cost{LostFullReplay: n})
 	}
 }

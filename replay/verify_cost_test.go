@@ -26,21 +26,21 @@ func TestVerifyCosts(t *testing.T) {
 	}{
 		{
 			// A put transaction written after the checkpoint loses a record:
-			// both recoveries drop it whole.
+			// both recoveries lose that event and deliver its other one.
 			name:   "put_after_the_checkpoint",
 			damage: func(v *verifyChannel) { v.flip(v.l.path(1), int64(v.c[0].Offset())+10) },
 			kind:   ProblemCorruptRecord, file: 1,
 			at:   func(v *verifyChannel) int64 { return int64(v.c[0].Offset()) },
-			want: Cost{Lost: 2, LostFullReplay: 2},
+			want: Cost{Lost: 1, LostFullReplay: 1},
 		},
 		{
 			// A checkpointed event is damaged: the channel loses it alone
-			// (a take skips it), a full replay drops its whole transaction.
+			// (a take skips it), and so does a full replay.
 			name:   "checkpointed_put",
 			damage: func(v *verifyChannel) { v.flip(v.l.path(2), int64(v.b[0].Offset())+10) },
 			kind:   ProblemCorruptRecord, file: 2,
 			at:       func(v *verifyChannel) int64 { return int64(v.b[0].Offset()) },
-			want:     Cost{Lost: 1, LostFullReplay: 2},
+			want:     Cost{Lost: 1, LostFullReplay: 1},
 			notKinds: []ProblemKind{ProblemBadPointer},
 		},
 		{

@@ -98,6 +98,11 @@ const (
 	// they were taken put their events back at the head in the rollback
 	// order, which no log record says, so this follows from normal use.
 	NoteOrderDiffers ProblemKind = "order-differs"
+	// NoteDamagedQueued: the recovered queue holds events a full replay
+	// does not, and every one of them lies in a damaged range of its log
+	// file: the damage's own problem (and its cost) covers them; they are
+	// not a disagreement between checkpoint and logs.
+	NoteDamagedQueued ProblemKind = "damaged-queued"
 )
 
 // States of a checkpoint (CheckpointInfo.State).
@@ -153,8 +158,8 @@ type Problem struct {
 type Cost struct {
 	// Lost counts the committed events the channel loses to this damage
 	// when it opens as it would now (Report.RecoveredFrom): queued events
-	// whose records are damaged (a take skips them), and every event of a
-	// committed put transaction that lost a record (dropped whole).
+	// whose records are damaged (a take skips them), and the damaged
+	// events of a committed put transaction written after the checkpoint.
 	Lost int
 	// LostFullReplay is the same when the queue is rebuilt by a full
 	// replay of the logs: after 'fcreplay repair' or 'fcreplay replay'

@@ -23,8 +23,8 @@ byte it removes or overwrites is first copied to a .corrupt file next to its log
 (log-NNNNNNNNNN.<offset>.corrupt). Then it rebuilds the checkpoint from the logs
 (as 'fcreplay replay' does) and verifies the result.
 
-Events in damaged regions are lost (the channel already skips them); a put
-transaction that lost a record is dropped whole. Run it with --dry-run first:
+Events in damaged regions are lost (the channel already skips them); the other
+events of their transactions are kept. Run it with --dry-run first:
 that lists the actions and changes nothing.
 
 repair refuses to run while the channel is open. Exit code: 0 when the channel

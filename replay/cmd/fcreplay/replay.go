@@ -118,7 +118,7 @@ func printRebuild(w io.Writer, r *rebuildJSON) error {
 	switch {
 	case err != nil:
 	case r.Corrupt > 0:
-		_, err = fmt.Fprintf(w, "damage: %s stepped over, %s (put transactions dropped whole, take transactions applied in part); 'fcreplay repair' pads the damaged regions\n",
+		_, err = fmt.Fprintf(w, "damage: %s stepped over, %s (put transactions lose their damaged events, take transactions apply the takes found); 'fcreplay repair' pads the damaged regions\n",
 			plural(int64(r.Corrupt), "damaged region"), plural(int64(r.DamagedTxs), "damaged transaction"))
 	case r.DamagedTxs > 0:
 		_, err = fmt.Fprintf(w, "note: %s lost records to damage that was repaired (padded) before: their put events are lost, their takes applied in part\n",
