@@ -163,6 +163,9 @@
 // channel). In BackupCheckpointDir (optional): a copy of the checkpoint
 // files and backupComplete. docs/format.md specifies every format.
 //
+// Files are created 0600 and directories 0700 (Config.FileMode and DirMode
+// widen them; the umask applies).
+//
 // # How it works
 //
 // A put transaction encodes its events in memory (spilling them to the log,

@@ -99,7 +99,7 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 		return nil
 	}
 	for _, r := range rc.dirs {
-		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName))
+		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName), vfs.FileMode(c.fs))
 		if errors.Is(err, vfs.ErrLocked) {
 			return fmt.Errorf("%w: %s %s", ErrLocked, r.what, r.dir)
 		}

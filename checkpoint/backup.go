@@ -166,7 +166,7 @@ func copyInto(fsys vfs.FS, in vfs.File, dst string, skipZeros bool) error {
 	if err := removeIfExists(fsys, tmp); err != nil {
 		return err
 	}
-	out, err := fsys.Create(tmp)
+	out, err := fsys.Create(tmp, vfs.FileMode(fsys))
 	if err != nil {
 		return err
 	}

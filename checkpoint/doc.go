@@ -26,6 +26,9 @@
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.
 //
+// Every file is created with the permission bits vfs.FileMode of the FS it
+// is given (0600 unless vfs.WithModes set others), the umask applying.
+//
 // # Format versions
 //
 // Every file starts with its magic and version at the same offsets in every

@@ -487,7 +487,7 @@ func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *c
 // copyDir copies the checkpoint files of dir (and backupComplete if
 // backup) that exist into the same directory of the MemFS.
 func (v *verifier) copyDir(dir string, backup bool) error {
-	if err := v.mem.MkdirAll(dir, 0o755); err != nil {
+	if err := v.mem.MkdirAll(dir, vfs.DirMode(v.mem)); err != nil {
 		return err
 	}
 	names := []string{checkpoint.CheckpointName, checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName}
@@ -524,7 +524,7 @@ func (v *verifier) copyFile(src string) (err error) {
 	if err != nil {
 		return err
 	}
-	out, err := v.mem.Create(src)
+	out, err := v.mem.Create(src, vfs.FileMode(v.mem))
 	if err != nil {
 		return err
 	}

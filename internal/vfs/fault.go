@@ -343,11 +343,11 @@ func (f *FaultFS) wrap(name string, file File, err error) (File, error) {
 }
 
 // Create creates name through the wrapped FS unless a rule fails it.
-func (f *FaultFS) Create(name string) (File, error) {
+func (f *FaultFS) Create(name string, perm fs.FileMode) (File, error) {
 	if err := f.fail(OpCreate, name); err != nil {
 		return nil, err
 	}
-	file, err := f.fs.Create(name)
+	file, err := f.fs.Create(name, perm)
 	return f.wrap(name, file, err)
 }
 
@@ -419,11 +419,11 @@ func (f *FaultFS) SyncDir(dir string) error {
 }
 
 // Lock locks name through the wrapped FS unless a rule fails it.
-func (f *FaultFS) Lock(name string) (io.Closer, error) {
+func (f *FaultFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 	if err := f.fail(OpLock, name); err != nil {
 		return nil, err
 	}
-	return f.fs.Lock(name)
+	return f.fs.Lock(name, perm)
 }
 
 // FreeSpace reports the wrapped FS's free space, or what SetFreeSpace set,

@@ -18,8 +18,8 @@ type osFile struct{ *os.File }
 
 func (f osFile) OSFile() *os.File { return f.File }
 
-func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+func (osFS) Create(name string, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +72,8 @@ func (osFS) SyncDir(dir string) error {
 	return d.Close()
 }
 
-func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+func (osFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ type File interface {
 
 // FS is the set of filesystem operations filechannel needs.
 type FS interface {
-	// Create creates name for reading and writing; it fails if name exists.
-	Create(name string) (File, error)
+	// Create creates name for reading and writing with permission bits
+	// perm (before the umask); it fails if name exists.
+	Create(name string, perm fs.FileMode) (File, error)
 	// Open opens an existing file read-only.
 	Open(name string) (File, error)
 	// OpenReadWrite opens an existing file for reading and writing.
@@ -43,11 +44,12 @@ type FS interface {
 	Stat(name string) (fs.FileInfo, error)
 	// SyncDir makes the entries of dir (creates, renames, removes) durable.
 	SyncDir(dir string) error
-	// Lock takes an exclusive, non-blocking lock on name, creating it if
-	// needed. It returns ErrLocked (wrapped) if another holder, in this
-	// process or another, has it. Closing the returned Closer releases it; a
-	// crashed holder's lock is released by the kernel.
-	Lock(name string) (io.Closer, error)
+	// Lock takes an exclusive, non-blocking lock on name, creating it
+	// with permission bits perm (before the umask) if needed. It returns
+	// ErrLocked (wrapped) if another holder, in this process or another,
+	// has it. Closing the returned Closer releases it; a crashed holder's
+	// lock is released by the kernel.
+	Lock(name string, perm fs.FileMode) (io.Closer, error)
 	// FreeSpace reports the bytes available to an unprivileged writer on the
 	// filesystem holding dir.
 	FreeSpace(dir string) (int64, error)
