@@ -14,8 +14,10 @@
 // durable only after SyncDir on its parent directory returns nil. Errors for a
 // missing file wrap fs.ErrNotExist.
 //
-// WithModes lets the FS carry the permission bits (FileMode, DirMode) every
-// package creates files and directories with, private by default.
+// No open follows a symbolic link in the last component of its path, and
+// only regular files are opened (ErrNotRegular); WithModes lets the FS
+// carry the permission bits (FileMode, DirMode) every package creates files
+// and directories with, private by default.
 //
 // The package creates no files of its own except WriteFileAtomic's name.tmp.
 // OS(), MemFS and FaultFS, and the files they open, are safe for concurrent

@@ -53,7 +53,7 @@ const (
 	OpRead      Op = "read"
 	OpReadAt    Op = "readat"
 	OpList      Op = "list"
-	OpStat      Op = "stat"  // FS.Stat and File.Stat
+	OpStat      Op = "stat"  // FS.Stat, FS.Lstat and File.Stat
 	OpClose     Op = "close" // the file is closed all the same
 	OpFreeSpace Op = "freespace"
 )
@@ -408,6 +408,15 @@ func (f *FaultFS) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return f.fs.Stat(name)
+}
+
+// Lstat describes name through the wrapped FS unless a rule fails it (as
+// OpStat).
+func (f *FaultFS) Lstat(name string) (fs.FileInfo, error) {
+	if err := f.fail(OpStat, name); err != nil {
+		return nil, err
+	}
+	return f.fs.Lstat(name)
 }
 
 // SyncDir syncs dir through the wrapped FS unless a rule fails it.

@@ -57,8 +57,9 @@ const sectorSize = 512
 // FreeSpace reports the value set by SetFreeSpace (default 1<<40) for any
 // existing directory; writes never fail for lack of space (wrap it in a
 // FaultFS for that). Locks are per name (the cleaned path) and per MemFS.
-// Permissions are recorded as given (no umask), not enforced. Files of a
-// MemFS do not implement OSFile.
+// Permissions are recorded as given (no umask), not enforced. There are no
+// symbolic links; a directory is the one entry that is not a regular file.
+// Files of a MemFS do not implement OSFile.
 //
 // A MemFS and its files are safe for concurrent use. SetHook lets a crash
 // test take a CrashClone at every mutating operation.
@@ -362,10 +363,12 @@ func (m *MemFS) Create(name string, perm fs.FileMode) (File, error) {
 	return &memFile{m: m, n: n, name: name, writable: true}, nil
 }
 
-// Open opens an existing file read-only.
+// Open opens an existing file read-only. A directory is not a regular file
+// (ErrNotRegular).
 func (m *MemFS) Open(name string) (File, error) { return m.open("open", name, false) }
 
-// OpenReadWrite opens an existing file for reading and writing.
+// OpenReadWrite opens an existing file for reading and writing. A directory
+// is not a regular file (ErrNotRegular).
 func (m *MemFS) OpenReadWrite(name string) (File, error) { return m.open("open", name, true) }
 
 func (m *MemFS) open(op, name string, writable bool) (File, error) {
@@ -373,7 +376,7 @@ func (m *MemFS) open(op, name string, writable bool) (File, error) {
 	defer m.mu.Unlock()
 	n, err := m.walkLocked(split(name))
 	if err == nil && n.dir {
-		err = syscall.EISDIR
+		err = notRegular(fs.ModeDir)
 	}
 	if err != nil {
 		return nil, pathErr(op, name, err)
@@ -493,6 +496,9 @@ func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	return n.infoLocked(name), nil
 }
 
+// Lstat is Stat: a MemFS has no symbolic links.
+func (m *MemFS) Lstat(name string) (fs.FileInfo, error) { return m.Stat(name) }
+
 // SyncDir makes the current entries of dir durable.
 func (m *MemFS) SyncDir(dir string) error {
 	m.mu.Lock()
@@ -508,7 +514,8 @@ func (m *MemFS) SyncDir(dir string) error {
 
 // Lock takes the exclusive lock on name, creating an empty file there with
 // permission bits perm if needed. It fails with ErrLocked while another
-// Closer this MemFS returned for the same cleaned path is open.
+// Closer this MemFS returned for the same cleaned path is open, and with
+// ErrNotRegular for a directory.
 func (m *MemFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -524,7 +531,7 @@ func (m *MemFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 	case err != nil:
 		return nil, pathErr("lock", name, err)
 	case n.dir:
-		return nil, pathErr("lock", name, syscall.EISDIR)
+		return nil, pathErr("lock", name, notRegular(fs.ModeDir))
 	}
 	key := filepath.Join(split(name)...)
 	if m.locks[key] != nil {

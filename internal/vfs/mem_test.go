@@ -491,7 +491,7 @@ func TestMemErrors(t *testing.T) {
 		{"create_under_a_file", func(m *MemFS) error { _, err := m.Create("/d/f/g", 0o600); return err }, syscall.ENOTDIR},
 		{"open_missing", func(m *MemFS) error { _, err := m.Open("/d/nope"); return err }, fs.ErrNotExist},
 		{"open_read_write_missing", func(m *MemFS) error { _, err := m.OpenReadWrite("/d/nope"); return err }, fs.ErrNotExist},
-		{"open_dir", func(m *MemFS) error { _, err := m.Open("/d"); return err }, syscall.EISDIR},
+		{"open_dir", func(m *MemFS) error { _, err := m.Open("/d"); return err }, ErrNotRegular},
 		{"remove_missing", func(m *MemFS) error { return m.Remove("/d/nope") }, fs.ErrNotExist},
 		{"remove_non_empty_dir", func(m *MemFS) error { return m.Remove("/d") }, syscall.ENOTEMPTY},
 		{"rename_missing", func(m *MemFS) error { return m.Rename("/d/nope", "/d/x") }, fs.ErrNotExist},
@@ -505,7 +505,7 @@ func TestMemErrors(t *testing.T) {
 		{"syncdir_missing", func(m *MemFS) error { return m.SyncDir("/nope") }, fs.ErrNotExist},
 		{"freespace_missing", func(m *MemFS) error { _, err := m.FreeSpace("/nope"); return err }, fs.ErrNotExist},
 		{"lock_in_missing_dir", func(m *MemFS) error { _, err := m.Lock("/nope/lock", 0o600); return err }, fs.ErrNotExist},
-		{"lock_a_dir", func(m *MemFS) error { _, err := m.Lock("/d", 0o600); return err }, syscall.EISDIR},
+		{"lock_a_dir", func(m *MemFS) error { _, err := m.Lock("/d", 0o600); return err }, ErrNotRegular},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 // file uses: write name.tmp, fsync it, rename it over name, fsync the
 // directory. After a crash, name holds either its old or its new contents,
 // never a mix; a leftover name.tmp is garbage and may be removed. name.tmp
-// is created with FileMode(fsys), so name ends with those permission bits.
+// is created with FileMode(fsys), so name ends with those permission bits;
+// whatever name was before (a symbolic link included) is replaced, never
+// followed.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	return WriteFileAtomicFrom(fsys, name, bytes.NewReader(data))
 }
