@@ -31,6 +31,12 @@ const (
 
 	// MinMaxFileSize is the smallest MaxFileSize accepted.
 	MinMaxFileSize = 4096
+
+	// DefaultFileMode and DefaultDirMode are the permission bits of the
+	// files and directories the channel creates unless Config.FileMode and
+	// Config.DirMode say otherwise: the owner's only.
+	DefaultFileMode fs.FileMode = 0o600
+	DefaultDirMode  fs.FileMode = 0o700
 )
 
 // Config configures a FileChannel. Zero values mean the default; Open never
@@ -63,6 +69,21 @@ type Config struct {
 	ReplayProgress func(replay.Progress)
 	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
 	ReplayProgressEvery time.Duration
+
+	// FileMode is the permission bits of every file the channel creates:
+	// data logs, .corrupt files, the checkpoint files, the backup's files
+	// and backupComplete, in_use.lock, and the .tmp files they are
+	// published through. 0 = 0600, readable by the owner only (as etcd's
+	// files). Wider modes, such as 0640 for a group that backs the files
+	// up, must keep the owner's read and write bits and may have no execute
+	// bit. The umask still applies: it can narrow the mode, never widen it.
+	// Files that exist keep their modes until the channel replaces them.
+	FileMode fs.FileMode
+	// DirMode is the permission bits of the directories Open creates (the
+	// checkpoint, backup and data dirs and their missing parents). 0 = 0700;
+	// others must keep the owner's rwx bits. The umask applies as for
+	// FileMode; directories that exist are left as they are.
+	DirMode fs.FileMode
 
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
@@ -120,6 +141,12 @@ func (cfg *Config) checkRanges() []error {
 	if cfg.Capacity > 0 && cfg.TransactionCapacity > cfg.Capacity {
 		bad("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity)
 	}
+	if m := cfg.FileMode; m != 0 && (m&^fs.ModePerm != 0 || m&0o111 != 0 || m&0o600 != 0o600) {
+		bad("FileMode %#o is not a file mode the channel can use (permission bits only, no execute bit, the owner's read and write bits set)", uint32(m))
+	}
+	if m := cfg.DirMode; m != 0 && (m&^fs.ModePerm != 0 || m&0o700 != 0o700) {
+		bad("DirMode %#o is not a directory mode the channel can use (permission bits only, the owner's rwx bits set)", uint32(m))
+	}
 	return errs
 }
 
@@ -152,9 +179,18 @@ func (cfg *Config) applyDefaults() {
 	if cfg.Name != "" {
 		cfg.Logger = cfg.Logger.With("channel", cfg.Name)
 	}
+	if cfg.FileMode == 0 {
+		cfg.FileMode = DefaultFileMode
+	}
+	if cfg.DirMode == 0 {
+		cfg.DirMode = DefaultDirMode
+	}
 	if cfg.fs == nil {
 		cfg.fs = vfs.OS()
 	}
+	// Every package creates its files with vfs.FileMode(fs) and
+	// vfs.DirMode(fs): the modes travel with the filesystem.
+	cfg.fs = vfs.WithModes(cfg.fs, cfg.FileMode, cfg.DirMode)
 }
 
 // checkDirs checks that every directory is given and distinct: two roles
@@ -188,8 +224,10 @@ func (cfg *Config) checkDirs() []error {
 	return errs
 }
 
-// prepareDir creates dir if needed and checks that it is a directory.
-// syncParents must follow, once every directory is made.
+// prepareDir creates dir if needed, with its missing parents, with the
+// permission bits vfs.DirMode(fsys), and checks that it is a directory (a
+// link to one is fine). syncParents must follow, once every directory is
+// made.
 func prepareDir(fsys vfs.FS, dir, what string) error {
 	if st, err := fsys.Stat(dir); err == nil {
 		if !st.IsDir() {
@@ -199,7 +237,7 @@ func prepareDir(fsys vfs.FS, dir, what string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filechannel: %s %q: %w", what, dir, err)
 	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, vfs.DirMode(fsys)); err != nil {
 		return fmt.Errorf("filechannel: create %s %q: %w", what, dir, err)
 	}
 	return nil

@@ -163,6 +163,12 @@
 // channel). In BackupCheckpointDir (optional): a copy of the checkpoint
 // files and backupComplete. docs/format.md specifies every format.
 //
+// Files are created 0600 and directories 0700 (Config.FileMode and DirMode
+// widen them; the umask applies). The directories may be symbolic links,
+// but nothing inside them is followed: a checkpoint file or in_use.lock
+// that is not a regular file fails Open ([ErrNotRegular]), and an entry
+// named like a log file that is not one is logged and left alone.
+//
 // # How it works
 //
 // A put transaction encodes its events in memory (spilling them to the log,

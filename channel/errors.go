@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -45,6 +46,15 @@ var (
 	// use the release that wrote it; do not repair or delete it. The
 	// concrete *FormatError names the file and the version.
 	ErrUnsupportedFormat = corrupt.ErrUnsupportedFormat
+	// ErrNotRegular is matched (errors.Is) by the error of Open, Verify,
+	// Repair and Rebuild when a file the channel opens by its name (a
+	// checkpoint file, in_use.lock) is a symbolic link, a directory, a named
+	// pipe or another file that is not a regular file. The channel never
+	// follows a link in its directories (the directories themselves may be
+	// links) and changes nothing: move the entry away. An entry named like a
+	// log file that is not a regular file is no error: it is left alone
+	// (Verify reports it as not-a-regular-file).
+	ErrNotRegular = vfs.ErrNotRegular
 )
 
 // CorruptError names the file and byte offset of damaged data. It unwraps to

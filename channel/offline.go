@@ -66,7 +66,7 @@ func lockDirs(cfg Config, what string, missing missingDirs) (dirLocks, error) {
 		case !st.IsDir():
 			return nil, errors.Join(fmt.Errorf("filechannel: %s: %s is not a directory", what, d), locks.Close())
 		}
-		l, err := cfg.fs.Lock(filepath.Join(d, LockFileName))
+		l, err := cfg.fs.Lock(filepath.Join(d, LockFileName), vfs.FileMode(cfg.fs))
 		if errors.Is(err, vfs.ErrLocked) {
 			return nil, errors.Join(fmt.Errorf("%w: %s (%s a channel only while it is closed)", ErrLocked, d, what), locks.Close())
 		}

@@ -76,16 +76,18 @@ func (c *FileChannel) prepareDirs(rc *recovery) error {
 	return syncParents(c.fs, paths)
 }
 
-// newerCheckpoints returns the error, matching ErrUnsupportedFormat, of a
-// file of cfg's checkpoint or backup directory that a newer release wrote
-// (checkpoint.CheckFormat), or nil. Whatever replaces or overwrites those
-// directories asks it first.
-func newerCheckpoints(cfg Config) error {
+// refusedCheckpoints returns the error of a file of cfg's checkpoint or
+// backup directory that must be neither replaced nor overwritten, or nil:
+// one a newer release wrote (matching ErrUnsupportedFormat), or one that is
+// not a regular file, such as a symbolic link (matching ErrNotRegular),
+// as checkpoint.CheckFormat finds them. Whatever replaces or overwrites
+// those directories asks it first.
+func refusedCheckpoints(cfg Config) error {
 	for _, dir := range []string{cfg.CheckpointDir, cfg.BackupCheckpointDir} {
 		if dir == "" {
 			continue
 		}
-		if err := checkpoint.CheckFormat(cfg.fs, dir); errors.Is(err, ErrUnsupportedFormat) {
+		if err := checkpoint.CheckFormat(cfg.fs, dir); errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrNotRegular) {
 			return err
 		}
 	}
@@ -99,7 +101,7 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 		return nil
 	}
 	for _, r := range rc.dirs {
-		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName))
+		l, err := c.fs.Lock(filepath.Join(r.dir, LockFileName), vfs.FileMode(c.fs))
 		if errors.Is(err, vfs.ErrLocked) {
 			return fmt.Errorf("%w: %s %s", ErrLocked, r.what, r.dir)
 		}
@@ -119,8 +121,9 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	dir, backup := c.cfg.CheckpointDir, c.cfg.BackupCheckpointDir
 	// A fallback would replace the checkpoint or restore the backup, and
 	// the next checkpoint overwrites the backup: files a newer release
-	// wrote are refused first.
-	if err := newerCheckpoints(c.cfg); err != nil {
+	// wrote, and links or other entries that are not files, are refused
+	// first.
+	if err := refusedCheckpoints(c.cfg); err != nil {
 		return opErr("open checkpoint", err)
 	}
 	ck, st, err := checkpoint.Open(c.fs, dir)

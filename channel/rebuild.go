@@ -63,7 +63,9 @@ type RebuildReport struct {
 // leaves no checkpoint or the new one: either way the next Open or Rebuild
 // recovers the same events from the logs. A file a newer release wrote, in
 // the checkpoint or backup directory or among the logs, makes it fail with
-// an error matching ErrUnsupportedFormat, before anything is changed.
+// an error matching ErrUnsupportedFormat, and a checkpoint file that is not
+// a regular file (a symbolic link) with one matching ErrNotRegular, before
+// anything is changed.
 func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.ProgressEvery < 0 {
 		return nil, fmt.Errorf("filechannel: rebuild: ProgressEvery %v is negative", opts.ProgressEvery)
@@ -90,7 +92,7 @@ func rebuild(raw, full Config, opts RebuildOptions) (*RebuildReport, error) {
 	start := time.Now()
 	// A rebuild removes the checkpoint and the backup. (The read-only
 	// replay refuses newer logs.)
-	if err := newerCheckpoints(full); err != nil {
+	if err := refusedCheckpoints(full); err != nil {
 		return nil, opErrNote("rebuild", err, " (nothing was changed)")
 	}
 	cfg, from := full, CapacityFromConfig

@@ -115,7 +115,8 @@ type RepairReport struct {
 // intact events of a put transaction that lost a record are kept (padding
 // counts as damage for replay's report of such transactions). A file a newer release wrote
 // stops Repair with an error matching ErrUnsupportedFormat before it changes
-// anything (the Verify it starts with refuses it). Repair takes every
+// anything (the Verify it starts with refuses it), and so does a checkpoint
+// file that is not a regular file, with one matching ErrNotRegular. Repair takes every
 // directory's lock (ErrLocked while the channel is open); a missing directory is
 // created, except in a dry run. On an error after changes were made, Repair
 // returns the report of what it did with the error.
@@ -142,6 +143,10 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 	before, err := replay.Verify(verifyOptions(full))
 	if err != nil {
 		return nil, opErr("repair", err)
+	}
+	// Its rebuild would refuse them after the logs were changed.
+	if err := refusedCheckpoints(full); err != nil {
+		return nil, opErrNote("repair", err, " (nothing was changed)")
 	}
 	r := &repairer{fs: full.fs, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}
 	if err := r.repairLogs(full); err != nil {

@@ -62,7 +62,7 @@ func TestEmptyLogRemovalIsDurableBeforeItsIDIsReused(t *testing.T) {
 	}
 	// The crash inside Create: the name became durable, the header did not.
 	empty := filepath.Join(cfg.DataDirs[1], logfile.LogName(next))
-	f, err := mem.Create(empty)
+	f, err := mem.Create(empty, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestBlockedRepairRemovesAnEmptyLogDurably(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := filepath.Join(cfg.DataDirs[1], logfile.LogName(next))
-	f, err := mem.Create(empty)
+	f, err := mem.Create(empty, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,8 @@ type recFile struct {
 	off  int64 // Write's offset (these files are never read with Read)
 }
 
-func (r *recFS) Create(name string) (vfs.File, error) {
-	f, err := r.FS.Create(name)
+func (r *recFS) Create(name string, perm fs.FileMode) (vfs.File, error) {
+	f, err := r.FS.Create(name, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -60,10 +60,21 @@ func backup(fsys vfs.FS, srcDir, backupDir string) error {
 }
 
 // HasBackup reports whether backupDir holds a complete backup (its
-// backupComplete marker exists).
+// backupComplete marker exists, a regular file: a link of that name is not
+// followed, and is no marker).
 func HasBackup(fsys vfs.FS, backupDir string) bool {
-	_, err := fsys.Stat(path(backupDir, BackupCompleteName))
-	return err == nil
+	ok, _ := hasMarker(fsys, backupDir)
+	return ok
+}
+
+// hasMarker reports whether backupDir's backupComplete exists as a regular
+// file; the error is Lstat's, other than fs.ErrNotExist.
+func hasMarker(fsys vfs.FS, backupDir string) (bool, error) {
+	fi, err := fsys.Lstat(path(backupDir, BackupCompleteName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil && fi.Mode().IsRegular(), err
 }
 
 // RestoreBackup replaces the checkpoint in dir with the complete backup in
@@ -89,11 +100,10 @@ func restoreBackup(fsys vfs.FS, backupDir, dir string) error {
 	if filepath.Clean(backupDir) == filepath.Clean(dir) {
 		return errors.New("backup dir is the checkpoint dir")
 	}
-	if _, err := fsys.Stat(path(backupDir, BackupCompleteName)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return ErrNoBackup
-		}
+	if ok, err := hasMarker(fsys, backupDir); err != nil {
 		return err
+	} else if !ok {
+		return ErrNoBackup
 	}
 	for _, d := range []string{backupDir, dir} {
 		if err := CheckFormat(fsys, d); err != nil {
@@ -166,7 +176,7 @@ func copyInto(fsys vfs.FS, in vfs.File, dst string, skipZeros bool) error {
 	if err := removeIfExists(fsys, tmp); err != nil {
 		return err
 	}
-	out, err := fsys.Create(tmp)
+	out, err := fsys.Create(tmp, vfs.FileMode(fsys))
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 		return nil, fmt.Errorf("create checkpoint in %s: %w", dir, err)
 	}
 	name := path(dir, CheckpointName)
-	f, err := fsys.Create(name)
+	f, err := fsys.Create(name, vfs.FileMode(fsys))
 	if err != nil {
 		return nil, vfs.Named("create checkpoint in "+dir, err)
 	}

@@ -26,6 +26,13 @@
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.
 //
+// Every file is created with the permission bits vfs.FileMode of the FS it
+// is given (0600 unless vfs.WithModes set others), the umask applying. No
+// file is opened through a symbolic link: a checkpoint file that is a link
+// (or not a regular file) is refused with an error wrapping
+// vfs.ErrNotRegular, which Open returns as ErrBadCheckpoint; a link named
+// backupComplete is no marker.
+//
 // # Format versions
 //
 // Every file starts with its magic and version at the same offsets in every

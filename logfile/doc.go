@@ -13,7 +13,10 @@
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
 // published through a ".tmp" file; the package creates no other files.
 // ParseLogName rejects every other name (log-0000000007.corrupt, .tmp, ...),
-// and ListLogs skips them. The byte layout is in format.go.
+// and ListLogs skips them, as it skips an entry named like a log file that
+// is not a regular file (a NotRegular: a symbolic link is never followed).
+// Every file is created with the permission bits vfs.FileMode of the FS.
+// The byte layout is in format.go.
 //
 // # Pieces
 //

@@ -97,7 +97,7 @@ func FuzzScanner(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsys := vfs.NewMem()
 		path := "/" + LogName(1)
-		file, err := fsys.Create(path)
+		file, err := fsys.Create(path, 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}

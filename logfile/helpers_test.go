@@ -158,8 +158,8 @@ type faultFS struct {
 
 func newFaultFS() *faultFS { return &faultFS{FS: vfs.OS()} }
 
-func (f *faultFS) Create(name string) (vfs.File, error) {
-	file, err := f.FS.Create(name)
+func (f *faultFS) Create(name string, perm fs.FileMode) (vfs.File, error) {
+	file, err := f.FS.Create(name, perm)
 	if err != nil {
 		return nil, err
 	}

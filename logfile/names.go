@@ -1,7 +1,10 @@
 package logfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"slices"
 
 	"github.com/flumego/filechannel/internal/vfs"
@@ -47,21 +50,61 @@ func ParseLogName(name string) (uint32, bool) {
 	return uint32(v), true
 }
 
-// ListLogs returns the ids of the log files in dir, ascending. Other entries
-// are ignored.
+// ListLogs returns the ids of the log files in dir, ascending: its regular
+// files named by LogName. Other entries are ignored, and so is an entry
+// named like a log file that is not a regular file (a NotRegular, which
+// OpenSet lists apart).
 func ListLogs(fsys vfs.FS, dir string) ([]uint32, error) {
+	l, err := listDir(fsys, dir)
+	return l.ids, err
+}
+
+// NotRegular is an entry of a data dir named like a log file (LogName) that
+// is not a regular file: a symbolic link, a directory, a named pipe, a
+// socket or a device. It is not the channel's: the package never opens,
+// changes or removes it (the FS refuses to open it anyway, vfs.ErrNotRegular),
+// and no new log file gets its id.
+type NotRegular struct {
+	ID   uint32
+	Dir  string // the data dir holding it
+	Path string
+	Mode fs.FileMode // as Lstat reports it; Mode.Type() says what it is
+}
+
+// listing is what listDir found in one data dir.
+type listing struct {
+	ids        []uint32 // regular log files, ascending
+	notRegular []NotRegular
+}
+
+// listDir lists the entries of dir named like log files, and Lstats each
+// to set apart those that are not regular files (a link is not followed).
+func listDir(fsys vfs.FS, dir string) (listing, error) {
+	var l listing
 	names, err := fsys.List(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list logs in %s: %w", dir, err)
+		return l, fmt.Errorf("list logs in %s: %w", dir, err)
 	}
-	var ids []uint32
 	for _, name := range names {
-		if id, ok := ParseLogName(name); ok {
-			ids = append(ids, id)
+		id, ok := ParseLogName(name)
+		if !ok {
+			continue
 		}
+		path := filepath.Join(dir, name)
+		fi, err := fsys.Lstat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // gone since List
+		case err != nil:
+			return l, fmt.Errorf("list logs in %s: %w", dir, err)
+		case !fi.Mode().IsRegular():
+			l.notRegular = append(l.notRegular, NotRegular{ID: id, Dir: dir, Path: path, Mode: fi.Mode()})
+			continue
+		}
+		l.ids = append(l.ids, id)
 	}
-	slices.Sort(ids)
-	return ids, nil
+	slices.Sort(l.ids)
+	return l, nil
 }
 
 // CorruptName returns the name of the file that keeps the bytes cut from log

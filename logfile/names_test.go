@@ -67,3 +67,41 @@ func TestListLogsReturnsIDsAscendingAndIgnoresOthers(t *testing.T) {
 		t.Fatal("ListLogs of a missing dir succeeded")
 	}
 }
+
+// An entry named like a log file that is not a regular file (here a
+// directory, the MemFS's one kind) is no log file: ListLogs skips it, the
+// set lists it apart and never opens it, and no new file gets its id.
+func TestEntriesNamedLikeLogsThatAreNotFilesAreSetApart(t *testing.T) {
+	fsys := setMem(t, "/d")
+	w, err := Create(fsys, "/d", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := fsys.MkdirAll("/d/"+LogName(2), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := ListLogs(fsys, "/d"); err != nil || !slices.Equal(ids, []uint32{1}) {
+		t.Fatalf("ListLogs = %v, %v; want [1]", ids, err)
+	}
+	s, err := OpenSet(SetOptions{FS: fsys, Dirs: []string{"/d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.NotRegular(); len(got) != 1 || got[0].ID != 2 || got[0].Path != "/d/"+LogName(2) || !got[0].Mode.IsDir() {
+		t.Fatalf("NotRegular = %+v", got)
+	}
+	if l := s.Listed(); len(l) != 1 || l[0].ID != 1 {
+		t.Fatalf("Listed = %+v", l)
+	}
+	if err := s.Start(Recovered{MaxFileID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.NextFileID(); got != 3 {
+		t.Fatalf("NextFileID = %d, want 3 (2 is taken)", got)
+	}
+	if err := s.Roll(0); err != nil {
+		t.Fatalf("Roll: %v", err)
+	}
+}

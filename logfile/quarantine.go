@@ -197,7 +197,9 @@ const maxCorruptVariants = 1000
 // left by an earlier attempt whose overwrite then tore holds the original
 // bytes. A file that already holds exactly these bytes (an earlier attempt
 // that crashed before changing the log) is fsynced with its directory and
-// reused. New copies are published with vfs.WriteFileAtomicFrom.
+// reused. A name taken by something that is not a regular file (a link,
+// followed by nothing here) is left alone too. New copies are published with
+// vfs.WriteFileAtomicFrom, so they get the permission bits vfs.FileMode(fsys).
 func keepBytes(fsys vfs.FS, dir string, id uint32, off int64, src io.ReaderAt, n int64) (string, error) {
 	for v := 0; v < maxCorruptVariants; v++ {
 		path := filepath.Join(dir, corruptVariant(id, off, v))
@@ -208,6 +210,8 @@ func keepBytes(fsys vfs.FS, dir string, id uint32, off int64, src io.ReaderAt, n
 				return "", err
 			}
 			return path, nil
+		case errors.Is(err, vfs.ErrNotRegular):
+			continue
 		case err != nil:
 			return "", err
 		case same:

@@ -33,8 +33,9 @@ type Set struct {
 	// opts as given to OpenSet, with defaults.
 	opts SetOptions
 
-	listed  []File
-	missing []string // data dirs that do not exist
+	listed     []File
+	missing    []string     // data dirs that do not exist
+	notRegular []NotRegular // entries named like log files that are not files
 
 	dirs []*dir
 
@@ -119,7 +120,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 func (s *Set) list() error {
 	firstDir := map[uint32]string{}
 	for _, d := range s.opts.Dirs {
-		ids, err := ListLogs(s.fs, d)
+		l, err := listDir(s.fs, d)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.missing = append(s.missing, d)
 			continue
@@ -127,7 +128,11 @@ func (s *Set) list() error {
 		if err != nil {
 			return fmt.Errorf("list log files in %s: %w", d, err)
 		}
-		for _, id := range ids {
+		for _, n := range l.notRegular {
+			s.log.Warn("left alone: named like a log file but not a regular file", "path", n.Path, "type", vfs.TypeName(n.Mode))
+		}
+		s.notRegular = append(s.notRegular, l.notRegular...)
+		for _, id := range l.ids {
 			f := File{ID: id, Dir: d, Path: filepath.Join(d, LogName(id))}
 			if other, dup := firstDir[id]; dup {
 				if !s.opts.AllowDuplicates {
@@ -176,6 +181,11 @@ func (s *Set) Files() []File {
 	}
 	return out
 }
+
+// NotRegular returns the entries of the data dirs named like log files that
+// are not regular files (links, directories, ...), dir by dir: left alone,
+// listed nowhere else, never opened. Each was logged as it was found.
+func (s *Set) NotRegular() []NotRegular { return slices.Clone(s.notRegular) }
 
 // Missing returns the data dirs that did not exist when the set was opened.
 func (s *Set) Missing() []string { return slices.Clone(s.missing) }

@@ -41,7 +41,7 @@ func setMem(t *testing.T, dirs ...string) *vfs.MemFS {
 // setRaw writes data as the file at path, durably (file and dir entry).
 func setRaw(t *testing.T, fsys vfs.FS, path string, data []byte) {
 	t.Helper()
-	f, err := fsys.Create(path)
+	f, err := fsys.Create(path, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +262,10 @@ func (c *openCountFS) counted(f vfs.File, err error) (vfs.File, error) {
 	return &countedFile{File: f, c: c}, nil
 }
 
-func (c *openCountFS) Create(name string) (vfs.File, error) { return c.counted(c.FS.Create(name)) }
-func (c *openCountFS) Open(name string) (vfs.File, error)   { return c.counted(c.FS.Open(name)) }
+func (c *openCountFS) Create(name string, perm fs.FileMode) (vfs.File, error) {
+	return c.counted(c.FS.Create(name, perm))
+}
+func (c *openCountFS) Open(name string) (vfs.File, error) { return c.counted(c.FS.Open(name)) }
 func (c *openCountFS) OpenReadWrite(name string) (vfs.File, error) {
 	return c.counted(c.FS.OpenReadWrite(name))
 }

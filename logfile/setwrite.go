@@ -42,7 +42,8 @@ type Recovered struct {
 
 // Start turns the catalog into the live log: it opens a reader on every
 // file (a damaged header is stepped over, as the scanner did), records the
-// valid lengths and dependencies, and continues the ids after rec's. Roll
+// valid lengths and dependencies, and continues the ids after rec's (and
+// after those of NotRegular entries, whose names are taken). Roll
 // must then give every data dir its first writer.
 func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
@@ -63,7 +64,11 @@ func (s *Set) Start(rec Recovered) error {
 		}
 	}
 	s.nextWOID.Store(rec.MaxWriteOrderID + 1)
-	s.nextFileID.Store(rec.MaxFileID + 1)
+	maxID := rec.MaxFileID
+	for _, n := range s.notRegular { // a name taken, though not by a log file
+		maxID = max(maxID, n.ID)
+	}
+	s.nextFileID.Store(maxID + 1)
 	return nil
 }
 

@@ -76,7 +76,7 @@ func TestReusedCopyIsDurableBeforeTheLogChanges(t *testing.T) {
 	}
 	// The earlier attempt: WriteFileAtomicFrom up to its rename.
 	keep := filepath.Join("/d", CorruptName(1, end))
-	tf, err := fsys.Create(keep + ".tmp")
+	tf, err := fsys.Create(keep+".tmp", 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,13 @@ type Writer struct {
 	closed   bool
 }
 
-// Create creates dir/LogName(id), which must not exist, writes and fsyncs
-// its header, then fsyncs dir so the new name survives a crash. On failure
-// it removes the file again.
+// Create creates dir/LogName(id), which must not exist, with the
+// permission bits vfs.FileMode(fsys), writes and fsyncs its header, then
+// fsyncs dir so the new name survives a crash. On failure it removes the
+// file again.
 func Create(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
 	path := filepath.Join(dir, LogName(id))
-	f, err := fsys.Create(path)
+	f, err := fsys.Create(path, vfs.FileMode(fsys))
 	if err != nil {
 		return nil, vfs.Named(fmt.Sprintf("create log %d in %s", id, dir), err)
 	}

@@ -107,7 +107,7 @@ func (l *logSet) writeFile(path string, b []byte, create bool) {
 	l.tb.Helper()
 	open := l.fs.OpenReadWrite
 	if create {
-		open = l.fs.Create
+		open = func(name string) (vfs.File, error) { return l.fs.Create(name, 0o600) }
 	}
 	f, err := open(path)
 	if err != nil {

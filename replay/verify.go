@@ -248,6 +248,10 @@ func (v *verifier) scanLogs() error {
 	for _, d := range v.set.Missing() {
 		v.log.Warn("verify: data dir does not exist", "dir", d)
 	}
+	for _, n := range v.set.NotRegular() {
+		v.rep.add(ProblemNotRegularFile, n.Path, -1,
+			"%s named like a log file: left alone (not read, changed or removed, its id not reused); move it away", vfs.TypeName(n.Mode))
+	}
 	for _, f := range v.set.Listed() {
 		if f.Duplicate != "" {
 			v.rep.add(ProblemDuplicateLog, f.Path, -1, "log file id %d is also in %s", f.ID, f.Duplicate)
@@ -487,7 +491,7 @@ func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *c
 // copyDir copies the checkpoint files of dir (and backupComplete if
 // backup) that exist into the same directory of the MemFS.
 func (v *verifier) copyDir(dir string, backup bool) error {
-	if err := v.mem.MkdirAll(dir, 0o755); err != nil {
+	if err := v.mem.MkdirAll(dir, vfs.DirMode(v.mem)); err != nil {
 		return err
 	}
 	names := []string{checkpoint.CheckpointName, checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName}
@@ -506,10 +510,20 @@ func (v *verifier) copyDir(dir string, backup bool) error {
 const copyChunk = 1 << 20
 
 // copyFile copies src of the real FS to the same path of the MemFS; a
-// missing src is not copied.
+// missing src is not copied, nor is one that is not a regular file (a
+// not-a-regular-file problem: the channel refuses it).
 func (v *verifier) copyFile(src string) (err error) {
 	in, err := v.opts.FS.Open(src)
 	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if errors.Is(err, vfs.ErrNotRegular) {
+		kind := "not a regular file"
+		if fi, lerr := v.opts.FS.Lstat(src); lerr == nil {
+			kind = vfs.TypeName(fi.Mode())
+		}
+		v.rep.add(ProblemNotRegularFile, src, -1,
+			"%s named like a checkpoint file: not read (as if missing); the channel refuses to open while it is there; move it away", kind)
 		return nil
 	}
 	if err != nil {
@@ -524,7 +538,7 @@ func (v *verifier) copyFile(src string) (err error) {
 	if err != nil {
 		return err
 	}
-	out, err := v.mem.Create(src)
+	out, err := v.mem.Create(src, vfs.FileMode(v.mem))
 	if err != nil {
 		return err
 	}

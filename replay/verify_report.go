@@ -65,6 +65,14 @@ const (
 	// ProblemWriteOrder: a record whose write-order id is not above the
 	// previous record's in the same file.
 	ProblemWriteOrder ProblemKind = "write-order"
+	// ProblemNotRegularFile: an entry named like one of the channel's files
+	// (a log file in a data dir, a checkpoint file or backupComplete) that
+	// is not a regular file: a symbolic link, a directory, a named pipe, a
+	// socket or a device (Detail says which). Nothing follows a link or
+	// opens it. In a data dir it is left alone: no log file, and no new
+	// file gets its id. A checkpoint file of the kind makes Open fail, and
+	// is not read here (the report goes on as if it were missing).
+	ProblemNotRegularFile ProblemKind = "not-a-regular-file"
 
 	// ProblemRecoveryFailed: a replay the channel would do (or the full
 	// replay) failed on the files' contents: the channel would not open, or

@@ -202,7 +202,7 @@ func (v *verifyChannel) writeFile(path string, b []byte) {
 	v.t.Helper()
 	f, err := v.mem.OpenReadWrite(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = v.mem.Create(path)
+		f, err = v.mem.Create(path, 0o600)
 	}
 	if err != nil {
 		v.t.Fatal(err)

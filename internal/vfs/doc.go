@@ -14,6 +14,11 @@
 // durable only after SyncDir on its parent directory returns nil. Errors for a
 // missing file wrap fs.ErrNotExist.
 //
+// No open follows a symbolic link in the last component of its path, and
+// only regular files are opened (ErrNotRegular); WithModes lets the FS
+// carry the permission bits (FileMode, DirMode) every package creates files
+// and directories with, private by default.
+//
 // The package creates no files of its own except WriteFileAtomic's name.tmp.
 // OS(), MemFS and FaultFS, and the files they open, are safe for concurrent
 // use; a MemFS hook runs with the MemFS locked (see MemFS.SetHook).

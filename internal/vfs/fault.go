@@ -53,7 +53,7 @@ const (
 	OpRead      Op = "read"
 	OpReadAt    Op = "readat"
 	OpList      Op = "list"
-	OpStat      Op = "stat"  // FS.Stat and File.Stat
+	OpStat      Op = "stat"  // FS.Stat, FS.Lstat and File.Stat
 	OpClose     Op = "close" // the file is closed all the same
 	OpFreeSpace Op = "freespace"
 )
@@ -343,11 +343,11 @@ func (f *FaultFS) wrap(name string, file File, err error) (File, error) {
 }
 
 // Create creates name through the wrapped FS unless a rule fails it.
-func (f *FaultFS) Create(name string) (File, error) {
+func (f *FaultFS) Create(name string, perm fs.FileMode) (File, error) {
 	if err := f.fail(OpCreate, name); err != nil {
 		return nil, err
 	}
-	file, err := f.fs.Create(name)
+	file, err := f.fs.Create(name, perm)
 	return f.wrap(name, file, err)
 }
 
@@ -410,6 +410,15 @@ func (f *FaultFS) Stat(name string) (fs.FileInfo, error) {
 	return f.fs.Stat(name)
 }
 
+// Lstat describes name through the wrapped FS unless a rule fails it (as
+// OpStat).
+func (f *FaultFS) Lstat(name string) (fs.FileInfo, error) {
+	if err := f.fail(OpStat, name); err != nil {
+		return nil, err
+	}
+	return f.fs.Lstat(name)
+}
+
 // SyncDir syncs dir through the wrapped FS unless a rule fails it.
 func (f *FaultFS) SyncDir(dir string) error {
 	if err := f.fail(OpSyncDir, dir); err != nil {
@@ -419,11 +428,11 @@ func (f *FaultFS) SyncDir(dir string) error {
 }
 
 // Lock locks name through the wrapped FS unless a rule fails it.
-func (f *FaultFS) Lock(name string) (io.Closer, error) {
+func (f *FaultFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 	if err := f.fail(OpLock, name); err != nil {
 		return nil, err
 	}
-	return f.fs.Lock(name)
+	return f.fs.Lock(name, perm)
 }
 
 // FreeSpace reports the wrapped FS's free space, or what SetFreeSpace set,

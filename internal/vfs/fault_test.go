@@ -26,12 +26,12 @@ var faultScript = []struct {
 	{"writeat b", func(_ *FaultFS, _, b File) error { _, err := b.WriteAt([]byte("x"), 600); return err }},
 	{"sync a", func(_ *FaultFS, a, _ File) error { return a.Sync() }},
 	{"truncate b", func(_ *FaultFS, _, b File) error { return b.Truncate(10) }},
-	{"create new", func(f *FaultFS, _, _ File) error { _, err := f.Create("/d/new"); return err }},
+	{"create new", func(f *FaultFS, _, _ File) error { _, err := f.Create("/d/new", 0o600); return err }},
 	{"rename new renamed", func(f *FaultFS, _, _ File) error { return f.Rename("/d/new", "/d/renamed") }},
 	{"syncdir d", func(f *FaultFS, _, _ File) error { return f.SyncDir("/d/") }},
 	{"remove b", func(f *FaultFS, _, _ File) error { return f.Remove("/d/b") }},
 	{"mkdir f", func(f *FaultFS, _, _ File) error { return f.MkdirAll("/e/f", 0o755) }},
-	{"lock lock", func(f *FaultFS, _, _ File) error { _, err := f.Lock("/d/lock"); return err }},
+	{"lock lock", func(f *FaultFS, _, _ File) error { _, err := f.Lock("/d/lock", 0o600); return err }},
 	{"write a", func(_ *FaultFS, a, _ File) error { _, err := a.Write([]byte("world")); return err }},
 	{"sync a", func(_ *FaultFS, a, _ File) error { return a.Sync() }},
 }
@@ -159,7 +159,7 @@ func TestFaultErrors(t *testing.T) {
 		unchanged func(m *MemFS) bool
 	}{
 		{"default_is_eio", Rule{Ops: []Op{"create"}},
-			func(f *FaultFS) error { _, err := f.Create("/d/x"); return err },
+			func(f *FaultFS) error { _, err := f.Create("/d/x", 0o600); return err },
 			[]error{ErrInjected, syscall.EIO}, []error{syscall.ENOSPC}, "create", "/d/x",
 			func(m *MemFS) bool { _, err := m.Stat("/d/x"); return errors.Is(err, fs.ErrNotExist) }},
 		{"enospc", Rule{Ops: []Op{"mkdir"}, Err: syscall.ENOSPC},
@@ -199,7 +199,7 @@ func TestFaultErrors(t *testing.T) {
 			func(m *MemFS) bool { b, _ := ReadFile(m, "/d/a"); return string(b) == "old" }},
 		{"failed_syncdir_does_not_sync", Rule{Ops: []Op{"syncdir"}},
 			func(f *FaultFS) error {
-				if _, err := f.Create("/d/c"); err != nil {
+				if _, err := f.Create("/d/c", 0o600); err != nil {
 					return err
 				}
 				return f.SyncDir("/d")
@@ -210,9 +210,9 @@ func TestFaultErrors(t *testing.T) {
 				return errors.Is(err, fs.ErrNotExist)
 			}},
 		{"failed_lock_takes_no_lock", Rule{Ops: []Op{"lock"}},
-			func(f *FaultFS) error { _, err := f.Lock("/d/lock"); return err },
+			func(f *FaultFS) error { _, err := f.Lock("/d/lock", 0o600); return err },
 			[]error{ErrInjected}, nil, "lock", "/d/lock",
-			func(m *MemFS) bool { l, err := m.Lock("/d/lock"); return err == nil && l.Close() == nil }},
+			func(m *MemFS) bool { l, err := m.Lock("/d/lock", 0o600); return err == nil && l.Close() == nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestFaultShortWrite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := memT{t, NewMem()}
 			f := NewFaultFS(h.m)
-			w, err := f.Create("/f")
+			w, err := f.Create("/f", 0o600)
 			h.ok(err)
 			_, err = w.Write([]byte("xy"))
 			h.ok(err)
@@ -415,7 +415,7 @@ func TestFaultClearRevives(t *testing.T) {
 	h := memT{t, NewMem()}
 	f := NewFaultFS(h.m)
 	f.Add(Rule{Ops: []Op{"create"}, Name: "x", FailAfter: true})
-	if _, err := f.Create("/x"); !errors.Is(err, ErrInjected) {
+	if _, err := f.Create("/x", 0o600); !errors.Is(err, ErrInjected) {
 		t.Fatalf("Create = %v", err)
 	}
 	if err := f.MkdirAll("/d", 0o755); !errors.Is(err, ErrInjected) {
@@ -438,7 +438,7 @@ func TestFaultClearRevives(t *testing.T) {
 func TestFaultLogKeepsTheLatest(t *testing.T) {
 	h := memT{t, NewMem()}
 	f := NewFaultFS(h.m)
-	w, err := f.Create("/f")
+	w, err := f.Create("/f", 0o600)
 	h.ok(err)
 	for range faultLogLen + 10 {
 		h.ok(w.Sync())
@@ -459,7 +459,7 @@ func TestFaultOSFile(t *testing.T) {
 	dir := t.TempDir()
 	f := NewFaultFS(OS())
 	name := filepath.Join(dir, "f")
-	w, err := f.Create(name)
+	w, err := f.Create(name, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestFaultOSFile(t *testing.T) {
 	if b, _ := os.ReadFile(name); string(b) != "ab" {
 		t.Fatalf("OS file holds %q", b)
 	}
-	mf, err := NewFaultFS(NewMem()).Create("/f")
+	mf, err := NewFaultFS(NewMem()).Create("/f", 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +515,7 @@ func TestFaultConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range writers {
 		wg.Go(func() {
-			w, err := f.Create(fmt.Sprintf("/g%d", g))
+			w, err := f.Create(fmt.Sprintf("/g%d", g), 0o600)
 			if err != nil {
 				t.Error(err)
 				return

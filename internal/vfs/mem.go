@@ -57,8 +57,9 @@ const sectorSize = 512
 // FreeSpace reports the value set by SetFreeSpace (default 1<<40) for any
 // existing directory; writes never fail for lack of space (wrap it in a
 // FaultFS for that). Locks are per name (the cleaned path) and per MemFS.
-// Permissions are recorded, not enforced. Files of a MemFS do not implement
-// OSFile.
+// Permissions are recorded as given (no umask), not enforced. There are no
+// symbolic links; a directory is the one entry that is not a regular file.
+// Files of a MemFS do not implement OSFile.
 //
 // A MemFS and its files are safe for concurrent use. SetHook lets a crash
 // test take a CrashClone at every mutating operation.
@@ -344,8 +345,9 @@ func (m *MemFS) dirLocked(name string) (*memNode, error) {
 
 func pathErr(op, name string, err error) error { return &fs.PathError{Op: op, Path: name, Err: err} }
 
-// Create creates name for reading and writing; it fails if name exists.
-func (m *MemFS) Create(name string) (File, error) {
+// Create creates name for reading and writing with permission bits perm
+// (recorded: Stat reports them); it fails if name exists.
+func (m *MemFS) Create(name string, perm fs.FileMode) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d, base, err := m.parentLocked(name)
@@ -355,16 +357,18 @@ func (m *MemFS) Create(name string) (File, error) {
 	if _, ok := d.entries[base]; ok {
 		return nil, pathErr("create", name, fs.ErrExist)
 	}
-	n := &memNode{perm: 0o644}
+	n := &memNode{perm: perm.Perm()}
 	d.entries[base] = n
 	m.countLocked("create", name)
 	return &memFile{m: m, n: n, name: name, writable: true}, nil
 }
 
-// Open opens an existing file read-only.
+// Open opens an existing file read-only. A directory is not a regular file
+// (ErrNotRegular).
 func (m *MemFS) Open(name string) (File, error) { return m.open("open", name, false) }
 
-// OpenReadWrite opens an existing file for reading and writing.
+// OpenReadWrite opens an existing file for reading and writing. A directory
+// is not a regular file (ErrNotRegular).
 func (m *MemFS) OpenReadWrite(name string) (File, error) { return m.open("open", name, true) }
 
 func (m *MemFS) open(op, name string, writable bool) (File, error) {
@@ -372,7 +376,7 @@ func (m *MemFS) open(op, name string, writable bool) (File, error) {
 	defer m.mu.Unlock()
 	n, err := m.walkLocked(split(name))
 	if err == nil && n.dir {
-		err = syscall.EISDIR
+		err = notRegular(fs.ModeDir)
 	}
 	if err != nil {
 		return nil, pathErr(op, name, err)
@@ -492,6 +496,9 @@ func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	return n.infoLocked(name), nil
 }
 
+// Lstat is Stat: a MemFS has no symbolic links.
+func (m *MemFS) Lstat(name string) (fs.FileInfo, error) { return m.Stat(name) }
+
 // SyncDir makes the current entries of dir durable.
 func (m *MemFS) SyncDir(dir string) error {
 	m.mu.Lock()
@@ -505,10 +512,11 @@ func (m *MemFS) SyncDir(dir string) error {
 	return nil
 }
 
-// Lock takes the exclusive lock on name, creating an empty file there if
-// needed. It fails with ErrLocked while another Closer this MemFS returned
-// for the same cleaned path is open.
-func (m *MemFS) Lock(name string) (io.Closer, error) {
+// Lock takes the exclusive lock on name, creating an empty file there with
+// permission bits perm if needed. It fails with ErrLocked while another
+// Closer this MemFS returned for the same cleaned path is open, and with
+// ErrNotRegular for a directory.
+func (m *MemFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.walkLocked(split(name))
@@ -518,12 +526,12 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 		if perr != nil {
 			return nil, pathErr("lock", name, perr)
 		}
-		d.entries[base] = &memNode{perm: 0o644}
+		d.entries[base] = &memNode{perm: perm.Perm()}
 		m.countLocked("lock", name)
 	case err != nil:
 		return nil, pathErr("lock", name, err)
 	case n.dir:
-		return nil, pathErr("lock", name, syscall.EISDIR)
+		return nil, pathErr("lock", name, notRegular(fs.ModeDir))
 	}
 	key := filepath.Join(split(name)...)
 	if m.locks[key] != nil {

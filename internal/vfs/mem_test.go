@@ -38,7 +38,7 @@ func (h memT) rename(old, new string) { h.t.Helper(); h.ok(h.m.Rename(old, new))
 // create creates name holding data; sync also fsyncs it.
 func (h memT) create(name, data string, sync bool) File {
 	h.t.Helper()
-	f, err := h.m.Create(name)
+	f, err := h.m.Create(name, 0o600)
 	h.ok(err)
 	_, err = f.Write([]byte(data))
 	h.ok(err)
@@ -220,7 +220,7 @@ func TestMemCrashKeepsOnlyDurable(t *testing.T) {
 			h.remove("/d")
 		}, map[string]string{}},
 		{"lock_file_is_a_create", func(h memT) {
-			l, err := h.m.Lock("/d/lock")
+			l, err := h.m.Lock("/d/lock", 0o600)
 			h.ok(err)
 			defer l.Close()
 		}, map[string]string{}},
@@ -248,7 +248,7 @@ func TestMemCrashCloneIsIndependent(t *testing.T) {
 	h.syncDir("/")
 	f := h.create("/d/f", "one", true)
 	h.syncDir("/d")
-	l, err := h.m.Lock("/d/lock")
+	l, err := h.m.Lock("/d/lock", 0o600)
 	h.ok(err)
 	h.m.SetFreeSpace(123)
 
@@ -267,7 +267,7 @@ func TestMemCrashCloneIsIndependent(t *testing.T) {
 	if b, _ := ReadFile(h.m, "/d/f"); string(b) != "onetwo" {
 		t.Fatalf("old instance sees %q, want onetwo", b)
 	}
-	cl, err := c.Lock("/d/lock")
+	cl, err := c.Lock("/d/lock", 0o600)
 	if err != nil {
 		t.Fatalf("lock carried over to the clone: %v", err)
 	}
@@ -485,13 +485,13 @@ func TestMemErrors(t *testing.T) {
 		op   func(m *MemFS) error
 		want error
 	}{
-		{"create_existing", func(m *MemFS) error { _, err := m.Create("/d/f"); return err }, fs.ErrExist},
-		{"create_existing_dir", func(m *MemFS) error { _, err := m.Create("/d"); return err }, fs.ErrExist},
-		{"create_in_missing_dir", func(m *MemFS) error { _, err := m.Create("/nope/f"); return err }, fs.ErrNotExist},
-		{"create_under_a_file", func(m *MemFS) error { _, err := m.Create("/d/f/g"); return err }, syscall.ENOTDIR},
+		{"create_existing", func(m *MemFS) error { _, err := m.Create("/d/f", 0o600); return err }, fs.ErrExist},
+		{"create_existing_dir", func(m *MemFS) error { _, err := m.Create("/d", 0o600); return err }, fs.ErrExist},
+		{"create_in_missing_dir", func(m *MemFS) error { _, err := m.Create("/nope/f", 0o600); return err }, fs.ErrNotExist},
+		{"create_under_a_file", func(m *MemFS) error { _, err := m.Create("/d/f/g", 0o600); return err }, syscall.ENOTDIR},
 		{"open_missing", func(m *MemFS) error { _, err := m.Open("/d/nope"); return err }, fs.ErrNotExist},
 		{"open_read_write_missing", func(m *MemFS) error { _, err := m.OpenReadWrite("/d/nope"); return err }, fs.ErrNotExist},
-		{"open_dir", func(m *MemFS) error { _, err := m.Open("/d"); return err }, syscall.EISDIR},
+		{"open_dir", func(m *MemFS) error { _, err := m.Open("/d"); return err }, ErrNotRegular},
 		{"remove_missing", func(m *MemFS) error { return m.Remove("/d/nope") }, fs.ErrNotExist},
 		{"remove_non_empty_dir", func(m *MemFS) error { return m.Remove("/d") }, syscall.ENOTEMPTY},
 		{"rename_missing", func(m *MemFS) error { return m.Rename("/d/nope", "/d/x") }, fs.ErrNotExist},
@@ -504,8 +504,8 @@ func TestMemErrors(t *testing.T) {
 		{"stat_missing", func(m *MemFS) error { _, err := m.Stat("/d/nope"); return err }, fs.ErrNotExist},
 		{"syncdir_missing", func(m *MemFS) error { return m.SyncDir("/nope") }, fs.ErrNotExist},
 		{"freespace_missing", func(m *MemFS) error { _, err := m.FreeSpace("/nope"); return err }, fs.ErrNotExist},
-		{"lock_in_missing_dir", func(m *MemFS) error { _, err := m.Lock("/nope/lock"); return err }, fs.ErrNotExist},
-		{"lock_a_dir", func(m *MemFS) error { _, err := m.Lock("/d"); return err }, syscall.EISDIR},
+		{"lock_in_missing_dir", func(m *MemFS) error { _, err := m.Lock("/nope/lock", 0o600); return err }, fs.ErrNotExist},
+		{"lock_a_dir", func(m *MemFS) error { _, err := m.Lock("/d", 0o600); return err }, ErrNotRegular},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -632,28 +632,28 @@ func TestMemPathsResolveFromOneRoot(t *testing.T) {
 
 func TestMemLock(t *testing.T) {
 	h := memT{t, NewMem()}
-	l1, err := h.m.Lock("/in_use.lock")
+	l1, err := h.m.Lock("/in_use.lock", 0o600)
 	h.ok(err)
 	if _, err := h.m.Stat("/in_use.lock"); err != nil {
 		t.Fatalf("Lock did not create the file: %v", err)
 	}
-	if _, err := h.m.Lock("in_use.lock"); !errors.Is(err, ErrLocked) {
+	if _, err := h.m.Lock("in_use.lock", 0o600); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second lock = %v, want ErrLocked", err)
 	}
-	l2, err := h.m.Lock("/other.lock")
+	l2, err := h.m.Lock("/other.lock", 0o600)
 	h.ok(err)
 	h.ok(l1.Close())
 	if err := l1.Close(); !errors.Is(err, fs.ErrClosed) {
 		t.Fatalf("second Close = %v, want fs.ErrClosed", err)
 	}
-	l3, err := h.m.Lock("/in_use.lock")
+	l3, err := h.m.Lock("/in_use.lock", 0o600)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
 	if err := l1.Close(); err == nil {
 		t.Fatal("a stale Close released the new holder")
 	}
-	if _, err := h.m.Lock("/in_use.lock"); !errors.Is(err, ErrLocked) {
+	if _, err := h.m.Lock("/in_use.lock", 0o600); !errors.Is(err, ErrLocked) {
 		t.Fatalf("lock after stale Close = %v, want ErrLocked", err)
 	}
 	h.ok(l3.Close())
@@ -670,15 +670,15 @@ func TestMemOpsCountsMutations(t *testing.T) {
 		{"writeat", func(h memT, f File) { _, err := f.WriteAt([]byte("x"), 9); h.ok(err) }, 1},
 		{"truncate", func(h memT, f File) { h.ok(f.Truncate(0)) }, 1},
 		{"sync", func(h memT, f File) { h.ok(f.Sync()) }, 1},
-		{"create", func(h memT, _ File) { _, err := h.m.Create("/g"); h.ok(err) }, 1},
+		{"create", func(h memT, _ File) { _, err := h.m.Create("/g", 0o600); h.ok(err) }, 1},
 		{"create_write_sync", func(h memT, _ File) { h.create("/g", "x", true) }, 3},
 		{"rename", func(h memT, _ File) { h.rename("/f", "/g") }, 1},
 		{"remove", func(h memT, _ File) { h.remove("/f") }, 1},
 		{"syncdir", func(h memT, _ File) { h.syncDir("/") }, 1},
 		{"mkdirall_per_new_dir", func(h memT, _ File) { h.mkdir("/a/b/c") }, 3},
 		{"mkdirall_existing", func(h memT, _ File) { h.mkdir("/") }, 0},
-		{"lock_creating_file", func(h memT, _ File) { _, err := h.m.Lock("/l"); h.ok(err) }, 1},
-		{"lock_existing_file", func(h memT, _ File) { _, err := h.m.Lock("/f"); h.ok(err) }, 0},
+		{"lock_creating_file", func(h memT, _ File) { _, err := h.m.Lock("/l", 0o600); h.ok(err) }, 1},
+		{"lock_existing_file", func(h memT, _ File) { _, err := h.m.Lock("/f", 0o600); h.ok(err) }, 0},
 		{"reads", func(h memT, f File) {
 			_, err := f.ReadAt(make([]byte, 1), 0)
 			h.ok(err)
@@ -719,13 +719,13 @@ func TestMemHook(t *testing.T) {
 	h.ok(f.Truncate(2))
 	h.rename("/a/f", "/a/g")
 	h.remove("/a/g")
-	l, err := h.m.Lock("/a/lock")
+	l, err := h.m.Lock("/a/lock", 0o600)
 	h.ok(err)
 	h.ok(l.Close())
-	l, err = h.m.Lock("/a/lock") // exists: not counted
+	l, err = h.m.Lock("/a/lock", 0o600) // exists: not counted
 	h.ok(err)
 	h.ok(l.Close())
-	if _, err := h.m.Create("/a/b"); err == nil {
+	if _, err := h.m.Create("/a/b", 0o600); err == nil {
 		t.Fatal("Create over a directory succeeded")
 	}
 	_, err = h.m.List("/a")
@@ -847,7 +847,7 @@ func TestMemConcurrent(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			name := fmt.Sprintf("/g%d", g)
-			f, err := h.m.Create(name)
+			f, err := h.m.Create(name, 0o600)
 			if err != nil {
 				t.Error(err)
 				return
@@ -897,7 +897,7 @@ func BenchmarkMemAppendSync(b *testing.B) {
 						m.Remove("/log")
 					}
 					var err error
-					if f, err = m.Create("/log"); err != nil {
+					if f, err = m.Create("/log", 0o600); err != nil {
 						b.Fatal(err)
 					}
 					written = 0

@@ -18,8 +18,11 @@ type osFile struct{ *os.File }
 
 func (f osFile) OSFile() *os.File { return f.File }
 
-func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+// Create, Open, OpenReadWrite and Lock open through openRegular
+// (os_unix.go): never through a symbolic link, never a special file.
+
+func (osFS) Create(name string, perm fs.FileMode) (File, error) {
+	f, err := openRegular("open", name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +30,7 @@ func (osFS) Create(name string) (File, error) {
 }
 
 func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
+	f, err := openRegular("open", name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +38,7 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	f, err := openRegular("open", name, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +49,7 @@ func (osFS) Remove(name string) error                    { return os.Remove(name
 func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm fs.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) Stat(name string) (fs.FileInfo, error)       { return os.Stat(name) }
+func (osFS) Lstat(name string) (fs.FileInfo, error)      { return os.Lstat(name) }
 
 func (osFS) List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
@@ -72,8 +76,8 @@ func (osFS) SyncDir(dir string) error {
 	return d.Close()
 }
 
-func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+func (osFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	f, err := openRegular("open", name, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,10 @@ import (
 // WriteFileAtomic publishes data as name with the one recipe every metadata
 // file uses: write name.tmp, fsync it, rename it over name, fsync the
 // directory. After a crash, name holds either its old or its new contents,
-// never a mix; a leftover name.tmp is garbage and may be removed.
+// never a mix; a leftover name.tmp is garbage and may be removed. name.tmp
+// is created with FileMode(fsys), so name ends with those permission bits;
+// whatever name was before (a symbolic link included) is replaced, never
+// followed.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	return WriteFileAtomicFrom(fsys, name, bytes.NewReader(data))
 }
@@ -23,7 +26,7 @@ func WriteFileAtomicFrom(fsys FS, name string, r io.Reader) error {
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove stale %s: %w", tmp, err)
 	}
-	f, err := fsys.Create(tmp)
+	f, err := fsys.Create(tmp, FileMode(fsys))
 	if err != nil {
 		return err
 	}

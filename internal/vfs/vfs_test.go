@@ -11,17 +11,17 @@ import (
 func TestLockExcludesSecondHolderInSameProcess(t *testing.T) {
 	fsys := OS()
 	name := filepath.Join(t.TempDir(), "in_use.lock")
-	l1, err := fsys.Lock(name)
+	l1, err := fsys.Lock(name, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fsys.Lock(name); !errors.Is(err, ErrLocked) {
+	if _, err := fsys.Lock(name, 0o600); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second lock: got %v, want ErrLocked", err)
 	}
 	if err := l1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := fsys.Lock(name)
+	l2, err := fsys.Lock(name, 0o600)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestListSortedAndFreeSpace(t *testing.T) {
 	fsys := OS()
 	dir := t.TempDir()
 	for _, n := range []string{"b", "a", "c"} {
-		f, err := fsys.Create(filepath.Join(dir, n))
+		f, err := fsys.Create(filepath.Join(dir, n), 0o600)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestListSortedAndFreeSpace(t *testing.T) {
 	if err != nil || len(names) != 3 || names[0] != "a" || names[2] != "c" {
 		t.Fatalf("List = %v, %v", names, err)
 	}
-	if _, err := fsys.Create(filepath.Join(dir, "a")); err == nil {
+	if _, err := fsys.Create(filepath.Join(dir, "a"), 0o600); err == nil {
 		t.Fatal("Create of an existing file succeeded")
 	}
 	if free, err := fsys.FreeSpace(dir); err != nil || free <= 0 {
@@ -79,7 +79,7 @@ func TestListSortedAndFreeSpace(t *testing.T) {
 // reports a failure with the file's name.
 func TestOSFileSync(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
-	f, err := OS().Create(path)
+	f, err := OS().Create(path, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,11 @@
 //	fcreplay inspect --checkpoint-dir DIR --data-dirs DIR[,DIR...] [--backup-checkpoint-dir DIR] [--json]
 //	fcreplay verify  ...   every problem, with file, offset and the committed events it costs; exit 1 if any
 //	fcreplay dump    ...   [--skip N] [--limit N] [--max-body N]: the queued events, in order
-//	fcreplay repair  ...   [--dry-run]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
-//	fcreplay replay  ...   [--dry-run] [--capacity N]: rebuild the checkpoint from the logs
+//	fcreplay repair  ...   [--dry-run] [--file-mode 0600] [--dir-mode 0700]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
+//	fcreplay replay  ...   [--dry-run] [--capacity N] [--file-mode 0600] [--dir-mode 0700]: rebuild the checkpoint from the logs
 //
-// The directory flags take the channel's Config values. docs/operations.md,
+// The directory flags, --file-mode and --dir-mode take the channel's Config
+// values. docs/operations.md,
 // "Recovering a channel with fcreplay", is the procedure and explains each
 // command's output.
 //

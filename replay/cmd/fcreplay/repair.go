@@ -36,6 +36,7 @@ region could not be repaired, 2 on a bad command line.`,
 		RunE: runner(o, func(*cobra.Command) error { return runRepair(o, dryRun) }),
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what repair would do and change nothing")
+	o.addModeFlags(cmd)
 	return cmd
 }
 

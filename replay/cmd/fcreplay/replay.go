@@ -39,6 +39,7 @@ it failed, 2 on a bad command line.`,
 	f := cmd.Flags()
 	f.BoolVar(&dryRun, "dry-run", false, "report what a rebuild would recover and change nothing")
 	f.IntVar(&capacity, "capacity", 0, "capacity of the new checkpoint (0: the existing checkpoint's, else the default 1000000)")
+	o.addModeFlags(cmd)
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -57,6 +58,9 @@ type options struct {
 	dataDirs      []string
 	json          bool
 	verbose       bool
+	// The channel's Config.FileMode and DirMode, for the files and
+	// directories repair and replay create (--file-mode, --dir-mode).
+	fileMode, dirMode fs.FileMode
 
 	fs             vfs.FS
 	stdout, stderr io.Writer
@@ -229,8 +233,41 @@ func (o *options) config() channel.Config {
 		BackupCheckpointDir: o.backupDir,
 		DataDirs:            o.dataDirs,
 		Logger:              o.logger(),
+		FileMode:            o.fileMode,
+		DirMode:             o.dirMode,
 	}
 }
+
+// addModeFlags adds --file-mode and --dir-mode to cmd, a command that
+// creates files (repair, replay).
+func (o *options) addModeFlags(cmd *cobra.Command) {
+	o.fileMode, o.dirMode = channel.DefaultFileMode, channel.DefaultDirMode
+	f := cmd.Flags()
+	f.Var(modeValue{&o.fileMode}, "file-mode", "permission bits, in octal, of the files it creates: the channel's Config.FileMode (the umask applies)")
+	f.Var(modeValue{&o.dirMode}, "dir-mode", "permission bits, in octal, of the directories it creates: the channel's Config.DirMode (the umask applies)")
+}
+
+// modeValue is the value of a --file-mode or --dir-mode flag: permission
+// bits in octal, such as 0640. The channel checks that they suit it.
+type modeValue struct{ m *fs.FileMode }
+
+func (v modeValue) String() string {
+	if v.m == nil {
+		return ""
+	}
+	return fmt.Sprintf("%04o", uint32(*v.m))
+}
+
+func (v modeValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n > uint64(fs.ModePerm) {
+		return fmt.Errorf("%q is not permission bits in octal, such as 0640", s)
+	}
+	*v.m = fs.FileMode(n)
+	return nil
+}
+
+func (v modeValue) Type() string { return "octal" }
 
 // verifyOptions are the replay package's options for the same files.
 func (o *options) verifyOptions() replay.VerifyOptions {
@@ -261,7 +298,7 @@ func (o *options) lockForRead() (release func()) {
 		if _, err := o.fs.Stat(name); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		l, err := o.fs.Lock(name)
+		l, err := o.fs.Lock(name, vfs.FileMode(o.fs))
 		if errors.Is(err, vfs.ErrLocked) {
 			release()
 			o.warnf("the channel is in use (%s is locked by another process): its files may change while they are read, so what follows may be inconsistent", d)

@@ -208,6 +208,9 @@ func advice(r *verifyJSON) []string {
 	if has(replay.ProblemBackupMissing, replay.ProblemBackupIncomplete, replay.ProblemBackupCorrupt) {
 		out = append(out, "the backup checkpoint is not usable: the channel's next checkpoint (or 'fcreplay replay') writes a new one")
 	}
+	if has(replay.ProblemNotRegularFile) {
+		out = append(out, "entries named like the channel's files are not regular files (links, directories, pipes): nothing follows or opens them; move them away (a checkpoint file of the kind keeps the channel from opening)")
+	}
 	if has(replay.ProblemDuplicateLog, replay.ProblemMissingLog, replay.ProblemWriteOrder) {
 		out = append(out, "log files are missing, duplicated or out of order: these need a person; see 'When Open fails' in docs/operations.md")
 	}
