@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
@@ -31,6 +32,14 @@ const (
 
 	// MinMaxFileSize is the smallest MaxFileSize accepted.
 	MinMaxFileSize = 4096
+
+	// MaxCapacity is the largest Capacity: 268,434,426 events. The
+	// checkpoint file holds checkpoint.HeaderSlots + Capacity ring slots of
+	// 8 bytes, every byte of it written when Open creates it; at this bound
+	// it is just under 2 GiB, the largest length a signed 32-bit int holds,
+	// so that one channel's files open on every platform (a 32-bit build
+	// cannot map a larger file).
+	MaxCapacity = math.MaxInt32/8 - checkpoint.HeaderSlots
 )
 
 // Config configures a FileChannel. Zero values mean the default; Open never
@@ -100,6 +109,10 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if cfg.Capacity < 0 {
 		bad("Capacity %d is negative", cfg.Capacity)
+	}
+	if cfg.Capacity > MaxCapacity {
+		bad("Capacity %d exceeds MaxCapacity %d (the checkpoint file takes 8 bytes per event of Capacity, written in full at Open, and stays below 2 GiB)",
+			cfg.Capacity, MaxCapacity)
 	}
 	if cfg.TransactionCapacity < 0 {
 		bad("TransactionCapacity %d is negative", cfg.TransactionCapacity)

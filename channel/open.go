@@ -21,6 +21,10 @@ type recovery struct {
 	st     *checkpoint.State // nil: a full replay
 	source string            // replay.FromCheckpoint, FromBackup or FromFullReplay
 	res    *replay.Result
+	// created: this Open created the checkpoint file (checkpoint.Create,
+	// for a full replay or a capacity change). A failed Open removes it
+	// unless a checkpoint was written into it (undoCreatedCheckpoint).
+	created bool
 }
 
 // dirRole is a directory Open uses and the Config field naming it.
@@ -47,7 +51,7 @@ func (c *FileChannel) open() error {
 	}
 	for _, step := range steps {
 		if err := step(rc); err != nil {
-			return err
+			return errors.Join(err, c.undoCreatedCheckpoint(rc))
 		}
 	}
 	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
@@ -155,7 +159,34 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	if ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity); err != nil {
 		return opErr("full replay", err)
 	}
-	rc.ck, rc.st, rc.source = ck, nil, replay.FromFullReplay
+	rc.ck, rc.st, rc.source, rc.created = ck, nil, replay.FromFullReplay, true
+	return nil
+}
+
+// undoCreatedCheckpoint runs when a step of Open fails: it removes the
+// checkpoint this Open created (rc.created) unless a checkpoint was written
+// into it since. Such a file holds an empty or half-migrated ring marked
+// incomplete, which the next Open would discard anyway (the logs hold every
+// event), and can be large: leaving it would only keep its disk space. A
+// checkpoint Open found or restored from the backup, or one written by
+// this Open, is never removed.
+func (c *FileChannel) undoCreatedCheckpoint(rc *recovery) error {
+	if !rc.created || c.lastCkptTime.Load() != 0 {
+		return nil
+	}
+	var errs []error
+	if c.main != nil && c.main.ckpt != nil {
+		errs = append(errs, c.main.ckpt.Close())
+		c.main.ckpt = nil
+	}
+	if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.log.Info("removed the checkpoint this failed Open had created", "dir", c.cfg.CheckpointDir)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return opErr("remove the checkpoint Open created", err)
+	}
 	return nil
 }
 
@@ -274,7 +305,9 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 			if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
 				return nil, opErr("remove old checkpoint", err)
 			}
-			return checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+			ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+			rc.created = rc.created || err == nil
+			return ck, err
 		}
 		if err := c.main.resize(create, c.cfg.Capacity); err != nil {
 			return opErr(fmt.Sprintf("change capacity from %d to %d", old, c.cfg.Capacity), err)
