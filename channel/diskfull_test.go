@@ -519,3 +519,40 @@ func crashIfOpen(t *testing.T, c *FileChannel, broken bool) {
 		crash(t, c)
 	}
 }
+
+// TestPutSeesRoomFreedByCheckpoint: a put refused for space, then a
+// checkpoint that deletes the log files the sink emptied: the next put
+// sees the room at once (the free space the channel cached is forgotten
+// when it deletes files), not up to a second later.
+func TestPutSeesRoomFreedByCheckpoint(t *testing.T) {
+	const minFree = 1 << 20
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.MinimumRequiredSpace = minFree
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	putN(t, c, 0, 200, 10) // several 4 KiB log files
+	wantEvents(t, takeN(t, c, 200, 10), bodies(0, 200))
+
+	mem.SetFreeSpace(minFree - 1)
+	c.logs.ForgetFreeSpace()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: body(200)}); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	mem.SetFreeSpace(1 << 30) // the room the deletions below free
+	files := c.Stats().LogFiles
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().LogFiles; got >= files {
+		t.Fatalf("the checkpoint deleted no log file (%d before, %d after)", files, got)
+	}
+	if err := tx.Put(Event{Body: body(200)}); err != nil {
+		t.Fatalf("put right after a checkpoint deleted logs: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, drain(t, c), bodies(200, 1))
+}

@@ -269,12 +269,14 @@ func (s *Set) RemoveFile(f File) error {
 	s.mu.Lock()
 	delete(s.files, f.ID)
 	s.mu.Unlock()
+	s.forgetFreeSpaceOf(f.Dir)
 	return s.fs.SyncDir(f.Dir)
 }
 
 // CutTail cuts f at end (a torn tail), keeping the bytes cut in a .corrupt
 // file whose path it returns.
 func (s *Set) CutTail(f File, end int64) (string, error) {
+	defer s.forgetFreeSpaceOf(f.Dir)
 	return CutTail(s.fs, f.Path, end)
 }
 

@@ -1385,6 +1385,58 @@ func TestSetSpaceOK(t *testing.T) {
 	}
 }
 
+// The set's own deletions refresh the free-space cache of their dir at
+// once: a put refused for space just before a checkpoint deleted logs
+// sees the room those logs freed at its next SpaceOK, not a second later.
+// A dir the set deleted nothing in keeps its cached value.
+func TestSetDeletionRefreshesFreeSpace(t *testing.T) {
+	const min = 1000
+	for _, tc := range []struct {
+		name   string
+		delete func(t *testing.T, s *Set, a string)
+	}{
+		{"reclaim", func(t *testing.T, s *Set, a string) {
+			inA := func(c []uint32) []uint32 { return slices.DeleteFunc(c, func(id uint32) bool { return id == 2 }) }
+			if n, err := s.Reclaim(s.Snapshot(), inA); n != 2 || err != nil {
+				t.Fatalf("Reclaim = %d, %v; want the two rolled files of /a deleted", n, err)
+			}
+		}},
+		{"remove_file", func(t *testing.T, s *Set, a string) {
+			if err := s.RemoveFile(File{ID: 1, Dir: "/a", Path: a}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cut_tail", func(t *testing.T, s *Set, a string) {
+			if _, err := s.CutTail(File{ID: 1, Dir: "/a", Path: a}, HeaderSize); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := setMem(t, "/a", "/b")
+			a, _, _ := setLog(t, mem, "/a", 1, 1)
+			setLog(t, mem, "/b", 2, 2)
+			s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a", "/b"}}, Recovered{MaxWriteOrderID: 2, MaxFileID: 2})
+			rollFiles(t, s, 0, 1)
+			mem.SetFreeSpace(min - 1)
+			s.ForgetFreeSpace()
+			for i := range 2 {
+				if ok, _, err := s.SpaceOK(i, 1, min); ok || err != nil {
+					t.Fatalf("SpaceOK(%d) on a full disk = %v, %v", i, ok, err)
+				}
+			}
+			mem.SetFreeSpace(1 << 30) // what the deletion frees
+			tc.delete(t, s, a)
+			if ok, free, err := s.SpaceOK(0, 1, min); !ok || err != nil {
+				t.Fatalf("SpaceOK of /a right after the set freed room there = %v with %d free, %v; want the room seen", ok, free, err)
+			}
+			if ok, free, _ := s.SpaceOK(1, 1, min); ok {
+				t.Fatalf("SpaceOK of /b = true with %d free; it deleted nothing there and was asked less than a second ago", free)
+			}
+		})
+	}
+}
+
 // DirStates, Active, Len and Bytes follow the rolls and appends: Bytes is
 // each rolled file's valid size plus each active file's size.
 func TestSetDirStatesLenBytes(t *testing.T) {

@@ -226,6 +226,7 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		errs = append(errs, s.fs.SyncDir(d))
+		s.forgetFreeSpaceOf(d)
 	}
 	return deleted, failed, errors.Join(errs...)
 }

@@ -19,7 +19,8 @@ type dir struct {
 	w  *Writer
 
 	// The free-space cache of SpaceOK: refreshed from the filesystem at
-	// most once per second and decremented by each append.
+	// most once per second, and after the set deletes or cuts a file in
+	// the dir; decremented by each append.
 	free        atomic.Int64
 	freeChecked atomic.Int64 // unix nanos of the last refresh
 	// lowSpace is set while the dir is short of space (logged once when
@@ -244,6 +245,18 @@ func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 func (s *Set) ForgetFreeSpace() {
 	for _, d := range s.dirs {
 		d.freeChecked.Store(0)
+	}
+}
+
+// forgetFreeSpaceOf makes the next SpaceOK of the data dir at path ask the
+// filesystem: the set deleted or cut a file there, and the room it freed
+// must count at once (a put refused for space just before a checkpoint
+// deleted logs is not refused again for up to a second).
+func (s *Set) forgetFreeSpaceOf(path string) {
+	for _, d := range s.dirs {
+		if d.path == path {
+			d.freeChecked.Store(0)
+		}
 	}
 }
 
