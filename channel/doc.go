@@ -145,9 +145,11 @@
 //     cut, a log file left empty by a crash removed.
 //   - Error: an operation failed or data is damaged: "commit failed" (not
 //     for ErrClosed), "periodic checkpoint failed", "backup checkpoint
-//     failed", "data dir is short of space" (once when it starts; Info when
-//     it ends), "skipping damaged event", and replay's damaged regions and
-//     damaged transactions.
+//     failed", "data dir is short of space" (once when a put is first
+//     refused for space; Info "has room again" once its free space is back
+//     above MinimumRequiredSpace by the refused put and a margin, so one
+//     shortage is one pair of lines), "skipping damaged event", and
+//     replay's damaged regions and damaged transactions.
 //
 // docs/operations.md#observing-the-channel lists every message and its
 // fields.

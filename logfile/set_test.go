@@ -1330,16 +1330,21 @@ func TestReclaimCrashNeverOrphansCompletedFile(t *testing.T) {
 	}
 }
 
-// SpaceOK: min < 0 disables the check; short of space is false; the free
-// space is cached (ForgetFreeSpace refreshes it) and decremented by each
-// append; each transition is logged once; DirStates reports it; a failing
-// FreeSpace is an error naming the dir.
+// SpaceOK: min < 0 disables the check; the free space is cached
+// (ForgetFreeSpace refreshes it) and decremented by each append; a refusal
+// makes the dir short of space, and it has room again only once its free
+// space reaches min + the largest refused n + LowSpaceMargin(min), however
+// smaller calls (a smaller put, Health's n = 0) fare meanwhile; each
+// transition is logged once; DirStates reports it; a failing FreeSpace is
+// an error naming the dir.
 func TestSetSpaceOK(t *testing.T) {
 	mem := setMem(t, "/a")
 	logs := &logRecorder{}
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a"}, Logger: slog.New(logs)}, Recovered{})
 	const short, room = "short of space", "has room again"
-	step := func(name string, free, n, min int64, wantOK bool, wantFree int64, wantShort, wantRoom int) {
+	const min = 500
+	margin := LowSpaceMargin(min)
+	step := func(name string, free, n, min int64, wantOK bool, wantFree int64, wantLow bool, wantShort, wantRoom int) {
 		t.Helper()
 		if free >= 0 {
 			mem.SetFreeSpace(free)
@@ -1356,22 +1361,30 @@ func TestSetSpaceOK(t *testing.T) {
 			t.Fatalf("%s: logged %q %d times and %q %d times, want %d and %d (%v)",
 				name, short, logs.count(short), room, logs.count(room), wantShort, wantRoom, logs.msgs)
 		}
-		if st := s.DirStates()[0]; st.LowSpace == wantOK && min >= 0 {
-			t.Fatalf("%s: DirStates LowSpace = %v", name, st.LowSpace)
+		if st := s.DirStates()[0]; st.LowSpace != wantLow {
+			t.Fatalf("%s: DirStates LowSpace = %v, want %v", name, st.LowSpace, wantLow)
 		}
 	}
-	step("disabled", 0, 100, -1, true, 0, 0, 0)
-	step("room", 1000, 100, 500, true, 1000, 0, 0)
-	step("exactly_the_minimum_left", 600, 100, 500, true, 600, 0, 0)
-	step("one_byte_short", 600, 101, 500, false, 600, 1, 0)
-	step("still_short", 50, 100, 500, false, 50, 1, 0)
-	step("room_again", 10000, 100, 500, true, 10000, 1, 1)
-	step("still_room", 10000, 100, 500, true, 10000, 1, 1)
+	step("disabled", 0, 100, -1, true, 0, false, 0, 0)
+	step("room", 1000, 100, min, true, 1000, false, 0, 0)
+	step("exactly_the_minimum_left", 600, 100, min, true, 600, false, 0, 0)
+	step("one_byte_short", 600, 101, min, false, 600, true, 1, 0)
+	step("still_short", 50, 100, min, false, 50, true, 1, 0)
+	step("a_smaller_put_fits_the_dir_stays_short", 600, 50, min, true, 600, true, 1, 0)
+	step("health_check_stays_short", 600, 0, min, true, 600, true, 1, 0)
+	step("just_below_the_margin", min+101+margin-1, 0, min, true, min+101+margin-1, true, 1, 0)
+	step("room_again", min+101+margin, 0, min, true, min+101+margin, false, 1, 1)
+	step("still_room", min+101+margin, 100, min, true, min+101+margin, false, 1, 1)
+	step("short_again", 600, 101, min, false, 600, true, 2, 1)
+	step("a_larger_refusal_raises_the_bar", 600, 5000, min, false, 600, true, 2, 1)
+	step("room_for_the_smaller_refusal_only", min+101+margin, 0, min, true, min+101+margin, true, 2, 1)
+	step("room_for_the_larger", min+5000+margin, 0, min, true, min+5000+margin, false, 2, 2)
+	step("plenty", 10000+margin, 100, min, true, 10000+margin, false, 2, 2)
 
 	mem.SetFreeSpace(1) // not asked again within a second
 	b := putBatch(t, 1)
 	mustAppendBatch(t, s, 0, b)
-	step("cached_less_the_append", -1, 0, 0, true, 10000-int64(len(b.Buf)), 1, 1)
+	step("cached_less_the_append", -1, 0, 0, true, 10000+margin-int64(len(b.Buf)), false, 2, 2)
 
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpFreeSpace}})

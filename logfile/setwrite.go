@@ -23,9 +23,13 @@ type dir struct {
 	// the dir; decremented by each append.
 	free        atomic.Int64
 	freeChecked atomic.Int64 // unix nanos of the last refresh
-	// lowSpace is set while the dir is short of space (logged once when
-	// it starts and once when it ends).
+	// lowSpace is set while the dir is short of space: from a SpaceOK
+	// that refuses until the free space counted reaches roomAt (see
+	// SpaceOK), each transition logged once. spaceMu serialises the
+	// transitions (a leaf: nothing else is taken, nor logged, under it).
+	spaceMu  sync.Mutex
 	lowSpace atomic.Bool
+	roomAt   atomic.Int64 // stored under spaceMu
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -213,7 +217,14 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 
 // SpaceOK reports whether data dir i can take n more bytes and keep min
 // bytes free (min < 0 disables the check), with the free space it counted.
-// It logs when the dir runs short and when it has room again.
+//
+// It also keeps the dir's low-space state (DirState.LowSpace, what Health
+// reports), with hysteresis so that one continuous shortage is one pair
+// of log lines however puts of different sizes (and Health's n = 0) come
+// and go: a refusal makes the dir short (logged at Error when it starts);
+// it has room again (logged at Info) only once its free space reaches min
+// plus the largest n refused meanwhile plus LowSpaceMargin(min). Calls in
+// between that fit (a smaller put) say ok, and the dir stays short.
 func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 	if min < 0 {
 		return true, 0, nil
@@ -230,15 +241,49 @@ func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 	}
 	free = d.free.Load()
 	ok = free-n >= min
-	if d.lowSpace.Load() == ok && d.lowSpace.CompareAndSwap(ok, !ok) {
-		if ok {
-			s.log.Info("data dir has room again", "dir", d.path, "free_bytes", free)
-		} else {
-			s.log.Error("data dir is short of space: puts fail until room is made", "dir", d.path,
-				"free_bytes", free, "minimum_required_space", min)
-		}
+	switch {
+	case !ok:
+		s.shortOfSpace(d, free, n, min)
+	case d.lowSpace.Load() && free >= d.roomAt.Load():
+		s.roomAgain(d, free)
 	}
 	return ok, free, nil
+}
+
+// LowSpaceMargin is how far above min plus the refused bytes a dir's free
+// space must come back before SpaceOK says it has room again: min/16, at
+// least 1 MiB. It keeps a dir whose free space hovers around the limit (each
+// append takes some, each deletion gives some back) from flapping.
+func LowSpaceMargin(min int64) int64 { return max(min/16, 1<<20) }
+
+// shortOfSpace records that d refused n bytes with free counted: it becomes
+// short of space, or stays short with the bar for room raised to fit n.
+func (s *Set) shortOfSpace(d *dir, free, n, min int64) {
+	need := min + n + LowSpaceMargin(min)
+	d.spaceMu.Lock()
+	started := !d.lowSpace.Load()
+	if started || need > d.roomAt.Load() {
+		d.roomAt.Store(need)
+	}
+	d.lowSpace.Store(true)
+	d.spaceMu.Unlock()
+	if started {
+		s.log.Error("data dir is short of space: puts fail until room is made", "dir", d.path,
+			"free_bytes", free, "minimum_required_space", min, "room_again_at", need)
+	}
+}
+
+// roomAgain ends d's shortage if free has reached its bar.
+func (s *Set) roomAgain(d *dir, free int64) {
+	d.spaceMu.Lock()
+	ended := d.lowSpace.Load() && free >= d.roomAt.Load()
+	if ended {
+		d.lowSpace.Store(false)
+	}
+	d.spaceMu.Unlock()
+	if ended {
+		s.log.Info("data dir has room again", "dir", d.path, "free_bytes", free)
+	}
 }
 
 // ForgetFreeSpace makes the next SpaceOK of every dir ask the filesystem.
@@ -263,7 +308,7 @@ func (s *Set) forgetFreeSpaceOf(path string) {
 // DirState is what Health reports about one data dir.
 type DirState struct {
 	Path      string
-	LowSpace  bool  // the last SpaceOK found it short of space
+	LowSpace  bool  // short of space: a SpaceOK refused, and the room has not come back (see SpaceOK)
 	WriterErr error // its active writer failed (the next Append rolls)
 	Size      int64 // its active file's size
 	ActiveID  uint32
