@@ -21,9 +21,11 @@ import (
 const (
 	DefaultCapacity            = 1_000_000
 	DefaultTransactionCapacity = 10_000
-	// MaxTransactionCapacity is the largest TransactionCapacity: a take
-	// commit writes one record listing the 8-byte pointer of every event
-	// it took, and a record is at most 64 MiB.
+	// MaxTransactionCapacity is the largest TransactionCapacity, 8,388,600:
+	// a take commit writes one record listing the 8-byte pointer of every
+	// event it took, and a record's payload is at most 64 MiB (64 bytes
+	// are left for the record's other fields). docs/operations.md gives
+	// this number (a test holds it to the constant).
 	MaxTransactionCapacity      = (logfile.MaxPayloadSize - 64) / 8
 	DefaultCheckpointInterval   = 30 * time.Second
 	DefaultMaxFileSize          = 2_146_435_071
