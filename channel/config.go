@@ -35,6 +35,10 @@ const (
 	// MinMaxFileSize is the smallest MaxFileSize accepted.
 	MinMaxFileSize = 4096
 
+	// The default SpaceReserve is MaxFileSize/64 within these bounds.
+	MinDefaultSpaceReserve = 64 << 10
+	MaxDefaultSpaceReserve = 32 << 20
+
 	// MaxCapacity is the largest Capacity: 268,434,426 events. The
 	// checkpoint file holds checkpoint.HeaderSlots + Capacity ring slots of
 	// 8 bytes, every byte of it written when Open creates it; at this bound
@@ -67,6 +71,19 @@ type Config struct {
 	// fsync, so a power loss can lose recently committed events (a killed
 	// process loses nothing). Checkpoints still sync. Default false.
 	NoSync bool
+
+	// SpaceReserve is the size of the space reserve file (space.reserve)
+	// kept in each data dir so that a full disk can be drained: when a
+	// write there fails for lack of space the file is removed, take
+	// commits and checkpoints use the room, and puts to that dir fail with
+	// ErrInsufficientSpace until a checkpoint has freed room for the
+	// reserve again (docs/operations.md, "Disk space"). It should hold the
+	// take records written until the oldest log file can go (about 8.5
+	// bytes per event taken in batches of 100): MaxFileSize/64 does for
+	// events of 1 KiB or more. 0 = MaxFileSize/64, at least 64 KiB and at
+	// most 32 MiB; negative = none (and a reserve file left by an earlier
+	// Open is removed).
+	SpaceReserve int64
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
@@ -154,6 +171,9 @@ func (cfg *Config) applyDefaults() {
 	}
 	if cfg.MinimumRequiredSpace == 0 {
 		cfg.MinimumRequiredSpace = DefaultMinimumRequiredSpace
+	}
+	if cfg.SpaceReserve == 0 {
+		cfg.SpaceReserve = min(max(cfg.MaxFileSize/64, MinDefaultSpaceReserve), MaxDefaultSpaceReserve)
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive

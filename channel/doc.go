@@ -35,7 +35,11 @@
 // [ErrChannelFull] ([Transaction.PutContext] also gives up when its context
 // ends). A data dir with less free space than Config.MinimumRequiredSpace
 // refuses puts with [ErrInsufficientSpace]; takes are never refused for
-// space, so sinks can drain a full disk.
+// space, so sinks can drain a full disk. Each data dir also keeps a space
+// reserve file (Config.SpaceReserve): when a write there finds the disk
+// full, the file goes, take commits use its room, and puts there fail
+// until a checkpoint has made room for it again; Open succeeds on such a
+// disk, so a sink can drain it after a restart.
 //
 // # A source
 //
@@ -160,9 +164,10 @@
 // 1029) × 8 bytes, fully allocated and mapped read-only), checkpoint.meta,
 // inflightputs, inflighttakes, in_use.lock. In each data dir: log-NNNNNNNNNN
 // data log files (a new one per data dir at every Open and whenever one
-// would pass MaxFileSize), in_use.lock, and the .corrupt files holding bytes
-// cut from a torn tail by Open or removed by Repair (never deleted by the
-// channel). In BackupCheckpointDir (optional): a copy of the checkpoint
+// would pass MaxFileSize), in_use.lock, space.reserve (zeros, removed when
+// the disk fills: Config.SpaceReserve), and the .corrupt files holding
+// bytes cut from a torn tail by Open or removed by Repair (never deleted by
+// the channel). In BackupCheckpointDir (optional): a copy of the checkpoint
 // files and backupComplete. docs/format.md specifies every format.
 //
 // # How it works

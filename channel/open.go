@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -51,7 +52,7 @@ func (c *FileChannel) open() error {
 	}
 	for _, step := range steps {
 		if err := step(rc); err != nil {
-			return errors.Join(err, c.undoCreatedCheckpoint(rc))
+			return errors.Join(err, c.undoRolls(), c.undoCreatedCheckpoint(rc))
 		}
 	}
 	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
@@ -163,6 +164,19 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	return nil
 }
 
+// undoRolls runs when a step of Open fails: it deletes the log files
+// rollAll created, which hold nothing yet, so that Opens retried (on a full
+// disk, say) do not leave one more empty file each.
+func (c *FileChannel) undoRolls() error {
+	if c.logs == nil {
+		return nil
+	}
+	if err := c.logs.RemoveEmptyActive(); err != nil {
+		return fmt.Errorf("filechannel: remove the log files Open created: %w", err)
+	}
+	return nil
+}
+
 // undoCreatedCheckpoint runs when a step of Open fails: it removes the
 // checkpoint this Open created (rc.created) unless a checkpoint was written
 // into it since. Such a file holds an empty or half-migrated ring marked
@@ -205,7 +219,8 @@ func (c *FileChannel) buildQueue(rc *recovery) error {
 // the checkpoint onto the queue.
 func (c *FileChannel) replay(rc *recovery) error {
 	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
-		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted})
+		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted,
+		Reserve: max(c.cfg.SpaceReserve, 0)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}
@@ -252,6 +267,14 @@ func (c *FileChannel) cutTornTails(rc *recovery) error {
 			continue
 		}
 		keep, err := c.logs.CutTail(l.File(), l.End)
+		if errors.Is(err, syscall.ENOSPC) {
+			// CutTail changes the log only once the copy is kept. The
+			// file is never appended to again, and every scan stops at
+			// its valid end: leave the tail to an Open with room.
+			c.log.Warn("no room to keep a torn tail: left in place for now", "file", l.Path, "valid_end", l.End,
+				"bytes", l.Size-l.End, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("filechannel: %w", err)
 		}
@@ -320,10 +343,17 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 }
 
 // rollAll (step 13) starts a new log file in every data dir: old ones may
-// end in a torn record and are never appended to again.
+// end in a torn record and are never appended to again. A dir whose disk
+// has no room for the new file (the roll removed its space reserve) is left
+// without one: its first append rolls.
 func (c *FileChannel) rollAll(*recovery) error {
 	for i := range c.logs.NumDirs() {
-		if err := c.logs.Roll(i); err != nil {
+		err := c.logs.Roll(i)
+		if errors.Is(err, syscall.ENOSPC) {
+			c.log.Warn("no room for a new log file: the data dir's first append makes it", "dir", c.logs.DirPath(i), "err", err)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("filechannel: %w", err)
 		}
 	}
@@ -338,7 +368,19 @@ func (c *FileChannel) checkpointAfterReplay(rc *recovery) error {
 		c.lastCkptW.Store(rc.st.WriteOrderID)
 		return nil
 	}
-	if err := c.checkpoint(); err != nil {
+	err := c.checkpoint()
+	if errors.Is(err, syscall.ENOSPC) && c.logs.ReleaseReserves() {
+		err = c.checkpoint() // on the room the data dirs' reserves held
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		// The logs hold every event, and the periodic checkpoints try
+		// again (Health reports the failure meanwhile): open, so that
+		// sinks can drain the disk.
+		c.log.Error("checkpoint after replay failed for lack of space: opening all the same, so that sinks can drain the channel",
+			"err", err)
+		return nil
+	}
+	if err != nil {
 		return opErr("checkpoint after replay", err)
 	}
 	return nil

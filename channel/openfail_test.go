@@ -13,6 +13,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -202,4 +203,134 @@ func names(files []ckptFile) []string {
 
 func sameFiles(a, b []ckptFile) bool {
 	return slices.EqualFunc(a, b, func(x, y ckptFile) bool { return x.name == y.name && bytes.Equal(x.data, y.data) })
+}
+
+// TestFailedOpenLeavesNoEmptyLogFile: an Open that fails after it started
+// a new log file in every data dir (here its checkpoint after replay
+// fails) deletes those files again, so Opens retried on a broken disk do
+// not leave one more empty log file each.
+func TestFailedOpenLeavesNoEmptyLogFile(t *testing.T) {
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 2)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	crash(t, c) // records after the checkpoint: Open writes one after replay
+	logFiles := func() []string {
+		var out []string
+		for _, d := range cfg.DataDirs {
+			names, err := ff.List(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range names {
+				if _, ok := logfile.ParseLogName(n); ok {
+					out = append(out, filepath.Join(d, n))
+				}
+			}
+		}
+		return out
+	}
+	before := logFiles()
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpWrite}, Name: checkpoint.MetaName + ".tmp", Err: syscall.EIO})
+	for i := range 3 {
+		c, err := Open(cfg)
+		if err == nil {
+			c.Close()
+			t.Fatal("Open succeeded")
+		}
+		if after := logFiles(); !slices.Equal(after, before) {
+			t.Fatalf("failed Open %d: log files %v, before it %v", i+1, after, before)
+		}
+	}
+	ff.Clear()
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	wantEvents(t, drain(t, c), bodies(0, 30))
+}
+
+// TestOpenWithoutRoomForItsCheckpoint: when the checkpoint Open writes
+// after replay fails for lack of space (and no space reserve helps), Open
+// succeeds all the same, so that sinks can drain the channel: Health
+// reports the failed checkpoint, takes commit, and the next checkpoint
+// with room succeeds. A crash before it recovers the same events.
+func TestOpenWithoutRoomForItsCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	ff := vfs.NewFaultFS(mem)
+	cfg := memConfig(ff, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	crash(t, c)
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpWrite}, Name: "*.tmp", Err: syscall.ENOSPC})
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open without room for its checkpoint: %v", err)
+	}
+	if err := c.Health(); err == nil || !strings.Contains(err.Error(), "checkpoint") {
+		t.Fatalf("Health after the checkpoint after replay failed: %v", err)
+	}
+	wantEvents(t, takeN(t, c, 10, 10), bodies(0, 10))
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	wantEvents(t, takeN(t, c, 10, 10), bodies(10, 10))
+	ff.Clear()
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health after a checkpoint with room: %v", err)
+	}
+	wantEvents(t, drain(t, c), bodies(20, 10))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTornTailLeftWithoutRoomToKeepIt: with no room for the .corrupt copy of
+// a torn tail, Open leaves the tail in place (CutTail changes the log only
+// once the copy is kept) instead of failing; an Open with room cuts it.
+func TestTornTailLeftWithoutRoomToKeepIt(t *testing.T) {
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 1)
+	cfg.MaxFileSize = 1 << 20
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 30, 10)
+	path, end := c.logs.Active(0).Path(), c.logs.Active(0).Size()
+	crash(t, c)
+	garbage := []byte("\x00\x00\x01\x00half a frame, then the power went")
+	f, err := ff.OpenReadWrite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(garbage, end); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		t.Helper()
+		fi, err := ff.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpWrite, vfs.OpWriteAt}, Name: "*.corrupt*", Err: syscall.ENOSPC})
+	c, err = Open(cfg)
+	if err != nil {
+		t.Fatalf("Open without room to keep a torn tail: %v", err)
+	}
+	if s := c.Stats(); s.TornTails != 0 || size() != end+int64(len(garbage)) {
+		t.Fatalf("TornTails %d, log size %d; want the tail left in place (%d bytes)", s.TornTails, size(), end+int64(len(garbage)))
+	}
+	wantEvents(t, takeN(t, c, 10, 10), bodies(0, 10))
+	crash(t, c)
+	ff.Clear()
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if s := c.Stats(); s.TornTails != 1 || size() != end {
+		t.Fatalf("with room: TornTails %d, log size %d; want it cut at %d", s.TornTails, size(), end)
+	}
+	wantEvents(t, drain(t, c), bodies(10, 20))
 }

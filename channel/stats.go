@@ -108,7 +108,10 @@ func (c *FileChannel) Health() error {
 		}
 	}
 	for _, d := range c.logs.DirStates() {
-		if d.LowSpace {
+		if d.Full {
+			errs = append(errs, fmt.Errorf("%w: data dir %s is full: its space reserve is in use, and puts there fail until a checkpoint frees room for it",
+				ErrInsufficientSpace, d.Path))
+		} else if d.LowSpace {
 			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.Path))
 		}
 		if d.WriterErr != nil {

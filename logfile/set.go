@@ -67,6 +67,9 @@ type SetOptions struct {
 	// OnDelete, if set, is called once per log file Reclaim deletes.
 	OnDelete func(id uint32)
 	Logger   *slog.Logger // nil = discard
+	// Reserve is the size of the space reserve the live set keeps in each
+	// data dir (ReserveName, setreserve.go); 0 = none.
+	Reserve int64
 }
 
 // File is a log file found in a data dir.

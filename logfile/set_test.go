@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -1607,4 +1608,139 @@ func TestSetRemoveFileAndCutTail(t *testing.T) {
 	if st, err := mem.Stat(path2); err != nil || st.Size() != end2 {
 		t.Fatalf("file 2 after CutTail: %v, %v; want size %d", st, err, end2)
 	}
+}
+
+// The space reserve (setreserve.go): Start writes it where there is room
+// for twice its size (removing an unfinished one), and a dir without it is
+// full; a roll or append that fails with ENOSPC removes it, and only a
+// draining batch is written again on the room it freed; a full dir takes
+// only draining batches, keeping a quarter of the reserve free; Reclaim
+// gives it back once there is room; a set without a reserve removes one
+// left behind.
+func TestSetSpaceReserve(t *testing.T) {
+	const size = 64 << 10
+	reserve := filepath.Join("/a", ReserveName)
+	enospc := vfs.Rule{Ops: []vfs.Op{vfs.OpWriteAt}, Name: "log-*", Times: 1, Err: syscall.ENOSPC}
+	open := func(t *testing.T, ff *vfs.FaultFS, reserveSize int64) *Set {
+		t.Helper()
+		return startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}, Reserve: reserveSize}, Recovered{})
+	}
+	hasReserve := func(t *testing.T, fsys vfs.FS, want bool) {
+		t.Helper()
+		fi, err := fsys.Stat(reserve)
+		if got := err == nil; got != want || (got && fi.Size() != size) {
+			t.Fatalf("reserve file: %v, %v; want it there: %v (%d bytes)", fi, err, want, size)
+		}
+	}
+	drain := func(n int) *Batch { b := putBatch(t, n); b.Drain = true; return b }
+
+	t.Run("start_writes_it", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		setRaw(t, ff, reserve+".tmp", []byte("unfinished"))
+		s := open(t, ff, size)
+		hasReserve(t, ff, true)
+		if existsIn(ff, reserve+".tmp") || s.Full(0) || s.DirStates()[0].Full {
+			t.Fatalf("after Start: tmp left %v, full %v", existsIn(ff, reserve+".tmp"), s.Full(0))
+		}
+	})
+	t.Run("no_room_at_start", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		ff.SetFreeSpace(2*size - 1)
+		s := open(t, ff, size)
+		hasReserve(t, ff, false)
+		if !s.Full(0) {
+			t.Fatal("a dir without room for its reserve is not full")
+		}
+	})
+	t.Run("put_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		before := s.Active(0).Size()
+		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on a full disk: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) || s.Active(0).Size() != before {
+			t.Fatalf("after the failed put: full %v, active size %d (was %d): want full, nothing written again", s.Full(0), s.Active(0).Size(), before)
+		}
+		// Full: a put batch is refused without a write, a drain goes.
+		ops := ff.Ops()
+		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) || ff.Ops() != ops {
+			t.Fatalf("put batch in a full dir: %v after %d operations; want ENOSPC and none", err, ff.Ops()-ops)
+		}
+		mustAppendBatch(t, s, 0, drain(2))
+	})
+	t.Run("drain_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		a, err := s.Append(0, drain(3))
+		if err != nil {
+			t.Fatalf("draining batch on a full disk with a reserve: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) || a.W.Size() != a.End {
+			t.Fatalf("full %v, written to %d of %d", s.Full(0), a.W.Size(), a.End)
+		}
+	})
+	t.Run("a_quarter_is_kept", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		ff.SetFreeSpace(size)
+		s := open(t, ff, size) // no room for it: full
+		b := drain(1)
+		n := int64(len(b.Buf))
+		ff.SetFreeSpace(size/4 + HeaderSize + n)
+		s.ForgetFreeSpace()
+		mustAppendBatch(t, s, 0, b)
+		ff.SetFreeSpace(size/4 + HeaderSize + n - 1)
+		s.ForgetFreeSpace()
+		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("drain into the kept quarter: %v", err)
+		}
+	})
+	t.Run("roll_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		if err := s.Roll(0); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("roll on a full disk: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) {
+			t.Fatal("not full after the roll failed")
+		}
+	})
+	t.Run("reclaim_gives_it_back", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		if !s.ReleaseReserves() || s.ReleaseReserves() {
+			t.Fatal("ReleaseReserves: want true once, then false")
+		}
+		hasReserve(t, ff, false)
+		ff.SetFreeSpace(2*size - 1)
+		if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c }); err != nil {
+			t.Fatal(err)
+		}
+		hasReserve(t, ff, false)
+		ff.SetFreeSpace(2 * size)
+		if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c }); err != nil {
+			t.Fatal(err)
+		}
+		hasReserve(t, ff, true)
+		if s.Full(0) {
+			t.Fatal("still full with its reserve back")
+		}
+		mustAppendBatch(t, s, 0, putBatch(t, 1))
+	})
+	t.Run("none_configured", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		setRaw(t, ff, reserve, make([]byte, size))
+		s := open(t, ff, 0)
+		hasReserve(t, ff, false)
+		ff.Add(enospc)
+		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) || s.Full(0) {
+			t.Fatalf("without a reserve: %v, full %v; want the ENOSPC, not full", err, s.Full(0))
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +31,12 @@ type dir struct {
 	spaceMu  sync.Mutex
 	lowSpace atomic.Bool
 	roomAt   atomic.Int64 // stored under spaceMu
+
+	// full: the dir is without its space reserve (setreserve.go).
+	// reserveMu serialises the reserve's writes and removals and the
+	// changes of full (taken under mu by Append and Roll, and alone).
+	reserveMu sync.Mutex
+	full      atomic.Bool
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -69,6 +76,7 @@ func (s *Set) Start(rec Recovered) error {
 	}
 	s.nextWOID.Store(rec.MaxWriteOrderID + 1)
 	s.nextFileID.Store(rec.MaxFileID + 1)
+	s.startReserves()
 	return nil
 }
 
@@ -87,12 +95,17 @@ func (s *Set) NextFileID() uint32 { return s.nextFileID.Load() }
 
 // Roll gives data dir i a new log file to append to. The old one is synced
 // and closed first, so that a transaction whose records straddle the roll
-// finds its earlier records durable.
+// finds its earlier records durable. A roll that fails for lack of space
+// (ENOSPC) leaves the dir full (its space reserve removed: see Full).
 func (s *Set) Roll(i int) error {
 	d := s.dirs[i]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return s.rollLocked(d)
+	err := s.rollLocked(d)
+	if errors.Is(err, syscall.ENOSPC) {
+		s.releaseReserve(d)
+	}
+	return err
 }
 
 // rollLocked is Roll with d.mu held.
@@ -152,6 +165,11 @@ type Batch struct {
 	// records complete (the events its take records take, the spilled
 	// puts its commit commits). See Complete.
 	Completes []uint32
+	// Drain marks a batch that consumes events (take records and their
+	// commit): it may use the room of a full dir's space reserve, and is
+	// written again at once if it is the batch that found the disk full
+	// (setreserve.go).
+	Drain bool
 }
 
 // Mark is where a write ended in a writer's file.
@@ -175,10 +193,29 @@ type Appended struct {
 // pass MaxFileSize. Write-order ids are handed out under the dir's lock,
 // so they increase within every file. Append does not sync: the caller
 // syncs to Appended.End (group commit). b.Buf is sealed in place.
+//
+// A roll or write that fails for lack of space (ENOSPC) makes the dir full:
+// its space reserve is removed, and a draining batch (b.Drain) is written
+// again on the room it freed. While the dir is full, only draining batches
+// are written, and only while a quarter of the reserve stays free.
 func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	d := s.dirs[i]
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	a, err := s.appendLocked(d, b)
+	if errors.Is(err, syscall.ENOSPC) && s.releaseReserve(d) && b.Drain {
+		a, err = s.appendLocked(d, b)
+	}
+	return a, err
+}
+
+// appendLocked is Append with d.mu held, once.
+func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
+	if d.full.Load() {
+		if err := s.roomForDrainLocked(d, int64(len(b.Buf)), b.Drain); err != nil {
+			return Appended{}, err
+		}
+	}
 	if d.w == nil || d.w.Err() != nil ||
 		(s.opts.MaxFileSize > 0 && d.w.Size() > HeaderSize && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
@@ -230,16 +267,10 @@ func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 		return true, 0, nil
 	}
 	d := s.dirs[i]
-	now := time.Now().UnixNano()
-	if now-d.freeChecked.Load() > int64(time.Second) {
-		f, err := s.fs.FreeSpace(d.path)
-		if err != nil {
-			return false, 0, fmt.Errorf("free space of %s: %w", d.path, err)
-		}
-		d.free.Store(f)
-		d.freeChecked.Store(now)
+	free, err = s.freeSpace(d)
+	if err != nil {
+		return false, 0, err
 	}
-	free = d.free.Load()
 	ok = free-n >= min
 	switch {
 	case !ok:
@@ -248,6 +279,21 @@ func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 		s.roomAgain(d, free)
 	}
 	return ok, free, nil
+}
+
+// freeSpace returns d's free space from the cache, refreshed from the
+// filesystem when it is a second old or was forgotten.
+func (s *Set) freeSpace(d *dir) (int64, error) {
+	now := time.Now().UnixNano()
+	if now-d.freeChecked.Load() > int64(time.Second) {
+		f, err := s.fs.FreeSpace(d.path)
+		if err != nil {
+			return 0, fmt.Errorf("free space of %s: %w", d.path, err)
+		}
+		d.free.Store(f)
+		d.freeChecked.Store(now)
+	}
+	return d.free.Load(), nil
 }
 
 // LowSpaceMargin is how far above min plus the refused bytes a dir's free
@@ -309,6 +355,7 @@ func (s *Set) forgetFreeSpaceOf(path string) {
 type DirState struct {
 	Path      string
 	LowSpace  bool  // short of space: a SpaceOK refused, and the room has not come back (see SpaceOK)
+	Full      bool  // without its space reserve: only take commits are written there (see Full)
 	WriterErr error // its active writer failed (the next Append rolls)
 	Size      int64 // its active file's size
 	ActiveID  uint32
@@ -319,7 +366,7 @@ type DirState struct {
 func (s *Set) DirStates() []DirState {
 	out := make([]DirState, len(s.dirs))
 	for i, d := range s.dirs {
-		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load()}
+		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load(), Full: d.full.Load()}
 		d.mu.Lock()
 		if d.w != nil {
 			out[i].WriterErr, out[i].Size = d.w.Err(), d.w.Size()
@@ -328,6 +375,26 @@ func (s *Set) DirStates() []DirState {
 		d.mu.Unlock()
 	}
 	return out
+}
+
+// RemoveEmptyActive closes every data dir's active writer whose file holds
+// nothing but its header, and deletes that file (as Reclaim deletes):
+// what a failed Open undoes of its rolls, so that Opens retried on a full
+// disk do not pile up empty log files. The dirs then have no writer.
+func (s *Set) RemoveEmptyActive() error {
+	var ids []uint32
+	var errs []error
+	for _, d := range s.dirs {
+		d.mu.Lock()
+		if w := d.w; w != nil && w.Size() == HeaderSize {
+			errs = append(errs, w.Close())
+			d.w = nil
+			ids = append(ids, w.ID())
+		}
+		d.mu.Unlock()
+	}
+	_, _, err := s.deleteRound(ids)
+	return errors.Join(append(errs, err)...)
 }
 
 // Len returns the number of log files in the set.
