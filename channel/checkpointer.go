@@ -28,7 +28,9 @@ func (c *FileChannel) checkpointLoop() {
 			return
 		case <-t.C:
 			// Nothing written since the last checkpoint: it still holds.
+			// A full data dir may have room again all the same.
 			if c.logs.LastWriteOrderID() == c.lastCkptW.Load() {
+				c.logs.KeepReserves()
 				continue
 			}
 			if err := c.checkpoint(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
@@ -20,9 +21,11 @@ import (
 const (
 	DefaultCapacity            = 1_000_000
 	DefaultTransactionCapacity = 10_000
-	// MaxTransactionCapacity is the largest TransactionCapacity: a take
-	// commit writes one record listing the 8-byte pointer of every event
-	// it took, and a record is at most 64 MiB.
+	// MaxTransactionCapacity is the largest TransactionCapacity, 8,388,600:
+	// a take commit writes one record listing the 8-byte pointer of every
+	// event it took, and a record's payload is at most 64 MiB (64 bytes
+	// are left for the record's other fields). docs/operations.md gives
+	// this number (a test holds it to the constant).
 	MaxTransactionCapacity      = (logfile.MaxPayloadSize - 64) / 8
 	DefaultCheckpointInterval   = 30 * time.Second
 	DefaultMaxFileSize          = 2_146_435_071
@@ -37,6 +40,18 @@ const (
 	// Config.DirMode say otherwise: the owner's only.
 	DefaultFileMode fs.FileMode = 0o600
 	DefaultDirMode  fs.FileMode = 0o700
+
+	// The default SpaceReserve is MaxFileSize/64 within these bounds.
+	MinDefaultSpaceReserve = 64 << 10
+	MaxDefaultSpaceReserve = 32 << 20
+
+	// MaxCapacity is the largest Capacity: 268,434,426 events. The
+	// checkpoint file holds checkpoint.HeaderSlots + Capacity ring slots of
+	// 8 bytes, every byte of it written when Open creates it; at this bound
+	// it is just under 2 GiB, the largest length a signed 32-bit int holds,
+	// so that one channel's files open on every platform (a 32-bit build
+	// cannot map a larger file).
+	MaxCapacity = math.MaxInt32/8 - checkpoint.HeaderSlots
 )
 
 // Config configures a FileChannel. Zero values mean the default; Open never
@@ -62,6 +77,19 @@ type Config struct {
 	// fsync, so a power loss can lose recently committed events (a killed
 	// process loses nothing). Checkpoints still sync. Default false.
 	NoSync bool
+
+	// SpaceReserve is the size of the space reserve file (space.reserve)
+	// kept in each data dir so that a full disk can be drained: when a
+	// write there fails for lack of space the file is removed, take
+	// commits and checkpoints use the room, and puts to that dir fail with
+	// ErrInsufficientSpace until a checkpoint has freed room for the
+	// reserve again (docs/operations.md, "Disk space"). It should hold the
+	// take records written until the oldest log file can go (about 8.5
+	// bytes per event taken in batches of 100): MaxFileSize/64 does for
+	// events of 1 KiB or more. 0 = MaxFileSize/64, at least 64 KiB and at
+	// most 32 MiB; negative = none (and a reserve file left by an earlier
+	// Open is removed).
+	SpaceReserve int64
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
@@ -122,6 +150,10 @@ func (cfg *Config) checkRanges() []error {
 	if cfg.Capacity < 0 {
 		bad("Capacity %d is negative", cfg.Capacity)
 	}
+	if cfg.Capacity > MaxCapacity {
+		bad("Capacity %d exceeds MaxCapacity %d (the checkpoint file takes 8 bytes per event of Capacity, written in full at Open, and stays below 2 GiB)",
+			cfg.Capacity, MaxCapacity)
+	}
 	if cfg.TransactionCapacity < 0 {
 		bad("TransactionCapacity %d is negative", cfg.TransactionCapacity)
 	}
@@ -166,6 +198,9 @@ func (cfg *Config) applyDefaults() {
 	}
 	if cfg.MinimumRequiredSpace == 0 {
 		cfg.MinimumRequiredSpace = DefaultMinimumRequiredSpace
+	}
+	if cfg.SpaceReserve == 0 {
+		cfg.SpaceReserve = min(max(cfg.MaxFileSize/64, MinDefaultSpaceReserve), MaxDefaultSpaceReserve)
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive

@@ -149,7 +149,9 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 }
 
 // TestDiskFullENOSPCDataDir fills a real filesystem holding the data and
-// checkpoint dirs until a commit fails.
+// checkpoint dirs until a commit fails, without a space reserve (the test
+// keeps one of its own, and frees it by hand); TestDiskFullDrainAfterRestart
+// is the same with the channel's.
 func TestDiskFullENOSPCDataDir(t *testing.T) {
 	base := t.TempDir()
 	mnt := filepath.Join(base, "full")
@@ -167,6 +169,7 @@ func TestDiskFullENOSPCDataDir(t *testing.T) {
 		CheckpointInterval:   time.Hour,
 		MaxFileSize:          1 << 20,
 		MinimumRequiredSpace: -1,
+		SpaceReserve:         -1,
 		KeepAlive:            -1,
 	}
 	c := mustOpen(t, cfg)
@@ -518,4 +521,242 @@ func crashIfOpen(t *testing.T, c *FileChannel, broken bool) {
 	if c != nil && !broken && !c.closed.Load() {
 		crash(t, c)
 	}
+}
+
+// TestPutSeesRoomFreedByCheckpoint: a put refused for space, then a
+// checkpoint that deletes the log files the sink emptied: the next put
+// sees the room at once (the free space the channel cached is forgotten
+// when it deletes files), not up to a second later.
+func TestPutSeesRoomFreedByCheckpoint(t *testing.T) {
+	const minFree = 1 << 20
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.MinimumRequiredSpace = minFree
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	putN(t, c, 0, 200, 10) // several 4 KiB log files
+	wantEvents(t, takeN(t, c, 200, 10), bodies(0, 200))
+
+	mem.SetFreeSpace(minFree - 1)
+	c.logs.ForgetFreeSpace()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: body(200)}); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	mem.SetFreeSpace(1 << 30) // the room the deletions below free
+	files := c.Stats().LogFiles
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().LogFiles; got >= files {
+		t.Fatalf("the checkpoint deleted no log file (%d before, %d after)", files, got)
+	}
+	if err := tx.Put(Event{Body: body(200)}); err != nil {
+		t.Fatalf("put right after a checkpoint deleted logs: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, drain(t, c), bodies(200, 1))
+}
+
+// TestDiskFullDrainAfterRestart: the channel fills a real filesystem (no
+// MinimumRequiredSpace) until a commit fails; its space reserve goes,
+// puts are refused from then on, and after a Close or a crash the channel
+// opens again on the full disk and a sink drains it: every take commit
+// succeeds, checkpoints delete the emptied log files, and once there is
+// room the reserve is back and puts go on. Every committed event comes
+// out, in order. In the "filled_while_down" cases another writer fills
+// the disk to the last byte while the channel is down: the Open finds no
+// room at all and uses its reserve.
+func TestDiskFullDrainAfterRestart(t *testing.T) {
+	for _, external := range []bool{false, true} {
+		for _, crashed := range []bool{false, true} {
+			name := map[bool]string{false: "channel_fills_it", true: "filled_while_down"}[external] +
+				map[bool]string{false: "/close", true: "/crash"}[crashed]
+			t.Run(name, func(t *testing.T) { diskFullDrain(t, crashed, external) })
+		}
+	}
+}
+
+func diskFullDrain(t *testing.T, crashed, external bool) {
+	const reserve = 128 << 10
+	base := t.TempDir()
+	mnt := filepath.Join(base, "full")
+	testutil.MountTmpfs(t, mnt, "size=4m")
+	cfg := Config{
+		CheckpointDir:        filepath.Join(mnt, "checkpoint"),
+		DataDirs:             []string{filepath.Join(mnt, "data")},
+		Capacity:             20_000,
+		TransactionCapacity:  100,
+		CheckpointInterval:   time.Hour,
+		MaxFileSize:          256 << 10,
+		MinimumRequiredSpace: -1,
+		SpaceReserve:         reserve,
+		KeepAlive:            -1,
+	}
+	reservePath := filepath.Join(cfg.DataDirs[0], logfile.ReserveName)
+	c := mustOpen(t, cfg)
+	var broken bool // a fault or a hang: leave the channel alone
+	t.Cleanup(func() { crashIfOpen(t, c, broken) })
+	defer failOnFault(t, &broken)()
+	if fi, err := os.Stat(reservePath); err != nil || fi.Size() != reserve {
+		t.Fatalf("space reserve after Open: %v, %v; want %d bytes", fi, err, reserve)
+	}
+
+	// Batches of 1 KiB events until the disk is full: the first commit that
+	// finds no room fails, and the puts after it are refused.
+	var batches []dfBatch
+	next := 0
+	for refused := false; !refused && !(external && len(batches) == 50); {
+		if len(batches) > 1000 {
+			t.Fatal("4 MiB never filled")
+		}
+		tx, _ := c.Begin()
+		b := dfBatch{}
+		for range 20 {
+			ev := dfEvent(next)
+			if err := tx.Put(ev); err != nil {
+				if !errors.Is(err, ErrInsufficientSpace) {
+					t.Fatalf("put: %v", err)
+				}
+				refused = true
+				break
+			}
+			next++
+			b.ids = append(b.ids, dfID(ev.Body))
+		}
+		err := tx.Commit()
+		b.committed = err == nil
+		batches = append(batches, b)
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("commit on a filling disk: %v", err)
+		}
+	}
+	if !external {
+		if _, err := os.Stat(reservePath); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("space reserve of the full dir: %v; want it removed", err)
+		}
+		if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) || !strings.Contains(err.Error(), "is full") {
+			t.Fatalf("Health of the full dir: %v", err)
+		}
+	}
+	if crashed {
+		crash(t, c)
+	} else if err := within(t, &broken, "close on the full disk", c.Close); err != nil {
+		t.Fatalf("close on the full disk: %v", err)
+	}
+	if external {
+		testutil.FillFS(t, filepath.Join(mnt, "filler"))
+	}
+	logs := func() int {
+		names, err := os.ReadDir(cfg.DataDirs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range names {
+			if _, ok := logfile.ParseLogName(e.Name()); ok {
+				n++
+			}
+		}
+		return n
+	}
+	before := logs()
+
+	if err := within(t, &broken, "open on the full disk", func() error {
+		var err error
+		c, err = Open(cfg)
+		return err
+	}); err != nil {
+		t.Fatalf("open on the full disk: %v", err)
+	}
+	t.Logf("reopened on the full disk (%d log files before, %d after): recovered from %s, %d events", before, logs(), c.Stats().RecoveredFrom, c.Len())
+	tx, _ := c.Begin()
+	if err := tx.Put(dfEvent(next)); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("put after reopening on the full disk: %v", err)
+	}
+	_ = tx.Rollback()
+
+	// A sink drains it; the periodic checkpoint is every 10 take commits.
+	var got []string
+	for n := 0; ; n++ {
+		tx, _ := c.Begin()
+		took := 0
+		for ; took < 50; took++ {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatalf("take: %v", err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, dfID(ev.Body))
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("take commit %d on the full disk (%d events taken so far): %v", n, len(got), err)
+		}
+		if n%10 == 9 || took == 0 {
+			if err := within(t, &broken, "checkpoint while draining", c.Checkpoint); err != nil {
+				t.Fatalf("checkpoint %d while draining: %v", n/10, err)
+			}
+		}
+		if took == 0 {
+			break
+		}
+	}
+	checkDiskFullRecovery(t, got, batches, map[string]bool{})
+
+	// Drained and checkpointed: room for the reserve, and puts go on.
+	if _, err := os.Stat(reservePath); err != nil {
+		t.Fatalf("space reserve after draining: %v", err)
+	}
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health after draining: %v", err)
+	}
+	putN(t, c, 0, 40, 20)
+	wantEvents(t, drain(t, c), bodies(0, 40))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFullDirGetsItsReserveBackWithoutWrites: a data dir opened without
+// room for its space reserve is full (puts fail, Health says so); once room
+// is made by someone else, the periodic checkpoint tick gives it its
+// reserve back even though nothing was written since the last checkpoint
+// (the tick then skips the checkpoint), and puts go on.
+func TestFullDirGetsItsReserveBackWithoutWrites(t *testing.T) {
+	const reserve = 64 << 10
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 1)
+	cfg.SpaceReserve = reserve
+	cfg.CheckpointInterval = 10 * time.Millisecond
+	ff.SetFreeSpace(2*reserve - 1)
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	tx, _ := c.Begin()
+	if err := tx.Put(Event{Body: body(0)}); !errors.Is(err, ErrInsufficientSpace) || !strings.Contains(err.Error(), "is full") {
+		t.Fatalf("put into a dir without room for its reserve: %v", err)
+	}
+	_ = tx.Rollback()
+	if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("Health: %v", err)
+	}
+	ff.SetFreeSpace(1 << 30)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.logs.Full(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dir is still full 10 s after room was made")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := ff.Stat(filepath.Join(cfg.DataDirs[0], logfile.ReserveName)); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	putN(t, c, 0, 5, 5)
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health with the reserve back: %v", err)
+	}
+	wantEvents(t, drain(t, c), bodies(0, 5))
 }

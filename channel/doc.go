@@ -35,7 +35,11 @@
 // [ErrChannelFull] ([Transaction.PutContext] also gives up when its context
 // ends). A data dir with less free space than Config.MinimumRequiredSpace
 // refuses puts with [ErrInsufficientSpace]; takes are never refused for
-// space, so sinks can drain a full disk.
+// space, so sinks can drain a full disk. Each data dir also keeps a space
+// reserve file (Config.SpaceReserve): when a write there finds the disk
+// full, the file goes, take commits use its room, and puts there fail
+// until a checkpoint has made room for it again; Open succeeds on such a
+// disk, so a sink can drain it after a restart.
 //
 // # A source
 //
@@ -145,9 +149,11 @@
 //     cut, a log file left empty by a crash removed.
 //   - Error: an operation failed or data is damaged: "commit failed" (not
 //     for ErrClosed), "periodic checkpoint failed", "backup checkpoint
-//     failed", "data dir is short of space" (once when it starts; Info when
-//     it ends), "skipping damaged event", and replay's damaged regions and
-//     damaged transactions.
+//     failed", "data dir is short of space" (once when a put is first
+//     refused for space; Info "has room again" once its free space is back
+//     above MinimumRequiredSpace by the refused put and a margin, so one
+//     shortage is one pair of lines), "skipping damaged event", and
+//     replay's damaged regions and damaged transactions.
 //
 // docs/operations.md#observing-the-channel lists every message and its
 // fields.
@@ -158,9 +164,10 @@
 // 1029) × 8 bytes, fully allocated and mapped read-only), checkpoint.meta,
 // inflightputs, inflighttakes, in_use.lock. In each data dir: log-NNNNNNNNNN
 // data log files (a new one per data dir at every Open and whenever one
-// would pass MaxFileSize), in_use.lock, and the .corrupt files holding bytes
-// cut from a torn tail by Open or removed by Repair (never deleted by the
-// channel). In BackupCheckpointDir (optional): a copy of the checkpoint
+// would pass MaxFileSize), in_use.lock, space.reserve (zeros, removed when
+// the disk fills: Config.SpaceReserve), and the .corrupt files holding
+// bytes cut from a torn tail by Open or removed by Repair (never deleted by
+// the channel). In BackupCheckpointDir (optional): a copy of the checkpoint
 // files and backupComplete. docs/format.md specifies every format.
 //
 // Files are created 0600 and directories 0700 (Config.FileMode and DirMode

@@ -24,6 +24,7 @@ func testConfig(t testing.TB, dataDirs int) Config {
 		TransactionCapacity:  100,
 		CheckpointInterval:   time.Hour, // tests checkpoint explicitly
 		MinimumRequiredSpace: -1,
+		SpaceReserve:         -1,
 		KeepAlive:            50 * time.Millisecond,
 	}
 	for i := range dataDirs {

@@ -1,8 +1,10 @@
 package channel
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 )
 
 // metricValue returns the value of the series name{labels} gathered from
@@ -322,4 +325,66 @@ func TestHealth(t *testing.T) {
 	if err := c.Health(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Health after Close: %v", err)
 	}
+}
+
+// TestHealthWhilePutsAreRefused: a data dir with a little more than
+// MinimumRequiredSpace free refuses a 1 KiB put; Health reports it for as
+// long as that goes on (its own look at the disk, a 0-byte check, used to
+// call the dir healthy), and one continuous shortage logs one "short of
+// space" line and one "room again" line, however refused puts, a smaller
+// put that fits, and Health calls interleave.
+func TestHealthWhilePutsAreRefused(t *testing.T) {
+	const minFree = 1 << 20
+	mem := vfs.NewMem()
+	rec := &logRecorder{}
+	cfg := memConfig(mem, 1)
+	cfg.MinimumRequiredSpace = minFree
+	cfg.Logger = slog.New(rec)
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	setFree := func(n int64) {
+		mem.SetFreeSpace(n)
+		c.logs.ForgetFreeSpace()
+	}
+	lines := func(wantShort, wantRoom int) {
+		t.Helper()
+		if s, r := len(rec.find("short of space")), len(rec.find("has room again")); s != wantShort || r != wantRoom {
+			t.Fatalf("logged \"short of space\" %d times and \"has room again\" %d times, want %d and %d", s, r, wantShort, wantRoom)
+		}
+	}
+	big := Event{Body: bytes.Repeat([]byte("b"), 1024)}
+
+	setFree(minFree + 500) // room for a small put, not for big
+	for i := range 5 {
+		tx, _ := c.Begin()
+		if err := tx.Put(big); !errors.Is(err, ErrInsufficientSpace) {
+			t.Fatalf("put %d of 1 KiB with 500 bytes above the minimum: %v", i, err)
+		}
+		_ = tx.Rollback()
+		if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
+			t.Fatalf("Health after put %d was refused for space: %v", i, err)
+		}
+		if i == 2 {
+			c.logs.ForgetFreeSpace() // Health looks at the disk again
+			putN(t, c, 0, 1, 1)      // a small put still fits
+			if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
+				t.Fatalf("Health after a small put fitted, the shortage going on: %v", err)
+			}
+		}
+	}
+	lines(1, 0)
+
+	// Back above the minimum by less than the margin: still short.
+	setFree(minFree + logfile.LowSpaceMargin(minFree) - 1)
+	if err := c.Health(); !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatalf("Health with less room than the margin back: %v", err)
+	}
+	lines(1, 0)
+	setFree(1 << 30)
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health with room back: %v", err)
+	}
+	putN(t, c, 1, 1, 1)
+	lines(1, 1)
+	wantEvents(t, drain(t, c), bodies(0, 2))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -21,6 +22,10 @@ type recovery struct {
 	st     *checkpoint.State // nil: a full replay
 	source string            // replay.FromCheckpoint, FromBackup or FromFullReplay
 	res    *replay.Result
+	// created: this Open created the checkpoint file (checkpoint.Create,
+	// for a full replay or a capacity change). A failed Open removes it
+	// unless a checkpoint was written into it (undoCreatedCheckpoint).
+	created bool
 }
 
 // dirRole is a directory Open uses and the Config field naming it.
@@ -47,7 +52,7 @@ func (c *FileChannel) open() error {
 	}
 	for _, step := range steps {
 		if err := step(rc); err != nil {
-			return err
+			return errors.Join(err, c.undoRolls(), c.undoCreatedCheckpoint(rc))
 		}
 	}
 	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
@@ -158,7 +163,47 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	if ck, err = checkpoint.Create(c.fs, dir, c.cfg.Capacity); err != nil {
 		return opErr("full replay", err)
 	}
-	rc.ck, rc.st, rc.source = ck, nil, replay.FromFullReplay
+	rc.ck, rc.st, rc.source, rc.created = ck, nil, replay.FromFullReplay, true
+	return nil
+}
+
+// undoRolls runs when a step of Open fails: it deletes the log files
+// rollAll created, which hold nothing yet, so that Opens retried (on a full
+// disk, say) do not leave one more empty file each.
+func (c *FileChannel) undoRolls() error {
+	if c.logs == nil {
+		return nil
+	}
+	if err := c.logs.RemoveEmptyActive(); err != nil {
+		return fmt.Errorf("filechannel: remove the log files Open created: %w", err)
+	}
+	return nil
+}
+
+// undoCreatedCheckpoint runs when a step of Open fails: it removes the
+// checkpoint this Open created (rc.created) unless a checkpoint was written
+// into it since. Such a file holds an empty or half-migrated ring marked
+// incomplete, which the next Open would discard anyway (the logs hold every
+// event), and can be large: leaving it would only keep its disk space. A
+// checkpoint Open found or restored from the backup, or one written by
+// this Open, is never removed.
+func (c *FileChannel) undoCreatedCheckpoint(rc *recovery) error {
+	if !rc.created || c.lastCkptTime.Load() != 0 {
+		return nil
+	}
+	var errs []error
+	if c.main != nil && c.main.ckpt != nil {
+		errs = append(errs, c.main.ckpt.Close())
+		c.main.ckpt = nil
+	}
+	if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.log.Info("removed the checkpoint this failed Open had created", "dir", c.cfg.CheckpointDir)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return opErr("remove the checkpoint Open created", err)
+	}
 	return nil
 }
 
@@ -177,7 +222,8 @@ func (c *FileChannel) buildQueue(rc *recovery) error {
 // the checkpoint onto the queue.
 func (c *FileChannel) replay(rc *recovery) error {
 	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
-		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted})
+		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted,
+		Reserve: max(c.cfg.SpaceReserve, 0)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}
@@ -224,6 +270,14 @@ func (c *FileChannel) cutTornTails(rc *recovery) error {
 			continue
 		}
 		keep, err := c.logs.CutTail(l.File(), l.End)
+		if errors.Is(err, syscall.ENOSPC) {
+			// CutTail changes the log only once the copy is kept. The
+			// file is never appended to again, and every scan stops at
+			// its valid end: leave the tail to an Open with room.
+			c.log.Warn("no room to keep a torn tail: left in place for now", "file", l.Path, "valid_end", l.End,
+				"bytes", l.Size-l.End, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("filechannel: %w", err)
 		}
@@ -277,7 +331,9 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 			if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
 				return nil, opErr("remove old checkpoint", err)
 			}
-			return checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+			ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+			rc.created = rc.created || err == nil
+			return ck, err
 		}
 		if err := c.main.resize(create, c.cfg.Capacity); err != nil {
 			return opErr(fmt.Sprintf("change capacity from %d to %d", old, c.cfg.Capacity), err)
@@ -290,10 +346,17 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 }
 
 // rollAll (step 13) starts a new log file in every data dir: old ones may
-// end in a torn record and are never appended to again.
+// end in a torn record and are never appended to again. A dir whose disk
+// has no room for the new file (the roll removed its space reserve) is left
+// without one: its first append rolls.
 func (c *FileChannel) rollAll(*recovery) error {
 	for i := range c.logs.NumDirs() {
-		if err := c.logs.Roll(i); err != nil {
+		err := c.logs.Roll(i)
+		if errors.Is(err, syscall.ENOSPC) {
+			c.log.Warn("no room for a new log file: the data dir's first append makes it", "dir", c.logs.DirPath(i), "err", err)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("filechannel: %w", err)
 		}
 	}
@@ -308,7 +371,19 @@ func (c *FileChannel) checkpointAfterReplay(rc *recovery) error {
 		c.lastCkptW.Store(rc.st.WriteOrderID)
 		return nil
 	}
-	if err := c.checkpoint(); err != nil {
+	err := c.checkpoint()
+	if errors.Is(err, syscall.ENOSPC) && c.logs.ReleaseReserves() {
+		err = c.checkpoint() // on the room the data dirs' reserves held
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		// The logs hold every event, and the periodic checkpoints try
+		// again (Health reports the failure meanwhile): open, so that
+		// sinks can drain the disk.
+		c.log.Error("checkpoint after replay failed for lack of space: opening all the same, so that sinks can drain the channel",
+			"err", err)
+		return nil
+	}
+	if err != nil {
 		return opErr("checkpoint after replay", err)
 	}
 	return nil

@@ -24,6 +24,7 @@ func memConfig(fsys vfs.FS, dirs int) Config {
 		CheckpointInterval:   1 << 62, // checkpoints only where the test says
 		MaxFileSize:          4096,    // roll often
 		MinimumRequiredSpace: -1,
+		SpaceReserve:         -1,
 		KeepAlive:            -1,
 		fs:                   fsys,
 	}

@@ -85,8 +85,11 @@ func (c *FileChannel) Stats() Stats {
 
 // Health returns nil while the channel works normally, or an error saying
 // what is wrong: the channel is closed, the last checkpoint (or backup
-// checkpoint) failed, a data dir is short of MinimumRequiredSpace, or a
-// data dir's log writer failed (the next commit there rolls to a new file).
+// checkpoint) failed, a data dir is short of MinimumRequiredSpace (from a
+// put refused for space, or a look at the disk finding less than the
+// minimum, until its free space is back above the minimum by the refused
+// put and logfile.LowSpaceMargin), or a data dir's log writer failed (the
+// next commit there rolls to a new file).
 // It is what the filechannel_healthy gauge reports, and what an HTTP
 // health check of an embedding program should call.
 func (c *FileChannel) Health() error {
@@ -99,11 +102,17 @@ func (c *FileChannel) Health() error {
 	}
 	if c.cfg.MinimumRequiredSpace >= 0 {
 		for i := range c.logs.NumDirs() {
-			c.logs.SpaceOK(i, 0, c.cfg.MinimumRequiredSpace) // refreshes the cached free space at most once a second
+			// Refreshes the cached free space (at most once a second):
+			// below the minimum the dir becomes short, and a short dir
+			// whose room came back ends its shortage.
+			c.logs.SpaceOK(i, 0, c.cfg.MinimumRequiredSpace)
 		}
 	}
 	for _, d := range c.logs.DirStates() {
-		if d.LowSpace {
+		if d.Full {
+			errs = append(errs, fmt.Errorf("%w: data dir %s is full: its space reserve is in use, and puts there fail until a checkpoint frees room for it",
+				ErrInsufficientSpace, d.Path))
+		} else if d.LowSpace {
 			errs = append(errs, fmt.Errorf("%w: data dir %s", ErrInsufficientSpace, d.Path))
 		}
 		if d.WriterErr != nil {

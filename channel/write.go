@@ -24,7 +24,8 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record, afte
 			return logfile.Appended{}, nil, err
 		}
 	}
-	a, err := c.logs.Append(t.dir, &logfile.Batch{Buf: buf, Frames: frames, After: after, Completes: completes})
+	a, err := c.logs.Append(t.dir, &logfile.Batch{Buf: buf, Frames: frames, After: after, Completes: completes,
+		Drain: t.kind == txTake})
 	if err != nil {
 		return logfile.Appended{}, nil, err
 	}

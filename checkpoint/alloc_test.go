@@ -456,3 +456,37 @@ func TestOpenFillingHolesOnFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedCreateRemovesItsFile: a Create that fails (the disk fills while
+// it allocates the file, or its fsync fails) leaves no checkpoint file
+// behind: on a disk too small for it, a partly allocated ring would only
+// take the room the channel needs to go on.
+func TestFailedCreateRemovesItsFile(t *testing.T) {
+	const capacity = 200_000
+	for _, tc := range []struct {
+		name string
+		rule vfs.Rule
+	}{
+		{"disk_fills_while_allocating", vfs.Rule{Ops: []vfs.Op{vfs.OpWriteAt}, Name: CheckpointName, Off: 1 << 20, Err: syscall.ENOSPC}},
+		{"header_write", vfs.Rule{Ops: []vfs.Op{vfs.OpWriteAt}, Name: CheckpointName, Skip: 2, Err: syscall.ENOSPC}},
+		{"sync", vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: CheckpointName, Err: syscall.EIO}},
+	} {
+		for _, k := range fsKinds {
+			t.Run(tc.name+"/"+k.name, func(t *testing.T) {
+				base, dir := newDir(t, k)
+				fsys := vfs.NewFaultFS(base)
+				fsys.Add(tc.rule)
+				if c, err := Create(fsys, dir, capacity); err == nil {
+					c.Close()
+					t.Fatal("Create succeeded")
+				}
+				if fsys.Injected() == 0 {
+					t.Fatal("the fault was never injected")
+				}
+				if _, err := base.Stat(path(dir, CheckpointName)); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("after a failed Create, Stat(checkpoint) = %v; want it gone", err)
+				}
+			})
+		}
+	}
+}

@@ -54,8 +54,9 @@ type Checkpoint struct {
 // sized for capacity and writes every byte of it (zeros, in 1 MiB chunks) so
 // that the filesystem allocates all its blocks, writes its magic, capacity and
 // INCOMPLETE marker, and fsyncs the file and dir. A full disk is an error
-// wrapping syscall.ENOSPC here rather than a SIGBUS later. It is not a valid
-// checkpoint until the first successful Write.
+// wrapping syscall.ENOSPC here rather than a SIGBUS later; a Create that
+// fails removes the file it created, so that a disk too small for it is not
+// left fuller. It is not a valid checkpoint until the first successful Write.
 func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 	if capacity < 1 || capacity > maxCapacity {
 		return nil, fmt.Errorf("create checkpoint in %s: capacity %d out of range [1, %d]", dir, capacity, maxCapacity)
@@ -70,7 +71,9 @@ func Create(fsys vfs.FS, dir string, capacity int) (*Checkpoint, error) {
 	}
 	c, err := create(fsys, dir, f, capacity)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("create checkpoint in %s: %w", dir, err), f.Close())
+		// The file is this call's: removeFiles cleared the name first.
+		return nil, errors.Join(fmt.Errorf("create checkpoint in %s: %w", dir, err), f.Close(),
+			removeIfExists(fsys, name), fsys.SyncDir(dir))
 	}
 	return c, nil
 }

@@ -11,7 +11,9 @@
 // and its directory. CutTail, PadRegion and RewriteHeader keep the bytes they
 // remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
-// published through a ".tmp" file; the package creates no other files.
+// published through a ".tmp" file. The live Set also keeps a space reserve,
+// ReserveName ("space.reserve", zeros), in each data dir (setreserve.go);
+// the package creates no other files.
 // ParseLogName rejects every other name (log-0000000007.corrupt, .tmp, ...),
 // and ListLogs skips them, as it skips an entry named like a log file that
 // is not a regular file (a NotRegular: a symbolic link is never followed).

@@ -68,6 +68,9 @@ type SetOptions struct {
 	// OnDelete, if set, is called once per log file Reclaim deletes.
 	OnDelete func(id uint32)
 	Logger   *slog.Logger // nil = discard
+	// Reserve is the size of the space reserve the live set keeps in each
+	// data dir (ReserveName, setreserve.go); 0 = none.
+	Reserve int64
 }
 
 // File is a log file found in a data dir.
@@ -279,12 +282,14 @@ func (s *Set) RemoveFile(f File) error {
 	s.mu.Lock()
 	delete(s.files, f.ID)
 	s.mu.Unlock()
+	s.forgetFreeSpaceOf(f.Dir)
 	return s.fs.SyncDir(f.Dir)
 }
 
 // CutTail cuts f at end (a torn tail), keeping the bytes cut in a .corrupt
 // file whose path it returns.
 func (s *Set) CutTail(f File, end int64) (string, error) {
+	defer s.forgetFreeSpaceOf(f.Dir)
 	return CutTail(s.fs, f.Path, end)
 }
 

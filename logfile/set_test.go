@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -1332,16 +1333,21 @@ func TestReclaimCrashNeverOrphansCompletedFile(t *testing.T) {
 	}
 }
 
-// SpaceOK: min < 0 disables the check; short of space is false; the free
-// space is cached (ForgetFreeSpace refreshes it) and decremented by each
-// append; each transition is logged once; DirStates reports it; a failing
-// FreeSpace is an error naming the dir.
+// SpaceOK: min < 0 disables the check; the free space is cached
+// (ForgetFreeSpace refreshes it) and decremented by each append; a refusal
+// makes the dir short of space, and it has room again only once its free
+// space reaches min + the largest refused n + LowSpaceMargin(min), however
+// smaller calls (a smaller put, Health's n = 0) fare meanwhile; each
+// transition is logged once; DirStates reports it; a failing FreeSpace is
+// an error naming the dir.
 func TestSetSpaceOK(t *testing.T) {
 	mem := setMem(t, "/a")
 	logs := &logRecorder{}
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a"}, Logger: slog.New(logs)}, Recovered{})
 	const short, room = "short of space", "has room again"
-	step := func(name string, free, n, min int64, wantOK bool, wantFree int64, wantShort, wantRoom int) {
+	const min = 500
+	margin := LowSpaceMargin(min)
+	step := func(name string, free, n, min int64, wantOK bool, wantFree int64, wantLow bool, wantShort, wantRoom int) {
 		t.Helper()
 		if free >= 0 {
 			mem.SetFreeSpace(free)
@@ -1358,22 +1364,30 @@ func TestSetSpaceOK(t *testing.T) {
 			t.Fatalf("%s: logged %q %d times and %q %d times, want %d and %d (%v)",
 				name, short, logs.count(short), room, logs.count(room), wantShort, wantRoom, logs.msgs)
 		}
-		if st := s.DirStates()[0]; st.LowSpace == wantOK && min >= 0 {
-			t.Fatalf("%s: DirStates LowSpace = %v", name, st.LowSpace)
+		if st := s.DirStates()[0]; st.LowSpace != wantLow {
+			t.Fatalf("%s: DirStates LowSpace = %v, want %v", name, st.LowSpace, wantLow)
 		}
 	}
-	step("disabled", 0, 100, -1, true, 0, 0, 0)
-	step("room", 1000, 100, 500, true, 1000, 0, 0)
-	step("exactly_the_minimum_left", 600, 100, 500, true, 600, 0, 0)
-	step("one_byte_short", 600, 101, 500, false, 600, 1, 0)
-	step("still_short", 50, 100, 500, false, 50, 1, 0)
-	step("room_again", 10000, 100, 500, true, 10000, 1, 1)
-	step("still_room", 10000, 100, 500, true, 10000, 1, 1)
+	step("disabled", 0, 100, -1, true, 0, false, 0, 0)
+	step("room", 1000, 100, min, true, 1000, false, 0, 0)
+	step("exactly_the_minimum_left", 600, 100, min, true, 600, false, 0, 0)
+	step("one_byte_short", 600, 101, min, false, 600, true, 1, 0)
+	step("still_short", 50, 100, min, false, 50, true, 1, 0)
+	step("a_smaller_put_fits_the_dir_stays_short", 600, 50, min, true, 600, true, 1, 0)
+	step("health_check_stays_short", 600, 0, min, true, 600, true, 1, 0)
+	step("just_below_the_margin", min+101+margin-1, 0, min, true, min+101+margin-1, true, 1, 0)
+	step("room_again", min+101+margin, 0, min, true, min+101+margin, false, 1, 1)
+	step("still_room", min+101+margin, 100, min, true, min+101+margin, false, 1, 1)
+	step("short_again", 600, 101, min, false, 600, true, 2, 1)
+	step("a_larger_refusal_raises_the_bar", 600, 5000, min, false, 600, true, 2, 1)
+	step("room_for_the_smaller_refusal_only", min+101+margin, 0, min, true, min+101+margin, true, 2, 1)
+	step("room_for_the_larger", min+5000+margin, 0, min, true, min+5000+margin, false, 2, 2)
+	step("plenty", 10000+margin, 100, min, true, 10000+margin, false, 2, 2)
 
 	mem.SetFreeSpace(1) // not asked again within a second
 	b := putBatch(t, 1)
 	mustAppendBatch(t, s, 0, b)
-	step("cached_less_the_append", -1, 0, 0, true, 10000-int64(len(b.Buf)), 1, 1)
+	step("cached_less_the_append", -1, 0, 0, true, 10000+margin-int64(len(b.Buf)), false, 2, 2)
 
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpFreeSpace}})
@@ -1384,6 +1398,58 @@ func TestSetSpaceOK(t *testing.T) {
 	defer s2.Close()
 	if _, _, err := s2.SpaceOK(0, 1, 0); !errors.Is(err, vfs.ErrInjected) || !strings.Contains(err.Error(), "/a") {
 		t.Fatalf("SpaceOK with a failing FreeSpace: %v, want the injected error naming /a", err)
+	}
+}
+
+// The set's own deletions refresh the free-space cache of their dir at
+// once: a put refused for space just before a checkpoint deleted logs
+// sees the room those logs freed at its next SpaceOK, not a second later.
+// A dir the set deleted nothing in keeps its cached value.
+func TestSetDeletionRefreshesFreeSpace(t *testing.T) {
+	const min = 1000
+	for _, tc := range []struct {
+		name   string
+		delete func(t *testing.T, s *Set, a string)
+	}{
+		{"reclaim", func(t *testing.T, s *Set, a string) {
+			inA := func(c []uint32) []uint32 { return slices.DeleteFunc(c, func(id uint32) bool { return id == 2 }) }
+			if n, err := s.Reclaim(s.Snapshot(), inA); n != 2 || err != nil {
+				t.Fatalf("Reclaim = %d, %v; want the two rolled files of /a deleted", n, err)
+			}
+		}},
+		{"remove_file", func(t *testing.T, s *Set, a string) {
+			if err := s.RemoveFile(File{ID: 1, Dir: "/a", Path: a}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"cut_tail", func(t *testing.T, s *Set, a string) {
+			if _, err := s.CutTail(File{ID: 1, Dir: "/a", Path: a}, HeaderSize); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := setMem(t, "/a", "/b")
+			a, _, _ := setLog(t, mem, "/a", 1, 1)
+			setLog(t, mem, "/b", 2, 2)
+			s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a", "/b"}}, Recovered{MaxWriteOrderID: 2, MaxFileID: 2})
+			rollFiles(t, s, 0, 1)
+			mem.SetFreeSpace(min - 1)
+			s.ForgetFreeSpace()
+			for i := range 2 {
+				if ok, _, err := s.SpaceOK(i, 1, min); ok || err != nil {
+					t.Fatalf("SpaceOK(%d) on a full disk = %v, %v", i, ok, err)
+				}
+			}
+			mem.SetFreeSpace(1 << 30) // what the deletion frees
+			tc.delete(t, s, a)
+			if ok, free, err := s.SpaceOK(0, 1, min); !ok || err != nil {
+				t.Fatalf("SpaceOK of /a right after the set freed room there = %v with %d free, %v; want the room seen", ok, free, err)
+			}
+			if ok, free, _ := s.SpaceOK(1, 1, min); ok {
+				t.Fatalf("SpaceOK of /b = true with %d free; it deleted nothing there and was asked less than a second ago", free)
+			}
+		})
 	}
 }
 
@@ -1544,4 +1610,139 @@ func TestSetRemoveFileAndCutTail(t *testing.T) {
 	if st, err := mem.Stat(path2); err != nil || st.Size() != end2 {
 		t.Fatalf("file 2 after CutTail: %v, %v; want size %d", st, err, end2)
 	}
+}
+
+// The space reserve (setreserve.go): Start writes it where there is room
+// for twice its size (removing an unfinished one), and a dir without it is
+// full; a roll or append that fails with ENOSPC removes it, and only a
+// draining batch is written again on the room it freed; a full dir takes
+// only draining batches, keeping a quarter of the reserve free; Reclaim
+// gives it back once there is room; a set without a reserve removes one
+// left behind.
+func TestSetSpaceReserve(t *testing.T) {
+	const size = 64 << 10
+	reserve := filepath.Join("/a", ReserveName)
+	enospc := vfs.Rule{Ops: []vfs.Op{vfs.OpWriteAt}, Name: "log-*", Times: 1, Err: syscall.ENOSPC}
+	open := func(t *testing.T, ff *vfs.FaultFS, reserveSize int64) *Set {
+		t.Helper()
+		return startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}, Reserve: reserveSize}, Recovered{})
+	}
+	hasReserve := func(t *testing.T, fsys vfs.FS, want bool) {
+		t.Helper()
+		fi, err := fsys.Stat(reserve)
+		if got := err == nil; got != want || (got && fi.Size() != size) {
+			t.Fatalf("reserve file: %v, %v; want it there: %v (%d bytes)", fi, err, want, size)
+		}
+	}
+	drain := func(n int) *Batch { b := putBatch(t, n); b.Drain = true; return b }
+
+	t.Run("start_writes_it", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		setRaw(t, ff, reserve+".tmp", []byte("unfinished"))
+		s := open(t, ff, size)
+		hasReserve(t, ff, true)
+		if existsIn(ff, reserve+".tmp") || s.Full(0) || s.DirStates()[0].Full {
+			t.Fatalf("after Start: tmp left %v, full %v", existsIn(ff, reserve+".tmp"), s.Full(0))
+		}
+	})
+	t.Run("no_room_at_start", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		ff.SetFreeSpace(2*size - 1)
+		s := open(t, ff, size)
+		hasReserve(t, ff, false)
+		if !s.Full(0) {
+			t.Fatal("a dir without room for its reserve is not full")
+		}
+	})
+	t.Run("put_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		before := s.Active(0).Size()
+		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on a full disk: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) || s.Active(0).Size() != before {
+			t.Fatalf("after the failed put: full %v, active size %d (was %d): want full, nothing written again", s.Full(0), s.Active(0).Size(), before)
+		}
+		// Full: a put batch is refused without a write, a drain goes.
+		ops := ff.Ops()
+		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) || ff.Ops() != ops {
+			t.Fatalf("put batch in a full dir: %v after %d operations; want ENOSPC and none", err, ff.Ops()-ops)
+		}
+		mustAppendBatch(t, s, 0, drain(2))
+	})
+	t.Run("drain_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		a, err := s.Append(0, drain(3))
+		if err != nil {
+			t.Fatalf("draining batch on a full disk with a reserve: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) || a.W.Size() != a.End {
+			t.Fatalf("full %v, written to %d of %d", s.Full(0), a.W.Size(), a.End)
+		}
+	})
+	t.Run("a_quarter_is_kept", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		ff.SetFreeSpace(size)
+		s := open(t, ff, size) // no room for it: full
+		b := drain(1)
+		n := int64(len(b.Buf))
+		ff.SetFreeSpace(size/4 + HeaderSize + n)
+		s.ForgetFreeSpace()
+		mustAppendBatch(t, s, 0, b)
+		ff.SetFreeSpace(size/4 + HeaderSize + n - 1)
+		s.ForgetFreeSpace()
+		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("drain into the kept quarter: %v", err)
+		}
+	})
+	t.Run("roll_finds_the_disk_full", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		ff.Add(enospc)
+		if err := s.Roll(0); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("roll on a full disk: %v", err)
+		}
+		hasReserve(t, ff, false)
+		if !s.Full(0) {
+			t.Fatal("not full after the roll failed")
+		}
+	})
+	t.Run("reclaim_gives_it_back", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		s := open(t, ff, size)
+		if !s.ReleaseReserves() || s.ReleaseReserves() {
+			t.Fatal("ReleaseReserves: want true once, then false")
+		}
+		hasReserve(t, ff, false)
+		ff.SetFreeSpace(2*size - 1)
+		if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c }); err != nil {
+			t.Fatal(err)
+		}
+		hasReserve(t, ff, false)
+		ff.SetFreeSpace(2 * size)
+		if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c }); err != nil {
+			t.Fatal(err)
+		}
+		hasReserve(t, ff, true)
+		if s.Full(0) {
+			t.Fatal("still full with its reserve back")
+		}
+		mustAppendBatch(t, s, 0, putBatch(t, 1))
+	})
+	t.Run("none_configured", func(t *testing.T) {
+		ff := vfs.NewFaultFS(setMem(t, "/a"))
+		setRaw(t, ff, reserve, make([]byte, size))
+		s := open(t, ff, 0)
+		hasReserve(t, ff, false)
+		ff.Add(enospc)
+		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) || s.Full(0) {
+			t.Fatalf("without a reserve: %v, full %v; want the ENOSPC, not full", err, s.Full(0))
+		}
+	})
 }

@@ -130,7 +130,11 @@ func (sn *Snapshot) Sync() error {
 // and a file whose deletion fails keeps them too. Files that complete
 // each other (a cycle, across data dirs) go in one round. Each deletion is
 // logged.
+//
+// Then (deleted or not) every full data dir gets its space reserve back
+// where there is room for twice its size (setreserve.go).
 func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (int, error) {
+	defer s.KeepReserves()
 	var cand []uint32
 	s.mu.RLock()
 	for id, f := range s.files {
@@ -226,6 +230,7 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		errs = append(errs, s.fs.SyncDir(d))
+		s.forgetFreeSpaceOf(d)
 	}
 	return deleted, failed, errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -19,12 +20,23 @@ type dir struct {
 	w  *Writer
 
 	// The free-space cache of SpaceOK: refreshed from the filesystem at
-	// most once per second and decremented by each append.
+	// most once per second, and after the set deletes or cuts a file in
+	// the dir; decremented by each append.
 	free        atomic.Int64
 	freeChecked atomic.Int64 // unix nanos of the last refresh
-	// lowSpace is set while the dir is short of space (logged once when
-	// it starts and once when it ends).
+	// lowSpace is set while the dir is short of space: from a SpaceOK
+	// that refuses until the free space counted reaches roomAt (see
+	// SpaceOK), each transition logged once. spaceMu serialises the
+	// transitions (a leaf: nothing else is taken, nor logged, under it).
+	spaceMu  sync.Mutex
 	lowSpace atomic.Bool
+	roomAt   atomic.Int64 // stored under spaceMu
+
+	// full: the dir is without its space reserve (setreserve.go).
+	// reserveMu serialises the reserve's writes and removals and the
+	// changes of full (taken under mu by Append and Roll, and alone).
+	reserveMu sync.Mutex
+	full      atomic.Bool
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -69,6 +81,7 @@ func (s *Set) Start(rec Recovered) error {
 		maxID = max(maxID, n.ID)
 	}
 	s.nextFileID.Store(maxID + 1)
+	s.startReserves()
 	return nil
 }
 
@@ -87,12 +100,17 @@ func (s *Set) NextFileID() uint32 { return s.nextFileID.Load() }
 
 // Roll gives data dir i a new log file to append to. The old one is synced
 // and closed first, so that a transaction whose records straddle the roll
-// finds its earlier records durable.
+// finds its earlier records durable. A roll that fails for lack of space
+// (ENOSPC) leaves the dir full (its space reserve removed: see Full).
 func (s *Set) Roll(i int) error {
 	d := s.dirs[i]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return s.rollLocked(d)
+	err := s.rollLocked(d)
+	if errors.Is(err, syscall.ENOSPC) {
+		s.releaseReserve(d)
+	}
+	return err
 }
 
 // rollLocked is Roll with d.mu held.
@@ -152,6 +170,11 @@ type Batch struct {
 	// records complete (the events its take records take, the spilled
 	// puts its commit commits). See Complete.
 	Completes []uint32
+	// Drain marks a batch that consumes events (take records and their
+	// commit): it may use the room of a full dir's space reserve, and is
+	// written again at once if it is the batch that found the disk full
+	// (setreserve.go).
+	Drain bool
 }
 
 // Mark is where a write ended in a writer's file.
@@ -175,10 +198,29 @@ type Appended struct {
 // pass MaxFileSize. Write-order ids are handed out under the dir's lock,
 // so they increase within every file. Append does not sync: the caller
 // syncs to Appended.End (group commit). b.Buf is sealed in place.
+//
+// A roll or write that fails for lack of space (ENOSPC) makes the dir full:
+// its space reserve is removed, and a draining batch (b.Drain) is written
+// again on the room it freed. While the dir is full, only draining batches
+// are written, and only while a quarter of the reserve stays free.
 func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	d := s.dirs[i]
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	a, err := s.appendLocked(d, b)
+	if errors.Is(err, syscall.ENOSPC) && s.releaseReserve(d) && b.Drain {
+		a, err = s.appendLocked(d, b)
+	}
+	return a, err
+}
+
+// appendLocked is Append with d.mu held, once.
+func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
+	if d.full.Load() {
+		if err := s.roomForDrainLocked(d, int64(len(b.Buf)), b.Drain); err != nil {
+			return Appended{}, err
+		}
+	}
 	if d.w == nil || d.w.Err() != nil ||
 		(s.opts.MaxFileSize > 0 && d.w.Size() > HeaderSize && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
@@ -217,32 +259,82 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 
 // SpaceOK reports whether data dir i can take n more bytes and keep min
 // bytes free (min < 0 disables the check), with the free space it counted.
-// It logs when the dir runs short and when it has room again.
+//
+// It also keeps the dir's low-space state (DirState.LowSpace, what Health
+// reports), with hysteresis so that one continuous shortage is one pair
+// of log lines however puts of different sizes (and Health's n = 0) come
+// and go: a refusal makes the dir short (logged at Error when it starts);
+// it has room again (logged at Info) only once its free space reaches min
+// plus the largest n refused meanwhile plus LowSpaceMargin(min). Calls in
+// between that fit (a smaller put) say ok, and the dir stays short.
 func (s *Set) SpaceOK(i int, n, min int64) (ok bool, free int64, err error) {
 	if min < 0 {
 		return true, 0, nil
 	}
 	d := s.dirs[i]
+	free, err = s.freeSpace(d)
+	if err != nil {
+		return false, 0, err
+	}
+	ok = free-n >= min
+	switch {
+	case !ok:
+		s.shortOfSpace(d, free, n, min)
+	case d.lowSpace.Load() && free >= d.roomAt.Load():
+		s.roomAgain(d, free)
+	}
+	return ok, free, nil
+}
+
+// freeSpace returns d's free space from the cache, refreshed from the
+// filesystem when it is a second old or was forgotten.
+func (s *Set) freeSpace(d *dir) (int64, error) {
 	now := time.Now().UnixNano()
 	if now-d.freeChecked.Load() > int64(time.Second) {
 		f, err := s.fs.FreeSpace(d.path)
 		if err != nil {
-			return false, 0, fmt.Errorf("free space of %s: %w", d.path, err)
+			return 0, fmt.Errorf("free space of %s: %w", d.path, err)
 		}
 		d.free.Store(f)
 		d.freeChecked.Store(now)
 	}
-	free = d.free.Load()
-	ok = free-n >= min
-	if d.lowSpace.Load() == ok && d.lowSpace.CompareAndSwap(ok, !ok) {
-		if ok {
-			s.log.Info("data dir has room again", "dir", d.path, "free_bytes", free)
-		} else {
-			s.log.Error("data dir is short of space: puts fail until room is made", "dir", d.path,
-				"free_bytes", free, "minimum_required_space", min)
-		}
+	return d.free.Load(), nil
+}
+
+// LowSpaceMargin is how far above min plus the refused bytes a dir's free
+// space must come back before SpaceOK says it has room again: min/16, at
+// least 1 MiB. It keeps a dir whose free space hovers around the limit (each
+// append takes some, each deletion gives some back) from flapping.
+func LowSpaceMargin(min int64) int64 { return max(min/16, 1<<20) }
+
+// shortOfSpace records that d refused n bytes with free counted: it becomes
+// short of space, or stays short with the bar for room raised to fit n.
+func (s *Set) shortOfSpace(d *dir, free, n, min int64) {
+	need := min + n + LowSpaceMargin(min)
+	d.spaceMu.Lock()
+	started := !d.lowSpace.Load()
+	if started || need > d.roomAt.Load() {
+		d.roomAt.Store(need)
 	}
-	return ok, free, nil
+	d.lowSpace.Store(true)
+	d.spaceMu.Unlock()
+	if started {
+		s.log.Error("data dir is short of space: puts fail until room is made", "dir", d.path,
+			"free_bytes", free, "minimum_required_space", min, "room_again_at", need)
+	}
+}
+
+// roomAgain ends d's shortage if free has reached its bar.
+func (s *Set) roomAgain(d *dir, free int64) {
+	d.spaceMu.Lock()
+	ended := d.lowSpace.Load() && free >= d.roomAt.Load()
+	if ended {
+		d.lowSpace.Store(false)
+	}
+	d.spaceMu.Unlock()
+	if ended {
+		s.log.Info("data dir has room again", "dir", d.path, "free_bytes", free)
+	}
 }
 
 // ForgetFreeSpace makes the next SpaceOK of every dir ask the filesystem.
@@ -252,10 +344,23 @@ func (s *Set) ForgetFreeSpace() {
 	}
 }
 
+// forgetFreeSpaceOf makes the next SpaceOK of the data dir at path ask the
+// filesystem: the set deleted or cut a file there, and the room it freed
+// must count at once (a put refused for space just before a checkpoint
+// deleted logs is not refused again for up to a second).
+func (s *Set) forgetFreeSpaceOf(path string) {
+	for _, d := range s.dirs {
+		if d.path == path {
+			d.freeChecked.Store(0)
+		}
+	}
+}
+
 // DirState is what Health reports about one data dir.
 type DirState struct {
 	Path      string
-	LowSpace  bool  // the last SpaceOK found it short of space
+	LowSpace  bool  // short of space: a SpaceOK refused, and the room has not come back (see SpaceOK)
+	Full      bool  // without its space reserve: only take commits are written there (see Full)
 	WriterErr error // its active writer failed (the next Append rolls)
 	Size      int64 // its active file's size
 	ActiveID  uint32
@@ -266,7 +371,7 @@ type DirState struct {
 func (s *Set) DirStates() []DirState {
 	out := make([]DirState, len(s.dirs))
 	for i, d := range s.dirs {
-		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load()}
+		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load(), Full: d.full.Load()}
 		d.mu.Lock()
 		if d.w != nil {
 			out[i].WriterErr, out[i].Size = d.w.Err(), d.w.Size()
@@ -275,6 +380,26 @@ func (s *Set) DirStates() []DirState {
 		d.mu.Unlock()
 	}
 	return out
+}
+
+// RemoveEmptyActive closes every data dir's active writer whose file holds
+// nothing but its header, and deletes that file (as Reclaim deletes):
+// what a failed Open undoes of its rolls, so that Opens retried on a full
+// disk do not pile up empty log files. The dirs then have no writer.
+func (s *Set) RemoveEmptyActive() error {
+	var ids []uint32
+	var errs []error
+	for _, d := range s.dirs {
+		d.mu.Lock()
+		if w := d.w; w != nil && w.Size() == HeaderSize {
+			errs = append(errs, w.Close())
+			d.w = nil
+			ids = append(ids, w.ID())
+		}
+		d.mu.Unlock()
+	}
+	_, _, err := s.deleteRound(ids)
+	return errors.Join(append(errs, err)...)
 }
 
 // Len returns the number of log files in the set.

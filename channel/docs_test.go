@@ -1,0 +1,67 @@
+package channel
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flumego/filechannel/logfile"
+)
+
+// operationsDoc is the operations guide, whose numbers these tests hold to
+// the code's.
+const operationsDoc = "../docs/operations.md"
+
+// TestDocTransactionCapacityLimit: every place docs/operations.md gives the
+// TransactionCapacity limit ("8 388 600 (`channel.MaxTransactionCapacity`"),
+// it is MaxTransactionCapacity, and no number near it is written there;
+// the guide does not claim Open leaves it
+// unchecked; Open refuses one more, and a take commit of that many events
+// fits a record.
+func TestDocTransactionCapacityLimit(t *testing.T) {
+	b, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	re := regexp.MustCompile("([0-9][0-9 ,]*[0-9])\\s+\\(`channel\\.MaxTransactionCapacity`")
+	found := re.FindAllStringSubmatch(doc, -1)
+	if len(found) < 2 {
+		t.Errorf("%s names the TransactionCapacity limit %d times as \"N (`channel.MaxTransactionCapacity`\"; want it in Options and in Sizing", operationsDoc, len(found))
+	}
+	for _, m := range found {
+		n, err := strconv.Atoi(strings.NewReplacer(" ", "", ",", "").Replace(m[1]))
+		if err != nil {
+			t.Fatalf("%s: %q: %v", operationsDoc, m[0], err)
+		}
+		if n != MaxTransactionCapacity {
+			t.Errorf("%s gives the TransactionCapacity limit as %d; MaxTransactionCapacity is %d", operationsDoc, n, MaxTransactionCapacity)
+		}
+	}
+	// Any other spelling of a number near it (8 388 605 was the guide's
+	// once) is the limit given wrong.
+	for _, m := range regexp.MustCompile(`\b8[ ,]?3[0-9]{2}[ ,]?[0-9]{3}\b`).FindAllString(doc, -1) {
+		if n, _ := strconv.Atoi(strings.NewReplacer(" ", "", ",", "").Replace(m)); n != MaxTransactionCapacity {
+			t.Errorf("%s mentions %q, near the TransactionCapacity limit %d but not it", operationsDoc, m, MaxTransactionCapacity)
+		}
+	}
+	if strings.Contains(doc, "does not check\nthis") || regexp.MustCompile("`Open` does not\\s+check\\s+this").MatchString(doc) {
+		t.Errorf("%s says Open does not check the TransactionCapacity limit; it does", operationsDoc)
+	}
+
+	cfg := Config{CheckpointDir: "/cp", DataDirs: []string{"/d"}, Capacity: 2 * MaxTransactionCapacity}
+	cfg.TransactionCapacity = MaxTransactionCapacity
+	if _, err := cfg.withDefaults(); err != nil {
+		t.Fatalf("TransactionCapacity = MaxTransactionCapacity refused: %v", err)
+	}
+	cfg.TransactionCapacity++
+	if _, err := cfg.withDefaults(); err == nil || !strings.Contains(err.Error(), "TransactionCapacity") {
+		t.Fatalf("TransactionCapacity = MaxTransactionCapacity+1: %v; want it refused", err)
+	}
+	take := logfile.Record{Type: logfile.RecordTake, Pointers: make([]uint64, MaxTransactionCapacity)}
+	if n := take.EncodedSize() - logfile.FrameHeaderSize; n > logfile.MaxPayloadSize {
+		t.Fatalf("a take record of MaxTransactionCapacity pointers has a %d-byte payload, more than %d", n, logfile.MaxPayloadSize)
+	}
+}
