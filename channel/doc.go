@@ -97,7 +97,8 @@
 // A damaged event (a record that fails its checksum) is never returned: Take
 // skips it, logs it at Error, counts it (Stats().CorruptSkipped,
 // filechannel_corrupt_events_skipped_total) and consumes it with the
-// transaction.
+// transaction; it does not count toward TransactionCapacity, so a batch of
+// TransactionCapacity good events still fits.
 //
 // The package's runnable examples show both sides (Example,
 // ExampleTransaction_Put, ExampleTransaction_Rollback,

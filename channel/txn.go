@@ -59,8 +59,11 @@ type Transaction struct {
 	// which failed since did not take them back (see logfile.Batch.After).
 	spills []logfile.Mark
 
-	// Take side: the events taken, in order.
-	takes []eventqueue.Pointer
+	// Take side: the events taken, in order; skipped of them are damaged
+	// events that Take stepped over (they do not count toward
+	// TransactionCapacity, but the commit's take record lists them).
+	takes   []eventqueue.Pointer
+	skipped int
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -213,7 +216,8 @@ func (t *Transaction) spill() error {
 // false when the channel is empty. The event is invisible to other takers
 // until the transaction commits (it is gone) or rolls back (it returns to
 // the head). A damaged event is never returned: it is logged, counted and
-// consumed by this transaction.
+// consumed by this transaction, and does not count toward
+// TransactionCapacity.
 func (t *Transaction) Take() (Event, bool, error) {
 	m := t.c.metrics
 	m.takeAttempts.Inc()
@@ -230,8 +234,14 @@ func (t *Transaction) take() (Event, bool, error) {
 	}
 	c := t.c
 	for {
-		if len(t.takes) >= c.cfg.TransactionCapacity {
-			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, len(t.takes))
+		if n := len(t.takes) - t.skipped; n >= c.cfg.TransactionCapacity {
+			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, n)
+		}
+		if len(t.takes) >= MaxTransactionCapacity {
+			// The damaged events skipped count toward the take record,
+			// which must fit one log record.
+			return Event{}, false, fmt.Errorf("%w: %d takes, %d of them damaged events skipped: the take record is full; commit",
+				ErrTransactionFull, len(t.takes), t.skipped)
 		}
 		t.scratch()
 		c.queueMu.Lock()
@@ -256,6 +266,7 @@ func (t *Transaction) take() (Event, bool, error) {
 			c.main.avail.broadcast()
 			return Event{}, false, opErr("take", err)
 		}
+		t.skipped++
 		c.stats.corruptSkipped.Add(1)
 		c.metrics.corruptSkipped.Inc()
 		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
