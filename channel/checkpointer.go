@@ -102,8 +102,8 @@ func (c *FileChannel) checkpointLocked(start time.Time) error {
 
 func (c *FileChannel) thaw(ok bool) {
 	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
 	c.main.ckpt.Thaw(ok)
-	c.queueMu.Unlock()
 }
 
 // capture takes the checkpoint's snapshot. It holds commitMu exclusively, so

@@ -11,7 +11,8 @@
 // transactions ([FileChannel.Begin]): a transaction either puts or takes
 // (mixing them gives [ErrMixedTransaction]), holds at most
 // Config.TransactionCapacity events ([ErrTransactionFull]), belongs to one
-// goroutine, and ends with [Transaction.Commit] or [Transaction.Rollback].
+// goroutine ([ErrConcurrentUse]), and ends with [Transaction.Commit] or
+// [Transaction.Rollback].
 //
 //   - A put transaction's events become visible to takers, all together,
 //     when Commit returns nil; by then they are on disk (fsync'd, unless
@@ -206,7 +207,11 @@
 // # Concurrency
 //
 // FileChannel is safe for concurrent use; a Transaction belongs to one
-// goroutine. Puts and takes go on while a checkpoint runs.
+// goroutine. A Transaction call made while another call on the same
+// transaction is in progress returns [ErrConcurrentUse] and does nothing
+// (a cheap check, not a guarantee: calls from two goroutines that do not
+// overlap in time go undetected, and they are still a mistake). Puts and
+// takes go on while a checkpoint runs.
 //
 // # More
 //
@@ -237,4 +242,6 @@ package channel
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a
 // checkpoint writes and syncs its files under ckptMu only. Nothing under
-// queueMu writes, syncs or logs.
+// queueMu writes, syncs or logs. Every unlock of commitMu and queueMu (and
+// of the set's locks around I/O or the logger) is deferred, so that a panic
+// (the user's logger, a misused Transaction) leaves no lock held.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -39,14 +40,19 @@ type scratch struct {
 	files  []uint32
 }
 
-// Transaction is a put or a take transaction. It belongs to one goroutine.
-// Its records all go to one data dir.
+// Transaction is a put or a take transaction. It belongs to one goroutine:
+// a call made while another call on it is in progress returns
+// ErrConcurrentUse. Its records all go to one data dir.
 type Transaction struct {
 	c    *FileChannel
 	id   uint64
 	dir  int // the index of its data dir in the log set
 	kind txKind
 	done bool
+
+	// busy is set while one of its methods runs (enter, leave): it guards
+	// every field of the transaction against a second goroutine.
+	busy atomic.Bool
 
 	// Put side: encoded frames not yet written, their offsets in buf, the
 	// number of events put (each holds a capacity permit), whether some
@@ -103,6 +109,17 @@ func (c *FileChannel) Begin() (*Transaction, error) {
 	return &Transaction{c: c, id: id, dir: int(id % uint64(c.logs.NumDirs()))}, nil
 }
 
+// enter marks t busy for the call of one of its methods, or returns
+// ErrConcurrentUse if another call is in progress. The caller defers leave.
+func (t *Transaction) enter() error {
+	if !t.busy.CompareAndSwap(false, true) {
+		return ErrConcurrentUse
+	}
+	return nil
+}
+
+func (t *Transaction) leave() { t.busy.Store(false) }
+
 func (t *Transaction) use(k txKind) error {
 	if t.done {
 		return ErrTransactionDone
@@ -145,6 +162,10 @@ func (t *Transaction) put(ctx context.Context, e Event) error {
 }
 
 func (t *Transaction) put1(ctx context.Context, e Event) error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if err := t.use(txPut); err != nil {
 		return err
 	}
@@ -203,11 +224,7 @@ func (t *Transaction) spill() error {
 		return err
 	}
 	t.spills = append(t.spills, logfile.Mark{W: a.W, End: a.End})
-	c.queueMu.Lock()
-	for _, p := range ptrs {
-		c.inflightPuts.Add(t.id, p)
-	}
-	c.queueMu.Unlock()
+	c.addInflightPuts(t.id, ptrs)
 	t.spilled = true
 	return nil
 }
@@ -219,6 +236,17 @@ func (t *Transaction) spill() error {
 // consumed by this transaction, and does not count toward
 // TransactionCapacity.
 func (t *Transaction) Take() (Event, bool, error) {
+	if err := t.enter(); err != nil {
+		t.c.metrics.takeAttempts.Inc()
+		t.c.metrics.takeErrors.WithLabelValues(reasonMisuse).Inc()
+		return Event{}, false, err
+	}
+	defer t.leave()
+	return t.takeCounted()
+}
+
+// takeCounted is Take, t entered, with its metrics.
+func (t *Transaction) takeCounted() (Event, bool, error) {
 	m := t.c.metrics
 	m.takeAttempts.Inc()
 	ev, ok, err := t.take()
@@ -244,11 +272,9 @@ func (t *Transaction) take() (Event, bool, error) {
 				ErrTransactionFull, len(t.takes), t.skipped)
 		}
 		t.scratch()
-		c.queueMu.Lock()
-		p, ok := c.main.takeHead(t.id)
-		c.queueMu.Unlock()
-		if !ok {
-			return Event{}, false, nil
+		p, ok, err := c.takeHead(t.id)
+		if err != nil || !ok {
+			return Event{}, false, err
 		}
 		t.takes = append(t.takes, p)
 		ev, err := c.readEvent(p)
@@ -258,13 +284,9 @@ func (t *Transaction) take() (Event, bool, error) {
 		if !errors.Is(err, ErrCorrupt) {
 			// Not damage but a failure to read: put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
-			c.queueMu.Lock()
-			if aerr := c.main.untake(t.id, p); aerr != nil {
-				err = errors.Join(err, aerr)
-			}
-			c.queueMu.Unlock()
+			uerr := c.untake(t.id, p)
 			c.main.avail.broadcast()
-			return Event{}, false, opErr("take", err)
+			return Event{}, false, opErr("take", errors.Join(err, uerr))
 		}
 		t.skipped++
 		c.stats.corruptSkipped.Add(1)
@@ -293,6 +315,10 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 // once the takes are durable. If Commit fails, the transaction is rolled
 // back: the puts are discarded, the taken events return to the head.
 func (t *Transaction) Commit() error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if t.done {
 		return ErrTransactionDone
 	}
@@ -331,11 +357,30 @@ func (t *Transaction) Commit() error {
 
 func (t *Transaction) commitPuts() error {
 	c := t.c
-	c.commitMu.RLock()
-	if c.closed.Load() {
-		c.commitMu.RUnlock()
+	qerr, err := t.writePutCommit()
+	if err != nil {
 		t.abortPuts()
-		return ErrClosed
+		return err
+	}
+	c.main.avail.broadcast()
+	if qerr != nil {
+		// The capacity gate makes this impossible; if it happens anyway the
+		// events are durable and the next Open recovers them.
+		c.log.Error("queue refused committed events", "err", qerr)
+		return opErr("commit", qerr)
+	}
+	return nil
+}
+
+// writePutCommit writes and syncs t's commit record (after any puts still
+// buffered) and queues the events, all under commitMu shared. err is a
+// failure to write (nothing was queued), qerr the queue's refusal.
+func (t *Transaction) writePutCommit() (qerr, err error) {
+	c := t.c
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return nil, ErrClosed
 	}
 	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)}
 	// A commit counts puts spilled to earlier files of the dir too: they
@@ -351,22 +396,9 @@ func (t *Transaction) commitPuts() error {
 		err = c.sync(a)
 	}
 	if err != nil {
-		c.commitMu.RUnlock()
-		t.abortPuts()
-		return opErrNote("commit", err, " (the transaction was rolled back)")
+		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
-	c.queueMu.Lock()
-	err = errors.Join(c.main.add(c.inflightPuts.Remove(t.id)), c.main.add(ptrs))
-	c.queueMu.Unlock()
-	c.commitMu.RUnlock()
-	c.main.avail.broadcast()
-	if err != nil {
-		// The capacity gate makes this impossible; if it happens anyway the
-		// events are durable and the next Open recovers them.
-		c.log.Error("queue refused committed events", "err", err)
-		return opErr("commit", err)
-	}
-	return nil
+	return c.queuePuts(t.id, ptrs), nil
 }
 
 // abortPuts forgets the transaction's puts after a failed commit or a
@@ -374,9 +406,7 @@ func (t *Transaction) commitPuts() error {
 func (t *Transaction) abortPuts() {
 	c := t.c
 	if t.spilled {
-		c.queueMu.Lock()
-		c.inflightPuts.Remove(t.id)
-		c.queueMu.Unlock()
+		c.forgetInflightPuts(t.id)
 	}
 	c.main.gate.release(t.puts)
 	t.puts, t.spills = 0, nil
@@ -384,11 +414,22 @@ func (t *Transaction) abortPuts() {
 }
 
 func (t *Transaction) commitTakes() error {
+	if err := t.writeTakeCommit(); err != nil {
+		t.returnTakes()
+		return err
+	}
+	t.c.main.gate.release(len(t.takes))
+	t.takes = t.takes[:0]
+	return nil
+}
+
+// writeTakeCommit writes and syncs t's take and commit records and ends its
+// takes in the queue, all under commitMu shared.
+func (t *Transaction) writeTakeCommit() error {
 	c := t.c
 	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
-		c.commitMu.RUnlock()
-		t.returnTakes()
 		return ErrClosed
 	}
 	ptrs := t.s.words[:0]
@@ -405,25 +446,16 @@ func (t *Transaction) commitTakes() error {
 		err = c.sync(a)
 	}
 	if err != nil {
-		c.commitMu.RUnlock()
-		t.returnTakes()
 		return opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
-	c.queueMu.Lock()
-	c.main.committed(t.id)
-	c.queueMu.Unlock()
-	c.commitMu.RUnlock()
-	c.main.gate.release(len(t.takes))
-	t.takes = t.takes[:0]
+	c.committedTakes(t.id)
 	return nil
 }
 
 // returnTakes puts the taken events back at the head in their order.
 func (t *Transaction) returnTakes() {
 	c := t.c
-	c.queueMu.Lock()
-	err := c.main.returnTakes(t.id, t.takes)
-	c.queueMu.Unlock()
+	err := c.returnTakes(t.id, t.takes)
 	if len(t.takes) > 0 {
 		c.main.avail.broadcast()
 	}
@@ -436,6 +468,10 @@ func (t *Transaction) returnTakes() {
 // Rollback ends the transaction: puts are discarded, taken events return to
 // the head of the channel in their original order.
 func (t *Transaction) Rollback() error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if t.done {
 		return ErrTransactionDone
 	}
@@ -446,16 +482,7 @@ func (t *Transaction) Rollback() error {
 	case txPut:
 		c.metrics.rollbacks.WithLabelValues("put").Inc()
 		if t.spilled && !c.closed.Load() {
-			// A hint for replay; losing it is harmless.
-			t.buf, t.frames = t.buf[:0], t.frames[:0]
-			c.commitMu.RLock()
-			if !c.closed.Load() {
-				rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
-				if _, _, err := c.appendRecords(t, []logfile.Record{rb}, nil, nil); err != nil {
-					c.log.Warn("write rollback record", "err", err)
-				}
-			}
-			c.commitMu.RUnlock()
+			t.writeRollback()
 		}
 		t.abortPuts()
 	case txTake:
@@ -463,4 +490,78 @@ func (t *Transaction) Rollback() error {
 		t.returnTakes()
 	}
 	return nil
+}
+
+// writeRollback writes the rollback record of a put transaction that
+// spilled, under commitMu shared: a hint for replay, without an fsync;
+// losing it is harmless.
+func (t *Transaction) writeRollback() {
+	c := t.c
+	t.buf, t.frames = t.buf[:0], t.frames[:0]
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
+	if _, _, err := c.appendRecords(t, []logfile.Record{rb}, nil, nil); err != nil {
+		c.log.Warn("write rollback record", "err", err)
+	}
+}
+
+// The transactions' steps under queueMu. Each unlocks with defer, so that a
+// panic never leaves queueMu held.
+
+// takeHead moves the event at the head into tx's in-flight takes.
+func (c *FileChannel) takeHead(tx uint64) (eventqueue.Pointer, bool, error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	p, ok := c.main.takeHead(tx)
+	return p, ok, nil
+}
+
+// untake puts p, the last event tx took, back at the head.
+func (c *FileChannel) untake(tx uint64, p eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return c.main.untake(tx, p)
+}
+
+// returnTakes puts tx's takes back at the head in their order.
+func (c *FileChannel) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return c.main.returnTakes(tx, takes)
+}
+
+// committedTakes ends tx's takes after their commit. The caller holds
+// commitMu shared.
+func (c *FileChannel) committedTakes(tx uint64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.main.committed(tx)
+}
+
+// queuePuts appends a put commit's events at the tail: tx's spilled puts,
+// then ptrs. The caller holds commitMu shared.
+func (c *FileChannel) queuePuts(tx uint64, ptrs []eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return errors.Join(c.main.add(c.inflightPuts.Remove(tx)), c.main.add(ptrs))
+}
+
+// addInflightPuts records puts tx spilled to the log.
+func (c *FileChannel) addInflightPuts(tx uint64, ptrs []eventqueue.Pointer) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	for _, p := range ptrs {
+		c.inflightPuts.Add(tx, p)
+	}
+}
+
+// forgetInflightPuts drops tx's spilled puts.
+func (c *FileChannel) forgetInflightPuts(tx uint64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.inflightPuts.Remove(tx)
 }
