@@ -53,6 +53,9 @@ type FileChannel struct {
 	queueMu      sync.Mutex
 	main         *consumer
 	inflightPuts *eventqueue.Inflight
+	// released: Close released the checkpoint and the log set; the queue's
+	// slots are gone. Set by Close holding commitMu and queueMu.
+	released bool
 
 	nextTxID  atomic.Uint64
 	lastCkptW atomic.Uint64 // write-order id of the last successful checkpoint
@@ -130,6 +133,7 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 }
 
 // Len returns the number of events in the channel: committed and not taken.
+// After Close it returns the number when Close released the queue.
 func (c *FileChannel) Len() int {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -140,9 +144,11 @@ func (c *FileChannel) Len() int {
 func (c *FileChannel) Cap() int { return c.cfg.Capacity }
 
 // Close checkpoints (unless NoCheckpointOnClose), waits for commits in
-// progress, and releases every file and lock. Transactions still open are
-// abandoned: their takes return to the channel at the next Open and their
-// puts vanish. Close is idempotent.
+// progress, and releases every file and lock. Transactions
+// still open are abandoned: their takes return to the channel at the next
+// Open and their puts vanish; their methods return ErrClosed from then on
+// (Rollback included) and touch nothing Close released. Close is
+// idempotent.
 func (c *FileChannel) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
@@ -156,11 +162,20 @@ func (c *FileChannel) Close() error {
 		}
 	}
 	c.commitMu.Lock()
+	c.markReleased()
 	errs = append(errs, c.release())
 	c.commitMu.Unlock()
 	c.metrics.unregister()
 	c.log.Info("closed")
 	return errors.Join(errs...)
+}
+
+// markReleased says, under queueMu, that the queue is about to be released:
+// the transactions' steps under queueMu leave it alone from then on.
+func (c *FileChannel) markReleased() {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.released = true
 }
 
 // release closes the log set (writers and readers), the checkpoint and the

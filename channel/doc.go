@@ -101,6 +101,11 @@
 // transaction; it does not count toward TransactionCapacity, so a batch of
 // TransactionCapacity good events still fits.
 //
+// When the channel closes under a sink (the loop above on shutdown), every
+// call returns [ErrClosed], Rollback and Commit included, and nothing
+// else happens: the events the open transaction took come back at the next
+// Open.
+//
 // The package's runnable examples show both sides (Example,
 // ExampleTransaction_Put, ExampleTransaction_Rollback,
 // ExampleTransaction_TakeContext); examples/pipeline is a complete program
@@ -211,7 +216,9 @@
 // transaction is in progress returns [ErrConcurrentUse] and does nothing
 // (a cheap check, not a guarantee: calls from two goroutines that do not
 // overlap in time go undetected, and they are still a mistake). Puts and
-// takes go on while a checkpoint runs.
+// takes go on while a checkpoint runs. Every call after Close returns
+// ErrClosed (Len, Cap and Stats answer with what the channel held when it
+// closed).
 //
 // # More
 //
@@ -244,4 +251,5 @@ package channel
 // checkpoint writes and syncs its files under ckptMu only. Nothing under
 // queueMu writes, syncs or logs. Every unlock of commitMu and queueMu (and
 // of the set's locks around I/O or the logger) is deferred, so that a panic
-// (the user's logger, a misused Transaction) leaves no lock held.
+// (the user's logger, a misused Transaction) leaves no lock held. Close
+// releases the files holding commitMu and queueMu (released).

@@ -3,23 +3,268 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flumego/filechannel/logfile"
 )
 
-// This file: a Transaction used from two goroutines, and panics under the
-// channel's locks. None of it may hang or leave a lock held.
+// This file: the API used after Close, concurrently with Close, and a
+// Transaction used from two goroutines. None of it may panic, hang or lose
+// an event.
 
 // closeWithin closes c and fails t if Close does not return within d (a lock
 // left held makes it hang forever).
 func closeWithin(t *testing.T, c *FileChannel, d time.Duration) {
 	t.Helper()
 	returnsWithin(t, d, "Close", c.Close)
+}
+
+// TestTakeTransactionEndedAfterClose: a sink whose take transaction is still
+// open when the channel closes (the shutdown path of the package doc's sink)
+// gets ErrClosed from every call, nothing panics, and the events it held are
+// back after reopen, in order.
+func TestTakeTransactionEndedAfterClose(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(t *testing.T, tx *Transaction)
+	}{
+		{"rollback", func(t *testing.T, tx *Transaction) {
+			if err := tx.Rollback(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Rollback after Close: %v, want ErrClosed", err)
+			}
+			if err := tx.Rollback(); !errors.Is(err, ErrTransactionDone) {
+				t.Fatalf("second Rollback: %v, want ErrTransactionDone", err)
+			}
+		}},
+		{"commit_then_rollback", func(t *testing.T, tx *Transaction) {
+			if err := tx.Commit(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Commit after Close: %v, want ErrClosed", err)
+			}
+			// The failed Commit ended the transaction, as every failed
+			// Commit does.
+			if err := tx.Rollback(); !errors.Is(err, ErrTransactionDone) {
+				t.Fatalf("Rollback after the failed Commit: %v, want ErrTransactionDone", err)
+			}
+		}},
+		{"take_then_rollback", func(t *testing.T, tx *Transaction) {
+			if _, _, err := tx.Take(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Take after Close: %v, want ErrClosed", err)
+			}
+			if _, err := tx.TakeContext(context.Background()); !errors.Is(err, ErrClosed) {
+				t.Fatalf("TakeContext after Close: %v, want ErrClosed", err)
+			}
+			if err := tx.Rollback(); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Rollback after Close: %v, want ErrClosed", err)
+			}
+		}},
+	}
+	for _, ckptOnClose := range []bool{true, false} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("%s/checkpoint_on_close=%v", tc.name, ckptOnClose), func(t *testing.T) {
+				cfg := testConfig(t, 1)
+				cfg.NoCheckpointOnClose = !ckptOnClose
+				c := mustOpen(t, cfg)
+				putN(t, c, 0, 10, 5)
+				tx, err := c.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 4 {
+					if _, ok, err := tx.Take(); err != nil || !ok {
+						t.Fatalf("take: %v, %v", ok, err)
+					}
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				tc.end(t, tx)
+
+				c = mustOpen(t, cfg)
+				defer c.Close()
+				wantEvents(t, drain(t, c), bodies(0, 10))
+			})
+		}
+	}
+}
+
+// TestEveryCallAfterClose: every method of a FileChannel and of a
+// Transaction (put or take, empty or not) is safe after Close: the ones
+// that return an error return ErrClosed, the others touch nothing Close
+// released, and metrics collection still works.
+func TestEveryCallAfterClose(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Registerer = prometheus.NewRegistry()
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 5, 5)
+	fresh, _ := c.Begin()
+	puts, _ := c.Begin()
+	if err := puts.Put(Event{Body: []byte("uncommitted")}); err != nil {
+		t.Fatal(err)
+	}
+	takes, _ := c.Begin()
+	if _, ok, err := takes.Take(); err != nil || !ok {
+		t.Fatalf("take: %v, %v", ok, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	closed := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	ctx := context.Background()
+	_, err := c.Begin()
+	closed("Begin", err)
+	closed("Checkpoint", c.Checkpoint())
+	closed("Wait", c.Wait(ctx))
+	closed("Health", c.Health())
+	_ = c.Len()
+	_ = c.Stats()
+	_ = c.Cap()
+	collect(c)
+	for name, tx := range map[string]*Transaction{"fresh": fresh, "put": puts, "take": takes} {
+		closed(name+" Put", tx.Put(Event{Body: []byte("x")}))
+		closed(name+" PutContext", tx.PutContext(ctx, Event{Body: []byte("x")}))
+		_, _, err := tx.Take()
+		closed(name+" Take", err)
+		_, err = tx.TakeContext(ctx)
+		closed(name+" TakeContext", err)
+	}
+	closed("fresh Commit", fresh.Commit())
+	closed("put Rollback", puts.Rollback())
+	closed("take Rollback", takes.Rollback())
+
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	wantEvents(t, drain(t, c), bodies(0, 5))
+}
+
+// collect runs every collector of c's metrics, as a scrape would.
+func collect(c *FileChannel) {
+	ch := make(chan prometheus.Metric, 16)
+	go func() {
+		for _, x := range c.metrics.all {
+			x.Collect(ch)
+		}
+		close(ch)
+	}()
+	for range ch {
+	}
+}
+
+// TestSinkLoopRacingClose: the package doc's sink loop runs while the
+// channel closes at a random moment. Nothing panics, the sink stops with
+// ErrClosed, and after reopen every event is either back in the channel or
+// was taken by a take Commit that returned nil, never both and never
+// neither.
+func TestSinkLoopRacingClose(t *testing.T) {
+	trials := 40
+	if testing.Short() {
+		trials = 10
+	}
+	for trial := range trials {
+		cfg := testConfig(t, 1)
+		cfg.Capacity = 5000
+		cfg.NoCheckpointOnClose = trial%2 == 1
+		cfg.NoSync = true // the sink spends its time taking, not syncing
+		c := mustOpen(t, cfg)
+		const n = 3000
+		putN(t, c, 0, n, 100)
+
+		var committed []string
+		sinkDone := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			sinkDone <- sinkLoop(ctx, c, 7, func(batch []string) { committed = append(committed, batch...) })
+		}()
+		time.Sleep(time.Duration(rand.IntN(5000)) * time.Microsecond)
+		closeWithin(t, c, 10*time.Second)
+		queued := c.Len()
+		if err := <-sinkDone; !errors.Is(err, ErrClosed) {
+			t.Fatalf("trial %d: sink stopped with %v, want ErrClosed", trial, err)
+		}
+		cancel()
+		// The sink's last Commit or Rollback came after Close: it left
+		// the released queue alone.
+		if n := c.Len(); n != queued {
+			t.Fatalf("trial %d: Len %d after Close returned, %d once the sink stopped: the sink changed the released queue", trial, queued, n)
+		}
+		if s := c.Stats(); s.CorruptSkipped != 0 {
+			t.Fatalf("trial %d: %d events skipped as damaged: a read of a file Close closed is not damage", trial, s.CorruptSkipped)
+		}
+
+		c = mustOpen(t, cfg)
+		left := drain(t, c)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		all := append(slices.Clone(committed), left...)
+		slices.SortFunc(all, compareBodies)
+		wantEvents(t, all, bodies(0, n))
+	}
+}
+
+// compareBodies orders "event-N" bodies by N.
+func compareBodies(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}
+
+// sinkLoop is the package doc's sink: TakeContext for the first event of a
+// batch, Take for the rest, Rollback on any error; delivering a batch takes
+// a while (Close may run meanwhile), then a quarter of them fail and roll
+// back. delivered sees each batch whose take Commit returned nil.
+func sinkLoop(ctx context.Context, c *FileChannel, batchSize int, delivered func([]string)) error {
+	for {
+		tx, err := c.Begin()
+		if err != nil {
+			return err
+		}
+		ev, err := tx.TakeContext(ctx)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		batch := []string{string(ev.Body)}
+		for len(batch) < batchSize {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				tx.Rollback()
+				return err
+			}
+			if !ok {
+				break
+			}
+			batch = append(batch, string(ev.Body))
+		}
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // delivering
+		if rand.IntN(4) == 0 {
+			if err := tx.Rollback(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			tx.Rollback()
+			return err
+		}
+		delivered(batch)
+	}
 }
 
 // TestTransactionUsedFromTwoGoroutines: a Transaction belongs to one

@@ -281,11 +281,15 @@ func (t *Transaction) take() (Event, bool, error) {
 		if err == nil {
 			return ev, true, nil
 		}
-		if !errors.Is(err, ErrCorrupt) {
-			// Not damage but a failure to read: put the event back.
+		if c.closed.Load() || !errors.Is(err, ErrCorrupt) {
+			// Not damage but a failure to read (Close may have closed
+			// the file under the read): put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
 			uerr := c.untake(t.id, p)
 			c.main.avail.broadcast()
+			if c.closed.Load() {
+				return Event{}, false, ErrClosed
+			}
 			return Event{}, false, opErr("take", errors.Join(err, uerr))
 		}
 		t.skipped++
@@ -314,6 +318,9 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 // durable (fsync), then its events become visible; a take commit returns
 // once the takes are durable. If Commit fails, the transaction is rolled
 // back: the puts are discarded, the taken events return to the head.
+//
+// After Close, Commit returns ErrClosed and ends the transaction: its
+// puts are discarded, and its takes come back at the next Open.
 func (t *Transaction) Commit() error {
 	if err := t.enter(); err != nil {
 		return err
@@ -322,12 +329,13 @@ func (t *Transaction) Commit() error {
 	if t.done {
 		return ErrTransactionDone
 	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
 	t.done = true
 	defer t.recycle()
+	c := t.c
+	if c.closed.Load() {
+		t.abort()
+		return ErrClosed
+	}
 	start := time.Now()
 	var err error
 	switch {
@@ -452,21 +460,39 @@ func (t *Transaction) writeTakeCommit() error {
 	return nil
 }
 
-// returnTakes puts the taken events back at the head in their order.
+// returnTakes puts the taken events back at the head in their order. After
+// Close released the queue it leaves them: they come back at the next Open
+// (the last checkpoint holds them in flight, or in the queue, and no commit
+// of their takes was written).
 func (t *Transaction) returnTakes() {
 	c := t.c
 	err := c.returnTakes(t.id, t.takes)
 	if len(t.takes) > 0 {
 		c.main.avail.broadcast()
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrClosed) {
 		c.log.Error("queue refused returned events", "err", err)
 	}
 	t.takes = t.takes[:0]
 }
 
+// abort ends t without writing anything: its puts are discarded, its takes
+// returned.
+func (t *Transaction) abort() {
+	switch t.kind {
+	case txPut:
+		t.abortPuts()
+	case txTake:
+		t.returnTakes()
+	}
+}
+
 // Rollback ends the transaction: puts are discarded, taken events return to
 // the head of the channel in their original order.
+//
+// After Close (or when Close ran during it), Rollback returns ErrClosed:
+// the puts are discarded all the same, and the taken events are back in
+// the channel at the next Open.
 func (t *Transaction) Rollback() error {
 	if err := t.enter(); err != nil {
 		return err
@@ -484,10 +510,12 @@ func (t *Transaction) Rollback() error {
 		if t.spilled && !c.closed.Load() {
 			t.writeRollback()
 		}
-		t.abortPuts()
 	case txTake:
 		c.metrics.rollbacks.WithLabelValues("take").Inc()
-		t.returnTakes()
+	}
+	t.abort()
+	if c.closed.Load() {
+		return ErrClosed
 	}
 	return nil
 }
@@ -510,12 +538,17 @@ func (t *Transaction) writeRollback() {
 }
 
 // The transactions' steps under queueMu. Each unlocks with defer, so that a
-// panic never leaves queueMu held.
+// panic never leaves queueMu held. After Close released the queue
+// (released), those that would change the ring return ErrClosed and change
+// nothing.
 
 // takeHead moves the event at the head into tx's in-flight takes.
 func (c *FileChannel) takeHead(tx uint64) (eventqueue.Pointer, bool, error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	if c.released {
+		return 0, false, ErrClosed
+	}
 	p, ok := c.main.takeHead(tx)
 	return p, ok, nil
 }
@@ -524,6 +557,9 @@ func (c *FileChannel) takeHead(tx uint64) (eventqueue.Pointer, bool, error) {
 func (c *FileChannel) untake(tx uint64, p eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
 	return c.main.untake(tx, p)
 }
 
@@ -531,11 +567,14 @@ func (c *FileChannel) untake(tx uint64, p eventqueue.Pointer) error {
 func (c *FileChannel) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
 	return c.main.returnTakes(tx, takes)
 }
 
 // committedTakes ends tx's takes after their commit. The caller holds
-// commitMu shared.
+// commitMu shared and saw the channel open, so the queue is not released.
 func (c *FileChannel) committedTakes(tx uint64) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -543,7 +582,7 @@ func (c *FileChannel) committedTakes(tx uint64) {
 }
 
 // queuePuts appends a put commit's events at the tail: tx's spilled puts,
-// then ptrs. The caller holds commitMu shared.
+// then ptrs. The caller holds commitMu shared and saw the channel open.
 func (c *FileChannel) queuePuts(tx uint64, ptrs []eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
