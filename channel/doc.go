@@ -216,9 +216,9 @@
 // transaction is in progress returns [ErrConcurrentUse] and does nothing
 // (a cheap check, not a guarantee: calls from two goroutines that do not
 // overlap in time go undetected, and they are still a mistake). Puts and
-// takes go on while a checkpoint runs. Every call after Close returns
-// ErrClosed (Len, Cap and Stats answer with what the channel held when it
-// closed).
+// takes go on while a checkpoint runs. Close waits for a checkpoint in
+// progress; every call after Close returns ErrClosed (Len, Cap and Stats
+// answer with what the channel held when it closed).
 //
 // # More
 //
@@ -252,4 +252,4 @@ package channel
 // queueMu writes, syncs or logs. Every unlock of commitMu and queueMu (and
 // of the set's locks around I/O or the logger) is deferred, so that a panic
 // (the user's logger, a misused Transaction) leaves no lock held. Close
-// releases the files holding commitMu and queueMu (released).
+// releases the files holding ckptMu, commitMu and queueMu (released).

@@ -267,6 +267,55 @@ func sinkLoop(ctx context.Context, c *FileChannel, batchSize int, delivered func
 	}
 }
 
+// TestCheckpointRacingClose: Checkpoint calls racing with Close either
+// finish before Close releases the files or return ErrClosed; none touches
+// the released checkpoint mapping (run it under -race).
+func TestCheckpointRacingClose(t *testing.T) {
+	trials := 150
+	if testing.Short() {
+		trials = 30
+	}
+	for trial := range trials {
+		cfg := testConfig(t, 1)
+		// Without a checkpoint of its own, Close does not wait for ckptMu
+		// on its way to releasing the files.
+		cfg.NoCheckpointOnClose = trial%2 == 0
+		c := mustOpen(t, cfg)
+		putN(t, c, 0, 20, 10)
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				for {
+					if err := c.Checkpoint(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+		closeWithin(t, c, 10*time.Second)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("trial %d: Checkpoint racing Close: %v, want nil or ErrClosed", trial, err)
+			}
+		}
+		c = mustOpen(t, cfg)
+		if n := c.Len(); n != 20 {
+			t.Fatalf("trial %d: %d events after reopen, want 20", trial, n)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestTransactionUsedFromTwoGoroutines: a Transaction belongs to one
 // goroutine; one hammered by two gets ErrConcurrentUse (or the errors of
 // calls made in a bad order), never a panic or a hang, and Close returns.
