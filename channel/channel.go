@@ -53,6 +53,10 @@ type FileChannel struct {
 	queueMu      sync.Mutex
 	main         *consumer
 	inflightPuts *eventqueue.Inflight
+	// released: Close released the checkpoint and the log set; the queue's
+	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
+	// any one of them is enough to read it.
+	released bool
 
 	nextTxID  atomic.Uint64
 	lastCkptW atomic.Uint64 // write-order id of the last successful checkpoint
@@ -130,6 +134,7 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 }
 
 // Len returns the number of events in the channel: committed and not taken.
+// After Close it returns the number when Close released the queue.
 func (c *FileChannel) Len() int {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -139,28 +144,50 @@ func (c *FileChannel) Len() int {
 // Cap returns the channel's capacity in events.
 func (c *FileChannel) Cap() int { return c.cfg.Capacity }
 
-// Close checkpoints (unless NoCheckpointOnClose), waits for commits in
-// progress, and releases every file and lock. Transactions still open are
-// abandoned: their takes return to the channel at the next Open and their
-// puts vanish. Close is idempotent.
+// Close checkpoints (unless NoCheckpointOnClose), waits for commits and a
+// checkpoint in progress, and releases every file and lock. Transactions
+// still open are abandoned: their takes return to the channel at the next
+// Open and their puts vanish; their methods return ErrClosed from then on
+// (Rollback included) and touch nothing Close released. Close is
+// idempotent.
 func (c *FileChannel) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	close(c.closing)
 	c.wg.Wait()
+	err := c.closeFiles()
+	c.metrics.unregister()
+	c.log.Info("closed")
+	return err
+}
+
+// closeFiles writes the last checkpoint (unless NoCheckpointOnClose) and
+// releases the files. It holds ckptMu throughout, so that a checkpoint in
+// progress (a Checkpoint call racing with Close) ends before the files go
+// and none starts after, and commitMu around release, so that no write is
+// between its log append and its queue update.
+func (c *FileChannel) closeFiles() error {
+	c.ckptMu.Lock()
+	defer c.ckptMu.Unlock()
 	var errs []error
 	if !c.cfg.NoCheckpointOnClose {
-		if err := c.checkpoint(); err != nil {
+		if err := c.checkpointLocked(); err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint on close: %w", err))
 		}
 	}
 	c.commitMu.Lock()
-	errs = append(errs, c.release())
-	c.commitMu.Unlock()
-	c.metrics.unregister()
-	c.log.Info("closed")
-	return errors.Join(errs...)
+	defer c.commitMu.Unlock()
+	c.markReleased()
+	return errors.Join(append(errs, c.release())...)
+}
+
+// markReleased says, under queueMu, that the queue is about to be released:
+// the transactions' steps under queueMu leave it alone from then on.
+func (c *FileChannel) markReleased() {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.released = true
 }
 
 // release closes the log set (writers and readers), the checkpoint and the

@@ -10,12 +10,16 @@ import (
 
 // Checkpoint writes a checkpoint now: the queue as of this moment, so the
 // next Open replays only what comes after. Then it deletes log files that no
-// longer hold anything the channel needs.
+// longer hold anything the channel needs. After Close, or when Close
+// starts before it, it returns ErrClosed; Close waits for a checkpoint in
+// progress.
 func (c *FileChannel) Checkpoint() error {
+	c.ckptMu.Lock()
+	defer c.ckptMu.Unlock()
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	return c.checkpoint()
+	return c.checkpointLocked()
 }
 
 func (c *FileChannel) checkpointLoop() {
@@ -40,13 +44,23 @@ func (c *FileChannel) checkpointLoop() {
 	}
 }
 
-// checkpoint writes a checkpoint and keeps the score: counters, duration,
-// and the error Health reports until a checkpoint succeeds.
+// checkpoint writes a checkpoint (see checkpointLocked).
 func (c *FileChannel) checkpoint() error {
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
+	return c.checkpointLocked()
+}
+
+// checkpointLocked writes a checkpoint and keeps the score: counters,
+// duration, and the error Health reports until a checkpoint succeeds. The
+// caller holds ckptMu. Once Close has released the files it returns
+// ErrClosed and touches nothing.
+func (c *FileChannel) checkpointLocked() error {
+	if c.released {
+		return ErrClosed
+	}
 	start := time.Now()
-	err := c.checkpointLocked(start)
+	err := c.writeCheckpoint(start)
 	c.metrics.checkpointSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.stats.checkpointErrs.Add(1)
@@ -58,7 +72,9 @@ func (c *FileChannel) checkpoint() error {
 	return nil
 }
 
-func (c *FileChannel) checkpointLocked(start time.Time) error {
+// writeCheckpoint is checkpointLocked's work: capture, sync, write, back up,
+// delete the log files no longer needed.
+func (c *FileChannel) writeCheckpoint(start time.Time) error {
 	st, sn := c.capture()
 	capture := time.Since(start)
 
@@ -104,8 +120,8 @@ func (c *FileChannel) checkpointLocked(start time.Time) error {
 
 func (c *FileChannel) thaw(ok bool) {
 	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
 	c.main.ckpt.Thaw(ok)
-	c.queueMu.Unlock()
 }
 
 // capture takes the checkpoint's snapshot. It holds commitMu exclusively, so

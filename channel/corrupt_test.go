@@ -169,3 +169,62 @@ func TestDamagedLogHeaderIsSalvaged(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestDamagedEventsDoNotCountTowardTransactionCapacity: a sink whose batch
+// is TransactionCapacity and that rolls back on any error (the package
+// doc's sink) gets past more damaged events than one transaction holds:
+// the damaged events Take steps over do not count toward the capacity, and
+// its commit consumes them with the good ones.
+func TestDamagedEventsDoNotCountTowardTransactionCapacity(t *testing.T) {
+	const batch, damaged, good = 5, 12, 20
+	cfg := testConfig(t, 1)
+	cfg.TransactionCapacity = batch
+	c := mustOpen(t, cfg)
+	path := c.logs.Active(0).Path()
+	for i := range damaged {
+		off := c.logs.Active(0).Size() // the put record is the commit's first
+		putN(t, c, i, 1, 1)
+		flipAt(t, path, off+logfile.FrameHeaderSize+20)
+	}
+	putN(t, c, damaged, good, batch)
+	expectProblems(t, replay.ProblemCorruptRecord)
+
+	var got []string
+	for attempt := 0; len(got) < good; attempt++ {
+		if attempt == 2*good {
+			t.Fatalf("after %d attempts the sink has %d of %d events: it does not progress", attempt, len(got), good)
+		}
+		tx, _ := c.Begin()
+		var b []string
+		var err error
+		for len(b) < batch {
+			var ev Event
+			var ok bool
+			if ev, ok, err = tx.Take(); err != nil || !ok {
+				break
+			}
+			b = append(b, string(ev.Body))
+		}
+		if err != nil {
+			t.Logf("attempt %d: %v", attempt, err)
+			tx.Rollback()
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b...)
+	}
+	wantEvents(t, got, bodies(damaged, good))
+	if s := c.Stats(); s.CorruptSkipped != damaged || s.Queued != 0 {
+		t.Fatalf("CorruptSkipped %d, Queued %d; want %d, 0", s.CorruptSkipped, s.Queued, damaged)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if n := c.Len(); n != 0 {
+		t.Fatalf("%d events after reopen, want 0: the commits consumed the damaged events", n)
+	}
+}

@@ -11,7 +11,8 @@
 // transactions ([FileChannel.Begin]): a transaction either puts or takes
 // (mixing them gives [ErrMixedTransaction]), holds at most
 // Config.TransactionCapacity events ([ErrTransactionFull]), belongs to one
-// goroutine, and ends with [Transaction.Commit] or [Transaction.Rollback].
+// goroutine ([ErrConcurrentUse]), and ends with [Transaction.Commit] or
+// [Transaction.Rollback].
 //
 //   - A put transaction's events become visible to takers, all together,
 //     when Commit returns nil; by then they are on disk (fsync'd, unless
@@ -101,7 +102,13 @@
 // A damaged event (a record that fails its checksum) is never returned: Take
 // skips it, logs it at Error, counts it (Stats().CorruptSkipped,
 // filechannel_corrupt_events_skipped_total) and consumes it with the
-// transaction.
+// transaction; it does not count toward TransactionCapacity, so a batch of
+// TransactionCapacity good events still fits.
+//
+// When the channel closes under a sink (the loop above on shutdown), every
+// call returns [ErrClosed], Rollback and Commit included, and nothing
+// else happens: the events the open transaction took come back at the next
+// Open.
 //
 // The package's runnable examples show both sides (Example,
 // ExampleTransaction_Put, ExampleTransaction_Rollback,
@@ -218,7 +225,13 @@
 // # Concurrency
 //
 // FileChannel is safe for concurrent use; a Transaction belongs to one
-// goroutine. Puts and takes go on while a checkpoint runs.
+// goroutine. A Transaction call made while another call on the same
+// transaction is in progress returns [ErrConcurrentUse] and does nothing
+// (a cheap check, not a guarantee: calls from two goroutines that do not
+// overlap in time go undetected, and they are still a mistake). Puts and
+// takes go on while a checkpoint runs. Close waits for a checkpoint in
+// progress; every call after Close returns ErrClosed (Len, Cap and Stats
+// answer with what the channel held when it closed).
 //
 // # More
 //
@@ -249,4 +262,7 @@ package channel
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a
 // checkpoint writes and syncs its files under ckptMu only. Nothing under
-// queueMu writes, syncs or logs.
+// queueMu writes, syncs or logs. Every unlock of commitMu and queueMu (and
+// of the set's locks around I/O or the logger) is deferred, so that a panic
+// (the user's logger, a misused Transaction) leaves no lock held. Close
+// releases the files holding ckptMu, commitMu and queueMu (released).

@@ -23,6 +23,11 @@ var (
 	// ErrTransactionDone is returned by any use of a transaction after
 	// Commit or Rollback.
 	ErrTransactionDone = errors.New("filechannel: transaction already committed or rolled back")
+	// ErrConcurrentUse is returned by a Transaction method called while
+	// another call on the same transaction is in progress, from another
+	// goroutine: a Transaction belongs to one goroutine. The call in
+	// progress goes on unaffected.
+	ErrConcurrentUse = errors.New("filechannel: transaction used by two goroutines at once")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
 	// ErrInsufficientSpace is returned by Put when a data dir

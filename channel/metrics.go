@@ -255,7 +255,7 @@ func putErrorReason(err error) string {
 		return reasonTransactionFull
 	case errors.Is(err, ErrClosed):
 		return reasonClosed
-	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction):
+	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction), errors.Is(err, ErrConcurrentUse):
 		return reasonMisuse
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return reasonCanceled
@@ -270,7 +270,7 @@ func takeErrorReason(err error) string {
 		return reasonTransactionFull
 	case errors.Is(err, ErrClosed):
 		return reasonClosed
-	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction):
+	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction), errors.Is(err, ErrConcurrentUse):
 		return reasonMisuse
 	}
 	return reasonIO

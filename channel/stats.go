@@ -58,14 +58,7 @@ type Stats struct {
 
 // Stats returns a snapshot of the channel's state and counters.
 func (c *FileChannel) Stats() Stats {
-	c.queueMu.Lock()
-	s := Stats{
-		Queued:        c.main.queue.Size(),
-		InflightTakes: c.main.inflight.Len(),
-		InflightPuts:  c.inflightPuts.Len(),
-		Capacity:      c.cfg.Capacity,
-	}
-	c.queueMu.Unlock()
+	s := c.queueStats()
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
 	w := c.main.gate.putWaits()
@@ -81,6 +74,18 @@ func (c *FileChannel) Stats() Stats {
 	s.BackupErrs = c.stats.backupErrs.Load()
 	s.LastCheckpoint = c.lastCkptW.Load()
 	return s
+}
+
+// queueStats returns the part of Stats that queueMu guards.
+func (c *FileChannel) queueStats() Stats {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return Stats{
+		Queued:        c.main.queue.Size(),
+		InflightTakes: c.main.inflight.Len(),
+		InflightPuts:  c.inflightPuts.Len(),
+		Capacity:      c.cfg.Capacity,
+	}
 }
 
 // Health returns nil while the channel works normally, or an error saying

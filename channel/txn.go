@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -39,14 +40,19 @@ type scratch struct {
 	files  []uint32
 }
 
-// Transaction is a put or a take transaction. It belongs to one goroutine.
-// Its records all go to one data dir.
+// Transaction is a put or a take transaction. It belongs to one goroutine:
+// a call made while another call on it is in progress returns
+// ErrConcurrentUse. Its records all go to one data dir.
 type Transaction struct {
 	c    *FileChannel
 	id   uint64
 	dir  int // the index of its data dir in the log set
 	kind txKind
 	done bool
+
+	// busy is set while one of its methods runs (enter, leave): it guards
+	// every field of the transaction against a second goroutine.
+	busy atomic.Bool
 
 	// Put side: encoded frames not yet written, their offsets in buf, the
 	// number of events put (each holds a capacity permit), whether some
@@ -59,8 +65,11 @@ type Transaction struct {
 	// which failed since did not take them back (see logfile.Batch.After).
 	spills []logfile.Mark
 
-	// Take side: the events taken, in order.
-	takes []eventqueue.Pointer
+	// Take side: the events taken, in order; skipped of them are damaged
+	// events that Take stepped over (they do not count toward
+	// TransactionCapacity, but the commit's take record lists them).
+	takes   []eventqueue.Pointer
+	skipped int
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -99,6 +108,17 @@ func (c *FileChannel) Begin() (*Transaction, error) {
 	id := c.nextTxID.Add(1) - 1
 	return &Transaction{c: c, id: id, dir: int(id % uint64(c.logs.NumDirs()))}, nil
 }
+
+// enter marks t busy for the call of one of its methods, or returns
+// ErrConcurrentUse if another call is in progress. The caller defers leave.
+func (t *Transaction) enter() error {
+	if !t.busy.CompareAndSwap(false, true) {
+		return ErrConcurrentUse
+	}
+	return nil
+}
+
+func (t *Transaction) leave() { t.busy.Store(false) }
 
 func (t *Transaction) use(k txKind) error {
 	if t.done {
@@ -142,6 +162,10 @@ func (t *Transaction) put(ctx context.Context, e Event) error {
 }
 
 func (t *Transaction) put1(ctx context.Context, e Event) error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if err := t.use(txPut); err != nil {
 		return err
 	}
@@ -204,11 +228,7 @@ func (t *Transaction) spill() error {
 		return err
 	}
 	t.spills = append(t.spills, logfile.Mark{W: a.W, End: a.End})
-	c.queueMu.Lock()
-	for _, p := range ptrs {
-		c.inflightPuts.Add(t.id, p)
-	}
-	c.queueMu.Unlock()
+	c.addInflightPuts(t.id, ptrs)
 	t.spilled = true
 	return nil
 }
@@ -217,8 +237,20 @@ func (t *Transaction) spill() error {
 // false when the channel is empty. The event is invisible to other takers
 // until the transaction commits (it is gone) or rolls back (it returns to
 // the head). A damaged event is never returned: it is logged, counted and
-// consumed by this transaction.
+// consumed by this transaction, and does not count toward
+// TransactionCapacity.
 func (t *Transaction) Take() (Event, bool, error) {
+	if err := t.enter(); err != nil {
+		t.c.metrics.takeAttempts.Inc()
+		t.c.metrics.takeErrors.WithLabelValues(reasonMisuse).Inc()
+		return Event{}, false, err
+	}
+	defer t.leave()
+	return t.takeCounted()
+}
+
+// takeCounted is Take, t entered, with its metrics.
+func (t *Transaction) takeCounted() (Event, bool, error) {
 	m := t.c.metrics
 	m.takeAttempts.Inc()
 	ev, ok, err := t.take()
@@ -234,32 +266,37 @@ func (t *Transaction) take() (Event, bool, error) {
 	}
 	c := t.c
 	for {
-		if len(t.takes) >= c.cfg.TransactionCapacity {
-			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, len(t.takes))
+		if n := len(t.takes) - t.skipped; n >= c.cfg.TransactionCapacity {
+			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, n)
+		}
+		if len(t.takes) >= MaxTransactionCapacity {
+			// The damaged events skipped count toward the take record,
+			// which must fit one log record.
+			return Event{}, false, fmt.Errorf("%w: %d takes, %d of them damaged events skipped: the take record is full; commit",
+				ErrTransactionFull, len(t.takes), t.skipped)
 		}
 		t.scratch()
-		c.queueMu.Lock()
-		p, ok := c.main.takeHead(t.id)
-		c.queueMu.Unlock()
-		if !ok {
-			return Event{}, false, nil
+		p, ok, err := c.takeHead(t.id)
+		if err != nil || !ok {
+			return Event{}, false, err
 		}
 		t.takes = append(t.takes, p)
 		ev, err := c.readEvent(p)
 		if err == nil {
 			return ev, true, nil
 		}
-		if !errors.Is(err, ErrCorrupt) {
-			// Not damage but a failure to read: put the event back.
+		if c.closed.Load() || !errors.Is(err, ErrCorrupt) {
+			// Not damage but a failure to read (Close may have closed
+			// the file under the read): put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
-			c.queueMu.Lock()
-			if aerr := c.main.untake(t.id, p); aerr != nil {
-				err = errors.Join(err, aerr)
-			}
-			c.queueMu.Unlock()
+			uerr := c.untake(t.id, p)
 			c.main.avail.broadcast()
-			return Event{}, false, opErr("take", err)
+			if c.closed.Load() {
+				return Event{}, false, ErrClosed
+			}
+			return Event{}, false, opErr("take", errors.Join(err, uerr))
 		}
+		t.skipped++
 		c.stats.corruptSkipped.Add(1)
 		c.metrics.corruptSkipped.Inc()
 		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
@@ -285,16 +322,24 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 // durable (fsync), then its events become visible; a take commit returns
 // once the takes are durable. If Commit fails, the transaction is rolled
 // back: the puts are discarded, the taken events return to the head.
+//
+// After Close, Commit returns ErrClosed and ends the transaction: its
+// puts are discarded, and its takes come back at the next Open.
 func (t *Transaction) Commit() error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if t.done {
 		return ErrTransactionDone
 	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
 	t.done = true
 	defer t.recycle()
+	c := t.c
+	if c.closed.Load() {
+		t.abort()
+		return ErrClosed
+	}
 	start := time.Now()
 	var err error
 	switch {
@@ -324,11 +369,30 @@ func (t *Transaction) Commit() error {
 
 func (t *Transaction) commitPuts() error {
 	c := t.c
-	c.commitMu.RLock()
-	if c.closed.Load() {
-		c.commitMu.RUnlock()
+	qerr, err := t.writePutCommit()
+	if err != nil {
 		t.abortPuts()
-		return ErrClosed
+		return err
+	}
+	c.main.avail.broadcast()
+	if qerr != nil {
+		// The capacity gate makes this impossible; if it happens anyway the
+		// events are durable and the next Open recovers them.
+		c.log.Error("queue refused committed events", "err", qerr)
+		return opErr("commit", qerr)
+	}
+	return nil
+}
+
+// writePutCommit writes and syncs t's commit record (after any puts still
+// buffered) and queues the events, all under commitMu shared. err is a
+// failure to write (nothing was queued), qerr the queue's refusal.
+func (t *Transaction) writePutCommit() (qerr, err error) {
+	c := t.c
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return nil, ErrClosed
 	}
 	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)}
 	// A commit counts puts spilled to earlier files of the dir too: they
@@ -344,22 +408,9 @@ func (t *Transaction) commitPuts() error {
 		err = c.sync(a)
 	}
 	if err != nil {
-		c.commitMu.RUnlock()
-		t.abortPuts()
-		return opErrNote("commit", err, " (the transaction was rolled back)")
+		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
-	c.queueMu.Lock()
-	err = errors.Join(c.main.add(c.inflightPuts.Remove(t.id)), c.main.add(ptrs))
-	c.queueMu.Unlock()
-	c.commitMu.RUnlock()
-	c.main.avail.broadcast()
-	if err != nil {
-		// The capacity gate makes this impossible; if it happens anyway the
-		// events are durable and the next Open recovers them.
-		c.log.Error("queue refused committed events", "err", err)
-		return opErr("commit", err)
-	}
-	return nil
+	return c.queuePuts(t.id, ptrs), nil
 }
 
 // abortPuts forgets the transaction's puts after a failed commit or a
@@ -367,9 +418,7 @@ func (t *Transaction) commitPuts() error {
 func (t *Transaction) abortPuts() {
 	c := t.c
 	if t.spilled {
-		c.queueMu.Lock()
-		c.inflightPuts.Remove(t.id)
-		c.queueMu.Unlock()
+		c.forgetInflightPuts(t.id)
 	}
 	c.main.gate.release(t.puts)
 	t.puts, t.spills = 0, nil
@@ -377,11 +426,22 @@ func (t *Transaction) abortPuts() {
 }
 
 func (t *Transaction) commitTakes() error {
+	if err := t.writeTakeCommit(); err != nil {
+		t.returnTakes()
+		return err
+	}
+	t.c.main.gate.release(len(t.takes))
+	t.takes = t.takes[:0]
+	return nil
+}
+
+// writeTakeCommit writes and syncs t's take and commit records and ends its
+// takes in the queue, all under commitMu shared.
+func (t *Transaction) writeTakeCommit() error {
 	c := t.c
 	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
-		c.commitMu.RUnlock()
-		t.returnTakes()
 		return ErrClosed
 	}
 	ptrs := t.s.words[:0]
@@ -398,37 +458,50 @@ func (t *Transaction) commitTakes() error {
 		err = c.sync(a)
 	}
 	if err != nil {
-		c.commitMu.RUnlock()
-		t.returnTakes()
 		return opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
-	c.queueMu.Lock()
-	c.main.committed(t.id)
-	c.queueMu.Unlock()
-	c.commitMu.RUnlock()
-	c.main.gate.release(len(t.takes))
-	t.takes = t.takes[:0]
+	c.committedTakes(t.id)
 	return nil
 }
 
-// returnTakes puts the taken events back at the head in their order.
+// returnTakes puts the taken events back at the head in their order. After
+// Close released the queue it leaves them: they come back at the next Open
+// (the last checkpoint holds them in flight, or in the queue, and no commit
+// of their takes was written).
 func (t *Transaction) returnTakes() {
 	c := t.c
-	c.queueMu.Lock()
-	err := c.main.returnTakes(t.id, t.takes)
-	c.queueMu.Unlock()
+	err := c.returnTakes(t.id, t.takes)
 	if len(t.takes) > 0 {
 		c.main.avail.broadcast()
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrClosed) {
 		c.log.Error("queue refused returned events", "err", err)
 	}
 	t.takes = t.takes[:0]
 }
 
+// abort ends t without writing anything: its puts are discarded, its takes
+// returned.
+func (t *Transaction) abort() {
+	switch t.kind {
+	case txPut:
+		t.abortPuts()
+	case txTake:
+		t.returnTakes()
+	}
+}
+
 // Rollback ends the transaction: puts are discarded, taken events return to
 // the head of the channel in their original order.
+//
+// After Close (or when Close ran during it), Rollback returns ErrClosed:
+// the puts are discarded all the same, and the taken events are back in
+// the channel at the next Open.
 func (t *Transaction) Rollback() error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
 	if t.done {
 		return ErrTransactionDone
 	}
@@ -439,21 +512,99 @@ func (t *Transaction) Rollback() error {
 	case txPut:
 		c.metrics.rollbacks.WithLabelValues("put").Inc()
 		if t.spilled && !c.closed.Load() {
-			// A hint for replay; losing it is harmless.
-			t.buf, t.frames = t.buf[:0], t.frames[:0]
-			c.commitMu.RLock()
-			if !c.closed.Load() {
-				rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
-				if _, _, err := c.appendRecords(t, []logfile.Record{rb}, nil, nil); err != nil {
-					c.log.Warn("write rollback record", "err", err)
-				}
-			}
-			c.commitMu.RUnlock()
+			t.writeRollback()
 		}
-		t.abortPuts()
 	case txTake:
 		c.metrics.rollbacks.WithLabelValues("take").Inc()
-		t.returnTakes()
+	}
+	t.abort()
+	if c.closed.Load() {
+		return ErrClosed
 	}
 	return nil
+}
+
+// writeRollback writes the rollback record of a put transaction that
+// spilled, under commitMu shared: a hint for replay, without an fsync;
+// losing it is harmless.
+func (t *Transaction) writeRollback() {
+	c := t.c
+	t.buf, t.frames = t.buf[:0], t.frames[:0]
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	rb := logfile.Record{Type: logfile.RecordRollback, TxID: t.id}
+	if _, _, err := c.appendRecords(t, []logfile.Record{rb}, nil, nil); err != nil {
+		c.log.Warn("write rollback record", "err", err)
+	}
+}
+
+// The transactions' steps under queueMu. Each unlocks with defer, so that a
+// panic never leaves queueMu held. After Close released the queue
+// (released), those that would change the ring return ErrClosed and change
+// nothing.
+
+// takeHead moves the event at the head into tx's in-flight takes.
+func (c *FileChannel) takeHead(tx uint64) (eventqueue.Pointer, bool, error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return 0, false, ErrClosed
+	}
+	p, ok := c.main.takeHead(tx)
+	return p, ok, nil
+}
+
+// untake puts p, the last event tx took, back at the head.
+func (c *FileChannel) untake(tx uint64, p eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
+	return c.main.untake(tx, p)
+}
+
+// returnTakes puts tx's takes back at the head in their order.
+func (c *FileChannel) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
+	return c.main.returnTakes(tx, takes)
+}
+
+// committedTakes ends tx's takes after their commit. The caller holds
+// commitMu shared and saw the channel open, so the queue is not released.
+func (c *FileChannel) committedTakes(tx uint64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.main.committed(tx)
+}
+
+// queuePuts appends a put commit's events at the tail: tx's spilled puts,
+// then ptrs. The caller holds commitMu shared and saw the channel open.
+func (c *FileChannel) queuePuts(tx uint64, ptrs []eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return errors.Join(c.main.add(c.inflightPuts.Remove(tx)), c.main.add(ptrs))
+}
+
+// addInflightPuts records puts tx spilled to the log.
+func (c *FileChannel) addInflightPuts(tx uint64, ptrs []eventqueue.Pointer) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	for _, p := range ptrs {
+		c.inflightPuts.Add(tx, p)
+	}
+}
+
+// forgetInflightPuts drops tx's spilled puts.
+func (c *FileChannel) forgetInflightPuts(tx uint64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.inflightPuts.Remove(tx)
 }

@@ -46,10 +46,7 @@ func (c *FileChannel) Wait(ctx context.Context) error {
 			return ErrClosed
 		}
 		ready := c.main.avail.wait()
-		c.queueMu.Lock()
-		n := c.main.queue.Size()
-		c.queueMu.Unlock()
-		if n > 0 {
+		if c.Len() > 0 {
 			return nil
 		}
 		select {
@@ -73,8 +70,12 @@ func (t *Transaction) TakeContext(ctx context.Context) (Event, error) {
 	if ctx == nil {
 		return Event{}, errors.New("filechannel: TakeContext: nil context")
 	}
+	if err := t.enter(); err != nil {
+		return Event{}, err
+	}
+	defer t.leave()
 	for {
-		ev, ok, err := t.Take()
+		ev, ok, err := t.takeCounted()
 		if err != nil || ok {
 			return ev, err
 		}

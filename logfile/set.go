@@ -298,29 +298,36 @@ func (s *Set) CutTail(f File, end int64) (string, error) {
 func (s *Set) Close() error {
 	var errs []error
 	for _, d := range s.dirs {
-		d.mu.Lock()
-		if d.w != nil {
-			failed := d.w.Err() != nil
-			if err := d.w.Close(); err != nil {
-				if failed {
-					s.log.Warn("closed a log writer that had failed", "file", d.w.Path(), "err", err)
-				} else {
-					errs = append(errs, err)
-				}
-			}
-			d.w = nil
-		}
-		d.mu.Unlock()
+		errs = append(errs, s.closeWriter(d))
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, f := range s.files {
 		if f.r != nil {
 			errs = append(errs, f.r.Close())
 		}
 	}
 	s.files = map[uint32]*setFile{}
-	s.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// closeWriter closes d's active writer, if any, under d.mu (unlocked by
+// defer: the logger is the user's code).
+func (s *Set) closeWriter(d *dir) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.w == nil {
+		return nil
+	}
+	w := d.w
+	d.w = nil
+	failed := w.Err() != nil
+	err := w.Close()
+	if err != nil && failed {
+		s.log.Warn("closed a log writer that had failed", "file", w.Path(), "err", err)
+		return nil
+	}
+	return err
 }
 
 // unfinishedCreate reports whether the log file at path was cut short by a
