@@ -11,7 +11,9 @@
 // and its directory. CutTail, PadRegion and RewriteHeader keep the bytes they
 // remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
-// published through a ".tmp" file; the package creates no other files.
+// published through a ".tmp" file. WriteOwner publishes a data dir's
+// channel.id (OwnerName; the format is internal/owner's), which names the
+// channel the dir belongs to; the package creates no other files.
 // ParseLogName rejects every other name (log-0000000007.corrupt, .tmp, ...),
 // and ListLogs skips them. The byte layout is in format.go.
 //
