@@ -97,6 +97,17 @@ var newerCases = []newerCase{
 		testutil.SetFileVersion(t, p, 2)
 		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
 	}},
+	// Read before anything else: Open's step 4b.
+	{"data_dir_channel_id_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.DataDirs[0], logfile.OwnerName)
+		testutil.SetFileVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
+	{"backup_channel_id_version_2", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.BackupCheckpointDir, checkpoint.OwnerName)
+		testutil.SetFileVersion(t, p, 2)
+		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+	}},
 	// A newer release may have crashed writing its backup.
 	{"backup_checkpoint_version_2_incomplete", func(t *testing.T, cfg Config) FormatError {
 		if err := os.Remove(filepath.Join(cfg.BackupCheckpointDir, checkpoint.BackupCompleteName)); err != nil {

@@ -229,11 +229,13 @@ func (cfg *Config) applyDefaults() {
 }
 
 // checkDirs checks that every directory is given and distinct: two roles
-// sharing a directory would share lock files and file names.
+// sharing a directory would share lock files and file names. Two names of
+// one directory through a symlink are the same directory (vfs.Resolve).
 func (cfg *Config) checkDirs() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	seen := map[string]string{}
+	resolved := map[string]string{} // resolved path -> role and dir as given
 	role := func(dir, what string) {
 		if dir == "" {
 			return
@@ -245,8 +247,19 @@ func (cfg *Config) checkDirs() []error {
 		}
 		if other, dup := seen[abs]; dup {
 			bad("%s %q is also used as %s", what, dir, other)
+			return
 		}
 		seen[abs] = what
+		real, err := vfs.Resolve(abs)
+		if err != nil {
+			bad("%s %q: %v", what, dir, err)
+			return
+		}
+		if other, dup := resolved[real]; dup {
+			bad("%s %s is %s (through a symlink)", what, dir, other)
+			return
+		}
+		resolved[real] = what + " " + dir
 	}
 	role(cfg.CheckpointDir, "CheckpointDir")
 	role(cfg.BackupCheckpointDir, "BackupCheckpointDir")

@@ -175,7 +175,10 @@
 // the disk fills: Config.SpaceReserve), and the .corrupt files holding
 // bytes cut from a torn tail by Open or removed by Repair (never deleted by
 // the channel). In BackupCheckpointDir (optional): a copy of the checkpoint
-// files and backupComplete. docs/format.md specifies every format.
+// files and backupComplete. In every directory: channel.id, the channel's
+// random id and checkpoint dir, written by the first Open; Open, Repair and
+// Rebuild refuse a directory whose channel.id names another channel
+// (ErrForeignDir). docs/format.md specifies every format.
 //
 // Files are created 0600 and directories 0700 (Config.FileMode and DirMode
 // widen them; the umask applies). The directories may be symbolic links,

@@ -7,6 +7,7 @@ import (
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 var (
@@ -60,7 +61,22 @@ var (
 	// log file that is not a regular file is no error: it is left alone
 	// (Verify reports it as not-a-regular-file).
 	ErrNotRegular = vfs.ErrNotRegular
+	// ErrForeignDir is matched (errors.Is) by the error of Open, Repair
+	// and Rebuild when a data dir or the backup checkpoint dir belongs to
+	// another channel: its channel.id names another channel than the
+	// checkpoint dir's (or, when the checkpoint dir records none, another
+	// checkpoint dir). Nothing was changed. The concrete *ForeignDirError
+	// names the directory, both channels and the file to delete to hand the
+	// directory over on purpose (docs/operations.md, "Directories belong to
+	// one channel").
+	ErrForeignDir = replay.ErrForeignDir
 )
+
+// ForeignDirError names a directory of another channel: its Config field,
+// the channel it belongs to and that channel's checkpoint dir, this
+// channel's id and checkpoint dir, and its channel.id file. It unwraps to
+// ErrForeignDir.
+type ForeignDirError = replay.ForeignDirError
 
 // CorruptError names the file and byte offset of damaged data. It unwraps to
 // ErrCorrupt.

@@ -59,9 +59,15 @@ func TestErrorsSayEachVerbOnce(t *testing.T) {
 			want: []string{"create log 1 in /fc/data0: ", "writeat /fc/data0/log-0000000001: "},
 		},
 		{
-			name: "sync_new_log_dir", rule: rule(vfs.OpSyncDir, "data0"),
+			// The first sync of data0 publishes its channel.id.
+			name: "sync_new_log_dir", rule: vfs.Rule{Ops: []vfs.Op{vfs.OpSyncDir}, Name: "data0", Skip: 1},
 			run:  openFailing,
 			want: []string{"create log 1 in /fc/data0: ", "syncdir /fc/data0: "},
+		},
+		{
+			name: "write_channel_id", rule: rule(vfs.OpSyncDir, "data0"),
+			run:  openFailing,
+			want: []string{"filechannel: record channel id: write /fc/data0/channel.id: ", "syncdir /fc/data0: "},
 		},
 		{
 			name: "create_log_on_roll", rule: rule(vfs.OpCreate, logfile.LogName(2)),

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/replay"
 )
 
 // The offline tools (Verify, Repair, Rebuild) work on a closed channel's
@@ -76,4 +77,24 @@ func lockDirs(cfg Config, what string, missing missingDirs) (dirLocks, error) {
 		locks = append(locks, l)
 	}
 	return locks, nil
+}
+
+// ownerOptions names cfg's directories for replay.ReadOwners.
+func ownerOptions(cfg Config) replay.OwnerOptions {
+	return replay.OwnerOptions{FS: cfg.fs, CheckpointDir: cfg.CheckpointDir,
+		BackupCheckpointDir: cfg.BackupCheckpointDir, DataDirs: cfg.DataDirs}
+}
+
+// refuseForeign returns the error of op (what names it: "repair") when a
+// directory of cfg belongs to another channel or has a damaged channel.id,
+// as Open refuses it (claimDirs); nil otherwise. It only reads.
+func refuseForeign(cfg Config, what string) error {
+	own, err := replay.ReadOwners(ownerOptions(cfg))
+	if err != nil {
+		return opErr(what, err)
+	}
+	if err := own.Err(); err != nil {
+		return opErrNote(what, err, " (nothing was changed)")
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
@@ -39,6 +40,7 @@ func (c *FileChannel) open() error {
 	steps := []func(*recovery) error{
 		c.prepareDirs,           // 2, 3
 		c.lockDirs,              // 4
+		c.claimDirs,             // 4b
 		c.loadCheckpoint,        // 5
 		c.buildQueue,            // 6
 		c.replay,                // 7
@@ -116,6 +118,44 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 		c.locks = append(c.locks, l)
 	}
 	return nil
+}
+
+// claimDirs (step 4b) refuses a directory of another channel and records
+// this channel's identity in each directory that has none yet
+// (replay.ReadOwners has the rules, docs/format.md §1.1 the file). Nothing
+// is written before every directory is judged.
+func (c *FileChannel) claimDirs(*recovery) error {
+	own, err := replay.ReadOwners(ownerOptions(c.cfg))
+	if err != nil {
+		return opErr("read channel ids", err)
+	}
+	if err := own.Err(); err != nil {
+		return opErrNote("open", err, " (nothing was changed)")
+	}
+	rec := owner.Owner{ID: own.ID, CheckpointDir: own.CheckpointDir}
+	for _, d := range own.Dirs {
+		if !d.Write {
+			continue
+		}
+		write := checkpoint.WriteOwner
+		if d.Data {
+			write = logfile.WriteOwner
+		}
+		if err := write(c.fs, d.Dir, rec); err != nil {
+			return opErr("record channel id", err)
+		}
+		c.log.Info("recorded the channel id", "dir", d.Dir, "role", d.Role, "channel_id", own.ID.String(),
+			"checkpoint_dir", own.CheckpointDir, "new_channel", own.New, "was", ownerString(d.Found))
+	}
+	return nil
+}
+
+// ownerString describes what a channel.id recorded, for the log.
+func ownerString(o *owner.Owner) string {
+	if o == nil {
+		return "none"
+	}
+	return o.ID.String() + " " + o.CheckpointDir
 }
 
 // loadCheckpoint (step 5) opens the checkpoint, falling back to the backup

@@ -118,10 +118,10 @@ func TestFailedOpenRemovesTheCheckpointItCreated(t *testing.T) {
 			after := checkpointFiles(t, cfg)
 			if tc.created {
 				if len(after) != 0 {
-					t.Fatalf("the failed Open left the checkpoint it created: %v", names(after))
+					t.Fatalf("the failed Open left the checkpoint it created: %v", ckptFileNames(after))
 				}
 			} else if !sameFiles(before, after) {
-				t.Fatalf("the failed Open changed the checkpoint it found: %v, then %v", names(before), names(after))
+				t.Fatalf("the failed Open changed the checkpoint it found: %v, then %v", ckptFileNames(before), ckptFileNames(after))
 			}
 			c := mustOpen(t, cfg)
 			defer c.Close()
@@ -169,7 +169,9 @@ type ckptFile struct {
 	data []byte
 }
 
-// checkpointFiles returns the files of cfg's checkpoint dir but the lock.
+// checkpointFiles returns the checkpoint's files in cfg's checkpoint dir:
+// all but the lock and channel.id (which names the channel, and which an
+// Open that fails later keeps: the dir is this channel's).
 func checkpointFiles(t *testing.T, cfg Config) []ckptFile {
 	t.Helper()
 	list, err := cfg.fs.List(cfg.CheckpointDir)
@@ -181,7 +183,7 @@ func checkpointFiles(t *testing.T, cfg Config) []ckptFile {
 	}
 	var out []ckptFile
 	for _, name := range list {
-		if name == LockFileName {
+		if name == LockFileName || name == checkpoint.OwnerName {
 			continue
 		}
 		b, err := vfs.ReadFile(cfg.fs, filepath.Join(cfg.CheckpointDir, name))
@@ -193,7 +195,7 @@ func checkpointFiles(t *testing.T, cfg Config) []ckptFile {
 	return out
 }
 
-func names(files []ckptFile) []string {
+func ckptFileNames(files []ckptFile) []string {
 	var out []string
 	for _, f := range files {
 		out = append(out, f.name)

@@ -95,6 +95,9 @@ func rebuild(raw, full Config, opts RebuildOptions) (*RebuildReport, error) {
 	if err := refusedCheckpoints(full); err != nil {
 		return nil, opErrNote("rebuild", err, " (nothing was changed)")
 	}
+	if err := refuseForeign(full, "rebuild"); err != nil {
+		return nil, err
+	}
 	cfg, from := full, CapacityFromConfig
 	if raw.Capacity == 0 {
 		// The capacity the checkpoint recorded, with the defaults that

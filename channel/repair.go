@@ -137,6 +137,9 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 		return nil, err
 	}
 	defer locks.Close()
+	if err := refuseForeign(full, "repair"); err != nil {
+		return nil, err
+	}
 
 	// What the damage costs, before anything changes: the actions say it,
 	// and a dry run reports these problems as they are now.

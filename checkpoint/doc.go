@@ -18,10 +18,13 @@
 //	                and per-log-file states
 //	inflightputs    put transactions open at W
 //	inflighttakes   take transactions open at W
+//	channel.id      the channel the directory belongs to (WriteOwner,
+//	                ReadOwner; the format is internal/owner's); never
+//	                removed, copied or restored with a checkpoint
 //	*.tmp           a file being published; a leftover is garbage
 //
 // A backup directory (Backup, RestoreBackup) holds copies of the same four
-// files plus backupComplete, which exists only while the copy is complete.
+// files, its own channel.id, plus backupComplete, which exists only while the copy is complete.
 // The channel's in_use.lock lives in the same directories and is never
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.

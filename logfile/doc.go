@@ -12,8 +12,10 @@
 // remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
 // published through a ".tmp" file. The live Set also keeps a space reserve,
-// ReserveName ("space.reserve", zeros), in each data dir (setreserve.go);
-// the package creates no other files.
+// ReserveName ("space.reserve", zeros), in each data dir (setreserve.go).
+// WriteOwner publishes a data dir's channel.id (OwnerName; the format is
+// internal/owner's), which names the channel the dir belongs to; the
+// package creates no other files.
 // ParseLogName rejects every other name (log-0000000007.corrupt, .tmp, ...),
 // and ListLogs skips them, as it skips an entry named like a log file that
 // is not a regular file (a NotRegular: a symbolic link is never followed).

@@ -35,4 +35,12 @@
 // copy the checkpoint files into memory and only read the data dirs, so
 // they take no lock and write nothing (channel.Verify takes the locks); they
 // must not run while the channel is open.
+//
+// # Which channel a directory belongs to
+//
+// ReadOwners reads the channel.id of every directory of a channel and
+// applies the rules that keep each directory with one channel: the
+// channel's Open (its step 4b) writes what it decides, and refuses, as
+// Repair and Rebuild do, with a *ForeignDirError (ErrForeignDir) a data dir
+// or backup dir of another channel; Verify reports it.
 package replay

@@ -27,7 +27,9 @@ const firstGuess = 1 << 16
 // and body are then nil. Events
 // stops at the first error fn returns and returns it with the count, and at
 // a record a newer release wrote (an error wrapping
-// corrupt.ErrUnsupportedFormat), which it returns without calling fn. It
+// corrupt.ErrUnsupportedFormat), which it returns without calling fn; a
+// channel.id a newer release wrote is refused before anything is read. A
+// directory of another channel does not stop it (Verify reports it). It
 // returns an error, and calls fn for nothing, when the recovery fails: the
 // channel would not open either.
 //
@@ -47,6 +49,11 @@ func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Poi
 }
 
 func (v *verifier) events(skip, limit int, fn func(int, eventqueue.Pointer, map[string]string, []byte, error) error) (int, error) {
+	// A channel.id a newer release wrote is refused as every file is; a
+	// foreign or damaged one is Verify's to report: the events are listed.
+	if _, err := ReadOwners(v.ownerOptions()); err != nil {
+		return 0, fmt.Errorf("events: %w", err)
+	}
 	q, err := v.recoverQueue()
 	if err != nil {
 		return 0, fmt.Errorf("events: %w", err)

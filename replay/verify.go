@@ -21,6 +21,8 @@ import (
 
 // Verify checks a closed channel's files without changing a byte of them:
 //
+//  0. every directory's channel.id (ReadOwners): a data dir or backup dir
+//     that belongs to another channel, a damaged file;
 //  1. the checkpoint and the backup checkpoint: complete, incomplete,
 //     corrupt or missing;
 //  2. every log file, scanned in full from its header: damaged header,
@@ -123,6 +125,9 @@ func newVerifier(opts VerifyOptions) *verifier {
 }
 
 func (v *verifier) run() error {
+	if err := v.checkOwners(); err != nil {
+		return err
+	}
 	if err := v.scanLogs(); err != nil {
 		return err
 	}
@@ -195,6 +200,37 @@ func (v *verifier) run() error {
 	}
 	v.costs(recovered, recRes, fullRes)
 	return v.checkPointers(recovered, inflight)
+}
+
+// checkOwners reports the directories that belong to another channel and
+// the damaged channel.id files (check 0): what makes the channel refuse to
+// open (ReadOwners).
+func (v *verifier) checkOwners() error {
+	own, err := ReadOwners(v.ownerOptions())
+	if err != nil {
+		return err
+	}
+	for _, err := range own.Damaged {
+		file, off := "", int64(-1)
+		if ce := (*corrupt.Error)(nil); errors.As(err, &ce) {
+			file, off = ce.File, ce.Offset
+		}
+		v.rep.add(ProblemChannelIDCorrupt, file, off, "%v", err)
+	}
+	for _, fe := range own.Foreign {
+		kind := ProblemForeignDataDir
+		if fe.Role == "BackupCheckpointDir" {
+			kind = ProblemForeignBackupDir
+		}
+		v.rep.add(kind, fe.File, -1, "%s", fe.Detail())
+	}
+	return nil
+}
+
+// ownerOptions names the channel's directories for ReadOwners.
+func (v *verifier) ownerOptions() OwnerOptions {
+	return OwnerOptions{FS: v.opts.FS, CheckpointDir: v.opts.CheckpointDir,
+		BackupCheckpointDir: v.opts.BackupCheckpointDir, DataDirs: v.opts.DataDirs}
 }
 
 // pickCheckpoint loads the checkpoint and the backup into the MemFS and

@@ -97,6 +97,19 @@ const (
 	// ProblemMissingLogState: the checkpoint's ring or in-flight
 	// transactions point into a file it has no log state for.
 	ProblemMissingLogState ProblemKind = "missing-log-state"
+
+	// ProblemForeignDataDir: a data dir belongs to another channel (its
+	// channel.id names another channel than the checkpoint dir's, or
+	// another checkpoint dir when the checkpoint dir records no channel id;
+	// ReadOwners): the channel, Repair and Rebuild refuse to open it
+	// (ErrForeignDir). File is its channel.id; Detail names both channels.
+	ProblemForeignDataDir ProblemKind = "foreign-data-dir"
+	// ProblemForeignBackupDir: the same for the backup checkpoint dir.
+	ProblemForeignBackupDir ProblemKind = "foreign-backup-dir"
+	// ProblemChannelIDCorrupt: a directory's channel.id is damaged; the
+	// channel refuses to open until it is deleted (and then writes it
+	// again).
+	ProblemChannelIDCorrupt ProblemKind = "channel-id-corrupt"
 )
 
 // Note kinds: findings that are not damage (Report.Notes; OK ignores them).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -214,6 +215,14 @@ func (v *verifyChannel) writeFile(path string, b []byte) {
 		v.t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
+		v.t.Fatal(err)
+	}
+}
+
+// writeOwner writes o as dir's channel.id.
+func (v *verifyChannel) writeOwner(dir string, o owner.Owner) {
+	v.t.Helper()
+	if err := owner.Write(v.mem, dir, o); err != nil {
 		v.t.Fatal(err)
 	}
 }
@@ -477,6 +486,34 @@ func TestVerifyFindsEachProblem(t *testing.T) {
 				v.st.Logs = slices.DeleteFunc(v.st.Logs, func(l checkpoint.LogState) bool { return l.FileID == 2 })
 			},
 			kinds: []ProblemKind{ProblemMissingLogState}, from: FromCheckpoint, queued: 6,
+		},
+		{
+			name: "data_dir_of_another_channel",
+			damage: func(v *verifyChannel) {
+				v.writeOwner(v.l.dirs[1], owner.Owner{ID: owner.NewID(), CheckpointDir: "/other/ckpt"})
+			},
+			kinds: []ProblemKind{ProblemForeignDataDir}, from: FromCheckpoint, queued: 6,
+			at: func(v *verifyChannel) Problem {
+				return Problem{Kind: ProblemForeignDataDir, File: filepath.Join(v.l.dirs[1], owner.FileName), Offset: -1}
+			},
+		},
+		{
+			name: "backup_of_another_channel",
+			damage: func(v *verifyChannel) {
+				v.writeOwner(vCkptDir, owner.Owner{ID: owner.NewID(), CheckpointDir: vCkptDir})
+				v.writeOwner(vBackupDir, owner.Owner{ID: owner.NewID(), CheckpointDir: "/other/ckpt"})
+			},
+			kinds: []ProblemKind{ProblemForeignBackupDir}, from: FromCheckpoint, queued: 6,
+			at: func(v *verifyChannel) Problem {
+				return Problem{Kind: ProblemForeignBackupDir, File: filepath.Join(vBackupDir, owner.FileName), Offset: -1}
+			},
+		},
+		{
+			name: "channel_id_damaged",
+			damage: func(v *verifyChannel) {
+				v.writeFile(filepath.Join(v.l.dirs[0], owner.FileName), []byte("FCID\x00\x01"))
+			},
+			kinds: []ProblemKind{ProblemChannelIDCorrupt}, from: FromCheckpoint, queued: 6,
 		},
 		{
 			name: "inflight_put_points_between_records",

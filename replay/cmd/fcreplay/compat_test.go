@@ -49,6 +49,11 @@ func TestNewerFilesAreRefused(t *testing.T) {
 			testutil.SetFileVersion(t, p, 2)
 			return p, "format version 2"
 		}},
+		{"data_dir_channel_id_version_2", func(t *testing.T, f *fixture) (string, string) {
+			p := filepath.Join(f.data, logfile.OwnerName)
+			testutil.SetFileVersion(t, p, 2)
+			return p, "format version 2"
+		}},
 		{"backup_inflightputs_version_2", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.backup, checkpoint.InflightPutsName)
 			testutil.SetFileVersion(t, p, 2)

@@ -33,7 +33,11 @@
 // is open (channel.ErrLocked), dry runs included. Every command refuses files
 // a newer release of filechannel wrote (channel.ErrUnsupportedFormat: a newer
 // format version, or a log record of an unknown type): it prints one line
-// naming the file and the version, changes nothing and exits 1.
+// naming the file and the version, changes nothing and exits 1. repair and
+// replay also refuse, the same way, directories that belong to another
+// channel (channel.ErrForeignDir: a data dir or backup dir whose channel.id
+// names another channel); verify lists them as foreign-data-dir or
+// foreign-backup-dir problems.
 //
 // # Output and exit codes
 //

@@ -1,0 +1,213 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/owner"
+	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// ErrForeignDir is matched (errors.Is) by the error of Open, Repair and
+// Rebuild when one of the configured directories belongs to another channel
+// (its channel.id names another channel): a data dir, or the backup
+// checkpoint dir. The concrete *ForeignDirError names the directory and both
+// channels. Nothing was changed.
+var ErrForeignDir = errors.New("filechannel: directory belongs to another channel")
+
+// ForeignDirError says that a directory of the config belongs to another
+// channel than the one the config describes. It unwraps to ErrForeignDir.
+type ForeignDirError struct {
+	Role string // the Config field naming the directory: "DataDirs[1]", "BackupCheckpointDir"
+	Dir  string // the directory, as configured
+	// File is the directory's channel.id. Deleting it hands the directory,
+	// with every log file (or checkpoint backup) in it, over to the
+	// channel that opens it next: do that only to move it on purpose.
+	File string
+	// Owner is the id the directory records (32 hex digits), and
+	// OwnerCheckpointDir the checkpoint dir of that channel.
+	Owner, OwnerCheckpointDir string
+	// Channel is this channel's id: its checkpoint dir's, or that of the
+	// directories that record its checkpoint dir when that one holds none
+	// (a lost checkpoint); "" when there is none (a new channel).
+	Channel string
+	// CheckpointDir is this channel's checkpoint dir (absolute, symlinks
+	// resolved).
+	CheckpointDir string
+}
+
+func (e *ForeignDirError) Error() string { return ErrForeignDir.Error() + ": " + e.Detail() }
+
+// Detail is the error's message without the sentinel's.
+func (e *ForeignDirError) Detail() string {
+	this := "this channel " + e.Channel + " (checkpoint dir " + e.CheckpointDir + ")"
+	if e.Channel == "" {
+		this = "this channel (checkpoint dir " + e.CheckpointDir + ", which records no channel id)"
+	}
+	return fmt.Sprintf("%s %s belongs to channel %s (checkpoint dir %s), not to %s; to hand it over to this channel on purpose, delete %s",
+		e.Role, e.Dir, e.Owner, e.OwnerCheckpointDir, this, e.File)
+}
+
+// Unwrap lets errors.Is match ErrForeignDir.
+func (e *ForeignDirError) Unwrap() error { return ErrForeignDir }
+
+// ChannelID is a channel's identity: 16 random bytes, written as 32 hex
+// digits (String).
+type ChannelID = owner.ID
+
+// DirOwner is what a directory's channel.id records: the channel's id and
+// its checkpoint dir (absolute, symlinks resolved).
+type DirOwner = owner.Owner
+
+// OwnerOptions names the directories of a channel for ReadOwners.
+type OwnerOptions struct {
+	FS                  vfs.FS
+	CheckpointDir       string
+	BackupCheckpointDir string // "" = none
+	DataDirs            []string
+}
+
+// Owners is what the channel.id files of a channel's directories say, and
+// what Open does about it (ReadOwners).
+type Owners struct {
+	// ID is the channel's id: the one its directories record, or a new one
+	// (New) when none records one that is this channel's.
+	ID  ChannelID
+	New bool
+	// CheckpointDir is the checkpoint dir, absolute with symlinks resolved:
+	// what every directory's channel.id is to record.
+	CheckpointDir string
+	// Dirs lists the checkpoint dir, the backup dir (if any), then the data
+	// dirs in order.
+	Dirs []OwnedDir
+	// Foreign lists the directories of another channel; Damaged the
+	// errors (each a *corrupt.Error, wrapped with the directory) of
+	// channel.id files that do not decode. Either makes Err not nil.
+	Foreign []*ForeignDirError
+	Damaged []error
+}
+
+// OwnedDir is one directory's channel.id.
+type OwnedDir struct {
+	Role  string // the Config field naming it: "CheckpointDir", "BackupCheckpointDir", "DataDirs[i]"
+	Dir   string
+	Data  bool      // a data dir (its file is logfile's), else a checkpoint dir (checkpoint's)
+	Found *DirOwner // what it records; nil when it has no channel.id, or a damaged one
+	// Write: the directory is this channel's, and its channel.id is
+	// missing or records another checkpoint dir (the channel moved it):
+	// Open writes ID and CheckpointDir there.
+	Write bool
+}
+
+// Err returns the error Open, Repair and Rebuild refuse the directories
+// with: the first damaged channel.id, else the first *ForeignDirError; nil
+// when every directory is this channel's or records none.
+func (o *Owners) Err() error {
+	if len(o.Damaged) > 0 {
+		return o.Damaged[0]
+	}
+	if len(o.Foreign) > 0 {
+		return o.Foreign[0]
+	}
+	return nil
+}
+
+// ReadOwners reads the channel.id of every directory of a channel and
+// applies the rules that keep a directory with one channel
+// (docs/format.md §1.1). Let C be the checkpoint dir, resolved:
+//
+//  1. The channel's id is the one C's channel.id records; without one (a
+//     new channel, a lost checkpoint dir, or files an older release wrote),
+//     the id of the first other directory whose channel.id records C (the
+//     same channel, whose checkpoint dir lost its files); else a new id.
+//  2. A directory whose channel.id records another id belongs to another
+//     channel: Foreign. So is one that records a checkpoint dir other than
+//     C when C records no id and no directory records C: the data dir of
+//     another channel must not be taken over by a new one.
+//  3. A directory without a channel.id (a new one, or an older release's)
+//     is this channel's, as is one that records this id with another
+//     checkpoint dir (the channel's dirs were moved): Open writes it
+//     (OwnedDir.Write).
+//
+// It only reads. Its errors are I/O errors and a channel.id a newer release
+// wrote (a *corrupt.FormatError): damaged files are in Damaged.
+func ReadOwners(opts OwnerOptions) (*Owners, error) {
+	ck, err := vfs.Resolve(opts.CheckpointDir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve checkpoint dir %s: %w", opts.CheckpointDir, err)
+	}
+	o := &Owners{CheckpointDir: ck}
+	read := func(role, dir string, data bool) error {
+		readOwner := checkpoint.ReadOwner
+		if data {
+			readOwner = logfile.ReadOwner
+		}
+		rec, ok, err := readOwner(opts.FS, dir)
+		if errors.Is(err, corrupt.ErrCorrupt) {
+			o.Damaged = append(o.Damaged, fmt.Errorf("%s %s: %w; if the directory is this channel's, delete the file and its id is recorded again", role, dir, err))
+		} else if err != nil {
+			return fmt.Errorf("%s %s: %w", role, dir, err)
+		}
+		d := OwnedDir{Role: role, Dir: dir, Data: data}
+		if ok {
+			d.Found = &rec
+		}
+		o.Dirs = append(o.Dirs, d)
+		return nil
+	}
+	if err := read("CheckpointDir", opts.CheckpointDir, false); err != nil {
+		return nil, err
+	}
+	if opts.BackupCheckpointDir != "" {
+		if err := read("BackupCheckpointDir", opts.BackupCheckpointDir, false); err != nil {
+			return nil, err
+		}
+	}
+	for i, d := range opts.DataDirs {
+		if err := read(fmt.Sprintf("DataDirs[%d]", i), d, true); err != nil {
+			return nil, err
+		}
+	}
+	o.pickID()
+	for i := range o.Dirs {
+		o.judge(&o.Dirs[i])
+	}
+	return o, nil
+}
+
+// pickID sets ID and New (rule 1).
+func (o *Owners) pickID() {
+	if main := o.Dirs[0].Found; main != nil {
+		o.ID = main.ID
+		return
+	}
+	for _, d := range o.Dirs[1:] {
+		if d.Found != nil && d.Found.CheckpointDir == o.CheckpointDir {
+			o.ID = d.Found.ID
+			return
+		}
+	}
+	o.ID, o.New = owner.NewID(), true
+}
+
+// judge applies rules 2 and 3 to d.
+func (o *Owners) judge(d *OwnedDir) {
+	switch {
+	case d.Found == nil:
+		// No file, or a damaged one (in Damaged: Err refuses first).
+		d.Write = true
+	case d.Found.ID != o.ID:
+		fe := &ForeignDirError{Role: d.Role, Dir: d.Dir, File: filepath.Join(d.Dir, owner.FileName),
+			Owner: d.Found.ID.String(), OwnerCheckpointDir: d.Found.CheckpointDir, CheckpointDir: o.CheckpointDir}
+		if !o.New {
+			fe.Channel = o.ID.String()
+		}
+		o.Foreign = append(o.Foreign, fe)
+	case d.Found.CheckpointDir != o.CheckpointDir:
+		d.Write = true
+	}
+}
