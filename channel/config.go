@@ -31,6 +31,10 @@ const (
 
 	// MinMaxFileSize is the smallest MaxFileSize accepted.
 	MinMaxFileSize = 4096
+
+	// DefaultMaxOpenLogFiles is how many data log files the channel keeps
+	// open for takes when Config.MaxOpenLogFiles is 0.
+	DefaultMaxOpenLogFiles = logfile.DefaultMaxOpenReaders
 )
 
 // Config configures a FileChannel. Zero values mean the default; Open never
@@ -63,6 +67,13 @@ type Config struct {
 	ReplayProgress func(replay.Progress)
 	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
 	ReplayProgressEvery time.Duration
+
+	// MaxOpenLogFiles bounds the data log files kept open for reading
+	// (takes), least recently used closed first; 0 = 256
+	// (DefaultMaxOpenLogFiles). The file each data dir writes is open
+	// besides, and a file a take is reading stays open until the take has
+	// read it. Replay (Open, Verify) holds about one file per data dir.
+	MaxOpenLogFiles int
 
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
@@ -107,6 +118,9 @@ func (cfg *Config) checkRanges() []error {
 	if cfg.CheckpointInterval < 0 {
 		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
 	}
+	if cfg.MaxOpenLogFiles < 0 {
+		bad("MaxOpenLogFiles %d is negative", cfg.MaxOpenLogFiles)
+	}
 	if cfg.ReplayProgressEvery < 0 {
 		bad("ReplayProgressEvery %v is negative", cfg.ReplayProgressEvery)
 	}
@@ -142,6 +156,9 @@ func (cfg *Config) applyDefaults() {
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.MaxOpenLogFiles == 0 {
+		cfg.MaxOpenLogFiles = DefaultMaxOpenLogFiles
 	}
 	if cfg.ReplayProgressEvery == 0 {
 		cfg.ReplayProgressEvery = DefaultReplayProgressEvery

@@ -12,7 +12,7 @@ type Stats struct {
 	InflightTakes int // events taken by open transactions
 	InflightPuts  int // events written by open transactions that spilled to the log
 	Capacity      int
-	LogFiles      int   // data log files the channel holds open
+	LogFiles      int   // data log files the channel holds (at most MaxOpenLogFiles of them open)
 	LogBytes      int64 // bytes in those files (taken events stay until their file is deleted)
 
 	// PutWaits counts the Puts (Put and PutContext) that found the channel

@@ -40,21 +40,14 @@ type Recovered struct {
 	Completes map[uint32][]uint32
 }
 
-// Start turns the catalog into the live log: it opens a reader on every
-// file (a damaged header is stepped over, as the scanner did), records the
-// valid lengths and dependencies, and continues the ids after rec's. Roll
-// must then give every data dir its first writer.
+// Start turns the catalog into the live log: it records the valid lengths
+// and dependencies, and continues the ids after rec's. Roll must then give
+// every data dir its first writer. Readers are opened when takes need them
+// (Reader), at most SetOptions.MaxOpenReaders at a time.
 func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, f := range s.files {
-		if f.r == nil {
-			r, err := openReader(s.fs, f.Path)
-			if err != nil {
-				return fmt.Errorf("open reader: %w", err)
-			}
-			f.r, f.rerr = r, nil
-		}
 		f.size = max(rec.Ends[id], HeaderSize)
 	}
 	for file, of := range rec.Completes {
@@ -100,10 +93,6 @@ func (s *Set) rollLocked(d *dir) error {
 	if s.opts.OnCreate != nil {
 		s.opts.OnCreate(w)
 	}
-	r, err := OpenReader(s.fs, w.Path())
-	if err != nil {
-		return errors.Join(fmt.Errorf("open reader: %w", err), w.Close())
-	}
 	old := d.w
 	size := int64(0)
 	if old != nil {
@@ -118,7 +107,7 @@ func (s *Set) rollLocked(d *dir) error {
 		}
 	}
 	s.mu.Lock()
-	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}, r: r}
+	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}}
 	if old != nil {
 		if f := s.files[old.ID()]; f != nil {
 			f.size = size
