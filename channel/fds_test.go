@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/vfs"
@@ -94,4 +95,29 @@ func TestManyLogFilesKeepOpenFilesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustVerify(t, cfg) // under the limit too
+}
+
+// A roll that cannot create the new log file (EMFILE here) fails the
+// commit with an error saying so, and Health reports the data dir until a
+// roll succeeds again.
+func TestFailedRollMakesChannelUnhealthy(t *testing.T) {
+	c, _, ff := faultChannel(t, false)
+	putBig(t, c, 0, 4) // the active file is full: the next commit rolls
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpCreate}, Name: "log-*", Err: syscall.EMFILE})
+	for i := range 2 {
+		err := putOne(c, bigBody(4))
+		if !errors.Is(err, syscall.EMFILE) || !strings.Contains(err.Error(), "start a new log file") {
+			t.Fatalf("commit %d needing a new log file that cannot be created: %v, want an EMFILE error saying it could not start one", i, err)
+		}
+		herr := c.Health()
+		if !errors.Is(herr, syscall.EMFILE) || !strings.Contains(herr.Error(), c.cfg.DataDirs[0]) {
+			t.Fatalf("Health after a failed roll: %v, want it to name the data dir and EMFILE", herr)
+		}
+	}
+	ff.Clear()
+	putBig(t, c, 5, 1)
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health once a roll succeeded again: %v", err)
+	}
+	wantEvents(t, drain(t, c), append(bigBodies(0, 4), string(bigBody(5))))
 }

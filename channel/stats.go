@@ -84,8 +84,9 @@ func (c *FileChannel) Stats() Stats {
 
 // Health returns nil while the channel works normally, or an error saying
 // what is wrong: the channel is closed, the last checkpoint (or backup
-// checkpoint) failed, a data dir is short of MinimumRequiredSpace, or a
-// data dir's log writer failed (the next commit there rolls to a new file).
+// checkpoint) failed, a data dir is short of MinimumRequiredSpace, a
+// data dir's log writer failed (the next commit there rolls to a new file),
+// or a new log file could not be created (until one is).
 // It is what the filechannel_healthy gauge reports, and what an HTTP
 // health check of an embedding program should call.
 func (c *FileChannel) Health() error {
@@ -107,6 +108,9 @@ func (c *FileChannel) Health() error {
 		}
 		if d.WriterErr != nil {
 			errs = append(errs, fmt.Errorf("log writer in %s failed: %w", d.Path, d.WriterErr))
+		}
+		if d.RollErr != nil {
+			errs = append(errs, fmt.Errorf("no new log file in %s: commits there fail: %w", d.Path, d.RollErr))
 		}
 	}
 	if len(errs) == 0 {

@@ -14,9 +14,13 @@ import (
 type dir struct {
 	path string
 
-	// mu guards w; it serialises appends to w and rolls (which replace w).
+	// mu guards w and rollErr; it serialises appends to w and rolls
+	// (which replace w).
 	mu sync.Mutex
 	w  *Writer
+	// rollErr is why the last roll could not create a new log file (nil
+	// once one succeeds): commits to the dir fail until then.
+	rollErr error
 
 	// The free-space cache of SpaceOK: refreshed from the filesystem at
 	// most once per second and decremented by each append.
@@ -88,7 +92,16 @@ func (s *Set) rollLocked(d *dir) error {
 	id := s.nextFileID.Add(1) - 1
 	w, err := Create(s.fs, d.path, id)
 	if err != nil {
+		if d.rollErr == nil {
+			s.log.Error("cannot start a new log file: commits to this data dir fail until one can be created",
+				"dir", d.path, "err", err)
+		}
+		d.rollErr = err
 		return err
+	}
+	if d.rollErr != nil {
+		s.log.Info("started a new log file again", "dir", d.path, "file", filepath.Base(w.Path()))
+		d.rollErr = nil
 	}
 	if s.opts.OnCreate != nil {
 		s.opts.OnCreate(w)
@@ -166,7 +179,7 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	if d.w == nil || d.w.Err() != nil ||
 		(s.opts.MaxFileSize > 0 && d.w.Size() > HeaderSize && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
-			return Appended{}, err
+			return Appended{}, fmt.Errorf("start a new log file: %w", err)
 		}
 	}
 	w := d.w
@@ -244,6 +257,10 @@ type DirState struct {
 	Size      int64 // its active file's size
 	ActiveID  uint32
 	Active    bool // it has an active writer
+	// RollErr: the last roll could not create a new log file (too many
+	// open files, a full disk...); every Append tries again, and fails
+	// until one succeeds.
+	RollErr error
 }
 
 // DirStates returns the state of every data dir.
@@ -252,6 +269,7 @@ func (s *Set) DirStates() []DirState {
 	for i, d := range s.dirs {
 		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load()}
 		d.mu.Lock()
+		out[i].RollErr = d.rollErr
 		if d.w != nil {
 			out[i].WriterErr, out[i].Size = d.w.Err(), d.w.Size()
 			out[i].ActiveID, out[i].Active = d.w.ID(), true
