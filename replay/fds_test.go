@@ -2,6 +2,7 @@ package replay
 
 import (
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -155,5 +156,24 @@ func TestReplayManyFilesBoundsOpenFiles(t *testing.T) {
 				t.Errorf("Verify of %d files held %d open at once, want at most %d", files, peak, max)
 			}
 		})
+	}
+}
+
+// A file the checkpoint counts queued events in must exist: Run refuses
+// to replay without it (checkQueuedFiles, one map lookup per file, not a
+// search of every file).
+func TestRunRefusesMissingQueuedFile(t *testing.T) {
+	l := newLogSet(t, 1)
+	l.create(0, 1)
+	l.create(0, 2)
+	ring := l.putCommitted(1, 1, 2)
+	l.putCommitted(2, 2, 1)
+	st := l.state(l.woid, ring)
+	if err := l.fs.Remove(l.path(1)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := l.run(st, newQueue(t, 8, 0, ring))
+	if err == nil || !strings.Contains(err.Error(), "log file "+logfile.LogName(1)+" holds 2 queued events according to the checkpoint but is missing") {
+		t.Fatalf("Run without a file the checkpoint counts queued events in: %v", err)
 	}
 }

@@ -351,7 +351,7 @@ func (r *run) peekFiles() error {
 // events in is missing.
 func (r *run) checkQueuedFiles() error {
 	for id, refs := range r.ckptRefs {
-		if refs > 0 && !slices.ContainsFunc(r.res.Logs, func(l LogFile) bool { return l.ID == id }) {
+		if refs > 0 && r.a.sources[id] == nil { // every file in res.Logs has a source
 			return fmt.Errorf("log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)
 		}
 	}
