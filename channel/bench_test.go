@@ -2,6 +2,8 @@ package channel
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +158,69 @@ func BenchmarkReopen(b *testing.B) {
 				c.Close()
 				b.StartTimer()
 			}
+		})
+	}
+}
+
+// BenchmarkTakeManyFiles measures takes (batch 100 × 256 B, NoSync)
+// of events spread over many small log files (ten events each, two data
+// dirs), with a reader cache far smaller than the number of files and one
+// larger than it: side by side, the cost of the bound. Takes read in queue
+// order, so each file's reader is opened once either way; the small cache
+// also closes each when it is evicted. The files are filled with a 4 KiB
+// MaxFileSize, then the channel is reopened with a large one, so that the
+// takes' own records do not roll (a roll fsyncs). On Linux the files go to
+// /dev/shm (a tmpfs) when it exists: real descriptors and page-cache reads,
+// no fsync. Reproduce with
+//
+//	go test -run '^$' -bench TakeManyFiles -benchtime 200000x -count 5 ./channel/
+func BenchmarkTakeManyFiles(b *testing.B) {
+	for _, maxOpen := range []int{8, 1 << 20} {
+		b.Run(fmt.Sprintf("max_open=%d", maxOpen), func(b *testing.B) {
+			cfg := benchConfig(b)
+			if dir, err := os.MkdirTemp("/dev/shm", "fcbench"); err == nil {
+				b.Cleanup(func() { os.RemoveAll(dir) })
+				cfg.CheckpointDir = filepath.Join(dir, "checkpoint")
+				cfg.DataDirs = []string{filepath.Join(dir, "data0")}
+			}
+			cfg.DataDirs = append(cfg.DataDirs, cfg.DataDirs[0]+"-2")
+			cfg.MaxFileSize = MinMaxFileSize
+			cfg.NoSync = true
+			cfg.MaxOpenLogFiles = maxOpen
+			c := mustOpen(b, cfg)
+			ev := Event{Body: make([]byte, 256)}
+			for i := 0; i < b.N+100; i += 10 {
+				tx, _ := c.Begin()
+				for range 10 {
+					tx.Put(ev)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := c.Close(); err != nil {
+				b.Fatal(err)
+			}
+			cfg.MaxFileSize = 256 << 20
+			c = mustOpen(b, cfg)
+			defer c.Close()
+			files := c.Stats().LogFiles
+			b.SetBytes(256)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				tx, _ := c.Begin()
+				for j := 0; j < 100 && i < b.N; j, i = j+1, i+1 {
+					if _, ok, err := tx.Take(); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(files), "log_files")
 		})
 	}
 }

@@ -52,6 +52,10 @@ const (
 	// so that one channel's files open on every platform (a 32-bit build
 	// cannot map a larger file).
 	MaxCapacity = math.MaxInt32/8 - checkpoint.HeaderSlots
+
+	// DefaultMaxOpenLogFiles is how many data log files the channel keeps
+	// open for takes when Config.MaxOpenLogFiles is 0.
+	DefaultMaxOpenLogFiles = logfile.DefaultMaxOpenReaders
 )
 
 // Config configures a FileChannel. Zero values mean the default; Open never
@@ -113,6 +117,13 @@ type Config struct {
 	// FileMode; directories that exist are left as they are.
 	DirMode fs.FileMode
 
+	// MaxOpenLogFiles bounds the data log files kept open for reading
+	// (takes), least recently used closed first; 0 = 256
+	// (DefaultMaxOpenLogFiles). The file each data dir writes is open
+	// besides, and a file a take is reading stays open until the take has
+	// read it. Replay (Open, Verify) holds about one file per data dir.
+	MaxOpenLogFiles int
+
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
 	// set by this package's tests only. nil = the OS's.
@@ -160,6 +171,9 @@ func (cfg *Config) checkRanges() []error {
 	if cfg.CheckpointInterval < 0 {
 		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
 	}
+	if cfg.MaxOpenLogFiles < 0 {
+		bad("MaxOpenLogFiles %d is negative", cfg.MaxOpenLogFiles)
+	}
 	if cfg.ReplayProgressEvery < 0 {
 		bad("ReplayProgressEvery %v is negative", cfg.ReplayProgressEvery)
 	}
@@ -204,6 +218,9 @@ func (cfg *Config) applyDefaults() {
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.MaxOpenLogFiles == 0 {
+		cfg.MaxOpenLogFiles = DefaultMaxOpenLogFiles
 	}
 	if cfg.ReplayProgressEvery == 0 {
 		cfg.ReplayProgressEvery = DefaultReplayProgressEvery

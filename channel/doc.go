@@ -258,9 +258,10 @@ package channel
 // and inside the log set (logfile.Set), after commitMu and never nested
 // with queueMu:
 //
-//	dir.mu     serialises appends (and rolls) to one data dir's log
-//	Set.mu     the set's files (their sizes and readers)
-//	Set.depMu  the commit dependencies between files
+//	dir.mu          serialises appends (and rolls) to one data dir's log
+//	Set.mu          the set's files (their sizes and bad headers)
+//	readerCache.mu  the open readers (a leaf, taken under Set.mu by Reader)
+//	Set.depMu       the commit dependencies between files
 //
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a

@@ -262,7 +262,8 @@ func (c *FileChannel) buildQueue(rc *recovery) error {
 // the checkpoint onto the queue.
 func (c *FileChannel) replay(rc *recovery) error {
 	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
-		MaxFileSize: c.cfg.MaxFileSize, OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted,
+		MaxFileSize: c.cfg.MaxFileSize, MaxOpenReaders: c.cfg.MaxOpenLogFiles,
+		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted,
 		Reserve: max(c.cfg.SpaceReserve, 0)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
@@ -343,8 +344,9 @@ func (c *FileChannel) syncReplayed(rc *recovery) error {
 	return nil
 }
 
-// startLogs (step 11) sets the ids above everything seen and opens a reader
-// on every log file.
+// startLogs (step 11) sets the ids above everything seen and hands the log
+// set the valid length of every file (readers are opened by takes, at most
+// MaxOpenLogFiles at a time).
 func (c *FileChannel) startLogs(rc *recovery) error {
 	res := rc.res
 	c.nextTxID.Store(res.MaxTxID + 1)

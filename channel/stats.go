@@ -12,7 +12,7 @@ type Stats struct {
 	InflightTakes int // events taken by open transactions
 	InflightPuts  int // events written by open transactions that spilled to the log
 	Capacity      int
-	LogFiles      int   // data log files the channel holds open
+	LogFiles      int   // data log files the channel holds (at most MaxOpenLogFiles of them open)
 	LogBytes      int64 // bytes in those files (taken events stay until their file is deleted)
 
 	// PutWaits counts the Puts (Put and PutContext) that found the channel
@@ -93,8 +93,9 @@ func (c *FileChannel) queueStats() Stats {
 // checkpoint) failed, a data dir is short of MinimumRequiredSpace (from a
 // put refused for space, or a look at the disk finding less than the
 // minimum, until its free space is back above the minimum by the refused
-// put and logfile.LowSpaceMargin), or a data dir's log writer failed (the
-// next commit there rolls to a new file).
+// put and logfile.LowSpaceMargin), a data dir's log writer failed (the
+// next commit there rolls to a new file), or a new log file could not be
+// created (until one is).
 // It is what the filechannel_healthy gauge reports, and what an HTTP
 // health check of an embedding program should call.
 func (c *FileChannel) Health() error {
@@ -122,6 +123,9 @@ func (c *FileChannel) Health() error {
 		}
 		if d.WriterErr != nil {
 			errs = append(errs, fmt.Errorf("log writer in %s failed: %w", d.Path, d.WriterErr))
+		}
+		if d.RollErr != nil {
+			errs = append(errs, fmt.Errorf("no new log file in %s: commits there fail: %w", d.Path, d.RollErr))
 		}
 	}
 	if len(errs) == 0 {

@@ -308,6 +308,7 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	defer r.Release()
 	rec, err := r.ReadRecord(int64(p.Offset()))
 	if err != nil {
 		return Event{}, err

@@ -27,7 +27,9 @@
 //   - AppendRecord / DecodeRecord encode and decode one framed record.
 //   - Writer appends encoded frames to one file and makes them durable with
 //     group commit (SyncTo): concurrent committers share fsyncs.
-//   - Reader reads single records by offset, for takes.
+//   - Reader reads single records by offset, for takes. Set.Reader hands
+//     them out from a bounded LRU cache (readercache.go) as ReaderRefs,
+//     which keep the reader open until Release.
 //   - Scanner reads a file sequentially, for replay, steps over damaged
 //     regions in the middle (Skipped) and reports whether what follows the
 //     valid end is a clean end (EOF or zero fill) or a torn tail.
@@ -43,7 +45,8 @@
 // Syncs are safe concurrently with Write and with each other, and SyncTo may
 // even race with Close (it then returns nil if its bytes were already made
 // durable, an error wrapping ErrClosed otherwise). Reader is safe for
-// concurrent use (it only uses ReadAt). A Scanner belongs to one goroutine.
+// concurrent use (it only uses ReadAt); a ReaderRef is released exactly
+// once, after its last use. A Scanner belongs to one goroutine.
 //
 // # Errors
 //

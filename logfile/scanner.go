@@ -414,10 +414,13 @@ func (s *Scanner) TailError() error { return s.tailErr }
 // read it). A torn or corrupt tail is not an error here; see Tail.
 func (s *Scanner) Err() error { return s.err }
 
-// Close closes the file (and unmaps it).
+// Close closes the file (and unmaps it) and drops the scan buffer. The
+// scan's results (End, Tail, TailError, Skipped, Err, and Size if it was
+// read before) stay.
 func (s *Scanner) Close() error {
 	s.done = true
 	s.stopAhead()
+	s.buf, s.bufLen, s.rec, s.sc = nil, 0, Record{}, scratch{}
 	if s.mm != nil {
 		if err := s.mm.Unmap(); err != nil {
 			return errors.Join(fmt.Errorf("unmap log %d: %w", s.id, err), s.f.Close())

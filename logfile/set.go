@@ -39,9 +39,14 @@ type Set struct {
 
 	dirs []*dir
 
-	// mu guards files (and each setFile's size and reader).
+	// mu guards files (and each setFile's size and rerr). Reader holds it
+	// shared while it looks a file up in readers, so that a file leaves
+	// files before its reader leaves the cache.
 	mu    sync.RWMutex
 	files map[uint32]*setFile
+
+	// readers is the bounded cache of open readers (readercache.go).
+	readers *readerCache
 
 	// depMu guards completes (a leaf: taken with no other lock of the set).
 	depMu     sync.Mutex
@@ -71,6 +76,11 @@ type SetOptions struct {
 	// Reserve is the size of the space reserve the live set keeps in each
 	// data dir (ReserveName, setreserve.go); 0 = none.
 	Reserve int64
+	// MaxOpenReaders bounds the readers (Reader) kept open at once, least
+	// recently used closed first; 0 = DefaultMaxOpenReaders. A reader in
+	// use stays open until released, so up to one more per concurrent
+	// user can be open. The active writers' files are not counted.
+	MaxOpenReaders int
 }
 
 // File is a log file found in a data dir.
@@ -90,8 +100,10 @@ type File struct {
 // setFile is a log file of the set once it is known to hold records.
 type setFile struct {
 	File
-	r    *Reader
-	rerr error // why r could not be opened (a *corrupt.Error), cached
+	// rerr is why no reader can be opened on the file (a *corrupt.Error:
+	// its header names another id), kept so that every take of a pointer
+	// into it fails at once without opening it again.
+	rerr error
 	// size is the file's valid length once no writer appends to it; 0
 	// while it is a dir's active file.
 	size int64
@@ -108,8 +120,15 @@ func OpenSet(opts SetOptions) (*Set, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxOpenReaders < 0 {
+		return nil, fmt.Errorf("MaxOpenReaders %d is negative", opts.MaxOpenReaders)
+	}
+	if opts.MaxOpenReaders == 0 {
+		opts.MaxOpenReaders = DefaultMaxOpenReaders
+	}
 	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{},
-		completes: map[uint32]map[uint32]struct{}{}}
+		completes: map[uint32]map[uint32]struct{}{},
+		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders)}
 	for _, d := range opts.Dirs {
 		s.dirs = append(s.dirs, &dir{path: d})
 	}
@@ -227,42 +246,45 @@ func (s *Set) ValidEnd(f File) (int64, error) {
 	return sc.End(), nil
 }
 
-// Reader returns the reader of log file id, opened on first use and kept
-// until the file is deleted or the set closed. A damaged header is stepped
-// over as the scanner does (the records after it read back); a file no
-// data dir holds, or whose header names another id, is a *corrupt.Error.
-func (s *Set) Reader(id uint32) (*Reader, error) {
+// Reader returns a reference to the reader of log file id, from the set's
+// cache of open readers (at most SetOptions.MaxOpenReaders; the least
+// recently used is closed first). The caller must Release it; until then
+// the reader stays open, even if the cache evicts it or the file is
+// deleted. No lock of the set is held while it is used.
+//
+// A damaged header is stepped over as the scanner does (the records after
+// it read back); a file no data dir holds, or whose header names another
+// id, is a *corrupt.Error (the latter kept: the file is not opened again).
+func (s *Set) Reader(id uint32) (ReaderRef, error) {
 	s.mu.RLock()
 	f := s.files[id]
-	var r *Reader
-	var rerr error
-	if f != nil {
-		r, rerr = f.r, f.rerr
-	}
-	s.mu.RUnlock()
 	if f == nil {
+		s.mu.RUnlock()
 		// Only a damaged pointer (or a file deleted by hand) leads here.
-		return nil, corrupt.New(LogName(id), -1, "an event pointer refers to log file %d, which no data dir holds", id)
+		return ReaderRef{}, corrupt.New(LogName(id), -1, "an event pointer refers to log file %d, which no data dir holds", id)
 	}
-	if r != nil || rerr != nil {
-		return r, rerr
+	if f.rerr != nil {
+		s.mu.RUnlock()
+		return ReaderRef{}, f.rerr
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f.r != nil || f.rerr != nil {
-		return f.r, f.rerr
-	}
-	r, err := openReader(s.fs, f.Path)
+	// get inserts the file's node under s.mu (shared): a deletion, which
+	// removes the file from files under s.mu before it evicts the node,
+	// then always finds the node to evict.
+	r, err := s.readers.get(id, f.Path)
+	s.mu.RUnlock()
 	if errors.Is(err, corrupt.ErrCorrupt) {
-		f.rerr = err
-		return nil, err
+		s.mu.Lock()
+		if s.files[id] == f {
+			f.rerr = err
+		}
+		s.mu.Unlock()
 	}
-	if err != nil {
-		return nil, err
-	}
-	f.r = r
-	return r, nil
+	return r, err
 }
+
+// OpenReaders returns the number of log file readers open now: those the
+// cache keeps and those evicted while still in use.
+func (s *Set) OpenReaders() int { return int(s.readers.open.Load()) }
 
 // openReader opens a reader on path, stepping over a damaged header.
 func openReader(fsys vfs.FS, path string) (*Reader, error) {
@@ -283,7 +305,7 @@ func (s *Set) RemoveFile(f File) error {
 	delete(s.files, f.ID)
 	s.mu.Unlock()
 	s.forgetFreeSpaceOf(f.Dir)
-	return s.fs.SyncDir(f.Dir)
+	return errors.Join(s.readers.evict(f.ID), s.fs.SyncDir(f.Dir))
 }
 
 // CutTail cuts f at end (a torn tail), keeping the bytes cut in a .corrupt
@@ -293,7 +315,8 @@ func (s *Set) CutTail(f File, end int64) (string, error) {
 	return CutTail(s.fs, f.Path, end)
 }
 
-// Close closes every writer and reader of the set. A writer that had
+// Close closes every writer of the set and every reader not in use (those
+// are closed as they are released). A writer that had
 // already failed is only logged: its failure went to the commit it failed.
 func (s *Set) Close() error {
 	var errs []error
@@ -301,13 +324,11 @@ func (s *Set) Close() error {
 		errs = append(errs, s.closeWriter(d))
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range s.files {
-		if f.r != nil {
-			errs = append(errs, f.r.Close())
-		}
-	}
 	s.files = map[uint32]*setFile{}
+	s.mu.Unlock()
+	// A reader in use (a take reads with no channel lock held) is closed
+	// when it is released.
+	errs = append(errs, s.readers.closeAll())
 	return errors.Join(errs...)
 }
 

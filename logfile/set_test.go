@@ -246,7 +246,8 @@ func (h *logRecorder) count(sub string) int {
 // openCountFS counts the files opened through it and not closed yet.
 type openCountFS struct {
 	vfs.FS
-	open atomic.Int64
+	open  atomic.Int64 // files open now
+	opens atomic.Int64 // files opened so far
 }
 
 type countedFile struct {
@@ -260,6 +261,7 @@ func (c *openCountFS) counted(f vfs.File, err error) (vfs.File, error) {
 		return nil, err
 	}
 	c.open.Add(1)
+	c.opens.Add(1)
 	return &countedFile{File: f, c: c}, nil
 }
 
@@ -371,6 +373,7 @@ func TestOpenSetDuplicateID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer r.Release()
 		if r.Path() != "/a/"+LogName(2) {
 			t.Fatalf("Reader(2) reads %s, want the first dir's", r.Path())
 		}
@@ -477,6 +480,7 @@ func TestSetReaderSalvagesDamagedHeader(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Reader(1): %v", when, err)
 		}
+		defer r.Release()
 		got, err := r.ReadRecord(offs[1])
 		if err != nil || got.WriteOrderID != 6 || string(got.Body) != "event 6" {
 			t.Fatalf("%s: record at %d: %+v, %v; want woid 6", when, offs[1], got, err)
@@ -531,7 +535,7 @@ func TestSetReaderErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 2 { // the second call returns the cached failure
 				r, err := s.Reader(tc.id)
-				if r != nil || !errors.Is(err, corrupt.ErrCorrupt) {
+				if r.Reader != nil || !errors.Is(err, corrupt.ErrCorrupt) {
 					t.Fatalf("Reader(%d) = %v, %v; want a *corrupt.Error", tc.id, r, err)
 				}
 				var ce *corrupt.Error
@@ -560,9 +564,11 @@ func TestSetReaderIsCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r1 != r2 {
+	if r1.Reader != r2.Reader {
 		t.Fatal("Reader(1) returned two different readers")
 	}
+	r1.Release()
+	r2.Release()
 	if fsys.open.Load() != open {
 		t.Fatal("the second Reader(1) opened the file again")
 	}
@@ -583,9 +589,11 @@ func TestSetStartLeavesNoReaderOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reader(1); err != nil {
+	r, err := s.Reader(1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.Release()
 	if err := s.Start(Recovered{MaxWriteOrderID: 1, MaxFileID: 1, Ends: map[uint32]int64{1: end}}); err != nil {
 		t.Fatal(err)
 	}
@@ -612,9 +620,11 @@ func TestSetCloseLeavesNoFileOpen(t *testing.T) {
 	for i := range 2 {
 		rollFiles(t, s, i, 3)
 	}
-	if _, err := s.Reader(2); err != nil {
+	r, err := s.Reader(2)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.Release()
 	if _, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { return c[:2] }); err != nil {
 		t.Fatal(err)
 	}
@@ -1096,8 +1106,10 @@ func TestReclaimDeletesOnlyWhatUnheldReturns(t *testing.T) {
 	if _, err := s.Reader(1); !errors.Is(err, corrupt.ErrCorrupt) {
 		t.Fatalf("Reader(1) of a deleted file: %v, want a *corrupt.Error", err)
 	}
-	if _, err := s.Reader(2); err != nil {
+	if r, err := s.Reader(2); err != nil {
 		t.Fatalf("Reader(2) of a file that stays: %v", err)
+	} else {
+		r.Release()
 	}
 	if got := stateIDs(s.Snapshot().Files); !slices.Equal(got, []uint32{2, 4}) {
 		t.Fatalf("the next snapshot has files %v, want [2 4]", got)

@@ -201,22 +201,25 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 	var errs []error
 	dirs := map[string]bool{}
 	for _, id := range ids {
-		s.mu.RLock()
+		// Out of the set first, then out of the cache, then off the disk:
+		// a Reader meanwhile finds no file (a *corrupt.Error, as after
+		// the deletion) or a reader opened before, which stays valid
+		// until released.
+		s.mu.Lock()
 		f := s.files[id]
-		s.mu.RUnlock()
+		delete(s.files, id)
+		s.mu.Unlock()
 		if f == nil {
 			continue
 		}
+		errs = append(errs, s.readers.evict(id))
 		if err := s.fs.Remove(f.Path); err != nil {
+			s.mu.Lock()
+			s.files[id] = f // it stays
+			s.mu.Unlock()
 			errs = append(errs, err)
 			failed = true
 			continue
-		}
-		s.mu.Lock()
-		delete(s.files, id)
-		s.mu.Unlock()
-		if f.r != nil {
-			errs = append(errs, f.r.Close())
 		}
 		dirs[f.Dir] = true
 		s.depMu.Lock()

@@ -15,9 +15,13 @@ import (
 type dir struct {
 	path string
 
-	// mu guards w; it serialises appends to w and rolls (which replace w).
+	// mu guards w and rollErr; it serialises appends to w and rolls
+	// (which replace w).
 	mu sync.Mutex
 	w  *Writer
+	// rollErr is why the last roll could not create a new log file (nil
+	// once one succeeds): commits to the dir fail until then.
+	rollErr error
 
 	// The free-space cache of SpaceOK: refreshed from the filesystem at
 	// most once per second, and after the set deletes or cuts a file in
@@ -52,22 +56,15 @@ type Recovered struct {
 	Completes map[uint32][]uint32
 }
 
-// Start turns the catalog into the live log: it opens a reader on every
-// file (a damaged header is stepped over, as the scanner did), records the
-// valid lengths and dependencies, and continues the ids after rec's (and
-// after those of NotRegular entries, whose names are taken). Roll
-// must then give every data dir its first writer.
+// Start turns the catalog into the live log: it records the valid lengths
+// and dependencies, and continues the ids after rec's (and after those of
+// NotRegular entries, whose names are taken). Roll must then give every
+// data dir its first writer. Readers are opened when takes need them
+// (Reader), at most SetOptions.MaxOpenReaders at a time.
 func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, f := range s.files {
-		if f.r == nil {
-			r, err := openReader(s.fs, f.Path)
-			if err != nil {
-				return fmt.Errorf("open reader: %w", err)
-			}
-			f.r, f.rerr = r, nil
-		}
 		f.size = max(rec.Ends[id], HeaderSize)
 	}
 	for file, of := range rec.Completes {
@@ -118,14 +115,19 @@ func (s *Set) rollLocked(d *dir) error {
 	id := s.nextFileID.Add(1) - 1
 	w, err := Create(s.fs, d.path, id)
 	if err != nil {
+		if d.rollErr == nil {
+			s.log.Error("cannot start a new log file: commits to this data dir fail until one can be created",
+				"dir", d.path, "err", err)
+		}
+		d.rollErr = err
 		return err
+	}
+	if d.rollErr != nil {
+		s.log.Info("started a new log file again", "dir", d.path, "file", filepath.Base(w.Path()))
+		d.rollErr = nil
 	}
 	if s.opts.OnCreate != nil {
 		s.opts.OnCreate(w)
-	}
-	r, err := OpenReader(s.fs, w.Path())
-	if err != nil {
-		return errors.Join(fmt.Errorf("open reader: %w", err), w.Close())
 	}
 	old := d.w
 	size := int64(0)
@@ -141,7 +143,7 @@ func (s *Set) rollLocked(d *dir) error {
 		}
 	}
 	s.mu.Lock()
-	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}, r: r}
+	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}}
 	if old != nil {
 		if f := s.files[old.ID()]; f != nil {
 			f.size = size
@@ -224,7 +226,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	if d.w == nil || d.w.Err() != nil ||
 		(s.opts.MaxFileSize > 0 && d.w.Size() > HeaderSize && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
-			return Appended{}, err
+			return Appended{}, fmt.Errorf("start a new log file: %w", err)
 		}
 	}
 	w := d.w
@@ -365,6 +367,10 @@ type DirState struct {
 	Size      int64 // its active file's size
 	ActiveID  uint32
 	Active    bool // it has an active writer
+	// RollErr: the last roll could not create a new log file (too many
+	// open files, a full disk...); every Append tries again, and fails
+	// until one succeeds.
+	RollErr error
 }
 
 // DirStates returns the state of every data dir.
@@ -373,6 +379,7 @@ func (s *Set) DirStates() []DirState {
 	for i, d := range s.dirs {
 		out[i] = DirState{Path: d.path, LowSpace: d.lowSpace.Load(), Full: d.full.Load()}
 		d.mu.Lock()
+		out[i].RollErr = d.rollErr
 		if d.w != nil {
 			out[i].WriterErr, out[i].Size = d.w.Err(), d.w.Size()
 			out[i].ActiveID, out[i].Active = d.w.ID(), true

@@ -139,6 +139,7 @@ func (v *verifier) readEvent(p eventqueue.Pointer) (logfile.Record, error) {
 	if err != nil {
 		return logfile.Record{}, err
 	}
+	defer r.Release()
 	rec, err := r.ReadRecord(int64(p.Offset()))
 	if err != nil {
 		return logfile.Record{}, err

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -99,6 +100,10 @@ func checkHistory(t *rapid.T) {
 		}
 	}
 
+	if ndirs > 1 && rapid.Bool().Draw(t, "move files between dirs") {
+		h.moveFiles(t)
+	}
+
 	full, ckpt := h.expectFull(), h.expectCheckpoint()
 	capacity := max(len(h.cut.ring), len(full.queue), len(ckpt.queue), 1) + rapid.IntRange(0, 3).Draw(t, "spare capacity")
 
@@ -109,6 +114,22 @@ func checkHistory(t *rapid.T) {
 	res, q = h.l.mustRun(h.cut.st, newQueue(t, capacity, rapid.IntRange(0, capacity-1).Draw(t, "ring head"), h.cut.ring))
 	wantQueue(t, q, ckpt.queue)
 	h.checkResult(t, "replay from checkpoint", res, ckpt)
+}
+
+// moveFiles moves log files to other data dirs, as an operator emptying a
+// dir would: replay merges by write-order id whatever dir holds a file, so
+// a dir's files need not be in the order the dir wrote them.
+func (h *history) moveFiles(t *rapid.T) {
+	for id := uint32(1); id <= h.nextFile; id++ {
+		from := h.l.path(id)
+		to := filepath.Join(rapid.SampledFrom(h.l.dirs).Draw(t, "new dir"), filepath.Base(from))
+		if to == from {
+			continue
+		}
+		if err := h.l.fs.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Actions of a history step.

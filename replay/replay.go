@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"log/slog"
@@ -209,7 +210,7 @@ func Run(opts Options) (*Result, error) {
 	defer r.close()
 	r.seedFromCheckpoint() // 7.1
 	steps := []func() error{
-		r.openScanners,     // 7.2
+		r.peekFiles,        // 7.2
 		r.checkQueuedFiles, // 7.3
 		r.merge,            // 7.4
 		r.finishScans,      // 7.5
@@ -273,12 +274,12 @@ func newRun(opts Options) (*run, error) {
 	return r, nil
 }
 
-// close stops the reader goroutines and closes the scanners, and the log
-// set if Run opened it.
+// close stops the reader goroutines and closes the scanners still open
+// (Run returning on an error), and the log set if Run opened it.
 func (r *run) close() {
 	for _, s := range r.sources {
 		s.stop()
-		s.sc.Close()
+		s.finish()
 	}
 	if r.opts.Logs == nil {
 		r.logs.Close()
@@ -313,9 +314,12 @@ func (r *run) seedFromCheckpoint() {
 	}
 }
 
-// openScanners (7.2) sets the unfinished creates aside and opens a scanner
-// on every other log file at the checkpoint's position in it.
-func (r *run) openScanners() error {
+// peekFiles (7.2) sets the unfinished creates aside and reads the start of
+// every other log file, at the checkpoint's position in it: the
+// write-order id of its first record there (source.first), which is when
+// merge needs it open. A file with no record there is scanned to its end
+// now. One file is open at a time.
+func (r *run) peekFiles() error {
 	for _, f := range r.logs.Listed() {
 		if f.Duplicate != "" {
 			return fmt.Errorf("log file id %d exists in two data dirs (%s and %s)", f.ID, f.Duplicate, f.Dir)
@@ -326,20 +330,21 @@ func (r *run) openScanners() error {
 			continue
 		}
 		start := r.positions[f.ID]
-		sc, _, err := r.logs.Scan(f, start)
-		if err != nil {
-			return err
-		}
-		s := &source{sc: sc, id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
+		s := &source{file: f, from: start, id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
 		r.sources = append(r.sources, s)
 		r.a.sources[f.ID] = s
 		r.res.MaxFileID = max(r.res.MaxFileID, f.ID)
-		size, err := sc.Size()
+		size, err := s.peek(r.logs)
 		if err != nil {
 			return err
 		}
 		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: max(start, logfile.HeaderSize), Size: size})
 		r.total += max(size-max(start, logfile.HeaderSize), 0)
+		if s.closed {
+			// Only padding, or nothing, after start: the peek was the
+			// whole scan.
+			r.res.Padding += int64(len(s.pads))
+		}
 	}
 	return nil
 }
@@ -348,32 +353,56 @@ func (r *run) openScanners() error {
 // events in is missing.
 func (r *run) checkQueuedFiles() error {
 	for id, refs := range r.ckptRefs {
-		if refs > 0 && !slices.ContainsFunc(r.res.Logs, func(l LogFile) bool { return l.ID == id }) {
+		if refs > 0 && r.a.sources[id] == nil { // every file in res.Logs has a source
 			return fmt.Errorf("log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)
 		}
 	}
 	return nil
 }
 
-// merge (7.4) reads every file at once and hands their records to the
-// applier in write-order id order (a k-way merge over a heap of scanners),
-// skipping those at or below W.
+// merge (7.4) hands the records of every file to the applier in
+// write-order id order (a k-way merge over a heap of sources), skipping
+// those at or below W.
+//
+// A file's records have increasing ids, so a file is opened only once the
+// merge reaches the id of its first record (peekFiles), and closed at its
+// end: the files open at once are those whose ids interleave, one per data
+// dir as the channel writes them (a dir writes one file at a time, its
+// files in id order), however many files there are. Files moved between
+// dirs are merged as correctly, only with more of them open.
 func (r *run) merge() error {
 	res, a := r.res, r.a
-	h := scanHeap(nil)
+	var h scanHeap
+	// The files still to open, by the id of their first record.
+	var pending []*source
 	for _, s := range r.sources {
-		if s.advance() {
-			h = append(h, s)
+		if !s.closed {
+			pending = append(pending, s)
 		}
 	}
-	heap.Init(&h)
+	slices.SortFunc(pending, func(x, y *source) int { return cmp.Compare(x.first, y.first) })
 	// Room for the committed puts up front (growing a slice of millions
 	// by doubling showed up as a third of the apply work): at most what
 	// the queue can still hold, at most one per 128 log bytes.
 	q := r.opts.Queue
 	a.committed = make([]eventqueue.Pointer, 0, max(0, min(int64(q.Capacity()-q.Size()), r.total/128)))
 	lastLog := time.Now()
-	for n := 1; h.Len() > 0; n++ {
+	for n := 1; ; n++ {
+		for len(pending) > 0 && (h.Len() == 0 || pending[0].first < h[0].woid) {
+			s := pending[0]
+			pending = pending[1:]
+			if err := s.open(r.logs); err != nil {
+				return err
+			}
+			if s.advance() {
+				heap.Push(&h, s)
+			} else {
+				s.finish()
+			}
+		}
+		if h.Len() == 0 {
+			break
+		}
 		s := h[0]
 		rec := &s.rec
 		if n&(progressCheck-1) == 0 && time.Since(lastLog) >= r.every {
@@ -407,6 +436,7 @@ func (r *run) merge() error {
 			heap.Fix(&h, 0)
 		} else {
 			heap.Pop(&h)
+			s.finish()
 		}
 	}
 	return nil

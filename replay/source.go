@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -8,12 +9,14 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
-// Replay reads each log file on its own goroutine: reading, checking the
-// CRC32C of and decoding records (most of the work) runs beside the merge
-// and apply on the caller's goroutine. A reader hands over records in
+// Replay reads each open log file on its own goroutine: reading, checking
+// the CRC32C of and decoding records (most of the work) runs beside the
+// merge and apply on the caller's goroutine. A reader hands over records in
 // batches of the few fields the replay needs (no bodies or headers), and
-// stays at most sourceBatches batches ahead, so memory stays small however
-// many files there are.
+// stays at most sourceBatches batches ahead. A file is open (a scanner, a
+// mapping on the OS filesystem, this goroutine and the scanner's checker)
+// only while the merge is inside its range of write-order ids, so memory,
+// descriptors and goroutines stay small however many files there are.
 const (
 	sourceBatch   = 1024 // records per batch
 	sourceBatches = 2    // batches a reader may have queued
@@ -37,7 +40,14 @@ type batch struct {
 
 // source is one log file being merged.
 type source struct {
-	sc       *logfile.Scanner // the reader goroutine's until ready closes
+	file  logfile.File
+	from  int64  // where the scan starts: the checkpoint's position
+	first uint64 // the write-order id of the first record after start that is not padding
+	// sc is the file's scanner once open; the reader goroutine's until
+	// full closes. Once closed (the file read to its end), its End,
+	// Tail, Skipped... still hold the scan's result.
+	sc       *logfile.Scanner
+	closed   bool
 	id       uint32
 	path     string
 	logIndex int
@@ -57,6 +67,54 @@ type source struct {
 	done    sync.WaitGroup
 	cur     *batch
 	next    int
+}
+
+// peek reads the file from s.from to its first record that is not padding,
+// notes its write-order id (first) and the file's size, and closes the file
+// again. If there is no such record, the peek was the whole scan: the
+// source is closed, with its padding in pads.
+func (s *source) peek(logs *logfile.Set) (size int64, err error) {
+	sc, _, err := logs.Scan(s.file, s.from)
+	if err != nil {
+		return 0, err
+	}
+	if size, err = sc.Size(); err != nil {
+		return 0, errors.Join(err, sc.Close())
+	}
+	var pads []logfile.Skip
+	for sc.Next() {
+		rec := sc.Record()
+		if rec.Type == logfile.RecordPadding {
+			pads = append(pads, logfile.Skip{Offset: sc.Offset(), Length: int64(rec.EncodedSize())})
+			continue
+		}
+		s.first = rec.WriteOrderID
+		return size, sc.Close()
+	}
+	s.sc, s.pads, s.end, s.closed = sc, pads, sc.End(), true
+	return size, sc.Close()
+}
+
+// open opens the file's scanner at s.from, for the merge.
+func (s *source) open(logs *logfile.Set) error {
+	sc, _, err := logs.Scan(s.file, s.from)
+	if err != nil {
+		return err
+	}
+	s.sc = sc
+	return nil
+}
+
+// finish closes the scanner of a source read to its end (or stopped), which
+// releases its file and mapping; its results stay readable.
+func (s *source) finish() {
+	if s.closed || s.sc == nil {
+		return
+	}
+	s.closed = true
+	s.sc.Size() // read while the file is open: finishScans reports it
+	s.sc.Close()
+	s.full, s.free, s.cur = nil, nil, nil
 }
 
 // start runs the reader goroutine.

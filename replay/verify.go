@@ -872,6 +872,7 @@ func (v *verifier) readBack(p eventqueue.Pointer, role uint8, l *LogInfo) error 
 		return err
 	}
 	rec, err := r.ReadRecord(int64(p.Offset()))
+	r.Release()
 	var why string
 	switch {
 	case errors.Is(err, corrupt.ErrCorrupt):
@@ -895,8 +896,9 @@ func (v *verifier) readBack(p eventqueue.Pointer, role uint8, l *LogInfo) error 
 	return nil
 }
 
-// reader returns a reader of log file l, opened on first use.
-func (v *verifier) reader(l *LogInfo) (*logfile.Reader, error) {
+// reader returns a reference to the reader of log file l, from the set's
+// cache of open readers; the caller releases it.
+func (v *verifier) reader(l *LogInfo) (logfile.ReaderRef, error) {
 	return v.set.Reader(l.ID)
 }
 

@@ -128,6 +128,10 @@ type FaultFS struct {
 	dead      error // once a FailAfter rule fired: the cause every later mutating op fails with
 	log       [faultLogLen]faultLogEntry
 	freeSpace int64 // reported by FreeSpace if >= 0
+	// Files open through the FaultFS now, the most open at once since
+	// the last ResetPeakOpenFiles, and the limit SetOpenLimit set (0:
+	// none).
+	openFiles, peakOpen, openLimit int
 }
 
 // faultRule is a Rule with its counters.
@@ -335,6 +339,10 @@ func (f *FaultFS) wrap(name string, file File, err error) (File, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	f.openFiles++
+	f.peakOpen = max(f.peakOpen, f.openFiles)
+	f.mu.Unlock()
 	ff := &faultFile{File: file, f: f, name: name}
 	if osf, ok := file.(OSFile); ok {
 		return faultOSFile{ff, osf}, nil
@@ -347,6 +355,9 @@ func (f *FaultFS) Create(name string, perm fs.FileMode) (File, error) {
 	if err := f.fail(OpCreate, name); err != nil {
 		return nil, err
 	}
+	if err := f.tooManyOpen(OpCreate, name); err != nil {
+		return nil, err
+	}
 	file, err := f.fs.Create(name, perm)
 	return f.wrap(name, file, err)
 }
@@ -356,6 +367,9 @@ func (f *FaultFS) Open(name string) (File, error) {
 	if err := f.fail(OpOpen, name); err != nil {
 		return nil, err
 	}
+	if err := f.tooManyOpen(OpOpen, name); err != nil {
+		return nil, err
+	}
 	file, err := f.fs.Open(name)
 	return f.wrap(name, file, err)
 }
@@ -363,6 +377,9 @@ func (f *FaultFS) Open(name string) (File, error) {
 // OpenReadWrite opens name through the wrapped FS unless a rule fails it.
 func (f *FaultFS) OpenReadWrite(name string) (File, error) {
 	if err := f.fail(OpOpen, name); err != nil {
+		return nil, err
+	}
+	if err := f.tooManyOpen(OpOpen, name); err != nil {
 		return nil, err
 	}
 	file, err := f.fs.OpenReadWrite(name)
@@ -453,12 +470,59 @@ func (f *FaultFS) FreeSpace(dir string) (int64, error) {
 	return n, nil
 }
 
+// SetOpenLimit makes Create, Open and OpenReadWrite fail with EMFILE (as
+// an injected error) while n files opened through f are open, as a process
+// at its RLIMIT_NOFILE; n <= 0 removes the limit. Locks are not counted.
+func (f *FaultFS) SetOpenLimit(n int) {
+	f.mu.Lock()
+	f.openLimit = max(n, 0)
+	f.mu.Unlock()
+}
+
+// OpenFiles returns how many files opened through f are open now.
+func (f *FaultFS) OpenFiles() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.openFiles
+}
+
+// PeakOpenFiles returns the most files opened through f that were open at
+// once since f was made or ResetPeakOpenFiles was last called.
+func (f *FaultFS) PeakOpenFiles() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.peakOpen
+}
+
+// ResetPeakOpenFiles starts PeakOpenFiles again from the files open now.
+func (f *FaultFS) ResetPeakOpenFiles() {
+	f.mu.Lock()
+	f.peakOpen = f.openFiles
+	f.mu.Unlock()
+}
+
+// tooManyOpen returns the EMFILE failure of op on name if the open limit
+// is reached.
+func (f *FaultFS) tooManyOpen(op Op, name string) error {
+	f.mu.Lock()
+	full := f.openLimit > 0 && f.openFiles >= f.openLimit
+	if full {
+		f.injected++
+	}
+	f.mu.Unlock()
+	if full {
+		return injected(op, name, syscall.EMFILE)
+	}
+	return nil
+}
+
 // faultFile is a File opened through a FaultFS.
 type faultFile struct {
 	File
-	f    *FaultFS
-	name string       // as opened, for rules and errors
-	off  atomic.Int64 // the file offset Read and Write use, for Rule.Off
+	f      *FaultFS
+	name   string       // as opened, for rules and errors
+	off    atomic.Int64 // the file offset Read and Write use, for Rule.Off
+	closed atomic.Bool  // counted out of FaultFS.openFiles
 }
 
 // faultOSFile is a faultFile of a file that implements OSFile.
@@ -543,6 +607,11 @@ func (f *faultFile) Stat() (fs.FileInfo, error) {
 
 // Close closes the wrapped file even when a rule fails it.
 func (f *faultFile) Close() error {
+	if f.closed.CompareAndSwap(false, true) {
+		f.f.mu.Lock()
+		f.f.openFiles--
+		f.f.mu.Unlock()
+	}
 	ierr := f.f.fail(OpClose, f.name)
 	if err := f.File.Close(); err != nil {
 		return err

@@ -542,3 +542,47 @@ func TestFaultConcurrent(t *testing.T) {
 		t.Fatalf("log shows %d injected writes, Injected = %d", n, f.Injected())
 	}
 }
+
+// SetOpenLimit fails opens with EMFILE while the limit's worth of files is
+// open; OpenFiles and PeakOpenFiles count what is open (a second Close
+// counts once).
+func TestFaultOpenLimit(t *testing.T) {
+	f, a, b, _ := newFaultT(t)
+	if n := f.OpenFiles(); n != 2 {
+		t.Fatalf("OpenFiles() = %d, want 2", n)
+	}
+	f.SetOpenLimit(3)
+	c, err := f.Open("/d/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, open := range map[string]func() (File, error){
+		"open":          func() (File, error) { return f.Open("/d/a") },
+		"openreadwrite": func() (File, error) { return f.OpenReadWrite("/d/b") },
+		"create":        func() (File, error) { return f.Create("/d/c", 0o600) },
+	} {
+		if _, err := open(); !errors.Is(err, syscall.EMFILE) || !errors.Is(err, ErrInjected) {
+			t.Errorf("%s at the limit: %v, want an injected EMFILE", name, err)
+		}
+	}
+	if _, err := f.Stat("/d/c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a create refused at the limit made the file: %v", err)
+	}
+	for _, file := range []File{c, c, b} {
+		file.Close()
+	}
+	if n, peak := f.OpenFiles(), f.PeakOpenFiles(); n != 1 || peak != 3 {
+		t.Fatalf("OpenFiles() = %d, PeakOpenFiles() = %d; want 1, 3", n, peak)
+	}
+	f.ResetPeakOpenFiles()
+	if peak := f.PeakOpenFiles(); peak != 1 {
+		t.Fatalf("PeakOpenFiles() after ResetPeakOpenFiles = %d, want 1", peak)
+	}
+	f.SetOpenLimit(0)
+	for range 4 {
+		if _, err := f.Open("/d/a"); err != nil {
+			t.Fatalf("open with no limit: %v", err)
+		}
+	}
+	a.Close()
+}
