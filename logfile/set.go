@@ -212,12 +212,6 @@ func (s *Set) NotRegular() []NotRegular { return slices.Clone(s.notRegular) }
 // Missing returns the data dirs that did not exist when the set was opened.
 func (s *Set) Missing() []string { return slices.Clone(s.missing) }
 
-// Dirs returns the data dirs, in the order the set was opened with.
-func (s *Set) Dirs() []string { return slices.Clone(s.opts.Dirs) }
-
-// FS returns the filesystem the set reads and writes.
-func (s *Set) FS() vfs.FS { return s.fs }
-
 // Scan opens a scanner on f positioned at start (a file's header is read
 // either way). A damaged header is stepped over (salvaged reports it, and
 // the scanner's first Skip covers it); a valid header naming another file

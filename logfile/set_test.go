@@ -312,9 +312,6 @@ func TestOpenSetListsFilesByIDAcrossDirs(t *testing.T) {
 	if got := s.Missing(); !slices.Equal(got, []string{"/missing"}) {
 		t.Fatalf("Missing() = %v, want [/missing]", got)
 	}
-	if got := s.Dirs(); !slices.Equal(got, dirs) {
-		t.Fatalf("Dirs() = %v, want %v", got, dirs)
-	}
 	if s.Len() != 4 {
 		t.Fatalf("Len() = %d, want 4", s.Len())
 	}
@@ -1154,13 +1151,14 @@ func TestReclaimCandidates(t *testing.T) {
 		}
 	})
 	t.Run("none", func(t *testing.T) {
-		s := startSet(t, SetOptions{FS: setMem(t, "/a"), Dirs: []string{"/a"}}, Recovered{})
+		fsys := setMem(t, "/a")
+		s := startSet(t, SetOptions{FS: fsys, Dirs: []string{"/a"}}, Recovered{})
 		asked := false
 		n, err := s.Reclaim(s.Snapshot(), func(c []uint32) []uint32 { asked = true; return all(c) })
 		if n != 0 || err != nil || asked {
 			t.Fatalf("Reclaim with only the active file: %d, %v, unheld asked %v", n, err, asked)
 		}
-		if s.Active(0) == nil || !existsIn(s.FS(), s.Active(0).Path()) {
+		if s.Active(0) == nil || !existsIn(fsys, s.Active(0).Path()) {
 			t.Fatal("the active file is gone")
 		}
 	})
