@@ -336,8 +336,10 @@ func (r *run) openScanners() error {
 		if err != nil {
 			return err
 		}
-		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: max(start, logfile.HeaderSize), Size: size})
-		r.total += max(size-max(start, logfile.HeaderSize), 0)
+		// Before its first Next, End is where the scan starts: start, or the
+		// end of the file's header (its size depends on its version).
+		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: sc.End(), Size: size})
+		r.total += max(size-sc.End(), 0)
 	}
 	return nil
 }

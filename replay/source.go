@@ -91,7 +91,7 @@ func (s *source) read() {
 	for s.sc.Next() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
-			off: s.sc.Offset(), size: int64(r.EncodedSize())}
+			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset()}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
 			b.ptrs = append(b.ptrs, r.Pointers...)
