@@ -10,6 +10,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/testutil"
+	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -56,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_2", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 2)
-		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+		testutil.SetLogVersion(t, p, 3)
+		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
 	}},
 	{"log_record_of_type_6", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
 		off := testutil.AppendRecord(t, p, 6, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 1, Supported: 1, RecordType: 6}
+		return FormatError{File: p, Offset: off, Version: 2, Supported: 2, RecordType: 6}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_2", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 2, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 3, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
@@ -193,7 +194,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 1, Supported: 1, RecordType: 6})
+		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 2, Supported: 2, RecordType: 6})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -204,4 +205,43 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	if after, err := os.ReadFile(p); err != nil || !bytes.Equal(after, before) {
 		t.Fatalf("%s changed (%v)", p, err)
 	}
+}
+
+// TestReadsVersion1LogFiles: this build writes version-2 log files and
+// still reads the version-1 files an older release left: a full replay
+// finds their events, takes read them back (a checkpoint then points into
+// them), and new events go to version-2 files beside them.
+func TestReadsVersion1LogFiles(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 20, 5)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range logPaths(t, cfg) {
+		testutil.DowngradeLogToV1(t, p)
+	}
+	removeCheckpoint(t, cfg) // it points at version-2 offsets
+	c = mustOpen(t, cfg)
+	if got := takeN(t, c, 10, 5); !slices.Equal(got, bodies(0, 10)) {
+		t.Fatalf("took %v", got)
+	}
+	putN(t, c, 20, 5, 5)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var versions []uint16
+	for _, p := range logPaths(t, cfg) {
+		r, err := logfile.OpenReader(vfs.OS(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, r.Framing().Version())
+		r.Close()
+	}
+	if versions[0] != 1 || versions[len(versions)-1] != logfile.FormatVersion {
+		t.Fatalf("log file versions %v, want the old file at 1 and the new ones at %d", versions, logfile.FormatVersion)
+	}
+	c = mustOpen(t, cfg) // from the checkpoint: pointers into the version-1 file
+	wantEvents(t, drain(t, c), bodies(10, 15))
 }

@@ -34,8 +34,8 @@ const (
 	// (no record) was removed.
 	RepairRemoveEmptyLog RepairKind = "remove-empty-log"
 	// RepairCannotPad: a damaged region shorter than the smallest padding
-	// record (logfile.MinPaddingSize, 25 bytes) was left as it is. Replay
-	// still steps over it.
+	// record of its file (logfile.Framing.MinPaddingSize: 29 bytes, 25 in a
+	// version-1 file) was left as it is. Replay still steps over it.
 	RepairCannotPad RepairKind = "cannot-pad"
 	// RepairCannotRepair: a log file Repair leaves alone and the channel
 	// cannot open with: a valid header naming another file id (a renamed
@@ -280,9 +280,9 @@ func (r *repairer) repairLog(f logfile.File) error {
 		switch {
 		case found.salvaged && sk.Offset == 0:
 			a.Kind = RepairRewriteHeader
-		case sk.Length < logfile.MinPaddingSize:
+		case sk.Length < int64(found.minPad):
 			a.Kind = RepairCannotPad
-			a.Detail = fmt.Sprintf("%d bytes, fewer than the %d of the smallest padding record: %v", sk.Length, logfile.MinPaddingSize, sk.Err)
+			a.Detail = fmt.Sprintf("%d bytes, fewer than the %d of the smallest padding record: %v", sk.Length, found.minPad, sk.Err)
 			r.add(a)
 			continue
 		default:
@@ -319,6 +319,7 @@ type damage struct {
 	salvaged  bool           // the header is damaged: skips[0] is it
 	skips     []logfile.Skip // damaged regions, in file order
 	end, size int64          // the valid end and the file size
+	minPad    int            // the smallest padding frame of the file's format version
 	tail      logfile.Tail
 	tailErr   error
 }
@@ -344,6 +345,7 @@ func scanDamage(logs *logfile.Set, f logfile.File) (d damage, err error) {
 	d.skips = sc.Skipped()
 	d.salvaged = d.salvaged && len(d.skips) > 0 && d.skips[0].Offset == 0
 	d.end, d.tail, d.tailErr = sc.End(), sc.Tail(), sc.TailError()
+	d.minPad = sc.Framing().MinPaddingSize()
 	d.size, err = sc.Size()
 	return d, err
 }

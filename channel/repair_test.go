@@ -74,16 +74,24 @@ func putOffset(t *testing.T, path string, i int) int64 {
 	return 0
 }
 
-// writeLogFile writes a log file id in dir from chunks (encoded records or
-// raw bytes), the way damage would leave it.
-func writeLogFile(t *testing.T, dir string, id uint32, chunks ...[]byte) string {
+// writeLogFile writes a log file id in dir from chunks (records, encoded
+// for the file, or raw bytes), the way damage would leave it.
+func writeLogFile(t *testing.T, dir string, id uint32, chunks ...any) string {
 	t.Helper()
 	w, err := logfile.Create(vfs.OS(), dir, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range chunks {
-		if _, err := w.Write(c); err != nil {
+		b, ok := c.([]byte)
+		if r, isRec := c.(logfile.Record); isRec {
+			if b, err = w.Framing().AppendRecord(nil, &r); err != nil {
+				t.Fatal(err)
+			}
+		} else if !ok {
+			t.Fatalf("chunk of type %T", c)
+		}
+		if _, err := w.Write(b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,15 +99,6 @@ func writeLogFile(t *testing.T, dir string, id uint32, chunks ...[]byte) string 
 		t.Fatal(err)
 	}
 	return w.Path()
-}
-
-func encode(t *testing.T, r logfile.Record) []byte {
-	t.Helper()
-	b, err := logfile.AppendRecord(nil, &r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // damagedChannel is a closed channel whose log 1 holds events 0..29 in
@@ -199,10 +198,10 @@ func TestRepairEachKindOfDamage(t *testing.T) {
 			// Bytes inserted between two records: too few to pad.
 			name: "region_too_short_to_pad",
 			damage: func(t *testing.T, cfg Config, log1 string) (RepairKind, int64, int64, []byte) {
-				a := encode(t, logfile.Record{Type: logfile.RecordRollback, TxID: 1 << 40, WriteOrderID: 1 << 40})
-				b := encode(t, logfile.Record{Type: logfile.RecordRollback, TxID: 1<<40 + 1, WriteOrderID: 1<<40 + 1})
+				a := logfile.Record{Type: logfile.RecordRollback, TxID: 1 << 40, WriteOrderID: 1 << 40}
+				b := logfile.Record{Type: logfile.RecordRollback, TxID: 1<<40 + 1, WriteOrderID: 1<<40 + 1}
 				writeLogFile(t, cfg.DataDirs[0], 50, a, []byte("ten bytes!"), b)
-				return RepairCannotPad, logfile.HeaderSize + int64(len(a)), 10, nil
+				return RepairCannotPad, logfile.HeaderSize + int64(a.EncodedSize()), 10, nil
 			},
 			want: bodies(0, 30),
 		},

@@ -40,7 +40,7 @@ func BenchmarkAppendRecord(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var err error
-				if dst, err = AppendRecord(dst[:0], &bc.rec); err != nil {
+				if dst, err = testFraming.AppendRecord(dst[:0], &bc.rec); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,7 +62,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 			b.SetBytes(int64(len(frame)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := DecodeRecord(frame); err != nil {
+				if _, _, err := testFraming.DecodeRecord(frame); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -75,7 +75,7 @@ func BenchmarkDecodeRecord(b *testing.B) {
 func BenchmarkScanner(b *testing.B) {
 	put := benchPut()
 	commit := Record{Type: RecordCommit, CommitType: RecordPut}
-	w, err := Create(vfs.OS(), b.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), b.TempDir(), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func BenchmarkWriteSync(b *testing.B) {
 		buf = mustAppend(b, buf, &put)
 	}
 	buf = mustAppend(b, buf, &commit)
-	w, err := Create(vfs.OS(), b.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), b.TempDir(), 1)
 	if err != nil {
 		b.Fatal(err)
 	}

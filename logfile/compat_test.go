@@ -32,13 +32,17 @@ func requireNewer(t testing.TB, err error, file string, off int64, version uint6
 	}
 }
 
-// newerHeader is the header of log file id with format version v and a CRC
-// recomputed over it, so that only the version is "wrong".
+// newerHeader is the header of log file id (testFraming) with format
+// version v and its CRC recomputed, so that only the version is "wrong".
 func newerHeader(id uint32, v uint16) []byte {
-	b := AppendFileHeader(nil, id)
+	b := testHeader(id)
 	binary.BigEndian.PutUint16(b[versionOffset:], v)
-	return binary.BigEndian.AppendUint32(b[:12:12], crc32c(b[:12]))
+	binary.BigEndian.PutUint32(b[20:], crc32c(b[:20]))
+	return b
 }
+
+// newer is the first format version this build does not read.
+const newer = FormatVersion + 1
 
 func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 	for _, tc := range []struct {
@@ -46,13 +50,13 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_2", newerHeader(7, 2), 2},
+		{"version_3", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
-		{"version_2_other_crc", cat(newerHeader(7, 2)[:12], []byte{1, 2, 3, 4}), 2},
-		{"version_2_shorter_header", newerHeader(7, 2)[:versionEnd], 2},
-		{"version_2_longer_header", cat(newerHeader(7, 2)[:8], make([]byte, 40)), 2},
+		{"version_3_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
+		{"version_3_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
+		{"version_3_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -60,7 +64,7 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		})
 	}
 	// A wrong magic is damage whatever the version says.
-	b := newerHeader(7, 2)
+	b := newerHeader(7, newer)
 	b[0] = 'X'
 	_, err := DecodeFileHeader(b)
 	requireCorrupt(t, err, "", 0)
@@ -75,7 +79,7 @@ func TestOpenNewerLogFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(b, newerHeader(3, 2))
+	copy(b, newerHeader(3, newer))
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +105,7 @@ func TestOpenNewerLogFile(t *testing.T) {
 			if err == nil {
 				c.Close()
 			}
-			requireNewer(t, err, path, versionOffset, 2, 0)
+			requireNewer(t, err, path, versionOffset, newer, 0)
 		})
 	}
 }
@@ -137,7 +141,7 @@ func TestUnknownRecordType(t *testing.T) {
 	}{
 		{"type_6", type6, 6},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_6_short_payload", frameOf([]byte{6}), 6},
+		{"type_6_no_body", frameOf(payloadHead(6)), 6},
 		{"commit_of_type_7", commitOf7, 7},
 		// Damage as before: a frame whose checksum does not match, and
 		// type 0, which no release writes.
@@ -145,7 +149,7 @@ func TestUnknownRecordType(t *testing.T) {
 		{"type_0", frameOf(payloadHead(0)), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := DecodeRecord(tc.frame)
+			_, _, err := testFraming.DecodeRecord(tc.frame)
 			if tc.recordType == 0 {
 				requireCorrupt(t, err, "", -1)
 			} else {

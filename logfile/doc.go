@@ -7,8 +7,10 @@
 //
 // A log file is named LogName(id), "log-" followed by the file id as ten
 // zero-padded decimal digits (log-0000000007), so lexical order is numeric
-// order. Create makes it, writes its 16-byte header and fsyncs both the file
-// and its directory. CutTail, PadRegion and RewriteHeader keep the bytes they
+// order. Create makes it, writes its header (format version 2, 36 bytes,
+// with a salt of 8 random bytes that every frame of the file is checksummed
+// with) and fsyncs both the file and its directory. Version-1 files (16-byte
+// header, unsalted frames), from older releases, are read too. CutTail, PadRegion and RewriteHeader keep the bytes they
 // remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
 // published through a ".tmp" file. The live Set also keeps a space reserve,
@@ -24,7 +26,11 @@
 //
 // # Pieces
 //
-//   - AppendRecord / DecodeRecord encode and decode one framed record.
+//   - Framing is a file's version and salt: Framing.AppendRecord and
+//     DecodeRecord encode and decode one framed record of that file
+//     (Writer.Framing, Reader.Framing, Scanner.Framing give it).
+//     AppendUnsealed encodes a record before its file is known; Set.Append
+//     seals it for the file it goes to.
 //   - Writer appends encoded frames to one file and makes them durable with
 //     group commit (SyncTo): concurrent committers share fsyncs.
 //   - Reader reads single records by offset, for takes. Set.Reader hands
@@ -35,8 +41,10 @@
 //     valid end is a clean end (EOF or zero fill) or a torn tail.
 //   - CutTail, PadRegion and RewriteHeader repair a file in place (a torn
 //     tail, a damaged region, a damaged header), keeping what they remove in
-//     a .corrupt file first. A padding record (RecordPadding, AppendPadding)
-//     takes the place of a damaged region so that no record moves.
+//     a .corrupt file first. A padding record (RecordPadding,
+//     Framing.AppendPadding) takes the place of a damaged region so that no
+//     record moves. A damaged header does not lose the salt: it is stored
+//     twice, and recoverFraming finds it again (header.go).
 //
 // # Concurrency
 //

@@ -1,26 +1,55 @@
 package logfile
 
-// Log file format, version 1. All integers are big-endian. CRC is CRC32C
-// (Castagnoli).
+// Log file format, versions 1 and 2: this build reads both and writes
+// version 2. All integers are big-endian. Every checksum is CRC32C
+// (Castagnoli). docs/format.md §3 is the full specification.
 //
-// File header, HeaderSize (16) bytes at offset 0:
+// File header, version 2 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
+//	4  2  format version, uint16 BE = 2
+//	6  2  reserved, zero
+//	8  4  file id, uint32 BE
+//	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
+//	20 4  CRC32C of bytes 0..19, uint32 BE
+//	24 8  salt again: a second copy, for a damaged header (recoverFraming)
+//	32 4  CRC32C of the file id (uint32 BE) followed by bytes 24..31
+//
+// File header, version 1 (16 bytes; no longer written):
+//
+//	0  4  magic "FCLG"
 //	4  2  format version, uint16 BE = 1
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 4  CRC32C of bytes 0..11, uint32 BE
 //
-// Records follow from offset 16 (HeaderSize). A record's *offset* (its
-// pointer) is the offset of its frame.
+// Records follow the header (from offset 36, or 16 in version 1). A
+// record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame:
+// Frame, version 2 (FrameHeaderSize, 12 bytes, then the payload):
 //
-//	0  4  payload length L, uint32 BE; 1 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
+//	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
+//	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
+//	      payload's 17 fixed bytes: type, transaction id, write-order id), XOR the salt's high 32 bits
+//	8  4  payload checksum: CRC32C over the L payload bytes, XOR the salt's low 32 bits
+//	12 L  payload
+//
+// Frame, version 1 (8 bytes, then the payload):
+//
+//	0  4  payload length L, uint32 BE; 1 <= L <= MaxPayloadSize; 0 means "no record here"
 //	4  4  CRC32C over bytes 0..3 (the length field) followed by the L payload bytes, uint32 BE
 //	8  L  payload
 //
-// Payload:
+// The salt is what makes a frame unforgeable by event content: bytes a
+// producer puts in an event body form a valid version-2 frame only if they
+// guess both halves of the salt (2^-64), so a scan that resynchronises
+// after damage never takes them for records. The frame header checksum
+// lets that scan reject a candidate offset in O(1) work, before it
+// checksums the payload length the candidate claims (Scanner.resync).
+// Version-1 frames have neither property. Framing (framing.go) holds a
+// file's version and salt and does every encoding, sealing and check.
+//
+// Payload (the same in both versions):
 //
 //	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding
 //	1  8  transaction id, uint64 BE (0 for padding)
@@ -41,8 +70,8 @@ package logfile
 // after them moves: pointers name records by offset. It belongs to no
 // transaction and has no write-order id; replay steps over it (and treats it
 // as former damage), and a take of a pointer to it is a damaged event. A
-// padding frame is MinPaddingSize (25) to MaxFrameSize bytes long; a longer
-// region is covered by several.
+// padding frame is Framing.MinPaddingSize (29; 25 in version 1) to
+// Framing.MaxFrameSize bytes long; a longer region is covered by several.
 //
 // A payload with trailing bytes after its body, type 0, or lengths that
 // overrun are corrupt. So are encodings the writer never produces, so that
@@ -55,8 +84,8 @@ package logfile
 // keep offsets 0 and 4 of the header in every version, and a decoder reads
 // them before anything a newer version may change (the header's length and
 // CRC, the frame layout). A version above FormatVersion is a
-// *corrupt.FormatError, not corruption; so is a frame whose CRC matches and
-// whose type (or, for a commit, the type it commits) is above
+// *corrupt.FormatError, not corruption; so is a frame whose checksums match
+// and whose type (or, for a commit, the type it commits) is above
 // maxRecordType: a newer release numbers its new record types from 6 up.
 
 import (
@@ -64,12 +93,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math"
 	"math/bits"
 	"slices"
 
-	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/zeros"
 )
 
@@ -85,18 +112,27 @@ const (
 	RecordPadding  RecordType = 5
 )
 
-// Sizes and version; part of the on-disk format; never renumber.
+// Sizes and version; part of the on-disk format; never renumber. The
+// sizes are those of the version this build writes (FormatVersion); a
+// Framing gives those of any file.
 const (
-	HeaderSize      = 16       // file header
-	FrameHeaderSize = 8        // payload length + CRC
-	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry
-	FormatVersion   = 1        // version written in the file header
+	HeaderSize      = 36       // file header (version 2)
+	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (version 2)
+	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
+	FormatVersion   = 2        // version written in the file header; versions 1 and 2 are read
 )
 
-// Padding frame sizes; follow from the format.
+// Padding frame sizes of the version this build writes; follow from the
+// format (Framing.MinPaddingSize and MaxFrameSize give any file's).
 const (
-	MinPaddingSize = FrameHeaderSize + payloadHeaderSize // 25: a padding frame with no filler
+	MinPaddingSize = FrameHeaderSize + payloadHeaderSize // 29: a padding frame with no filler
 	MaxFrameSize   = FrameHeaderSize + MaxPayloadSize    // the longest frame of any type
+)
+
+// Version 1; part of the on-disk format; never renumber.
+const (
+	headerSizeV1      = 16 // file header; no record of any version starts before it
+	frameHeaderSizeV1 = 8  // payload length + CRC
 )
 
 // Further layout constants; part of the on-disk format; never renumber.
@@ -152,8 +188,9 @@ type Record struct {
 	Filler       int               // padding: the number of zero bytes after the fixed fields
 }
 
-// EncodedSize returns the size of the whole frame AppendRecord writes for r:
-// FrameHeaderSize + payload.
+// EncodedSize returns the size of the whole frame r takes in the version
+// this build writes: FrameHeaderSize + payload (Framing.EncodedSize for
+// another version).
 func (r *Record) EncodedSize() int {
 	return FrameHeaderSize + r.payloadSize()
 }
@@ -182,29 +219,20 @@ func uvarintLen(x uint64) int {
 	return (bits.Len64(x|1) + 6) / 7
 }
 
-// AppendRecord appends r's frame to dst and returns the extended slice. It
-// returns ErrTooLarge if the payload would exceed MaxPayloadSize, and
-// ErrInvalidRecord for an unknown Type, a commit of a type other than put
-// or take, or padding with a transaction id, a write-order id or a negative
-// Filler; dst is returned unchanged with an error. With a dst of enough
-// capacity it does not allocate (unless a put has more than 16 headers).
-func AppendRecord(dst []byte, r *Record) ([]byte, error) {
-	start := len(dst)
-	dst, err := AppendUnsealed(dst, r)
-	if err != nil {
-		return dst, err
-	}
-	frame := dst[start:]
-	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], frame[FrameHeaderSize:]))
-	return dst, nil
+// AppendUnsealed is Framing.AppendRecord without the checksums, in the
+// frame layout of the version this build writes (FormatVersion): the
+// checksum fields are left zero, and the frame is not valid until the file
+// it goes to seals it with its salt (Set.Append). The channel encodes puts
+// this way before it knows which file they go to, and each record's
+// checksums are computed once, when its write-order id is known. Errors are
+// those of Framing.AppendRecord.
+func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
+	return appendUnsealed(dst, r, FrameHeaderSize)
 }
 
-// AppendUnsealed is AppendRecord without the checksum: the frame's CRC
-// field is left zero, and the frame is not valid until SetWriteOrderID
-// seals it. The channel encodes puts this way and seals them at commit,
-// once their write-order ids are known, so each record's CRC32C is
-// computed once.
-func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
+// appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
+// version 1, 12 in version 2) whose checksum fields are zero.
+func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	switch r.Type {
 	case RecordPut, RecordTake, RecordRollback:
 	case RecordCommit:
@@ -222,9 +250,9 @@ func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 	if n > MaxPayloadSize {
 		return dst, fmt.Errorf("%w: payload of %d bytes, limit %d", ErrTooLarge, n, MaxPayloadSize)
 	}
-	dst = slices.Grow(dst, FrameHeaderSize+n)
+	dst = slices.Grow(dst, fhs+n)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
-	dst = append(dst, 0, 0, 0, 0) // CRC, filled in below
+	dst = append(dst, make([]byte, fhs-4)...) // checksums, filled in by sealing
 	dst = append(dst, byte(r.Type))
 	dst = binary.BigEndian.AppendUint64(dst, r.TxID)
 	dst = binary.BigEndian.AppendUint64(dst, r.WriteOrderID)
@@ -270,27 +298,6 @@ func appendHeaders(dst []byte, h map[string]string) []byte {
 	return dst
 }
 
-// frameCRC is the frame checksum: CRC32C of the length field, then the payload.
-func frameCRC(length, payload []byte) uint32 {
-	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
-}
-
-// DecodeRecord decodes one frame at the start of b and returns the record
-// and the frame length. The record's Body aliases b. It returns
-// io.ErrUnexpectedEOF if b is shorter than the frame claims, a
-// *corrupt.FormatError for a frame whose checksum matches but whose record
-// type a newer release added, and a *corrupt.Error for a bad length,
-// checksum or payload; both with File "" and Offset -1 (callers fill them
-// in). It never panics.
-func DecodeRecord(b []byte) (Record, int, error) {
-	var r Record
-	n, err := decodeFrame(b, &r, nil, 0)
-	if err != nil {
-		return Record{}, 0, err
-	}
-	return r, n, nil
-}
-
 // scratch holds a decoder's reusable allocations (the Scanner's), so that
 // records decode without allocating once it has warmed up.
 type scratch struct {
@@ -322,60 +329,6 @@ func (s *scratch) str(b []byte) string {
 		s.strs[v] = v
 	}
 	return v
-}
-
-// frameLen reads the length field at the start of b (len(b) >= 4) and
-// returns the whole frame length, or a corruption error for a zero or too
-// large length.
-func frameLen(b []byte) (int, error) {
-	l := binary.BigEndian.Uint32(b)
-	if l == 0 {
-		return 0, corrupt.New("", -1, "zero payload length")
-	}
-	if l > MaxPayloadSize {
-		return 0, corrupt.New("", -1, "payload length %d exceeds limit %d", l, MaxPayloadSize)
-	}
-	return FrameHeaderSize + int(l), nil
-}
-
-// decodeFrame validates the frame at the start of b and decodes it into r
-// (using s's allocations when s is not nil). It returns the frame length.
-// Errors are io.ErrUnexpectedEOF when b is too short, a *corrupt.FormatError
-// for a checksummed frame of a newer record type (newerType), and corruption
-// errors otherwise, with File "" and Offset -1: a fresh value callers may
-// fill in.
-//
-// A frame no longer than checked is taken to have a valid CRC (a Scanner's
-// CheckAhead verified it); pass 0 to check every frame.
-func decodeFrame(b []byte, r *Record, s *scratch, checked int64) (int, error) {
-	if len(b) < FrameHeaderSize {
-		if len(b) >= 4 {
-			if _, err := frameLen(b); err != nil {
-				return 0, err
-			}
-		}
-		return 0, io.ErrUnexpectedEOF
-	}
-	n, err := frameLen(b)
-	if err != nil {
-		return 0, err
-	}
-	if len(b) < n {
-		return 0, io.ErrUnexpectedEOF
-	}
-	payload := b[FrameHeaderSize:n]
-	if int64(n) > checked {
-		if got, want := frameCRC(b[0:4], payload), binary.BigEndian.Uint32(b[4:8]); got != want {
-			return 0, corrupt.New("", -1, "checksum mismatch: stored %#08x, computed %#08x", want, got)
-		}
-	}
-	if t := newerType(payload); t != 0 {
-		return 0, &corrupt.FormatError{Offset: -1, Version: FormatVersion, Supported: FormatVersion, RecordType: uint8(t)}
-	}
-	if reason := decodePayload(payload, r, s); reason != "" {
-		return 0, &corrupt.Error{Offset: -1, Reason: reason}
-	}
-	return n, nil
 }
 
 // newerType returns the record type above maxRecordType that the
@@ -537,88 +490,4 @@ func readBytes(b []byte) ([]byte, []byte, bool) {
 		return nil, b, false
 	}
 	return b[:l], b[l:], true
-}
-
-// AppendPadding appends a padding frame (type RecordPadding) of exactly size
-// bytes to dst: MinPaddingSize <= size <= MaxFrameSize, else ErrInvalidRecord
-// and dst unchanged. Use PaddingSizes to cover a longer region.
-func AppendPadding(dst []byte, size int) ([]byte, error) {
-	if size < MinPaddingSize || size > MaxFrameSize {
-		return dst, fmt.Errorf("%w: padding frame of %d bytes, want %d to %d", ErrInvalidRecord, size, MinPaddingSize, MaxFrameSize)
-	}
-	return AppendRecord(dst, &Record{Type: RecordPadding, Filler: size - MinPaddingSize})
-}
-
-// PaddingSizes splits a region of n bytes into the sizes of the padding
-// frames that cover it exactly, in order: one frame up to MaxFrameSize, else
-// frames of MaxFrameSize and a last one of at least MinPaddingSize. It
-// returns nil for n < MinPaddingSize, which no padding can cover.
-func PaddingSizes(n int64) []int {
-	if n < MinPaddingSize {
-		return nil
-	}
-	var sizes []int
-	for n > MaxFrameSize {
-		s := MaxFrameSize
-		if n-MaxFrameSize < MinPaddingSize {
-			s = MaxFrameSize - MinPaddingSize // leaves between 25 and 50 bytes
-		}
-		sizes = append(sizes, s)
-		n -= int64(s)
-	}
-	return append(sizes, int(n))
-}
-
-// AppendFileHeader appends the HeaderSize-byte header of log file fileID.
-func AppendFileHeader(dst []byte, fileID uint32) []byte {
-	start := len(dst)
-	dst = append(dst, magic...)
-	dst = binary.BigEndian.AppendUint16(dst, FormatVersion)
-	dst = binary.BigEndian.AppendUint16(dst, 0)
-	dst = binary.BigEndian.AppendUint32(dst, fileID)
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
-}
-
-// DecodeFileHeader checks the file header at the start of b and returns the
-// file id. It reads the magic and the version first: a version above
-// FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
-// follows. Other errors are *corrupt.Error with File "" and Offset 0
-// (callers fill in the file): short header, bad magic, version 0, checksum
-// mismatch, non-zero reserved bytes.
-func DecodeFileHeader(b []byte) (fileID uint32, err error) {
-	if len(b) < versionEnd {
-		return 0, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), HeaderSize)
-	}
-	if string(b[0:4]) != magic {
-		return 0, corrupt.New("", 0, "bad magic %q, not a log file", b[0:4])
-	}
-	switch v := binary.BigEndian.Uint16(b[versionOffset:versionEnd]); {
-	case v > FormatVersion:
-		return 0, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: FormatVersion}
-	case v != FormatVersion:
-		return 0, corrupt.New("", 0, "unsupported format version %d", v)
-	}
-	if len(b) < HeaderSize {
-		return 0, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), HeaderSize)
-	}
-	b = b[:HeaderSize]
-	if got, want := crc32.Checksum(b[0:12], castagnoli), binary.BigEndian.Uint32(b[12:16]); got != want {
-		return 0, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
-	}
-	if binary.BigEndian.Uint16(b[6:8]) != 0 {
-		return 0, corrupt.New("", 0, "reserved header bytes not zero")
-	}
-	return binary.BigEndian.Uint32(b[8:12]), nil
-}
-
-// SetWriteOrderID rewrites the write-order id of the encoded frame at the
-// start of frame and (re)computes its CRC, sealing a frame of
-// AppendUnsealed. The channel encodes records when they are put and assigns
-// write-order ids only when it appends them, so the ids follow the order of
-// the file. frame must hold a whole frame of AppendRecord or AppendUnsealed.
-func SetWriteOrderID(frame []byte, woid uint64) {
-	n := int(binary.BigEndian.Uint32(frame[0:4]))
-	payload := frame[FrameHeaderSize : FrameHeaderSize+n]
-	binary.BigEndian.PutUint64(payload[9:17], woid)
-	binary.BigEndian.PutUint32(frame[4:8], frameCRC(frame[0:4], payload))
 }

@@ -24,7 +24,7 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Fatalf("EncodedSize = %d, AppendRecord wrote %d", got, len(frame))
 			}
 			// Decoding must not depend on what follows the frame.
-			got, n, err := DecodeRecord(append(frame, 0xde, 0xad))
+			got, n, err := testFraming.DecodeRecord(append(frame, 0xde, 0xad))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func TestAppendRecordAppendsToDst(t *testing.T) {
 		buf = mustAppend(t, buf, &recs[i])
 	}
 	for i, want := range recs {
-		got, n, err := DecodeRecord(buf)
+		got, n, err := testFraming.DecodeRecord(buf)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
@@ -106,7 +106,7 @@ func TestAppendRecordRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := []byte("prefix")
-			out, err := AppendRecord(dst, &tc.rec)
+			out, err := testFraming.AppendRecord(dst, &tc.rec)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
@@ -121,7 +121,7 @@ func TestDecodeRecordTruncatedFrameIsUnexpectedEOF(t *testing.T) {
 	for i, r := range sampleRecords() {
 		frame := mustAppend(t, nil, &r)
 		for n := 0; n < len(frame); n++ {
-			if _, _, err := DecodeRecord(frame[:n]); !errors.Is(err, io.ErrUnexpectedEOF) {
+			if _, _, err := testFraming.DecodeRecord(frame[:n]); !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("record %d cut to %d of %d bytes: err = %v, want io.ErrUnexpectedEOF", i, n, len(frame), err)
 			}
 		}
@@ -146,7 +146,7 @@ func TestDecodeRecordEveryBitFlipIsCorrupt(t *testing.T) {
 		copy(buf, frame)
 		for bit := 0; bit < 8*len(frame); bit++ {
 			buf[bit/8] ^= 1 << (bit % 8)
-			_, _, err := DecodeRecord(buf)
+			_, _, err := testFraming.DecodeRecord(buf)
 			buf[bit/8] ^= 1 << (bit % 8)
 			if !errors.Is(err, corrupt.ErrCorrupt) {
 				t.Fatalf("record %d, bit %d flipped: err = %v, want corruption", i, bit, err)
@@ -202,7 +202,7 @@ func TestDecodeRecordCorruption(t *testing.T) {
 		{"take_trailing_bytes", frameOf(cat(take, []byte{1}, make([]byte, 9)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := DecodeRecord(tc.frame)
+			_, _, err := testFraming.DecodeRecord(tc.frame)
 			requireCorrupt(t, err, "", -1)
 		})
 	}
@@ -210,7 +210,7 @@ func TestDecodeRecordCorruption(t *testing.T) {
 
 func TestDecodedBodyAliasesInput(t *testing.T) {
 	frame := mustAppend(t, nil, &Record{Type: RecordPut, Body: []byte("abc")})
-	r, _, err := DecodeRecord(frame)
+	r, _, err := testFraming.DecodeRecord(frame)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,43 +223,69 @@ func TestDecodedBodyAliasesInput(t *testing.T) {
 }
 
 func TestFileHeaderRoundTrip(t *testing.T) {
-	for _, id := range []uint32{0, 1, 7, math.MaxUint32} {
-		b := AppendFileHeader([]byte("x"), id)[1:]
-		if len(b) != HeaderSize {
-			t.Fatalf("header is %d bytes", len(b))
-		}
-		got, err := DecodeFileHeader(b)
-		if err != nil || got != id {
-			t.Fatalf("DecodeFileHeader = %d, %v; want %d", got, err, id)
+	for _, fr := range []Framing{testFraming, framingV1, newFraming()} {
+		for _, id := range []uint32{0, 1, 7, math.MaxUint32} {
+			b := appendFileHeader([]byte("x"), id, fr)[1:]
+			if int64(len(b)) != fr.HeaderSize() {
+				t.Fatalf("%v: header is %d bytes", fr, len(b))
+			}
+			got, gotFr, err := decodeFileHeader(b)
+			if err != nil || got != id || gotFr != fr {
+				t.Fatalf("%v: decodeFileHeader = %d, %v, %v; want %d and the same framing", fr, got, gotFr == fr, err, id)
+			}
 		}
 	}
-	want := []byte{'F', 'C', 'L', 'G', 0, 1, 0, 0, 0, 0, 0, 7}
-	if b := AppendFileHeader(nil, 7); !bytes.Equal(b[:12], want) {
-		t.Fatalf("header bytes %x, want %x", b[:12], want)
+	want := []byte{'F', 'C', 'L', 'G', 0, 2, 0, 0, 0, 0, 0, 7, 0x5a, 0x17, 0x5a, 0x17, 0x0b, 0xad, 0xf0, 0x0d}
+	if b := testHeader(7); !bytes.Equal(b[:20], want) || !bytes.Equal(b[24:32], want[12:20]) {
+		t.Fatalf("header bytes %x, want %x and the salt again at 24", b, want)
+	}
+	if b := appendFileHeader(nil, 7, framingV1); !bytes.Equal(b[:12], []byte{'F', 'C', 'L', 'G', 0, 1, 0, 0, 0, 0, 0, 7}) {
+		t.Fatalf("version 1 header bytes %x", b)
+	}
+	// A new file's salt is random: two files never share it (but for 2^-64).
+	if _, a, _ := decodeFileHeader(AppendFileHeader(nil, 1)); a == testFraming {
+		t.Fatal("AppendFileHeader used the test salt")
+	} else if _, b, _ := decodeFileHeader(AppendFileHeader(nil, 1)); a == b {
+		t.Fatal("two new headers with the same salt")
 	}
 }
 
 func TestDecodeFileHeaderCorruption(t *testing.T) {
-	valid := AppendFileHeader(nil, 7)
-	withCRC := func(b []byte) []byte {
-		return binary.BigEndian.AppendUint32(b[:12:12], crc32c(b[:12]))
+	valid := testHeader(7)
+	withCRC := func(b []byte) []byte { // the checksum over bytes 0..19 recomputed
+		binary.BigEndian.PutUint32(b[20:], crc32c(b[:20]))
+		return b
 	}
 	mutate := func(f func(b []byte)) []byte {
 		b := bytes.Clone(valid)
 		f(b)
 		return b
 	}
+	v1 := appendFileHeader(nil, 7, framingV1)
+	v1WithCRC := func(f func(b []byte)) []byte {
+		b := bytes.Clone(v1)
+		f(b)
+		return binary.BigEndian.AppendUint32(b[:12:12], crc32c(b[:12]))
+	}
 	for _, tc := range []struct {
 		name string
 		b    []byte
 	}{
 		{"empty", nil},
-		{"short", valid[:15]},
+		{"short", valid[:HeaderSize-1]},
+		{"v2_as_long_as_v1", valid[:16]},
 		{"bad_magic", withCRC(mutate(func(b []byte) { b[0] = 'X' }))},
-		{"bad_checksum", mutate(func(b []byte) { b[15] ^= 1 })},
+		{"bad_checksum", mutate(func(b []byte) { b[23] ^= 1 })},
 		{"flipped_id", mutate(func(b []byte) { b[11] ^= 1 })},
+		{"flipped_salt", mutate(func(b []byte) { b[13] ^= 1 })},
 		{"version_0", withCRC(mutate(func(b []byte) { b[5] = 0 }))},
 		{"reserved_not_zero", withCRC(mutate(func(b []byte) { b[7] = 1 }))},
+		{"salt_copies_differ", withCRC(mutate(func(b []byte) { b[19] ^= 1 }))},
+		{"salt_copy_flipped", mutate(func(b []byte) { b[30] ^= 1 })},
+		{"salt_copy_checksum", mutate(func(b []byte) { b[35] ^= 1 })},
+		{"v1_short", v1[:15]},
+		{"v1_bad_checksum", mutate(func(b []byte) { copy(b, v1); b[15] ^= 1 })[:16]},
+		{"v1_reserved_not_zero", v1WithCRC(func(b []byte) { b[7] = 1 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -272,52 +298,63 @@ func crc32c(b []byte) uint32 {
 	return crc32.Checksum(b, castagnoli)
 }
 
-// TestGoldenV1 pins the version 1 format: the writer must produce exactly
-// the bytes of testdata/v1/log-0000000001 for sampleRecords, and the scanner
-// must read those bytes back. Regenerate only for a deliberate format change:
-// go test ./logfile -run TestGoldenV1 -update
-func TestGoldenV1(t *testing.T) {
-	recs := sampleRecords()
-	path, _ := writeLog(t, t.TempDir(), 1, recs)
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "v1", LogName(1))
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		i := 0
-		for i < len(got) && i < len(want) && got[i] == want[i] {
-			i++
-		}
-		t.Fatalf("writer output differs from %s at byte %d (got %d bytes, want %d): the v1 format changed", golden, i, len(got), len(want))
-	}
+// TestGolden pins both versions of the format: the writer must produce
+// exactly the bytes of testdata/v1/log-0000000001 (a version-1 file, which
+// this build still writes for repairs of such files: padding, a rewritten
+// header) and testdata/v2/log-0000000001 (version 2, with testFraming's
+// salt) for sampleRecords, and the scanner must read those bytes back.
+// Regenerate only for a deliberate format change, and then only the
+// version that changed:
+// go test ./logfile -run TestGolden -update
+func TestGolden(t *testing.T) {
+	for _, fr := range []Framing{framingV1, testFraming} {
+		t.Run(fmt.Sprintf("v%d", fr.version), func(t *testing.T) {
+			recs := sampleRecords()
+			path, _ := writeLogWith(t, t.TempDir(), 1, recs, fr)
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", fmt.Sprintf("v%d", fr.version), LogName(1))
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				i := 0
+				for i < len(got) && i < len(want) && got[i] == want[i] {
+					i++
+				}
+				t.Fatalf("writer output differs from %s at byte %d (got %d bytes, want %d): the v%d format changed", golden, i, len(got), len(want), fr.version)
+			}
 
-	s, err := NewScanner(vfs.OS(), golden, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	i := 0
-	for ; s.Next(); i++ {
-		if i >= len(recs) {
-			t.Fatal("more records than written")
-		}
-		requireSameRecord(t, *s.Record(), recs[i])
-	}
-	if s.Err() != nil || s.Tail() != TailClean || i != len(recs) || s.End() != int64(len(want)) {
-		t.Fatalf("scan: %d records, end %d, tail %v, err %v", i, s.End(), s.Tail(), s.Err())
+			s, err := NewScanner(vfs.OS(), golden, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Framing() != fr {
+				t.Fatalf("scanner framing %v, want %v", s.Framing(), fr)
+			}
+			i := 0
+			for ; s.Next(); i++ {
+				if i >= len(recs) {
+					t.Fatal("more records than written")
+				}
+				requireSameRecord(t, *s.Record(), recs[i])
+			}
+			if s.Err() != nil || s.Tail() != TailClean || i != len(recs) || s.End() != int64(len(want)) {
+				t.Fatalf("scan: %d records, end %d, tail %v, err %v", i, s.End(), s.Tail(), s.Err())
+			}
+		})
 	}
 }
 

@@ -14,13 +14,19 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
-// FuzzDecodeRecord feeds arbitrary bytes to DecodeRecord twice: as they are
-// (exercising the frame checks), and wrapped as the payload of a frame with
-// a correct checksum (exercising the payload decoder, which random bytes
-// would otherwise never reach). It must never panic, fail only with
-// io.ErrUnexpectedEOF, a corruption error or (for a checksummed frame of a
-// newer record type) an unsupported-format error, and a record that decodes
-// must re-encode to exactly the bytes it came from.
+// fuzzFramings are the framings every fuzz input is tried with: version 1
+// (the seeds checked in before version 2, still valid as version-1 inputs)
+// and version 2 with testFraming's salt (the seeds named v2_...).
+var fuzzFramings = []Framing{framingV1, testFraming}
+
+// FuzzDecodeRecord feeds arbitrary bytes to DecodeRecord, in each framing,
+// twice: as they are (exercising the frame checks), and wrapped as the
+// payload of a frame with correct checksums (exercising the payload
+// decoder, which random bytes would otherwise never reach). It must never
+// panic, fail only with io.ErrUnexpectedEOF, a corruption error or (for a
+// checksummed frame of a newer record type) an unsupported-format error,
+// and a record that decodes must re-encode to exactly the bytes it came
+// from.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzDecodeRecord -fuzztime 30s
 func FuzzDecodeRecord(f *testing.F) {
@@ -28,39 +34,42 @@ func FuzzDecodeRecord(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkDecode(t, b)
-		if len(b) <= MaxPayloadSize {
-			checkDecode(t, frameOf(b))
+		for _, fr := range fuzzFramings {
+			checkDecode(t, fr, b)
+			if len(b) <= MaxPayloadSize {
+				checkDecode(t, fr, frameFor(fr, b))
+			}
 		}
 	})
 }
 
-func checkDecode(t *testing.T, b []byte) {
-	r, n, err := DecodeRecord(b)
+func checkDecode(t *testing.T, fr Framing, b []byte) {
+	r, n, err := fr.DecodeRecord(b)
 	if err != nil {
 		if !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, corrupt.ErrCorrupt) && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
-			t.Fatalf("unexpected error kind: %v", err)
+			t.Fatalf("%v: unexpected error kind: %v", fr, err)
 		}
 		return
 	}
-	if n < FrameHeaderSize || n > len(b) {
-		t.Fatalf("frame length %d of %d input bytes", n, len(b))
+	if n < fr.FrameHeaderSize() || n > len(b) {
+		t.Fatalf("%v: frame length %d of %d input bytes", fr, n, len(b))
 	}
-	if got := r.EncodedSize(); got != n {
-		t.Fatalf("EncodedSize %d of a decoded %d-byte frame", got, n)
+	if got := fr.EncodedSize(&r); got != n {
+		t.Fatalf("%v: EncodedSize %d of a decoded %d-byte frame", fr, got, n)
 	}
-	re, err := AppendRecord(nil, &r)
+	re, err := fr.AppendRecord(nil, &r)
 	if err != nil {
-		t.Fatalf("re-encode: %v", err)
+		t.Fatalf("%v: re-encode: %v", fr, err)
 	}
 	if !bytes.Equal(re, b[:n]) {
-		t.Fatalf("re-encoded frame differs\n got  %x\n want %x", re, b[:n])
+		t.Fatalf("%v: re-encoded frame differs\n got  %x\n want %x", fr, re, b[:n])
 	}
 }
 
 // FuzzDecodeFileHeader: DecodeFileHeader never panics, fails only with a
 // corruption error or (a newer version) an unsupported-format error, and a
-// header that decodes re-encodes to the same bytes.
+// header that decodes re-encodes to the same bytes; recoverFraming (the
+// bytes as a damaged header, followed by nothing) never panics either.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzDecodeFileHeader -fuzztime 30s
 func FuzzDecodeFileHeader(f *testing.F) {
@@ -68,26 +77,30 @@ func FuzzDecodeFileHeader(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, err := DecodeFileHeader(b)
+		if _, err := recoverFraming(bytes.NewReader(b), 1, b[:min(len(b), HeaderSize)]); err != nil {
+			t.Fatalf("recoverFraming: %v", err)
+		}
+		id, fr, err := decodeFileHeader(b)
 		if err != nil {
 			if !errors.Is(err, corrupt.ErrCorrupt) && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
 		}
-		if re := AppendFileHeader(nil, id); !bytes.Equal(re, b[:HeaderSize]) {
-			t.Fatalf("re-encoded header differs\n got  %x\n want %x", re, b[:HeaderSize])
+		if re := appendFileHeader(nil, id, fr); !bytes.Equal(re, b[:fr.HeaderSize()]) {
+			t.Fatalf("re-encoded header differs\n got  %x\n want %x", re, b[:fr.HeaderSize()])
 		}
 	})
 }
 
-// FuzzScanner scans a log file made of a valid header (file id 1) followed by
-// arbitrary bytes, with a normal and with a salvage scanner. It must never
-// panic or hang, and what it reports must be consistent: records in
-// increasing offset and write-order id order, each re-read identically by a
-// Reader at its offset; skipped regions and records in file order without
-// overlap; End within the file; a scan stopped by a record of a newer type
-// stops where the Reader finds that record too.
+// FuzzScanner scans a log file made of a valid header (file id 1, of each
+// framing) followed by arbitrary bytes, with a normal and with a salvage
+// scanner. It must never panic or hang, and what it reports must be
+// consistent: records in increasing offset and write-order id order, each
+// re-read identically by a Reader at its offset; skipped regions and
+// records in file order without overlap; End within the file; a scan
+// stopped by a record of a newer type stops where the Reader finds that
+// record too.
 //
 //	go test ./logfile -run '^$' -fuzz FuzzScanner -fuzztime 30s
 func FuzzScanner(f *testing.F) {
@@ -95,99 +108,129 @@ func FuzzScanner(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fsys := vfs.NewMem()
-		path := "/" + LogName(1)
-		file, err := fsys.Create(path, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := file.Write(append(AppendFileHeader(nil, 1), b...)); err != nil {
-			t.Fatal(err)
-		}
-		file.Close()
-		size := int64(HeaderSize + len(b))
-		r, err := OpenReader(fsys, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		for _, salvage := range []bool{false, true} {
-			open := NewScanner
-			if salvage {
-				open = NewSalvageScanner
-			}
-			s, err := open(fsys, path, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pos int64 = HeaderSize // end of what was accounted for
-			var woid uint64
-			seen := false // a record that is not padding
-			skips := 0
-			for s.Next() {
-				rec := s.Record()
-				if sk := s.Skipped(); len(sk) > skips {
-					for _, k := range sk[skips:] {
-						if k.Offset != pos || k.Length <= 0 || !errors.Is(k.Err, corrupt.ErrCorrupt) {
-							t.Fatalf("skip %+v after position %d", k, pos)
-						}
-						pos += k.Length
-					}
-					skips = len(sk)
-				}
-				if s.Offset() != pos {
-					t.Fatalf("record at %d, expected at %d", s.Offset(), pos)
-				}
-				if rec.Type != RecordPadding { // padding has no write-order id
-					if seen && rec.WriteOrderID <= woid {
-						t.Fatalf("write-order id %d after %d", rec.WriteOrderID, woid)
-					}
-					seen, woid = true, rec.WriteOrderID
-				}
-				again, err := r.ReadRecord(s.Offset())
-				if err != nil {
-					t.Fatalf("reader at %d: %v", s.Offset(), err)
-				}
-				if again.WriteOrderID != rec.WriteOrderID || again.Type != rec.Type || !bytes.Equal(again.Body, rec.Body) {
-					t.Fatalf("reader and scanner disagree at %d", s.Offset())
-				}
-				pos += int64(rec.EncodedSize())
-			}
-			if err := s.Err(); err != nil {
-				if !errors.Is(err, corrupt.ErrUnsupportedFormat) {
-					t.Fatal(err)
-				}
-				if _, rerr := r.ReadRecord(s.End()); !errors.Is(rerr, corrupt.ErrUnsupportedFormat) {
-					t.Fatalf("scan stopped at %d by %v; the reader there says %v", s.End(), err, rerr)
-				}
-			}
-			if len(s.Skipped()) != skips {
-				t.Fatalf("skips reported after the last record: %v", s.Skipped()[skips:])
-			}
-			if s.End() != pos || s.End() > size {
-				t.Fatalf("End %d, accounted %d, size %d", s.End(), pos, size)
-			}
-			if (s.Tail() == TailClean) == (s.TailError() != nil) {
-				t.Fatalf("tail %v with error %v", s.Tail(), s.TailError())
-			}
-			s.Close()
+		for _, fr := range fuzzFramings {
+			checkScan(t, fr, b)
 		}
 	})
 }
 
+func checkScan(t *testing.T, fr Framing, b []byte) {
+	fsys := vfs.NewMem()
+	path := "/" + LogName(1)
+	file, err := fsys.Create(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Write(append(appendFileHeader(nil, 1, fr), b...)); err != nil {
+		t.Fatal(err)
+	}
+	file.Close()
+	size := fr.HeaderSize() + int64(len(b))
+	r, err := OpenReader(fsys, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, salvage := range []bool{false, true} {
+		open := NewScanner
+		if salvage {
+			open = NewSalvageScanner
+		}
+		s, err := open(fsys, path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := fr.HeaderSize() // end of what was accounted for
+		var woid uint64
+		seen := false // a record that is not padding
+		skips := 0
+		for s.Next() {
+			rec := s.Record()
+			if sk := s.Skipped(); len(sk) > skips {
+				for _, k := range sk[skips:] {
+					if k.Offset != pos || k.Length <= 0 || !errors.Is(k.Err, corrupt.ErrCorrupt) {
+						t.Fatalf("%v: skip %+v after position %d", fr, k, pos)
+					}
+					pos += k.Length
+				}
+				skips = len(sk)
+			}
+			if s.Offset() != pos {
+				t.Fatalf("%v: record at %d, expected at %d", fr, s.Offset(), pos)
+			}
+			if rec.Type != RecordPadding { // padding has no write-order id
+				if seen && rec.WriteOrderID <= woid {
+					t.Fatalf("%v: write-order id %d after %d", fr, rec.WriteOrderID, woid)
+				}
+				seen, woid = true, rec.WriteOrderID
+			}
+			again, err := r.ReadRecord(s.Offset())
+			if err != nil {
+				t.Fatalf("%v: reader at %d: %v", fr, s.Offset(), err)
+			}
+			if again.WriteOrderID != rec.WriteOrderID || again.Type != rec.Type || !bytes.Equal(again.Body, rec.Body) {
+				t.Fatalf("%v: reader and scanner disagree at %d", fr, s.Offset())
+			}
+			pos += int64(fr.EncodedSize(rec))
+		}
+		if err := s.Err(); err != nil {
+			if !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+				t.Fatal(err)
+			}
+			if _, rerr := r.ReadRecord(s.End()); !errors.Is(rerr, corrupt.ErrUnsupportedFormat) {
+				t.Fatalf("%v: scan stopped at %d by %v; the reader there says %v", fr, s.End(), err, rerr)
+			}
+		}
+		if len(s.Skipped()) != skips {
+			t.Fatalf("%v: skips reported after the last record: %v", fr, s.Skipped()[skips:])
+		}
+		if s.End() != pos || s.End() > size {
+			t.Fatalf("%v: End %d, accounted %d, size %d", fr, s.End(), pos, size)
+		}
+		if (s.Tail() == TailClean) == (s.TailError() != nil) {
+			t.Fatalf("%v: tail %v with error %v", fr, s.Tail(), s.TailError())
+		}
+		s.Close()
+	}
+}
+
+// withPrefix returns seeds with every name prefixed.
+func withPrefix(prefix string, seeds map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(seeds))
+	for name, b := range seeds {
+		out[prefix+name] = b
+	}
+	return out
+}
+
+// seedsOf returns the seeds of version 1 under their names and those of
+// version 2 named v2_...
+func seedsOf(t testing.TB, seeds func(testing.TB, Framing) map[string][]byte) map[string][]byte {
+	out := seeds(t, framingV1)
+	for name, b := range withPrefix("v2_", seeds(t, testFraming)) {
+		out[name] = b
+	}
+	return out
+}
+
 // scannerSeeds are record sequences (without the file header), intact and
 // damaged in the ways a crash or a bad disk damages them.
-func scannerSeeds(t testing.TB) map[string][]byte {
+func scannerSeeds(t testing.TB) map[string][]byte { return seedsOf(t, scannerSeedsOf) }
+
+func scannerSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	var all []byte
 	var offs []int
 	for _, r := range sampleRecords() {
 		offs = append(offs, len(all))
-		all = mustAppend(t, all, &r)
+		var err error
+		if all, err = fr.AppendRecord(all, &r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
 	// A repair's result: record 4 overwritten with padding, in place.
 	padded := bytes.Clone(all)
-	pad, err := AppendPadding(nil, offs[5]-offs[4])
+	pad, err := fr.AppendPadding(nil, offs[5]-offs[4])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,46 +241,73 @@ func scannerSeeds(t testing.TB) map[string][]byte {
 		"torn_tail":       all[:len(all)-7],
 		"garbage_tail":    append(bytes.Clone(all), "garbage"...),
 		"zero_tail":       append(bytes.Clone(all), make([]byte, 100)...),
-		"damaged_middle":  flip(all, offs[4]+FrameHeaderSize+2),
+		"damaged_middle":  flip(all, offs[4]+fr.FrameHeaderSize()+2),
 		"damaged_length":  flip(all, offs[2]),
 		"damaged_first":   flip(all, offs[0]+5),
 		"empty":           {},
 	}
 }
 
-func recordSeeds(t testing.TB) map[string][]byte {
+func recordSeeds(t testing.TB) map[string][]byte { return seedsOf(t, recordSeedsOf) }
+
+func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
+	appendRec := func(r *Record) []byte {
+		b, err := fr.AppendRecord(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	seeds := map[string][]byte{}
 	for i, r := range sampleRecords() {
-		seeds[fmt.Sprintf("valid_%02d_%v", i, r.Type)] = mustAppend(t, nil, &r)
+		seeds[fmt.Sprintf("valid_%02d_%v", i, r.Type)] = appendRec(&r)
 	}
-	put := mustAppend(t, nil, &Record{Type: RecordPut, Headers: map[string]string{"k": "v"}, Body: []byte("body")})
+	put := appendRec(&Record{Type: RecordPut, Headers: map[string]string{"k": "v"}, Body: []byte("body")})
 	seeds["truncated_put"] = put[:len(put)-1]
 	badCRC := bytes.Clone(put)
 	badCRC[len(badCRC)-1] ^= 1
 	seeds["bad_checksum"] = badCRC
 	seeds["zero_fill"] = make([]byte, 16)
-	pad, err := AppendPadding(nil, MinPaddingSize+15)
+	pad, err := fr.AppendPadding(nil, fr.MinPaddingSize()+15)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seeds["valid_padding"] = pad
-	seeds["payload_padding"] = cat([]byte{byte(RecordPadding)}, make([]byte, 20))
-	// Payloads for the wrapped path.
-	seeds["payload_put"] = cat(payloadHead(RecordPut), []byte{1, 1, 'k', 1, 'v', 2, 'h', 'i'})
-	seeds["payload_take"] = cat(payloadHead(RecordTake), []byte{1, 0, 0, 0, 1, 0, 0, 0, 16})
-	seeds["payload_commit"] = cat(payloadHead(RecordCommit), []byte{2, 0x81, 0x01})
+	if fr.version == 1 {
+		// Payloads for the wrapped path (the same in every version).
+		seeds["payload_padding"] = cat([]byte{byte(RecordPadding)}, make([]byte, 20))
+		seeds["payload_put"] = cat(payloadHead(RecordPut), []byte{1, 1, 'k', 1, 'v', 2, 'h', 'i'})
+		seeds["payload_take"] = cat(payloadHead(RecordTake), []byte{1, 0, 0, 0, 1, 0, 0, 0, 16})
+		seeds["payload_commit"] = cat(payloadHead(RecordCommit), []byte{2, 0x81, 0x01})
+	}
 	return seeds
 }
 
 func headerSeeds() map[string][]byte {
-	bad := AppendFileHeader(nil, 9)
+	out := headerSeedsOf(framingV1)
+	for name, b := range withPrefix("v2_", headerSeedsOf(testFraming)) {
+		out[name] = b
+	}
+	// A version-2 header damaged in each of the places recoverFraming
+	// looks at.
+	v2 := testHeader(1)
+	for name, i := range map[string]int{"v2_bad_first_copy": 13, "v2_bad_second_copy": 27} {
+		b := bytes.Clone(v2)
+		b[i] ^= 1
+		out[name] = b
+	}
+	return out
+}
+
+func headerSeedsOf(fr Framing) map[string][]byte {
+	bad := appendFileHeader(nil, 9, fr)
 	bad[0] = 'X'
 	return map[string][]byte{
-		"valid_7":     AppendFileHeader(nil, 7),
-		"valid_max":   AppendFileHeader(nil, 1<<32-1),
+		"valid_7":     appendFileHeader(nil, 7, fr),
+		"valid_max":   appendFileHeader(nil, 1<<32-1, fr),
 		"bad_magic":   bad,
-		"short":       AppendFileHeader(nil, 3)[:10],
-		"with_record": append(AppendFileHeader(nil, 1), 0, 0, 0, 1),
+		"short":       appendFileHeader(nil, 3, fr)[:10],
+		"with_record": append(appendFileHeader(nil, 1, fr), 0, 0, 0, 1),
 	}
 }
 
@@ -280,45 +350,50 @@ func FuzzMappedScanner(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		path := filepath.Join(dir, LogName(1))
-		if err := os.WriteFile(path, append(AppendFileHeader(nil, 1), b...), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		type step struct {
-			off  int64
-			woid uint64
-			typ  RecordType
-		}
-		scan := func(mapped, ahead bool) (steps []step, skips []Skip, end int64, tail Tail) {
-			s, err := NewScanner(vfs.OS(), path, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if mapped && !s.MapFile() && len(b) > 0 {
-				t.Fatal("not mapped")
-			}
-			if ahead {
-				s.CheckAhead()
-			}
-			for s.Next() {
-				steps = append(steps, step{s.Offset(), s.Record().WriteOrderID, s.Record().Type})
-			}
-			if err := s.Err(); err != nil && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
-				t.Fatal(err)
-			}
-			for _, k := range s.Skipped() {
-				skips = append(skips, Skip{Offset: k.Offset, Length: k.Length})
-			}
-			return steps, skips, s.End(), s.Tail()
-		}
-		s0, k0, e0, t0 := scan(false, false)
-		for _, mode := range [][2]bool{{true, false}, {true, true}} {
-			s1, k1, e1, t1 := scan(mode[0], mode[1])
-			if !slices.Equal(s0, s1) || !slices.Equal(k0, k1) || e0 != e1 || t0 != t1 {
-				t.Fatalf("mapped=%v ahead=%v: records %v skips %v end %d tail %v; buffered: %v %v %d %v",
-					mode[0], mode[1], s1, k1, e1, t1, s0, k0, e0, t0)
-			}
+		for _, fr := range fuzzFramings {
+			checkMappedScan(t, filepath.Join(dir, LogName(1)), fr, b)
 		}
 	})
+}
+
+func checkMappedScan(t *testing.T, path string, fr Framing, b []byte) {
+	if err := os.WriteFile(path, append(appendFileHeader(nil, 1, fr), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		off  int64
+		woid uint64
+		typ  RecordType
+	}
+	scan := func(mapped, ahead bool) (steps []step, skips []Skip, end int64, tail Tail) {
+		s, err := NewScanner(vfs.OS(), path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if mapped && !s.MapFile() && len(b) > 0 {
+			t.Fatal("not mapped")
+		}
+		if ahead {
+			s.CheckAhead()
+		}
+		for s.Next() {
+			steps = append(steps, step{s.Offset(), s.Record().WriteOrderID, s.Record().Type})
+		}
+		if err := s.Err(); err != nil && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+			t.Fatal(err)
+		}
+		for _, k := range s.Skipped() {
+			skips = append(skips, Skip{Offset: k.Offset, Length: k.Length})
+		}
+		return steps, skips, s.End(), s.Tail()
+	}
+	s0, k0, e0, t0 := scan(false, false)
+	for _, mode := range [][2]bool{{true, false}, {true, true}} {
+		s1, k1, e1, t1 := scan(mode[0], mode[1])
+		if !slices.Equal(s0, s1) || !slices.Equal(k0, k1) || e0 != e1 || t0 != t1 {
+			t.Fatalf("%v: mapped=%v ahead=%v: records %v skips %v end %d tail %v; buffered: %v %v %d %v",
+				fr, mode[0], mode[1], s1, k1, e1, t1, s0, k0, e0, t0)
+		}
+	}
 }

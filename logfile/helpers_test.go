@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/v1
 func sampleRecords() []Record {
 	ptrs := make([]uint64, 300)
 	for i := range ptrs {
-		ptrs[i] = uint64(i+1)<<32 | uint64(HeaderSize+i*37)
+		ptrs[i] = uint64(i+1)<<32 | uint64(headerSizeV1+i*37)
 	}
 	return []Record{
 		{Type: RecordPut, TxID: 1, WriteOrderID: 10, Headers: map[string]string{"timestamp": "1700000000", "host": "a.example", "z": ""}, Body: []byte("hello, channel")},
@@ -31,7 +31,7 @@ func sampleRecords() []Record {
 		{Type: RecordPut, TxID: 1, WriteOrderID: 12, Headers: map[string]string{"": "empty key"}, Body: []byte{0}},
 		{Type: RecordCommit, TxID: 1, WriteOrderID: 13, CommitType: RecordPut, Count: 3},
 		{Type: RecordTake, TxID: 2, WriteOrderID: 14},
-		{Type: RecordTake, TxID: 2, WriteOrderID: 15, Pointers: []uint64{1<<32 | HeaderSize}},
+		{Type: RecordTake, TxID: 2, WriteOrderID: 15, Pointers: []uint64{1<<32 | headerSizeV1}},
 		{Type: RecordTake, TxID: 2, WriteOrderID: 16, Pointers: ptrs},
 		{Type: RecordCommit, TxID: 2, WriteOrderID: 17, CommitType: RecordTake, Count: 301},
 		{Type: RecordPut, TxID: 3, WriteOrderID: 18, Body: bytes.Repeat([]byte("0123456789abcdef"), 512)},
@@ -42,19 +42,28 @@ func sampleRecords() []Record {
 
 func mustAppend(t testing.TB, dst []byte, r *Record) []byte {
 	t.Helper()
-	out, err := AppendRecord(dst, r)
+	out, err := testFraming.AppendRecord(dst, r)
 	if err != nil {
-		t.Fatalf("AppendRecord(%v): %v", r.Type, err)
+		t.Fatalf("testFraming.AppendRecord(%v): %v", r.Type, err)
 	}
 	return out
 }
 
-// frameOf wraps payload in a frame with a correct length and checksum, so
-// tests can hand the payload decoder bytes the writer never produces.
-func frameOf(payload []byte) []byte {
+// frameOf wraps payload in a frame of testFraming with a correct length and
+// checksums, so tests can hand the payload decoder bytes the writer never
+// produces. A payload shorter than the 17 fixed bytes gets a frame whose
+// length is already invalid in version 2 (and zero checksums).
+func frameOf(payload []byte) []byte { return frameFor(testFraming, payload) }
+
+// frameFor is frameOf for framing f.
+func frameFor(f Framing, payload []byte) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
-	b = binary.BigEndian.AppendUint32(b, frameCRC(b[0:4], payload))
-	return append(b, payload...)
+	b = append(b, make([]byte, f.FrameHeaderSize()-4)...)
+	b = append(b, payload...)
+	if f.version == 1 || len(payload) >= payloadHeaderSize {
+		f.seal(b)
+	}
+	return b
 }
 
 // payloadHead is the fixed part of a payload.
@@ -101,17 +110,27 @@ func requireCorrupt(t testing.TB, err error, file string, off int64) *corrupt.Er
 	return ce
 }
 
-// writeLog writes recs to a new log file id in dir, one Write each, and
-// returns the path and the frame offset of every record.
+// writeLog writes recs to a new log file id in dir (testFraming), one
+// Write each, and returns the path and the frame offset of every record.
 func writeLog(t testing.TB, dir string, id uint32, recs []Record) (string, []int64) {
 	t.Helper()
-	w, err := Create(vfs.OS(), dir, id)
+	return writeLogWith(t, dir, id, recs, testFraming)
+}
+
+// writeLogWith is writeLog with framing fr (framingV1: a version-1 file).
+func writeLogWith(t testing.TB, dir string, id uint32, recs []Record, fr Framing) (string, []int64) {
+	t.Helper()
+	w, err := create(vfs.OS(), dir, id, fr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	offs := make([]int64, len(recs))
 	for i := range recs {
-		off, err := w.Write(mustAppend(t, nil, &recs[i]))
+		frame, err := fr.AppendRecord(nil, &recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off, err := w.Write(frame)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,3 +225,16 @@ func exists(path string) bool {
 func tempLogPath(t testing.TB, id uint32) string {
 	return filepath.Join(t.TempDir(), LogName(id))
 }
+
+// testFraming is the framing of the files the tests make with testCreate:
+// version 2 with a fixed salt, so that frames built without a file
+// (mustAppend, frameOf) are valid in them.
+var testFraming = Framing{version: FormatVersion, salt: 0x5a175a17_0badf00d}
+
+// testCreate is Create with testFraming's salt.
+func testCreate(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
+	return create(fsys, dir, id, testFraming)
+}
+
+// testHeader is the header of log file id with testFraming.
+func testHeader(id uint32) []byte { return appendFileHeader(nil, id, testFraming) }

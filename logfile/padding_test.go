@@ -25,10 +25,10 @@ func TestAppendPadding(t *testing.T) {
 		{"too_large", MaxFrameSize + 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := AppendPadding([]byte("prefix"), tc.size)
+			out, err := testFraming.AppendPadding([]byte("prefix"), tc.size)
 			if !tc.ok {
 				if !errors.Is(err, ErrInvalidRecord) || string(out) != "prefix" {
-					t.Fatalf("AppendPadding(%d) = %d bytes, %v; want ErrInvalidRecord and dst unchanged", tc.size, len(out), err)
+					t.Fatalf("testFraming.AppendPadding(%d) = %d bytes, %v; want ErrInvalidRecord and dst unchanged", tc.size, len(out), err)
 				}
 				return
 			}
@@ -39,7 +39,7 @@ func TestAppendPadding(t *testing.T) {
 			if len(frame) != tc.size {
 				t.Fatalf("frame of %d bytes, want %d", len(frame), tc.size)
 			}
-			r, n, err := DecodeRecord(frame)
+			r, n, err := testFraming.DecodeRecord(frame)
 			if err != nil || n != tc.size {
 				t.Fatalf("decode: %d bytes, %v", n, err)
 			}
@@ -59,25 +59,25 @@ func TestPaddingSizesCoverTheRegionExactly(t *testing.T) {
 		MaxFrameSize + 1, MaxFrameSize + MinPaddingSize - 1, // the last frame would be too small
 		MaxFrameSize + MinPaddingSize, 2*MaxFrameSize + 1, 3*MaxFrameSize + 10,
 	} {
-		sizes := PaddingSizes(n)
+		sizes := testFraming.PaddingSizes(n)
 		if n < MinPaddingSize {
 			if sizes != nil {
-				t.Errorf("PaddingSizes(%d) = %v, want nil", n, sizes)
+				t.Errorf("testFraming.PaddingSizes(%d) = %v, want nil", n, sizes)
 			}
 			continue
 		}
 		var sum int64
 		for _, s := range sizes {
 			if s < MinPaddingSize || s > MaxFrameSize {
-				t.Errorf("PaddingSizes(%d) has a frame of %d bytes", n, s)
+				t.Errorf("testFraming.PaddingSizes(%d) has a frame of %d bytes", n, s)
 			}
 			sum += int64(s)
 		}
 		if sum != n {
-			t.Errorf("PaddingSizes(%d) = %v sums to %d", n, sizes, sum)
+			t.Errorf("testFraming.PaddingSizes(%d) = %v sums to %d", n, sizes, sum)
 		}
 		if want := (n + MaxFrameSize - 1) / MaxFrameSize; int64(len(sizes)) != want {
-			t.Errorf("PaddingSizes(%d) uses %d frames, want %d", n, len(sizes), want)
+			t.Errorf("testFraming.PaddingSizes(%d) uses %d frames, want %d", n, len(sizes), want)
 		}
 	}
 }
@@ -94,7 +94,7 @@ func memLog(t *testing.T, chunks ...[]byte) (*vfs.MemFS, string, []int64) {
 	if err := fsys.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := Create(fsys, "/d", 1)
+	w, err := testCreate(fsys, "/d", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func rec(t *testing.T, woid uint64, body string) []byte {
 
 func padding(t *testing.T, size int) []byte {
 	t.Helper()
-	b, err := AppendPadding(nil, size)
+	b, err := testFraming.AppendPadding(nil, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestScannerPaddingHasNoWriteOrderID(t *testing.T) {
 		wantSkips [][2]int
 	}{
 		{"between_records", [][]byte{rec(t, 10, "a"), padding(t, 40), rec(t, 11, "b")}, []int{0, 1, 2}, nil},
-		{"first_in_file", [][]byte{padding(t, 25), rec(t, 3, "a")}, []int{0, 1}, nil},
+		{"first_in_file", [][]byte{padding(t, MinPaddingSize), rec(t, 3, "a")}, []int{0, 1}, nil},
 		{"last_in_file", [][]byte{rec(t, 3, "a"), padding(t, 30)}, []int{0, 1}, nil},
 		// A record with a lower id after damage is stale: padding between
 		// must not have reset the id to 0.
@@ -437,7 +437,7 @@ func TestRewriteHeader(t *testing.T) {
 	t.Run("names_another_id", func(t *testing.T) {
 		fsys, path, _ := memLog(t, rec(t, 1, "a"))
 		f, _ := fsys.OpenReadWrite(path)
-		f.WriteAt(AppendFileHeader(nil, 2), 0)
+		f.WriteAt(testHeader(2), 0)
 		f.Close()
 		if _, err := RewriteHeader(fsys, path); err == nil {
 			t.Fatal("RewriteHeader replaced a valid header naming another id")
@@ -497,19 +497,19 @@ func TestAppendUnsealedNeedsSealing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := DecodeRecord(frame); err == nil {
+	if _, _, err := testFraming.DecodeRecord(frame); err == nil {
 		t.Fatal("an unsealed frame decoded")
 	}
-	SetWriteOrderID(frame, 42)
+	testFraming.setWriteOrderID(frame, 42)
 	r.WriteOrderID = 42
-	want, err := AppendRecord(nil, &r)
+	want, err := testFraming.AppendRecord(nil, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(frame, want) {
 		t.Fatalf("sealed frame %x, want %x", frame, want)
 	}
-	got, _, err := DecodeRecord(frame)
+	got, _, err := testFraming.DecodeRecord(frame)
 	if err != nil || got.WriteOrderID != 42 || string(got.Body) != "body" {
 		t.Fatalf("sealed frame decodes to %+v, %v", got, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -58,22 +59,21 @@ func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 
 // PadRegion overwrites the length bytes of the log file at path from offset
 // off (a damaged region in the middle of the file) with padding frames
-// (PaddingSizes), after keeping the bytes in CorruptName(id, off) next to it.
+// (Framing.PaddingSizes, in the framing of the file: its version and salt,
+// from its header or, if that is damaged, from recoverFraming), after
+// keeping the bytes in CorruptName(id, off) next to it.
 // No other byte of the file moves, so pointers to the records after the
 // region stay valid. The copy is published before the overwrite, and the
 // log is fsynced after it; running PadRegion again after a crash finishes the
 // job (a region overwritten in part still starts at off: a scan steps over
 // padding after damage). It returns the path of the copy. The region must lie
-// after the file header, inside the file, and be at least MinPaddingSize
-// bytes long.
+// after the file header, inside the file, and be at least
+// Framing.MinPaddingSize bytes long; a version-2 file whose salt is lost
+// cannot be padded.
 func PadRegion(fsys vfs.FS, path string, off, length int64) (string, error) {
 	id, ok := ParseLogName(filepath.Base(path))
 	if !ok {
 		return "", fmt.Errorf("pad region of %s: not a log file name", path)
-	}
-	if off < HeaderSize || length < MinPaddingSize {
-		return "", fmt.Errorf("pad region of %s: %d bytes at offset %d cannot be padded (at least %d bytes after the %d-byte header)",
-			path, length, off, MinPaddingSize, HeaderSize)
 	}
 	f, err := fsys.OpenReadWrite(path)
 	if err != nil {
@@ -81,6 +81,16 @@ func PadRegion(fsys vfs.FS, path string, off, length int64) (string, error) {
 	}
 	fail := func(format string, args ...any) (string, error) {
 		return "", errors.Join(fmt.Errorf("pad region of %s: "+format, append([]any{path}, args...)...), f.Close())
+	}
+	fr, err := fileFraming(f, id, path)
+	switch {
+	case err != nil:
+		return fail("%w", err)
+	case fr.lost:
+		return fail("the salt of the file is lost with its header: padding would not verify")
+	case off < fr.HeaderSize() || length < int64(fr.MinPaddingSize()):
+		return fail("%d bytes at offset %d cannot be padded (at least %d bytes after the %d-byte header)",
+			length, off, fr.MinPaddingSize(), fr.HeaderSize())
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -93,7 +103,7 @@ func PadRegion(fsys vfs.FS, path string, off, length int64) (string, error) {
 	if err != nil {
 		return fail("keep the bytes: %w", err)
 	}
-	if err := writePadding(f, off, length); err != nil {
+	if err := writePadding(f, off, length, fr); err != nil {
 		return fail("%w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -110,24 +120,38 @@ const padChunk = 1 << 20
 
 var zeroChunk [padChunk]byte
 
-// writePadding writes the padding frames covering [off, off+length): each
-// frame's length, CRC and fixed fields, then its zero filler, a chunk at a
-// time (a frame may be 64 MiB long).
-func writePadding(f vfs.File, off, length int64) error {
-	for _, size := range PaddingSizes(length) {
+// writePadding writes the padding frames of framing fr covering [off,
+// off+length): each frame's length, checksums and fixed fields, then its
+// zero filler, a chunk at a time (a frame may be 64 MiB long).
+func writePadding(f vfs.File, off, length int64, fr Framing) error {
+	fhs, minSize := fr.FrameHeaderSize(), fr.MinPaddingSize()
+	for _, size := range fr.PaddingSizes(length) {
 		// The frame of AppendPadding, without building the filler.
-		var head [MinPaddingSize]byte
-		binary.BigEndian.PutUint32(head[0:4], uint32(size-FrameHeaderSize))
-		head[FrameHeaderSize] = byte(RecordPadding) // ids zero
-		crc := crc32.Update(crc32.Checksum(head[0:4], castagnoli), castagnoli, head[FrameHeaderSize:])
-		for n := size - MinPaddingSize; n > 0; n -= min(n, padChunk) {
+		var buf [MinPaddingSize]byte
+		head := buf[:minSize]
+		binary.BigEndian.PutUint32(head[0:4], uint32(size-fhs))
+		head[fhs] = byte(RecordPadding) // ids zero
+		// The checksum over the payload: version 1 starts it with the
+		// length field.
+		var crc uint32
+		if fr.version == 1 {
+			crc = crc32.Checksum(head[0:4], castagnoli)
+		}
+		crc = crc32.Update(crc, castagnoli, head[fhs:])
+		for n := size - minSize; n > 0; n -= min(n, padChunk) {
 			crc = crc32.Update(crc, castagnoli, zeroChunk[:min(n, padChunk)])
 		}
-		binary.BigEndian.PutUint32(head[4:8], crc)
-		if _, err := f.WriteAt(head[:], off); err != nil {
+		if fr.version == 1 {
+			binary.BigEndian.PutUint32(head[4:8], crc)
+		} else {
+			hm, pm := fr.masks()
+			binary.BigEndian.PutUint32(head[8:12], crc^pm)
+			binary.BigEndian.PutUint32(head[4:8], headerCRC(head)^hm)
+		}
+		if _, err := f.WriteAt(head, off); err != nil {
 			return fmt.Errorf("write padding at offset %d: %w", off, err)
 		}
-		for pos := off + MinPaddingSize; pos < off+int64(size); {
+		for pos := off + int64(minSize); pos < off+int64(size); {
 			n := min(off+int64(size)-pos, padChunk)
 			if _, err := f.WriteAt(zeroChunk[:n], pos); err != nil {
 				return fmt.Errorf("write padding at offset %d: %w", pos, err)
@@ -140,12 +164,19 @@ func writePadding(f vfs.File, off, length int64) error {
 }
 
 // RewriteHeader replaces a damaged file header of the log file at path with
-// a valid one for the id in the file's name, after keeping the old
-// HeaderSize bytes in CorruptName(id, 0) next to it, and fsyncs the file. It
-// returns the path of the copy, or "" and nil if the header is valid. A valid
+// a valid one for the id in the file's name, after keeping the old header
+// bytes in CorruptName(id, 0) next to it, and fsyncs the file. It returns
+// the path of the copy, or "" and nil if the header is valid. A valid
 // header naming another file id is an error (the file was renamed, not
-// damaged), as is a file shorter than a header (an unfinished create, which
-// holds no record).
+// damaged), as are a file shorter than a header (an unfinished create,
+// which holds no record) and a header of a newer version.
+//
+// The new header keeps the file's framing, which its records need: its
+// version, and for version 2 the salt recoverFraming finds (a copy whose
+// checksum holds, or the salt the first records were sealed with). When
+// the salt is lost no record of the file verifies whatever the header says,
+// and the header gets a fresh salt: a scan then finds no record after it
+// (a torn tail, which a repair cuts, keeping the bytes).
 func RewriteHeader(fsys vfs.FS, path string) (string, error) {
 	id, ok := ParseLogName(filepath.Base(path))
 	if !ok {
@@ -158,24 +189,34 @@ func RewriteHeader(fsys vfs.FS, path string) (string, error) {
 	fail := func(format string, args ...any) (string, error) {
 		return "", errors.Join(fmt.Errorf("rewrite header of %s: "+format, append([]any{path}, args...)...), f.Close())
 	}
-	var hdr [HeaderSize]byte
-	if n, err := f.ReadAt(hdr[:], 0); n < HeaderSize {
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fail("read: %w", err)
-		}
+	hdr, err := readHeaderBytes(f, path)
+	if err != nil {
+		return fail("%w", err)
+	}
+	hid, _, derr := decodeFileHeader(hdr)
+	switch {
+	case derr == nil && hid == id:
+		return "", f.Close()
+	case derr == nil:
+		return fail("the header is valid and names file id %d", hid)
+	case errors.Is(derr, corrupt.ErrUnsupportedFormat):
+		return fail("%w", inFile(derr, path))
+	}
+	fr, err := recoverFraming(f, id, hdr)
+	if err != nil {
+		return fail("read: %w", err)
+	}
+	if fr.lost {
+		fr = newFraming()
+	}
+	if n := int64(len(hdr)); n < fr.HeaderSize() {
 		return fail("the file is %d bytes long, shorter than a header", n)
 	}
-	switch hid, err := DecodeFileHeader(hdr[:]); {
-	case err == nil && hid == id:
-		return "", f.Close()
-	case err == nil:
-		return fail("the header is valid and names file id %d", hid)
-	}
-	keep, err := keepBytes(fsys, filepath.Dir(path), id, 0, f, HeaderSize)
+	keep, err := keepBytes(fsys, filepath.Dir(path), id, 0, f, fr.HeaderSize())
 	if err != nil {
 		return fail("keep the bytes: %w", err)
 	}
-	if _, err := f.WriteAt(AppendFileHeader(nil, id), 0); err != nil {
+	if _, err := f.WriteAt(appendFileHeader(nil, id, fr), 0); err != nil {
 		return fail("write: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -282,4 +323,24 @@ func readFull(r io.ReaderAt, b []byte, off int64) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// fileFraming returns the framing of the open log file f (id from its
+// name): its header's, or recoverFraming's if the header is damaged. A
+// header of a newer version, or naming another id, is an error.
+func fileFraming(f io.ReaderAt, id uint32, path string) (Framing, error) {
+	hdr, err := readHeaderBytes(f, path)
+	if err != nil {
+		return Framing{}, err
+	}
+	hid, fr, derr := decodeFileHeader(hdr)
+	switch {
+	case derr == nil && hid != id:
+		return Framing{}, corrupt.New(path, 0, "header names file id %d, file name says %d", hid, id)
+	case derr == nil:
+		return fr, nil
+	case errors.Is(derr, corrupt.ErrUnsupportedFormat):
+		return Framing{}, inFile(derr, path)
+	}
+	return recoverFraming(f, id, hdr)
 }

@@ -17,7 +17,7 @@ func TestCutTailKeepsTheBytesAndTruncates(t *testing.T) {
 	if err := fsys.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := Create(fsys, "/d", 3)
+	w, err := testCreate(fsys, "/d", 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ type Reader struct {
 	f    vfs.File
 	id   uint32
 	path string
+	fr   Framing
 }
 
 // OpenReader opens the log file at path and validates its header: a bad
@@ -30,11 +31,11 @@ type Reader struct {
 // *corrupt.Error; a header of a newer format version is a
 // *corrupt.FormatError.
 func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
-	f, id, err := openLog(fsys, path)
+	f, id, fr, err := openLog(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{f: f, id: id, path: path}, nil
+	return &Reader{f: f, id: id, path: path, fr: fr}, nil
 }
 
 // OpenSalvageReader is OpenReader for a log file whose header may be
@@ -42,85 +43,107 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 // naming another id is still an error, and so is a header of a newer format
 // version (a *corrupt.FormatError: the file is not damaged, and its records
 // may not be this version's). Records carry their own checksums, so reading
-// them does not depend on the header.
+// them does not depend on the header, except for the salt of a version-2
+// file, which recoverFraming finds again (from its second copy, or from the
+// file's first records); when it cannot, no record of the file reads back.
 func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
-	f, id, _, err := openSalvage(fsys, path)
+	f, id, fr, _, err := openSalvage(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{f: f, id: id, path: path}, nil
+	return &Reader{f: f, id: id, path: path, fr: fr}, nil
 }
 
-// openSalvage opens path read-only, taking the file id from its name. herr
-// is the *corrupt.Error of a damaged header, which does not stop it; a valid
-// header naming another file id does, as do a header of a newer version and
-// an I/O error.
-func openSalvage(fsys vfs.FS, path string) (f vfs.File, id uint32, herr, err error) {
+// openSalvage opens path read-only, taking the file id from its name, and
+// returns the framing of its frames. herr is the *corrupt.Error of a
+// damaged header, which does not stop it (the framing is then
+// recoverFraming's); a valid header naming another file id does, as do a
+// header of a newer version and an I/O error.
+func openSalvage(fsys vfs.FS, path string) (f vfs.File, id uint32, fr Framing, herr, err error) {
 	id, ok := ParseLogName(filepath.Base(path))
 	if !ok {
-		return nil, 0, nil, fmt.Errorf("open %s: not a log file name", path)
+		return nil, 0, Framing{}, nil, fmt.Errorf("open %s: not a log file name", path)
 	}
 	if f, err = fsys.Open(path); err != nil {
-		return nil, 0, nil, fmt.Errorf("open log: %w", err)
+		return nil, 0, Framing{}, nil, fmt.Errorf("open log: %w", err)
 	}
-	var hdr [HeaderSize]byte
-	n, rerr := f.ReadAt(hdr[:], 0)
-	if rerr != nil && !errors.Is(rerr, io.EOF) {
-		return nil, 0, nil, errors.Join(fmt.Errorf("read header of %s: %w", path, rerr), f.Close())
+	fail := func(err error) (vfs.File, uint32, Framing, error, error) {
+		return nil, 0, Framing{}, nil, errors.Join(err, f.Close())
 	}
-	hid, derr := DecodeFileHeader(hdr[:n])
+	hdr, err := readHeaderBytes(f, path)
+	if err != nil {
+		return fail(err)
+	}
+	hid, fr, derr := decodeFileHeader(hdr)
 	switch {
 	case errors.Is(derr, corrupt.ErrUnsupportedFormat):
-		return nil, 0, nil, errors.Join(inFile(derr, path), f.Close())
+		return fail(inFile(derr, path))
 	case derr != nil:
-		return f, id, corruptAt(path, 0, derr), nil
+		if fr, err = recoverFraming(f, id, hdr); err != nil {
+			return fail(fmt.Errorf("read %s: %w", path, err))
+		}
+		return f, id, fr, corruptAt(path, 0, derr), nil
 	case hid != id:
-		return nil, 0, nil, errors.Join(corrupt.New(path, 0, "header names file id %d, file name says %d", hid, id), f.Close())
+		return fail(corrupt.New(path, 0, "header names file id %d, file name says %d", hid, id))
 	}
-	return f, id, nil, nil
+	return f, id, fr, nil, nil
 }
 
 // openLog opens path read-only and checks its header.
-func openLog(fsys vfs.FS, path string) (vfs.File, uint32, error) {
+func openLog(fsys vfs.FS, path string) (vfs.File, uint32, Framing, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("open log: %w", err)
+		return nil, 0, Framing{}, fmt.Errorf("open log: %w", err)
 	}
-	id, err := readFileHeader(f, path)
+	id, fr, err := readFileHeader(f, path)
 	if err != nil {
-		return nil, 0, errors.Join(err, f.Close())
+		return nil, 0, Framing{}, errors.Join(err, f.Close())
 	}
-	return f, id, nil
+	return f, id, fr, nil
 }
 
-func readFileHeader(f vfs.File, path string) (uint32, error) {
-	var hdr [HeaderSize]byte
-	n, err := f.ReadAt(hdr[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, fmt.Errorf("read header of %s: %w", path, err)
-	}
-	id, err := DecodeFileHeader(hdr[:n])
+func readFileHeader(f vfs.File, path string) (uint32, Framing, error) {
+	hdr, err := readHeaderBytes(f, path)
 	if err != nil {
-		return 0, inFile(err, path)
+		return 0, Framing{}, err
+	}
+	id, fr, err := decodeFileHeader(hdr)
+	if err != nil {
+		return 0, Framing{}, inFile(err, path)
 	}
 	if nameID, ok := ParseLogName(filepath.Base(path)); ok && nameID != id {
-		return 0, corrupt.New(path, 0, "header names file id %d, file name says %d", id, nameID)
+		return 0, Framing{}, corrupt.New(path, 0, "header names file id %d, file name says %d", id, nameID)
 	}
-	return id, nil
+	return id, fr, nil
+}
+
+// readHeaderBytes reads the first bytes of f, up to HeaderSize (fewer if
+// the file is shorter).
+func readHeaderBytes(f io.ReaderAt, path string) ([]byte, error) {
+	hdr := make([]byte, HeaderSize)
+	n, err := f.ReadAt(hdr, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read header of %s: %w", path, err)
+	}
+	return hdr[:n], nil
 }
 
 // ID returns the file id from the header.
 func (r *Reader) ID() uint32 { return r.id }
 
-// ReadRecord reads the record whose frame starts at off. It reads a guessed
-// size first and a second time only if the frame is longer. Any bad frame,
-// including off < HeaderSize, a zero length and a frame running past the end
-// of the file, is a *corrupt.Error{File: path, Offset: off}; a frame whose
-// checksum matches but whose record type a newer release added is a
-// *corrupt.FormatError for path and off. The returned Body (and every other
+// Framing returns the framing of the file's frames (its version and salt).
+func (r *Reader) Framing() Framing { return r.fr }
+
+// ReadRecord reads the record whose frame starts at off, checked with the
+// file's framing. It reads a guessed size first and a second time only if
+// the frame is longer. Any bad frame, including an off inside the file
+// header, a zero length and a frame running past the end of the file, is a
+// *corrupt.Error{File: path, Offset: off}; a frame whose checksums match but
+// whose record type a newer release added is a *corrupt.FormatError for
+// path and off. The returned Body (and every other
 // field) is owned by the caller.
 func (r *Reader) ReadRecord(off int64) (Record, error) {
-	if off < HeaderSize {
+	if off < r.fr.HeaderSize() {
 		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
 	}
 	bp := readBufPool.Get().(*[]byte)
@@ -132,8 +155,8 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	}
 	frame := buf[:n]
 	owned := false // frame is a fresh buffer, not the pooled one
-	if n >= FrameHeaderSize {
-		if need, err := frameLen(frame); err == nil && need > n && n == len(buf) {
+	if n >= r.fr.FrameHeaderSize() {
+		if need, err := r.fr.frameLen(frame); err == nil && need > n && n == len(buf) {
 			frame = make([]byte, need)
 			copy(frame, buf)
 			m, err := r.f.ReadAt(frame[n:], off+int64(n))
@@ -145,7 +168,7 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		}
 	}
 	var rec Record
-	if _, err := decodeFrame(frame, &rec, nil, 0); err != nil {
+	if _, err := decodeFrame(frame, &rec, nil, 0, r.fr); err != nil {
 		if fe := newerAt(r.path, off, err); fe != nil {
 			return Record{}, fe
 		}

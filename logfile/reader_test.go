@@ -115,7 +115,7 @@ func TestReadRecordCorruption(t *testing.T) {
 		{"offset_inside_header", func(*testing.T, string, []int64, int64) int64 { return HeaderSize - 1 }, false},
 		{"offset_at_eof", func(_ *testing.T, _ string, _ []int64, end int64) int64 { return end }, true},
 		{"offset_past_eof", func(_ *testing.T, _ string, _ []int64, end int64) int64 { return end + 100 }, true},
-		{"offset_inside_a_record", func(_ *testing.T, _ string, offs []int64, _ int64) int64 { return offs[1] + 20 }, false},
+		{"offset_inside_a_record", func(_ *testing.T, _ string, offs []int64, _ int64) int64 { return offs[1] + FrameHeaderSize + 12 }, false}, // in the write-order id: a zero length
 		{"zero_fill_at_offset", func(t *testing.T, path string, _ []int64, end int64) int64 {
 			appendToFile(t, path, make([]byte, 64))
 			return end
@@ -163,7 +163,7 @@ func TestReadRecordCorruption(t *testing.T) {
 }
 
 func TestOpenReaderBadHeader(t *testing.T) {
-	valid := AppendFileHeader(nil, 7)
+	valid := testHeader(7)
 	for _, tc := range []struct {
 		name     string
 		fileName string
@@ -196,7 +196,7 @@ func TestOpenReaderMissingFile(t *testing.T) {
 
 func TestOpenReaderAcceptsAnyNameWithValidHeader(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "copy-of-a-log")
-	if err := os.WriteFile(path, AppendFileHeader(nil, 7), 0o644); err != nil {
+	if err := os.WriteFile(path, testHeader(7), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r, err := OpenReader(vfs.OS(), path)

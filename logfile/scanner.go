@@ -57,7 +57,12 @@ func (t Tail) String() string {
 // between are damage in the middle of the file: the scanner records them as
 // a Skip and goes on from that record. If there is none, the scan ends and
 // Tail says whether the rest of the file is a clean end (nothing, or only
-// zeros) or a torn tail (a half-written last write).
+// zeros) or a torn tail (a half-written last write). Frames are checked
+// with the file's Framing: in version 2 bytes not sealed with the file's
+// salt (frames a producer put in an event body) pass with probability
+// 2^-64 per offset, and
+// the search costs O(1) per offset unless a candidate's frame header
+// checksum matches, so O(damaged bytes) in all.
 //
 // A frame whose checksum matches but whose record type this build does not
 // know (a newer release wrote it) is not damage: the scan stops there, with
@@ -77,6 +82,7 @@ type Scanner struct {
 	f    vfs.File
 	id   uint32
 	path string
+	fr   Framing
 
 	buf    []byte // buf[:bufLen] holds the file's bytes from offset bufOff
 	bufOff int64
@@ -95,6 +101,11 @@ type Scanner struct {
 	tail     Tail
 	tailErr  error
 	err      error
+
+	// resyncPayload counts the payload bytes resync checksummed for
+	// candidates that passed the O(1) checks: the work that would make a
+	// resync quadratic if those checks let bad candidates through.
+	resyncPayload int64
 }
 
 // Skip is a damaged region in the middle of a log file that a Scanner
@@ -109,30 +120,32 @@ type Skip struct {
 // NewScanner opens the log file at path, validates its header (a
 // *corrupt.Error if bad, a *corrupt.FormatError if of a newer format
 // version) and positions the scanner at start, which must be a record
-// boundary. A start below HeaderSize means HeaderSize; a start past
-// the end of the file yields no records and a clean tail.
+// boundary. A start inside the header means the end of the header (36
+// bytes, 16 in version 1); a start past the end of the file yields no
+// records and a clean tail.
 func NewScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
-	f, id, err := openLog(fsys, path)
+	f, id, fr, err := openLog(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	return newScanner(f, id, path, start), nil
+	return newScanner(f, id, path, start, fr), nil
 }
 
 // NewSalvageScanner is NewScanner for a log file whose header may be damaged:
 // it takes the file id from the file's name (which must be a LogName) instead
 // of the header, and if the header is not valid it records it as a Skip of
-// the HeaderSize bytes at offset 0 and scans the records after it. A header
-// that is valid but names another file id is still an error, as are a header
-// of a newer format version and I/O errors.
+// the header's bytes at offset 0 (Framing().HeaderSize() of them) and scans
+// the records after it, with the framing recoverFraming finds. A header
+// that is valid but names another file id is still an error, as are a
+// header of a newer format version and I/O errors.
 func NewSalvageScanner(fsys vfs.FS, path string, start int64) (*Scanner, error) {
-	f, id, herr, err := openSalvage(fsys, path)
+	f, id, fr, herr, err := openSalvage(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	s := newScanner(f, id, path, start)
+	s := newScanner(f, id, path, start, fr)
 	if herr != nil {
-		s.skips = append(s.skips, Skip{Offset: 0, Length: HeaderSize, Err: herr})
+		s.skips = append(s.skips, Skip{Offset: 0, Length: fr.HeaderSize(), Err: herr})
 	}
 	return s, nil
 }
@@ -152,8 +165,8 @@ func OpenScanner(fsys vfs.FS, path string, start int64) (sc *Scanner, salvaged b
 	return sc, salvaged, err
 }
 
-func newScanner(f vfs.File, id uint32, path string, start int64) *Scanner {
-	start = max(start, HeaderSize)
+func newScanner(f vfs.File, id uint32, path string, start int64, fr Framing) *Scanner {
+	start = max(start, fr.HeaderSize())
 	bufSize := int64(scanBufSize)
 	if fi, err := f.Stat(); err == nil {
 		// Small files (and fuzz inputs) need no megabyte of buffer; the
@@ -164,6 +177,7 @@ func newScanner(f vfs.File, id uint32, path string, start int64) *Scanner {
 		f:      f,
 		id:     id,
 		path:   path,
+		fr:     fr,
 		buf:    make([]byte, bufSize),
 		bufOff: start,
 		pos:    start,
@@ -189,7 +203,7 @@ func (s *Scanner) MapFile() bool {
 		return false
 	}
 	size, err := s.Size()
-	if err != nil || size <= HeaderSize || size > math.MaxInt {
+	if err != nil || size <= s.fr.HeaderSize() || size > math.MaxInt {
 		return false
 	}
 	m, err := mmap.MapRegion(osf.OSFile(), int(size), mmap.RDONLY, 0, 0)
@@ -214,7 +228,7 @@ func (s *Scanner) CheckAhead() bool {
 	if s.mm == nil || s.ahead != nil || s.done || s.recOff != s.pos {
 		return false
 	}
-	c := &checker{}
+	c := &checker{fr: s.fr}
 	c.to.Store(s.pos)
 	s.ahead = c
 	c.wg.Add(1)
@@ -224,7 +238,8 @@ func (s *Scanner) CheckAhead() bool {
 
 // checker verifies frames ahead of a Scanner (CheckAhead).
 type checker struct {
-	to   atomic.Int64 // every frame of the chain ending at or before to has a valid CRC
+	fr   Framing
+	to   atomic.Int64 // every frame of the chain ending at or before to has valid checksums
 	quit atomic.Bool
 	wg   sync.WaitGroup
 }
@@ -248,14 +263,14 @@ func (c *checker) run(m []byte, off int64) {
 			return
 		}
 		b := m[off:]
-		if len(b) < FrameHeaderSize {
+		if len(b) < c.fr.FrameHeaderSize() {
 			return
 		}
-		n, err := frameLen(b)
+		n, err := c.fr.frameLen(b)
 		if err != nil || n > len(b) {
 			return
 		}
-		if frameCRC(b[0:4], b[FrameHeaderSize:n]) != binary.BigEndian.Uint32(b[4:8]) {
+		if c.fr.check(b[:n]) != nil {
 			return
 		}
 		off += int64(n)
@@ -275,6 +290,10 @@ func (s *Scanner) stopAhead() {
 
 // FileID returns the file id from the header.
 func (s *Scanner) FileID() uint32 { return s.id }
+
+// Framing returns the framing of the file's frames (its version and salt;
+// for a salvage scanner, the one recoverFraming found).
+func (s *Scanner) Framing() Framing { return s.fr }
 
 // Next advances to the next valid record and reports whether there is one.
 // After it returns false, Err reports an I/O error or a record of a newer
@@ -327,6 +346,14 @@ func (s *Scanner) Next() bool {
 // offset and length, with the record decoded into s.rec, or n == 0 if the
 // rest of the file holds none (a clean or torn end). Only zeros after s.pos
 // is a clean end, decided without searching.
+//
+// Each candidate offset costs O(1) unless it passes every check that reads
+// only its first MinPaddingSize bytes: the length bounds, the type, the
+// write-order id and, in version 2, the frame header checksum (salted:
+// bytes a producer wrote pass it with probability 2^-32, random bytes too).
+// Only then is the payload checksummed, so a resync over d damaged bytes
+// costs O(d) in version 2. Version 1 frames have no header checksum: a
+// candidate whose claimed length fits costs that length.
 func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 	if zero, err := s.zeroFrom(s.pos); err != nil || zero {
 		return 0, 0, err
@@ -334,27 +361,33 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 	if _, err := s.Size(); err != nil {
 		return 0, 0, err
 	}
-	for off := s.pos + 1; off+FrameHeaderSize+payloadHeaderSize <= s.size; off++ {
-		b, err := s.window(off, FrameHeaderSize+payloadHeaderSize)
+	fhs, minFrame := int64(s.fr.FrameHeaderSize()), s.fr.MinPaddingSize()
+	for off := s.pos + 1; off+int64(minFrame) <= s.size; off++ {
+		b, err := s.window(off, minFrame)
 		if err != nil {
 			return 0, 0, err
 		}
-		if len(b) < FrameHeaderSize+payloadHeaderSize {
+		if len(b) < minFrame {
 			break // the file shrank under us
 		}
 		// Cheap rejections first: the length must fit in the file, the
-		// type must exist and the write-order id must move forward.
+		// type exist, the write-order id move forward and (version 2) the
+		// frame header checksum match.
 		l := int64(binary.BigEndian.Uint32(b))
-		if l < payloadHeaderSize || l > MaxPayloadSize || off+FrameHeaderSize+l > s.size {
+		if l < payloadHeaderSize || l > MaxPayloadSize || off+fhs+l > s.size {
 			continue
 		}
-		p := b[FrameHeaderSize:]
+		p := b[fhs:]
 		if t := RecordType(p[0]); t < RecordPut || t > RecordCommit {
 			continue
 		}
 		if binary.BigEndian.Uint64(p[9:17]) <= s.lastWOID {
 			continue
 		}
+		if !s.fr.headerOK(b) {
+			continue
+		}
+		s.resyncPayload += l
 		n, bad, err := s.frameAt(off, &s.rec)
 		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
 			continue // a commit of a newer type: damage is searched for this build's records only
@@ -438,7 +471,7 @@ func (s *Scanner) Close() error {
 // frame, a *corrupt.Error for this file and off. err is an I/O error, or a
 // *corrupt.FormatError for a valid frame of a newer record type.
 func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
-	b, err := s.window(off, FrameHeaderSize)
+	b, err := s.window(off, s.fr.FrameHeaderSize())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -446,7 +479,7 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 		return 0, nil, nil
 	}
 	if len(b) >= 4 {
-		if need, lerr := frameLen(b); lerr == nil && need > len(b) {
+		if need, lerr := s.fr.frameLen(b); lerr == nil && need > len(b) {
 			if b, err = s.window(off, need); err != nil {
 				return 0, nil, err
 			}
@@ -456,7 +489,7 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 	if s.ahead != nil {
 		checked = s.ahead.to.Load() - off
 	}
-	n, derr := decodeFrame(b, rec, &s.sc, checked)
+	n, derr := decodeFrame(b, rec, &s.sc, checked, s.fr)
 	if fe := newerAt(s.path, off, derr); fe != nil {
 		return 0, nil, fe
 	}

@@ -346,10 +346,11 @@ func (s *Set) closeWriter(d *dir) error {
 }
 
 // unfinishedCreate reports whether the log file at path was cut short by a
-// crash inside Create: shorter than a file header, or nothing but zeros.
-// Such a file holds no record. Anything else with a bad header is damage,
-// which the scanner reports. A short header a newer release began is a
-// *corrupt.FormatError.
+// crash inside Create: shorter than the file header its first bytes begin
+// (declaredHeaderSize: 16 bytes for version 1, else 36), or nothing but
+// zeros. Such a file holds no record. Anything else with a bad header is
+// damage, which the scanner reports. A short header a newer release began
+// is a *corrupt.FormatError.
 func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -358,7 +359,7 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 	defer f.Close()
 	var hdr [HeaderSize]byte
 	n, err := f.ReadAt(hdr[:], 0)
-	if n < len(hdr) {
+	if n < declaredHeaderSize(hdr[:n]) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false, fmt.Errorf("read %s: %w", path, err)
 		}
@@ -371,14 +372,14 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 		}
 		return true, nil
 	}
-	if !zeros.All(hdr[:]) {
+	if !zeros.All(hdr[:n]) {
 		return false, nil
 	}
 	// Create syncs the header before any record is written, so a zeroed
 	// header followed by anything but zeros is damage, not an unfinished
 	// create.
 	buf := make([]byte, 64<<10)
-	for off := int64(HeaderSize); ; {
+	for off := int64(n); ; {
 		n, err := f.ReadAt(buf, off)
 		if !zeros.All(buf[:n]) {
 			return false, nil

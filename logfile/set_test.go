@@ -64,7 +64,7 @@ func setRaw(t *testing.T, fsys vfs.FS, path string, data []byte) {
 // synced, and returns its path, the offset of each record and its end.
 func setLog(t *testing.T, fsys vfs.FS, dir string, id uint32, woids ...uint64) (string, []int64, int64) {
 	t.Helper()
-	w, err := Create(fsys, dir, id)
+	w, err := testCreate(fsys, dir, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestOpenSetDuplicateID(t *testing.T) {
 // Unfinished, and not one of Files. A zeroed header followed by anything
 // but zeros is damage, not an unfinished create.
 func TestOpenSetUnfinishedCreates(t *testing.T) {
-	hdr := AppendFileHeader(nil, 1)
+	hdr := testHeader(1)
 	zeroHdr := make([]byte, HeaderSize)
 	// Past the 64 KiB that unfinishedCreate reads at a time.
 	longZeros := make([]byte, HeaderSize+70<<10)
@@ -516,7 +516,7 @@ func TestSetReaderSalvagesDamagedHeader(t *testing.T) {
 func TestSetReaderErrors(t *testing.T) {
 	fsys := setMem(t, "/a")
 	setLog(t, fsys, "/a", 1, 1)
-	setRaw(t, fsys, "/a/"+LogName(2), cat(AppendFileHeader(nil, 3), rec(t, 2, "b")))
+	setRaw(t, fsys, "/a/"+LogName(2), cat(testHeader(3), rec(t, 2, "b")))
 	s, err := OpenSet(SetOptions{FS: fsys, Dirs: []string{"/a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -998,7 +998,7 @@ func TestSnapshotPositions(t *testing.T) {
 		want int64
 	}{
 		{"recovered file: its valid end", 1, end1},
-		{"recovered file without an end: its header", 2, HeaderSize},
+		{"recovered file without an end: the smallest header", 2, headerSizeV1},
 		{"rolled file: its size", rolled, st.Size()},
 		{"active file of /b: its size", s.Active(1).ID(), s.Active(1).Size()},
 		{"active file of /a: its size", s.Active(0).ID(), s.Active(0).Size()},

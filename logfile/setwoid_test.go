@@ -8,12 +8,12 @@ func TestSetWriteOrderIDKeepsFrameValid(t *testing.T) {
 		{Type: RecordTake, TxID: 4, Pointers: []uint64{1<<32 | 16}},
 		{Type: RecordCommit, TxID: 5, CommitType: RecordTake},
 	} {
-		buf, err := AppendRecord(nil, &r)
+		buf, err := testFraming.AppendRecord(nil, &r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		SetWriteOrderID(buf, 1<<40+7)
-		got, n, err := DecodeRecord(buf)
+		testFraming.setWriteOrderID(buf, 1<<40+7)
+		got, n, err := testFraming.DecodeRecord(buf)
 		if err != nil || n != len(buf) {
 			t.Fatalf("%v: decode after SetWriteOrderID: %v (n=%d)", r.Type, err, n)
 		}

@@ -65,7 +65,9 @@ func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, f := range s.files {
-		f.size = max(rec.Ends[id], HeaderSize)
+		// Without an end: no record starts before the smallest header (a
+		// scan from there starts at the file's own header end).
+		f.size = max(rec.Ends[id], headerSizeV1)
 	}
 	for file, of := range rec.Completes {
 		for _, g := range of {
@@ -160,7 +162,8 @@ func (s *Set) rollLocked(d *dir) error {
 // Batch is records to append to one data dir's log in one write.
 type Batch struct {
 	// Buf holds the records' frames, encoded by AppendUnsealed; Frames
-	// the offset in Buf of each. Append seals them (write-order id, CRC).
+	// the offset in Buf of each. Append seals them for the file they go
+	// to (write-order id, checksums with that file's salt).
 	Buf    []byte
 	Frames []int
 	// After lists earlier writes (a transaction's spilled puts) that this
@@ -246,7 +249,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	n := uint64(len(b.Frames))
 	first := s.nextWOID.Add(n) - n
 	for k, off := range b.Frames {
-		SetWriteOrderID(b.Buf[off:], first+uint64(k))
+		w.fr.setWriteOrderID(b.Buf[off:], first+uint64(k))
 	}
 	for _, g := range b.Completes {
 		s.Complete(w.ID(), g)

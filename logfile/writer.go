@@ -28,6 +28,7 @@ type Writer struct {
 	f    vfs.File
 	id   uint32
 	path string
+	fr   Framing // the file's version and salt, which seal its frames
 
 	size  atomic.Int64 // offset the next Write lands at; stored only by Write
 	syncs atomic.Int64 // fsyncs issued by SyncTo
@@ -51,26 +52,32 @@ type Writer struct {
 }
 
 // Create creates dir/LogName(id), which must not exist, with the
-// permission bits vfs.FileMode(fsys), writes and fsyncs its header, then
+// permission bits vfs.FileMode(fsys), writes and fsyncs its header (the
+// current format version, with a fresh random salt), then
 // fsyncs dir so the new name survives a crash. On failure it removes the
 // file again.
 func Create(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
+	return create(fsys, dir, id, newFraming())
+}
+
+// create is Create with the framing of the new file given.
+func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 	path := filepath.Join(dir, LogName(id))
 	f, err := fsys.Create(path, vfs.FileMode(fsys))
 	if err != nil {
 		return nil, vfs.Named(fmt.Sprintf("create log %d in %s", id, dir), err)
 	}
-	if err := initFile(fsys, f, dir, id); err != nil {
+	if err := initFile(fsys, f, dir, id, fr); err != nil {
 		return nil, errors.Join(fmt.Errorf("create log %d in %s: %w", id, dir, err), f.Close(), fsys.Remove(path))
 	}
-	w := &Writer{f: f, id: id, path: path, synced: HeaderSize}
+	w := &Writer{f: f, id: id, path: path, fr: fr, synced: fr.HeaderSize()}
 	w.syncDone = sync.NewCond(&w.mu)
-	w.size.Store(HeaderSize)
+	w.size.Store(fr.HeaderSize())
 	return w, nil
 }
 
-func initFile(fsys vfs.FS, f vfs.File, dir string, id uint32) error {
-	hdr := AppendFileHeader(make([]byte, 0, HeaderSize), id)
+func initFile(fsys vfs.FS, f vfs.File, dir string, id uint32, fr Framing) error {
+	hdr := appendFileHeader(make([]byte, 0, HeaderSize), id, fr)
 	// Each error names its operation and file ("sync <path>: ..."); Create
 	// adds "create log <id> in <dir>".
 	if _, err := f.WriteAt(hdr, 0); err != nil {
@@ -87,6 +94,10 @@ func (w *Writer) ID() uint32 { return w.id }
 
 // Path returns the path of the file.
 func (w *Writer) Path() string { return w.path }
+
+// Framing returns the framing of the file's frames: frames written to it
+// must be encoded (Framing.AppendRecord) or sealed for it.
+func (w *Writer) Framing() Framing { return w.fr }
 
 // Size returns the bytes written so far, header included: the offset the
 // next Write lands at.

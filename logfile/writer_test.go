@@ -14,7 +14,7 @@ import (
 
 func TestCreateWritesHeaderAndRefusesExisting(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Create(vfs.OS(), dir, 7)
+	w, err := testCreate(vfs.OS(), dir, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,10 +25,10 @@ func TestCreateWritesHeaderAndRefusesExisting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, AppendFileHeader(nil, 7)) {
+	if !bytes.Equal(got, testHeader(7)) {
 		t.Fatalf("file holds %x, want the header", got)
 	}
-	if _, err := Create(vfs.OS(), dir, 7); err == nil {
+	if _, err := testCreate(vfs.OS(), dir, 7); err == nil {
 		t.Fatal("Create of an existing log succeeded")
 	}
 	if err := w.Close(); err != nil {
@@ -43,7 +43,7 @@ func TestCreateRemovesFileWhenHeaderSyncFails(t *testing.T) {
 	fsys := newFaultFS()
 	fsys.onCreate = func(f *faultFile) { f.failSync.Store(true) }
 	dir := t.TempDir()
-	if _, err := Create(fsys, dir, 3); !errors.Is(err, errInjected) {
+	if _, err := testCreate(fsys, dir, 3); !errors.Is(err, errInjected) {
 		t.Fatalf("Create = %v, want the injected sync failure", err)
 	}
 	if exists(filepath.Join(dir, LogName(3))) {
@@ -52,7 +52,7 @@ func TestCreateRemovesFileWhenHeaderSyncFails(t *testing.T) {
 }
 
 func TestWriteReturnsOffsetsAndSize(t *testing.T) {
-	w, err := Create(vfs.OS(), t.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestWriteReturnsOffsetsAndSize(t *testing.T) {
 }
 
 func TestWritePastMaxFileSizeIsRefusedAndNotSticky(t *testing.T) {
-	w, err := Create(vfs.OS(), t.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestWritePastMaxFileSizeIsRefusedAndNotSticky(t *testing.T) {
 }
 
 func TestSyncToAccounting(t *testing.T) {
-	w, err := Create(vfs.OS(), t.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestGroupCommitSharesOneFsync(t *testing.T) {
 			}
 		}
 	}
-	w, err := Create(fsys, t.TempDir(), 1)
+	w, err := testCreate(fsys, t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func write(t *testing.T, w *Writer, n int) int64 {
 func TestGroupCommitConcurrentCommitters(t *testing.T) {
 	fsys := newFaultFS()
 	fsys.onCreate = func(f *faultFile) { f.syncHook = func() { time.Sleep(2 * time.Millisecond) } }
-	w, err := Create(fsys, t.TempDir(), 1)
+	w, err := testCreate(fsys, t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestWriterFailuresAreSticky(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := newFaultFS()
-			w, err := Create(fsys, t.TempDir(), 1)
+			w, err := testCreate(fsys, t.TempDir(), 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -284,7 +284,7 @@ func TestWriterFailuresAreSticky(t *testing.T) {
 }
 
 func TestClosedWriter(t *testing.T) {
-	w, err := Create(vfs.OS(), t.TempDir(), 1)
+	w, err := testCreate(vfs.OS(), t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestClosedWriter(t *testing.T) {
 // disk) and Synced says where the durable part ends.
 func TestFailedSyncTakesBackTheUnsyncedBytes(t *testing.T) {
 	fsys := newFaultFS()
-	w, err := Create(fsys, t.TempDir(), 1)
+	w, err := testCreate(fsys, t.TempDir(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ func (a *applier) damaged(t shortTx) (Place, bool) {
 		}
 		for i, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
 			for _, sk := range regions {
-				if sk.Offset < logfile.HeaderSize || sk.Offset+sk.Length < l {
+				if sk.Offset == 0 || sk.Offset+sk.Length < l {
 					continue // a damaged header, or damage well before its records
 				}
 				if f == t.commitFile && sk.Offset >= t.commitOff {
@@ -343,7 +343,7 @@ func (a *applier) takeDamage(src *source, off int64) Place {
 	found := false
 	for i, regions := range [2][]logfile.Skip{src.sc.Skipped(), src.pads} {
 		for _, sk := range regions {
-			if sk.Offset < logfile.HeaderSize || sk.Offset >= off {
+			if sk.Offset == 0 || sk.Offset >= off { // a damaged header (at 0), or after the commit
 				continue
 			}
 			if !found || sk.Offset > best.Offset {

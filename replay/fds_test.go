@@ -56,7 +56,7 @@ func writePairs(t *testing.T, fsys vfs.FS, dirs []string, pairs, txs int) []ptr 
 		woid++
 		r.WriteOrderID = woid
 		var err error
-		if buf, err = logfile.AppendRecord(buf[:0], &r); err != nil {
+		if buf, err = w.Framing().AppendRecord(buf[:0], &r); err != nil {
 			t.Fatal(err)
 		}
 		off, err := w.Write(buf)

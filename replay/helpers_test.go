@@ -156,7 +156,7 @@ func (l *logSet) write(id uint32, r logfile.Record) ptr {
 		delete(l.txEvents, r.TxID)
 	}
 	var err error
-	l.buf, err = logfile.AppendRecord(l.buf[:0], &r)
+	l.buf, err = l.w[id].Framing().AppendRecord(l.buf[:0], &r)
 	if err != nil {
 		l.tb.Fatal(err)
 	}

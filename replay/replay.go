@@ -329,17 +329,16 @@ func (r *run) peekFiles() error {
 			r.res.Empty = append(r.res.Empty, f.Path)
 			continue
 		}
-		start := r.positions[f.ID]
-		s := &source{file: f, from: start, id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
+		s := &source{file: f, from: r.positions[f.ID], id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
 		r.sources = append(r.sources, s)
 		r.a.sources[f.ID] = s
 		r.res.MaxFileID = max(r.res.MaxFileID, f.ID)
-		size, err := s.peek(r.logs)
+		start, size, err := s.peek(r.logs)
 		if err != nil {
 			return err
 		}
-		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: max(start, logfile.HeaderSize), Size: size})
-		r.total += max(size-max(start, logfile.HeaderSize), 0)
+		r.res.Logs = append(r.res.Logs, LogFile{ID: f.ID, Dir: f.Dir, Path: f.Path, Start: start, Size: size})
+		r.total += max(size-start, 0)
 		if s.closed {
 			// Only padding, or nothing, after start: the peek was the
 			// whole scan.

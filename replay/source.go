@@ -73,13 +73,16 @@ type source struct {
 // notes its write-order id (first) and the file's size, and closes the file
 // again. If there is no such record, the peek was the whole scan: the
 // source is closed, with its padding in pads.
-func (s *source) peek(logs *logfile.Set) (size int64, err error) {
+func (s *source) peek(logs *logfile.Set) (start, size int64, err error) {
 	sc, _, err := logs.Scan(s.file, s.from)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	// Before its first Next, End is where the scan starts: s.from, or the
+	// end of the file's header (its size depends on its version).
+	start = sc.End()
 	if size, err = sc.Size(); err != nil {
-		return 0, errors.Join(err, sc.Close())
+		return 0, 0, errors.Join(err, sc.Close())
 	}
 	var pads []logfile.Skip
 	for sc.Next() {
@@ -89,10 +92,10 @@ func (s *source) peek(logs *logfile.Set) (size int64, err error) {
 			continue
 		}
 		s.first = rec.WriteOrderID
-		return size, sc.Close()
+		return start, size, sc.Close()
 	}
 	s.sc, s.pads, s.end, s.closed = sc, pads, sc.End(), true
-	return size, sc.Close()
+	return start, size, sc.Close()
 }
 
 // open opens the file's scanner at s.from, for the merge.
@@ -149,7 +152,7 @@ func (s *source) read() {
 	for s.sc.Next() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
-			off: s.sc.Offset(), size: int64(r.EncodedSize())}
+			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset()}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
 			b.ptrs = append(b.ptrs, r.Pointers...)

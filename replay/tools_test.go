@@ -272,12 +272,12 @@ func TestEventsFullReplayBeyondTheFirstGuess(t *testing.T) {
 	batch := make([]byte, 0, n*30)
 	for i := range n {
 		var err error
-		batch, err = logfile.AppendRecord(batch, &logfile.Record{Type: logfile.RecordPut, TxID: 1, WriteOrderID: uint64(i + 1)})
+		batch, err = l.w[1].Framing().AppendRecord(batch, &logfile.Record{Type: logfile.RecordPut, TxID: 1, WriteOrderID: uint64(i + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	batch, _ = logfile.AppendRecord(batch, &logfile.Record{Type: logfile.RecordCommit, TxID: 1, WriteOrderID: uint64(n + 1), CommitType: logfile.RecordPut, Count: uint64(n)})
+	batch, _ = l.w[1].Framing().AppendRecord(batch, &logfile.Record{Type: logfile.RecordCommit, TxID: 1, WriteOrderID: uint64(n + 1), CommitType: logfile.RecordPut, Count: uint64(n)})
 	if _, err := l.w[1].Write(batch); err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,18 @@ func edit(t testing.TB, path string, f func(b []byte)) {
 }
 
 // SetLogVersion makes the log file at path declare format version v
-// (uint16 at offset 4), with the header CRC (bytes 12..15, over 0..11)
-// recomputed.
+// (uint16 at offset 4), with the header CRC recomputed where the file's own
+// version keeps it: bytes 20..23 over 0..19 in version 2, bytes 12..15 over
+// 0..11 in version 1.
 func SetLogVersion(t testing.TB, path string, v uint16) {
 	t.Helper()
 	edit(t, path, func(b []byte) {
+		crcAt := 12
+		if binary.BigEndian.Uint16(b[4:]) == 2 {
+			crcAt = 20
+		}
 		binary.BigEndian.PutUint16(b[4:], v)
-		binary.BigEndian.PutUint32(b[12:], crc32.Checksum(b[:12], castagnoli))
+		binary.BigEndian.PutUint32(b[crcAt:], crc32.Checksum(b[:crcAt], castagnoli))
 	})
 }
 
@@ -67,17 +72,26 @@ func SetFileVersion(t testing.TB, path string, v uint16) {
 	})
 }
 
-// AppendRecord appends to the log file at path a frame with a valid CRC
-// whose payload is record type typ, transaction id 1, write-order id woid
-// and body. It returns the frame's offset.
+// AppendRecord appends to the log file at path a frame with valid
+// checksums (for the file's version and, in version 2, its salt) whose
+// payload is record type typ, transaction id 1, write-order id woid and
+// body. It returns the frame's offset.
 func AppendRecord(t testing.TB, path string, typ byte, woid uint64, body []byte) int64 {
 	t.Helper()
 	payload := append([]byte{typ}, binary.BigEndian.AppendUint64(nil, 1)...)
 	payload = binary.BigEndian.AppendUint64(payload, woid)
 	payload = append(payload, body...)
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
-	frame = binary.BigEndian.AppendUint32(frame, crc32.Update(crc32.Checksum(frame, castagnoli), castagnoli, payload))
-	frame = append(frame, payload...)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt, v2 := LogSalt(b)
+	var frame []byte
+	if v2 {
+		frame = LogFrame(salt, payload)
+	} else {
+		frame = LogFrameV1(payload)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -94,17 +108,56 @@ func AppendRecord(t testing.TB, path string, typ byte, woid uint64, body []byte)
 }
 
 // SetRecordType makes the record whose frame starts at off in the log file
-// at path a record of type typ, with the frame CRC (over the length field
-// and the payload) recomputed.
+// at path a record of type typ, with the frame's checksums recomputed.
 func SetRecordType(t testing.TB, path string, off int64, typ byte) {
 	t.Helper()
 	edit(t, path, func(b []byte) {
+		salt, v2 := LogSalt(b)
 		frame := b[off:]
 		n := binary.BigEndian.Uint32(frame)
-		payload := frame[8 : 8+n]
+		if !v2 {
+			payload := frame[8 : 8+n]
+			payload[0] = typ
+			copy(frame, LogFrameV1(payload))
+			return
+		}
+		payload := frame[12 : 12+n]
 		payload[0] = typ
-		binary.BigEndian.PutUint32(frame[4:], crc32.Update(crc32.Checksum(frame[:4], castagnoli), castagnoli, payload))
+		copy(frame, LogFrame(salt, payload))
 	})
+}
+
+// LogSalt returns the salt of the log file whose bytes start with b, and
+// whether it is a version-2 file (magic "FCLG", version 2 at offset 4, the
+// salt at 12..19).
+func LogSalt(b []byte) (salt uint64, v2 bool) {
+	if len(b) < 20 || string(b[:4]) != "FCLG" || binary.BigEndian.Uint16(b[4:]) != 2 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b[12:]), true
+}
+
+// LogFrame returns a version-2 frame around payload (at least 17 bytes)
+// sealed with salt, the way a producer who guessed salt (or read it from a
+// file) could build one: length (4), frame header checksum (4: CRC32C of
+// the length then of bytes 8..28, XOR the salt's high half), payload
+// checksum (4: CRC32C of the payload, XOR its low half), payload.
+func LogFrame(salt uint64, payload []byte) []byte {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	frame = append(frame, 0, 0, 0, 0)
+	frame = binary.BigEndian.AppendUint32(frame, crc32.Checksum(payload, castagnoli)^uint32(salt))
+	frame = append(frame, payload...)
+	hc := crc32.Update(crc32.Checksum(frame[:4], castagnoli), castagnoli, frame[8:29])
+	binary.BigEndian.PutUint32(frame[4:], hc^uint32(salt>>32))
+	return frame
+}
+
+// LogFrameV1 returns a version-1 frame around payload: length (4), CRC32C
+// of the length then the payload (4), payload.
+func LogFrameV1(payload []byte) []byte {
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+	frame = binary.BigEndian.AppendUint32(frame, crc32.Update(crc32.Checksum(frame, castagnoli), castagnoli, payload))
+	return append(frame, payload...)
 }
 
 // Snapshot returns every file in dirs (not below them) by path, with its
@@ -149,5 +202,38 @@ func RequireUnchanged(t testing.TB, before map[string][]byte, dirs ...string) {
 		if _, ok := before[p]; !ok {
 			t.Errorf("%s was created", p)
 		}
+	}
+}
+
+// DowngradeLogToV1 rewrites the version-2 log file at path as the version-1
+// file an older release would have written with the same records: a 16-byte
+// header (magic, version 1, reserved, file id, CRC32C of bytes 0..11) and
+// every frame with an 8-byte frame header (length, CRC32C of the length then
+// the payload). Records move (the header is 20 bytes shorter, every frame 4),
+// so pointers to them (take records, a checkpoint) no longer hold: use it on
+// files of puts and commits, with no checkpoint. It stops at the first
+// frame that does not parse.
+func DowngradeLogToV1(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, v2 := LogSalt(b); !v2 || len(b) < 36 {
+		t.Fatalf("%s is not a version-2 log file", path)
+	}
+	out := append([]byte("FCLG"), 0, 1, 0, 0)
+	out = append(out, b[8:12]...)
+	out = binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+	for off := 36; off+12 <= len(b); {
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		if n == 0 || off+12+n > len(b) {
+			break
+		}
+		out = append(out, LogFrameV1(b[off+12:off+12+n])...)
+		off += 12 + n
+	}
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

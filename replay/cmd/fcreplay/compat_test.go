@@ -29,10 +29,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		name  string
 		patch func(t *testing.T, f *fixture) (file, what string)
 	}{
-		{"log_file_version_2", func(t *testing.T, f *fixture) (string, string) {
+		{"log_file_version_3", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.LogName(1))
-			testutil.SetLogVersion(t, p, 2)
-			return p, "format version 2"
+			testutil.SetLogVersion(t, p, 3)
+			return p, "format version 3"
 		}},
 		{"log_record_of_type_6", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)

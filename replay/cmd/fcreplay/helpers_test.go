@@ -310,11 +310,18 @@ func fileHashes(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-var timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+var (
+	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	// Stored and computed frame checksums: they include each log file's
+	// random salt.
+	checksumRE = regexp.MustCompile(`(stored|computed) 0x[0-9a-f]{8}`)
+)
 
-// normalize replaces the fixture's temp dir with $DIR and times with $TIME.
+// normalize replaces the fixture's temp dir with $DIR, times with $TIME and
+// frame checksums (salted, so different in every run) with $CRC.
 func (f *fixture) normalize(s string) string {
 	s = strings.ReplaceAll(s, f.base, "$DIR")
+	s = checksumRE.ReplaceAllString(s, "$1 $$CRC")
 	return timeRE.ReplaceAllString(s, "$$TIME")
 }
 

@@ -1,0 +1,298 @@
+package logfile
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+)
+
+// Framing is how the frames of one log file are laid out and checksummed:
+// the file's format version and, from version 2 on, the file's salt. Every
+// file has its own, read from its header (Writer.Framing, Reader.Framing,
+// Scanner.Framing); frames encoded for one file are not valid in another.
+//
+// Version 1 frames (8-byte frame header) carry one CRC32C over the length
+// and the payload; anybody who knows the format can compute it, so bytes
+// that a producer put into an event body can form valid version-1 frames.
+// Version 2 frames (12-byte frame header) carry two checksums, each XORed
+// with one half of a 64-bit salt drawn from crypto/rand when the file is
+// created and stored only in the file's header: a frame-header checksum, so
+// that a scan rejects a candidate frame in O(1), and a payload checksum.
+// Without the salt, bytes form a valid version-2 frame with probability
+// 2^-64 (docs/format.md §3.2).
+//
+// A Framing never reveals its salt: it has no accessor, and it formats (with
+// any verb) as its version only.
+type Framing struct {
+	version uint16
+	salt    uint64 // version 2: high half masks the header checksum, low half the payload checksum
+	// lost: a version-2 file whose header is damaged beyond recovering its
+	// salt (both copies gone and its first two records unusable): no frame
+	// of it can be verified.
+	lost bool
+}
+
+// framingV1 is the framing of every version-1 file: no salt.
+var framingV1 = Framing{version: 1}
+
+// newFraming returns the framing of a new file: the current format version
+// and a fresh random salt.
+func newFraming() Framing {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return Framing{version: FormatVersion, salt: binary.BigEndian.Uint64(b[:])}
+}
+
+// Version returns the format version of the file the framing belongs to.
+func (f Framing) Version() uint16 { return f.version }
+
+// HeaderSize returns the size of the file header, the offset of the first
+// record: 16 in version 1, 36 (HeaderSize) in version 2.
+func (f Framing) HeaderSize() int64 {
+	if f.version == 1 {
+		return headerSizeV1
+	}
+	return HeaderSize
+}
+
+// FrameHeaderSize returns the size of a frame before its payload: 8 in
+// version 1, 12 (FrameHeaderSize) in version 2.
+func (f Framing) FrameHeaderSize() int {
+	if f.version == 1 {
+		return frameHeaderSizeV1
+	}
+	return FrameHeaderSize
+}
+
+// MinPaddingSize returns the size of the smallest padding frame (and of the
+// smallest frame of any type): 25 in version 1, 29 (MinPaddingSize) in
+// version 2. A damaged region shorter than it cannot be padded.
+func (f Framing) MinPaddingSize() int { return f.FrameHeaderSize() + payloadHeaderSize }
+
+// MaxFrameSize returns the size of the longest frame: the frame header and
+// MaxPayloadSize.
+func (f Framing) MaxFrameSize() int { return f.FrameHeaderSize() + MaxPayloadSize }
+
+// Format prints the framing as its version, never its salt, whatever the
+// verb.
+func (f Framing) Format(s fmt.State, _ rune) {
+	if f.lost {
+		fmt.Fprintf(s, "log format v%d (salt lost)", f.version)
+		return
+	}
+	fmt.Fprintf(s, "log format v%d", f.version)
+}
+
+// AppendRecord appends r's frame, sealed for this framing's file, to dst
+// and returns the extended slice. It returns ErrTooLarge if the payload
+// would exceed MaxPayloadSize, and ErrInvalidRecord for an unknown Type, a
+// commit of a type other than put or take, or padding with a transaction
+// id, a write-order id or a negative Filler; dst is returned unchanged with
+// an error. With a dst of enough capacity it does not allocate (unless a
+// put has more than 16 headers).
+func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
+	start := len(dst)
+	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize())
+	if err != nil {
+		return dst, err
+	}
+	f.seal(dst[start:])
+	return dst, nil
+}
+
+// EncodedSize returns the size of the whole frame r takes in this
+// framing's file: FrameHeaderSize() + payload.
+func (f Framing) EncodedSize(r *Record) int { return f.FrameHeaderSize() + r.payloadSize() }
+
+// AppendPadding appends a padding frame (type RecordPadding) of exactly size
+// bytes to dst: MinPaddingSize() <= size <= MaxFrameSize(), else
+// ErrInvalidRecord and dst unchanged. Use PaddingSizes to cover a longer
+// region.
+func (f Framing) AppendPadding(dst []byte, size int) ([]byte, error) {
+	if size < f.MinPaddingSize() || size > f.MaxFrameSize() {
+		return dst, fmt.Errorf("%w: padding frame of %d bytes, want %d to %d", ErrInvalidRecord, size, f.MinPaddingSize(), f.MaxFrameSize())
+	}
+	return f.AppendRecord(dst, &Record{Type: RecordPadding, Filler: size - f.MinPaddingSize()})
+}
+
+// PaddingSizes splits a region of n bytes into the sizes of the padding
+// frames that cover it exactly, in order: one frame up to MaxFrameSize(),
+// else frames of MaxFrameSize() and a last one of at least
+// MinPaddingSize(). It returns nil for n < MinPaddingSize(), which no
+// padding can cover.
+func (f Framing) PaddingSizes(n int64) []int {
+	lo, hi := int64(f.MinPaddingSize()), int64(f.MaxFrameSize())
+	if n < lo {
+		return nil
+	}
+	var sizes []int
+	for n > hi {
+		s := hi
+		if n-hi < lo {
+			s = hi - lo // leaves between lo and 2*lo bytes
+		}
+		sizes = append(sizes, int(s))
+		n -= s
+	}
+	return append(sizes, int(n))
+}
+
+// DecodeRecord decodes one frame of this framing's file at the start of b
+// and returns the record and the frame length. The record's Body aliases b.
+// It returns io.ErrUnexpectedEOF if b is shorter than the frame claims, a
+// *corrupt.FormatError for a frame whose checksums match but whose record
+// type a newer release added, and a *corrupt.Error for a bad length,
+// checksum or payload; both with File "" and Offset -1 (callers fill them
+// in). It never panics.
+func (f Framing) DecodeRecord(b []byte) (Record, int, error) {
+	var r Record
+	n, err := decodeFrame(b, &r, nil, 0, f)
+	if err != nil {
+		return Record{}, 0, err
+	}
+	return r, n, nil
+}
+
+// masks returns the values XORed into the stored header and payload
+// checksums: the salt's halves (version 2), zero for version 1.
+func (f Framing) masks() (header, payload uint32) {
+	return uint32(f.salt >> 32), uint32(f.salt)
+}
+
+// seal computes and stores the checksums of frame, a whole frame in f's
+// layout whose length and payload are final.
+func (f Framing) seal(frame []byte) {
+	n := int(binary.BigEndian.Uint32(frame[0:4]))
+	if f.version == 1 {
+		binary.BigEndian.PutUint32(frame[4:8], crcV1(frame[0:4], frame[frameHeaderSizeV1:frameHeaderSizeV1+n]))
+		return
+	}
+	hm, pm := f.masks()
+	binary.BigEndian.PutUint32(frame[8:12], crc32.Checksum(frame[FrameHeaderSize:FrameHeaderSize+n], castagnoli)^pm)
+	binary.BigEndian.PutUint32(frame[4:8], headerCRC(frame)^hm)
+}
+
+// setWriteOrderID rewrites the write-order id of the frame at the start of
+// frame (a whole frame in f's layout, of AppendRecord or AppendUnsealed)
+// and seals it. The channel encodes records when they are put and assigns
+// write-order ids only when it appends them to a file, so the ids follow
+// the order of the file and the checksums that file's salt.
+func (f Framing) setWriteOrderID(frame []byte, woid uint64) {
+	fhs := f.FrameHeaderSize()
+	binary.BigEndian.PutUint64(frame[fhs+9:fhs+17], woid)
+	f.seal(frame)
+}
+
+// crcV1 is the version-1 frame checksum: CRC32C of the length field, then
+// the payload.
+func crcV1(length, payload []byte) uint32 {
+	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
+}
+
+// headerCRC is the unmasked version-2 frame-header checksum of the frame at
+// the start of b (len(b) >= MinPaddingSize): CRC32C of the length field
+// (bytes 0..3), then the payload checksum and the payload's fixed fields
+// (bytes 8..28).
+func headerCRC(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[0:4], castagnoli), castagnoli, b[8:MinPaddingSize])
+}
+
+// headerOK reports whether the version-2 frame at the start of b (len(b) >=
+// MinPaddingSize) has a matching frame-header checksum: O(1) work, whatever
+// length the frame claims. For version 1, which has no such checksum, it is
+// always true.
+func (f Framing) headerOK(b []byte) bool {
+	if f.version == 1 {
+		return true
+	}
+	if f.lost {
+		return false
+	}
+	hm, _ := f.masks()
+	return headerCRC(b)^hm == binary.BigEndian.Uint32(b[4:8])
+}
+
+// frameLen reads the length field at the start of b (len(b) >= 4) and
+// returns the whole frame length, or a corruption error for a zero or too
+// large length (or, in version 2, one shorter than the fixed payload fields
+// the header checksum covers).
+func (f Framing) frameLen(b []byte) (int, error) {
+	l := binary.BigEndian.Uint32(b)
+	switch {
+	case l == 0:
+		return 0, corrupt.New("", -1, "zero payload length")
+	case l > MaxPayloadSize:
+		return 0, corrupt.New("", -1, "payload length %d exceeds limit %d", l, MaxPayloadSize)
+	case f.version != 1 && l < payloadHeaderSize:
+		return 0, corrupt.New("", -1, "payload length %d shorter than its %d fixed bytes", l, payloadHeaderSize)
+	}
+	return f.FrameHeaderSize() + int(l), nil
+}
+
+// check verifies the checksums of frame, exactly one whole frame in f's
+// layout (its length already checked by frameLen). The computed values in
+// the error include the salt, so that the message tells nothing about it.
+func (f Framing) check(frame []byte) error {
+	if f.version == 1 {
+		got, want := crcV1(frame[0:4], frame[frameHeaderSizeV1:]), binary.BigEndian.Uint32(frame[4:8])
+		if got != want {
+			return corrupt.New("", -1, "checksum mismatch: stored %#08x, computed %#08x", want, got)
+		}
+		return nil
+	}
+	if f.lost {
+		return corrupt.New("", -1, "the file's salt was lost with its header: no record of it can be verified")
+	}
+	hm, pm := f.masks()
+	if got, want := headerCRC(frame)^hm, binary.BigEndian.Uint32(frame[4:8]); got != want {
+		return corrupt.New("", -1, "frame header checksum mismatch: stored %#08x, computed %#08x", want, got)
+	}
+	if got, want := crc32.Checksum(frame[FrameHeaderSize:], castagnoli)^pm, binary.BigEndian.Uint32(frame[8:12]); got != want {
+		return corrupt.New("", -1, "payload checksum mismatch: stored %#08x, computed %#08x", want, got)
+	}
+	return nil
+}
+
+// decodeFrame validates the frame of framing f at the start of b and
+// decodes it into r (using s's allocations when s is not nil). It returns
+// the frame length. Errors are io.ErrUnexpectedEOF when b is too short, a
+// *corrupt.FormatError for a checksummed frame of a newer record type
+// (newerType), and corruption errors otherwise, with File "" and Offset -1:
+// a fresh value callers may fill in.
+//
+// A frame no longer than checked is taken to have valid checksums (a
+// Scanner's CheckAhead verified them); pass 0 to check every frame.
+func decodeFrame(b []byte, r *Record, s *scratch, checked int64, f Framing) (int, error) {
+	if len(b) < f.FrameHeaderSize() {
+		if len(b) >= 4 {
+			if _, err := f.frameLen(b); err != nil {
+				return 0, err
+			}
+		}
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := f.frameLen(b)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) < n {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if int64(n) > checked {
+		if err := f.check(b[:n]); err != nil {
+			return 0, err
+		}
+	}
+	payload := b[f.FrameHeaderSize():n]
+	if t := newerType(payload); t != 0 {
+		return 0, &corrupt.FormatError{Offset: -1, Version: uint64(f.version), Supported: FormatVersion, RecordType: uint8(t)}
+	}
+	if reason := decodePayload(payload, r, s); reason != "" {
+		return 0, &corrupt.Error{Offset: -1, Reason: reason}
+	}
+	return n, nil
+}

@@ -1,0 +1,202 @@
+package logfile
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+)
+
+// The file header, in the two versions this build reads (format.go has the
+// diagrams). Version 2 stores the file's salt twice, each copy with its own
+// checksum, so that a damaged header rarely loses it: every frame of the
+// file is checksummed with it.
+
+// AppendFileHeader appends the header of a new log file fileID: the
+// current format version (HeaderSize bytes) with a fresh random salt.
+func AppendFileHeader(dst []byte, fileID uint32) []byte {
+	return appendFileHeader(dst, fileID, newFraming())
+}
+
+// appendFileHeader appends the header of log file fileID for framing f.
+func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
+	start := len(dst)
+	dst = append(dst, magic...)
+	dst = binary.BigEndian.AppendUint16(dst, f.version)
+	dst = binary.BigEndian.AppendUint16(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, fileID)
+	if f.version == 1 {
+		return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	}
+	dst = binary.BigEndian.AppendUint64(dst, f.salt)
+	dst = binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	dst = binary.BigEndian.AppendUint64(dst, f.salt)
+	return binary.BigEndian.AppendUint32(dst, saltCopyCRC(fileID, dst[len(dst)-8:]))
+}
+
+// saltCopyCRC is the checksum of the second copy of the salt (bytes 24..31
+// of a version-2 header): CRC32C of the file id, uint32 BE, then the copy.
+func saltCopyCRC(fileID uint32, salt []byte) uint32 {
+	var id [4]byte
+	binary.BigEndian.PutUint32(id[:], fileID)
+	return crc32.Update(crc32.Checksum(id[:], castagnoli), castagnoli, salt)
+}
+
+// DecodeFileHeader checks the file header at the start of b and returns the
+// file id. It reads the magic and the version first: a version above
+// FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
+// follows. Other errors are *corrupt.Error with File "" and Offset 0
+// (callers fill in the file): short header, bad magic, version 0, checksum
+// mismatch, non-zero reserved bytes, and in version 2 salt copies that
+// disagree or fail their checksum.
+func DecodeFileHeader(b []byte) (fileID uint32, err error) {
+	id, _, err := decodeFileHeader(b)
+	return id, err
+}
+
+// decodeFileHeader is DecodeFileHeader, with the framing the header gives
+// the file's frames.
+func decodeFileHeader(b []byte) (uint32, Framing, error) {
+	if len(b) < versionEnd {
+		return 0, Framing{}, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), HeaderSize)
+	}
+	if string(b[0:4]) != magic {
+		return 0, Framing{}, corrupt.New("", 0, "bad magic %q, not a log file", b[0:4])
+	}
+	v := binary.BigEndian.Uint16(b[versionOffset:versionEnd])
+	switch {
+	case v > FormatVersion:
+		return 0, Framing{}, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: FormatVersion}
+	case v == 0:
+		return 0, Framing{}, corrupt.New("", 0, "unsupported format version %d", v)
+	}
+	f := Framing{version: v}
+	size := int(f.HeaderSize())
+	if len(b) < size {
+		return 0, Framing{}, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), size)
+	}
+	crcAt := size - 4 // version 1: bytes 12..15 over 0..11
+	if v != 1 {
+		crcAt = 20 // version 2: bytes 20..23 over 0..19
+	}
+	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.BigEndian.Uint32(b[crcAt:]); got != want {
+		return 0, Framing{}, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
+	}
+	if binary.BigEndian.Uint16(b[6:8]) != 0 {
+		return 0, Framing{}, corrupt.New("", 0, "reserved header bytes not zero")
+	}
+	id := binary.BigEndian.Uint32(b[8:12])
+	if v == 1 {
+		return id, f, nil
+	}
+	f.salt = binary.BigEndian.Uint64(b[12:20])
+	if binary.BigEndian.Uint64(b[24:32]) != f.salt {
+		return 0, Framing{}, corrupt.New("", 0, "the two copies of the salt differ")
+	}
+	if got, want := saltCopyCRC(id, b[24:32]), binary.BigEndian.Uint32(b[32:36]); got != want {
+		return 0, Framing{}, corrupt.New("", 0, "salt copy checksum mismatch: stored %#08x, computed %#08x", want, got)
+	}
+	return id, f, nil
+}
+
+// declaredHeaderSize is the size of the header that b, the first bytes of
+// a log file, begins: 16 when they say version 1, HeaderSize otherwise (the
+// header this build writes, and what a damaged header is taken for).
+func declaredHeaderSize(b []byte) int {
+	if len(b) >= versionEnd && string(b[0:4]) == magic && binary.BigEndian.Uint16(b[versionOffset:versionEnd]) == 1 {
+		return headerSizeV1
+	}
+	return HeaderSize
+}
+
+// recoverFraming works out the framing of log file id, whose header hdr
+// (its first bytes, up to HeaderSize) is damaged, so that its records can
+// still be read: each is checksummed on its own, but in version 2 with the
+// file's salt. It tries, in order:
+//
+//  1. the first copy of a version-2 salt, if the checksum over bytes
+//     0..19 matches and the version field says 2;
+//  2. the second copy, if its own checksum (over the id in the file name
+//     and the copy) matches;
+//  3. version 1, if a valid version-1 frame follows the 16 header bytes;
+//  4. a salt derived from the frame at offset 36 (each checksum XOR the
+//     unmasked checksum of what it covers), if with it the frame right after
+//     that one is valid too (2^-64 by chance): a frame the channel wrote
+//     right after the header, not bytes a producer chose;
+//  5. version 1, if the version field says 1;
+//  6. else version 2 with the salt lost: no frame of the file verifies.
+//
+// Only I/O errors are returned.
+func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
+	if len(hdr) >= 24 && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 2 &&
+		crc32.Checksum(hdr[:20], castagnoli) == binary.BigEndian.Uint32(hdr[20:24]) {
+		return Framing{version: 2, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
+	}
+	if len(hdr) >= HeaderSize && saltCopyCRC(id, hdr[24:32]) == binary.BigEndian.Uint32(hdr[32:36]) {
+		return Framing{version: 2, salt: binary.BigEndian.Uint64(hdr[24:32])}, nil
+	}
+	if b, err := readFrame(r, headerSizeV1, framingV1); err != nil {
+		return Framing{}, err
+	} else if b != nil && framingV1.check(b) == nil {
+		return framingV1, nil
+	}
+	f, err := deriveSalt(r)
+	if err != nil || f.version != 0 {
+		return f, err
+	}
+	if len(hdr) >= versionEnd && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 1 {
+		return framingV1, nil
+	}
+	return Framing{version: FormatVersion, lost: true}, nil
+}
+
+// deriveSalt is step 4 of recoverFraming: the salt that makes the frame at
+// HeaderSize valid, if the frame after it is valid with it too. It returns
+// the zero Framing if there is none.
+func deriveSalt(r io.ReaderAt) (Framing, error) {
+	probe := Framing{version: FormatVersion}
+	first, err := readFrame(r, HeaderSize, probe)
+	if err != nil || first == nil {
+		return Framing{}, err
+	}
+	hi := headerCRC(first) ^ binary.BigEndian.Uint32(first[4:8])
+	lo := crc32.Checksum(first[FrameHeaderSize:], castagnoli) ^ binary.BigEndian.Uint32(first[8:12])
+	f := Framing{version: FormatVersion, salt: uint64(hi)<<32 | uint64(lo)}
+	var rec Record
+	if decodePayload(first[FrameHeaderSize:], &rec, nil) != "" {
+		return Framing{}, nil
+	}
+	second, err := readFrame(r, HeaderSize+int64(len(first)), f)
+	if err != nil || second == nil || f.check(second) != nil {
+		return Framing{}, err
+	}
+	return f, nil
+}
+
+// readFrame reads the whole frame of framing f at off, as far as its length
+// field is plausible; nil if it is not, or if the file ends first.
+func readFrame(r io.ReaderAt, off int64, f Framing) ([]byte, error) {
+	var l [4]byte
+	if err := readFull(r, l[:], off); err != nil {
+		return nil, ignoreEOF(err)
+	}
+	n, err := f.frameLen(l[:])
+	if err != nil {
+		return nil, nil
+	}
+	b := make([]byte, n)
+	if err := readFull(r, b, off); err != nil {
+		return nil, ignoreEOF(err)
+	}
+	return b, nil
+}
+
+// ignoreEOF maps the end of the file to no error.
+func ignoreEOF(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil
+	}
+	return err
+}
