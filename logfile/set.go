@@ -72,6 +72,12 @@ type SetOptions struct {
 	OnCreate func(*Writer)
 	// OnDelete, if set, is called once per log file Reclaim deletes.
 	OnDelete func(id uint32)
+	// FileStart, if set, gives the records that begin every new log file
+	// (the channel's consumer-group catalog): Roll writes them right
+	// after the header, with write-order ids, and they are made durable
+	// with the first records appended after them. It is called with the
+	// dir's lock held, and must not call the set.
+	FileStart func() []Record
 	Logger   *slog.Logger // nil = discard
 	// Reserve is the size of the space reserve the live set keeps in each
 	// data dir (ReserveName, setreserve.go); 0 = none.

@@ -19,6 +19,9 @@ type dir struct {
 	// (which replace w).
 	mu sync.Mutex
 	w  *Writer
+	// start is where the records appended to w begin: after its header
+	// and the FileStart records. A file no longer than start is empty.
+	start int64
 	// rollErr is why the last roll could not create a new log file (nil
 	// once one succeeds): commits to the dir fail until then.
 	rollErr error
@@ -124,12 +127,24 @@ func (s *Set) rollLocked(d *dir) error {
 		d.rollErr = err
 		return err
 	}
+	if s.opts.OnCreate != nil {
+		s.opts.OnCreate(w)
+	}
+	if err := s.writeFileStart(w); err != nil {
+		// The file holds a header and perhaps part of a record that no
+		// replay applies (nothing after it is synced): a later roll
+		// starts another.
+		err = errors.Join(err, w.Close())
+		if d.rollErr == nil {
+			s.log.Error("cannot start a new log file: commits to this data dir fail until one can be created",
+				"dir", d.path, "err", err)
+		}
+		d.rollErr = err
+		return err
+	}
 	if d.rollErr != nil {
 		s.log.Info("started a new log file again", "dir", d.path, "file", filepath.Base(w.Path()))
 		d.rollErr = nil
-	}
-	if s.opts.OnCreate != nil {
-		s.opts.OnCreate(w)
 	}
 	old := d.w
 	size := int64(0)
@@ -152,9 +167,39 @@ func (s *Set) rollLocked(d *dir) error {
 		}
 	}
 	s.mu.Unlock()
-	d.w = w
+	d.w, d.start = w, w.Size()
 	if old != nil {
 		s.log.Info("rolled log file", "dir", d.path, "old", filepath.Base(old.Path()), "new", filepath.Base(w.Path()))
+	}
+	return nil
+}
+
+// writeFileStart writes the FileStart records to w, a new file, not
+// synced: they become durable with the first batch appended after them.
+func (s *Set) writeFileStart(w *Writer) error {
+	if s.opts.FileStart == nil {
+		return nil
+	}
+	recs := s.opts.FileStart()
+	if len(recs) == 0 {
+		return nil
+	}
+	var buf []byte
+	frames := make([]int, 0, len(recs))
+	for i := range recs {
+		frames = append(frames, len(buf))
+		var err error
+		if buf, err = AppendUnsealed(buf, &recs[i]); err != nil {
+			return fmt.Errorf("encode the first records of %s: %w", w.Path(), err)
+		}
+	}
+	n := uint64(len(frames))
+	first := s.nextWOID.Add(n) - n
+	for k, off := range frames {
+		w.fr.setWriteOrderID(buf[off:], first+uint64(k))
+	}
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("write %s: %w", w.Path(), err)
 	}
 	return nil
 }
@@ -227,7 +272,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 		}
 	}
 	if d.w == nil || d.w.Err() != nil ||
-		(s.opts.MaxFileSize > 0 && d.w.Size() > HeaderSize && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
+		(s.opts.MaxFileSize > 0 && d.w.Size() > d.start && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
 			return Appended{}, fmt.Errorf("start a new log file: %w", err)
 		}
@@ -393,7 +438,7 @@ func (s *Set) DirStates() []DirState {
 }
 
 // RemoveEmptyActive closes every data dir's active writer whose file holds
-// nothing but its header, and deletes that file (as Reclaim deletes):
+// nothing but its header and FileStart records, and deletes that file (as Reclaim deletes):
 // what a failed Open undoes of its rolls, so that Opens retried on a full
 // disk do not pile up empty log files. The dirs then have no writer.
 func (s *Set) RemoveEmptyActive() error {
@@ -401,7 +446,7 @@ func (s *Set) RemoveEmptyActive() error {
 	var errs []error
 	for _, d := range s.dirs {
 		d.mu.Lock()
-		if w := d.w; w != nil && w.Size() == HeaderSize {
+		if w := d.w; w != nil && w.Size() <= d.start {
 			errs = append(errs, w.Close())
 			d.w = nil
 			ids = append(ids, w.ID())

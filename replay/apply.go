@@ -13,13 +13,17 @@ import (
 // applies it to the queue in one pass at the end.
 type applier struct {
 	txPuts  map[uint64][]eventqueue.Pointer // uncommitted put records seen, per tx
-	spare   [][]eventqueue.Pointer          // emptied slices of txPuts and txTakes, for reuse
-	txTakes map[uint64][]eventqueue.Pointer // take records seen, per tx
+	spare   [][]eventqueue.Pointer          // emptied slices of txPuts, for reuse
+	txTakes map[uint64][]takePart           // take records seen, per tx and group
+	txSkips map[uint64][]uint32             // skip records seen: the groups a put tx does not reach
 	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
-	takes   *eventqueue.Inflight            // takes in flight at the checkpoint
 
-	committed []eventqueue.Pointer            // committed puts, in commit order
-	taken     map[eventqueue.Pointer]struct{} // committed takes of events not in flight at the checkpoint
+	// groups is the consumer groups as of the record being applied, by id
+	// (catalog records change it); nextGroupID the catalog's next id.
+	groups      map[uint32]*groupState
+	nextGroupID uint32
+
+	committed []eventqueue.Pointer // committed puts, in commit order
 	res       *Result
 	completes map[uint32]map[uint32]struct{} // see Result.Completes
 
@@ -78,63 +82,121 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		}
 		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
 	case logfile.RecordTake:
-		ps, ok := a.txTakes[r.TxID]
-		if !ok {
-			ps = a.spareSlice()
+		parts := a.txTakes[r.TxID]
+		if n := len(parts); n == 0 || parts[n-1].group != r.Group {
+			parts = append(parts, takePart{group: r.Group, ptrs: a.spareSlice()})
 		}
+		last := &parts[len(parts)-1]
 		for _, p := range r.Pointers {
-			ps = append(ps, eventqueue.Pointer(p))
+			last.ptrs = append(last.ptrs, eventqueue.Pointer(p))
 		}
-		a.txTakes[r.TxID] = ps
+		a.txTakes[r.TxID] = parts
+	case logfile.RecordSkip:
+		a.txSkips[r.TxID] = append(a.txSkips[r.TxID], r.Skip...)
+	case logfile.RecordGroups:
+		a.catalog(r)
 	case logfile.RecordRollback:
 		a.res.Rollbacks++
 		a.res.Dropped += len(a.puts.Remove(r.TxID)) + len(a.txPuts[r.TxID])
 		a.forget(a.txPuts, r.TxID)
-		a.forget(a.txTakes, r.TxID)
+		a.forgetTakes(r.TxID)
+		delete(a.txSkips, r.TxID)
 	case logfile.RecordCommit:
 		a.res.Commits++
 		switch r.CommitType {
 		case logfile.RecordPut:
-			spilled := a.puts.Remove(r.TxID)
-			if n := len(spilled) + len(a.txPuts[r.TxID]); uint64(n) < r.Count {
-				found := append(append([]eventqueue.Pointer(nil), spilled...), a.txPuts[r.TxID]...)
-				a.short = append(a.short, shortTx{tx: r.TxID, commitFile: file, commitOff: off, found: found, count: r.Count})
-			}
-			// The commit record completes puts that may sit in older files:
-			// this file must outlive them (see Result.Completes).
-			for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
-				for _, p := range ps {
-					if f := p.FileID(); f != file {
-						addCompletes(a.completes, file, f)
-					}
-				}
-			}
-			a.committed = append(a.committed, spilled...)
-			a.committed = append(a.committed, a.txPuts[r.TxID]...)
-			a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
-			a.forget(a.txPuts, r.TxID)
+			a.commitPuts(file, off, r)
 		case logfile.RecordTake:
-			// The channel writes a transaction's take record (listing every
-			// event it took, in flight at the checkpoint or not) together
-			// with its commit.
-			if n := len(a.txTakes[r.TxID]); uint64(n) != r.Count {
-				// Take records lost to damage: the events they took stay
-				// in the channel (delivered again, never lost).
-				a.res.DamagedTxs++
-				a.res.Damaged = append(a.res.Damaged, DamagedTx{TxID: r.TxID, File: src.path, CommitOffset: off,
-					Events: int(r.Count), Found: n, Cause: a.takeDamage(src, off)})
-				log.Error("replay: a committed take transaction's records were damaged; its lost takes stay queued",
-					"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
-			}
-			for _, p := range a.txTakes[r.TxID] {
-				a.res.Takes++
-				if !a.takes.RemovePointer(r.TxID, p) {
-					a.taken[p] = struct{}{}
-				}
-			}
-			a.forget(a.txTakes, r.TxID)
+			a.commitTakes(src, off, r, log)
 		}
 	}
+}
+
+// commitPuts applies a put commit: the transaction's events go to every
+// group but those its skip records name, and the events its drop records
+// list (a full DropOldest group's oldest) leave their groups.
+func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
+	spilled := a.puts.Remove(r.TxID)
+	if n := len(spilled) + len(a.txPuts[r.TxID]); uint64(n) < r.Count {
+		found := append(append([]eventqueue.Pointer(nil), spilled...), a.txPuts[r.TxID]...)
+		a.short = append(a.short, shortTx{tx: r.TxID, commitFile: file, commitOff: off, found: found, count: r.Count})
+	}
+	// The commit record completes puts that may sit in older files:
+	// this file must outlive them (see Result.Completes).
+	for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
+		for _, p := range ps {
+			if f := p.FileID(); f != file {
+				addCompletes(a.completes, file, f)
+			}
+		}
+	}
+	start := len(a.committed)
+	a.committed = append(a.committed, spilled...)
+	a.committed = append(a.committed, a.txPuts[r.TxID]...)
+	a.res.Puts += int64(len(spilled) + len(a.txPuts[r.TxID]))
+	a.forget(a.txPuts, r.TxID)
+	for _, id := range a.txSkips[r.TxID] {
+		if g := a.groups[id]; g != nil {
+			g.skips = append(g.skips, [2]int{start, len(a.committed)})
+			a.res.GroupSkips += int64(len(a.committed) - start)
+		}
+	}
+	delete(a.txSkips, r.TxID)
+	for _, part := range a.txTakes[r.TxID] {
+		if g := a.groups[part.group]; g != nil {
+			for _, p := range part.ptrs {
+				g.taken[p] = struct{}{}
+			}
+			a.res.GroupDrops += int64(len(part.ptrs))
+		}
+	}
+	a.forgetTakes(r.TxID)
+}
+
+// commitTakes applies a take commit: the group's events it lists are gone.
+func (a *applier) commitTakes(src *source, off int64, r *logfile.Record, log *slog.Logger) {
+	// The channel writes a transaction's take record (listing every
+	// event it took, in flight at the checkpoint or not) together
+	// with its commit.
+	n := 0
+	for _, part := range a.txTakes[r.TxID] {
+		n += len(part.ptrs)
+	}
+	if uint64(n) != r.Count {
+		// Take records lost to damage: the events they took stay
+		// in the channel (delivered again, never lost).
+		a.res.DamagedTxs++
+		a.res.Damaged = append(a.res.Damaged, DamagedTx{TxID: r.TxID, File: src.path, CommitOffset: off,
+			Events: int(r.Count), Found: n, Cause: a.takeDamage(src, off)})
+		log.Error("replay: a committed take transaction's records were damaged; its lost takes stay queued",
+			"file", src.path, "tx", r.TxID, "commit_offset", off, "events", r.Count, "found", n)
+	}
+	for _, part := range a.txTakes[r.TxID] {
+		g := a.groups[part.group]
+		if g == nil {
+			// A group removed since (or damage took the catalog
+			// that named it): nothing of it is recovered.
+			a.res.TakesOfNoGroup += len(part.ptrs)
+			continue
+		}
+		for _, p := range part.ptrs {
+			a.res.Takes++
+			if !g.takes.RemovePointer(r.TxID, p) {
+				g.taken[p] = struct{}{}
+			}
+		}
+	}
+	a.forgetTakes(r.TxID)
+}
+
+// forgetTakes drops tx's take records, keeping their slices for reuse.
+func (a *applier) forgetTakes(tx uint64) {
+	for _, part := range a.txTakes[tx] {
+		if cap(part.ptrs) > 0 && len(a.spare) < maxSpare {
+			a.spare = append(a.spare, part.ptrs)
+		}
+	}
+	delete(a.txTakes, tx)
 }
 
 // damaged reports whether damage may have taken the missing puts of t, and
@@ -183,22 +245,55 @@ func (a *applier) damaged(t shortTx) (Place, bool) {
 	return Place{}, false
 }
 
-// finish applies the collected commits to q:
-//
-//	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts − taken)
-func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
+// finish applies the collected commits to every group's queue (see
+// finishGroup) and returns the groups as the end of the logs leaves them.
+// newQueue makes the queue of a group the checkpoint did not have.
+func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, error), log *slog.Logger) ([]GroupResult, error) {
 	a.decideShort(log)
-	puts := a.committedPuts()
-	entries := a.inflightTakes()
-	if err := a.removeTaken(q, log); err != nil {
-		return err
+	var out []GroupResult
+	var buf []eventqueue.Pointer
+	for _, g := range a.sortedGroups() {
+		if g.queue == nil {
+			q, err := newQueue(g.info)
+			if err != nil {
+				return nil, fmt.Errorf("queue of consumer group %d (%q): %w", g.info.ID, g.info.Name, err)
+			}
+			g.queue = q
+		}
+		var err error
+		if buf, err = a.finishGroup(g, buf[:0], log); err != nil {
+			if len(a.groups) > 1 || g.info.ID != 0 {
+				err = fmt.Errorf("consumer group %d (%q): %w", g.info.ID, g.info.Name, err)
+			}
+			return nil, err
+		}
+		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded})
+	}
+	a.res.Dropped += a.puts.Len()
+	for _, ps := range a.txPuts {
+		a.res.Dropped += len(ps)
+	}
+	return out, nil
+}
+
+// finishGroup applies the collected commits to g's queue:
+//
+//	returned in-flight takes ++ (checkpointed ring − taken) ++ (committed puts g receives − taken)
+//
+// buf is scratch space for the puts; it returns it.
+func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog.Logger) ([]eventqueue.Pointer, error) {
+	q := g.queue
+	puts := a.groupPuts(buf, g)
+	entries := inflightTakes(g)
+	if err := a.removeTaken(g, log); err != nil {
+		return puts, err
 	}
 	needed := q.Size() + len(puts)
 	for _, e := range entries {
 		needed += len(e.Pointers)
 	}
 	if needed > q.Capacity() {
-		return &CapacityError{Needed: needed, Capacity: q.Capacity()}
+		return puts, &CapacityError{Needed: needed, Capacity: q.Capacity()}
 	}
 	// Takes in flight at the checkpoint that never committed go back to the
 	// head, oldest first.
@@ -206,21 +301,17 @@ func (a *applier) finish(q *eventqueue.Queue, log *slog.Logger) error {
 		ps := entries[i].Pointers
 		for j := len(ps) - 1; j >= 0; j-- {
 			if err := q.AddHead(ps[j]); err != nil {
-				return fmt.Errorf("return in-flight takes: %d events do not fit in capacity %d: %w", q.Size()+1, q.Capacity(), err)
+				return puts, fmt.Errorf("return in-flight takes: %d events do not fit in capacity %d: %w", q.Size()+1, q.Capacity(), err)
 			}
 			a.res.Returned++
 		}
 	}
-	a.res.Dropped += a.puts.Len()
-	for _, ps := range a.txPuts {
-		a.res.Dropped += len(ps)
-	}
 	for i, p := range puts {
 		if err := q.AddTail(p); err != nil {
-			return fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
+			return puts, fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
 		}
 	}
-	return nil
+	return puts, nil
 }
 
 // decideShort sorts out each put transaction with fewer puts than its
@@ -254,31 +345,17 @@ func (a *applier) decideShort(log *slog.Logger) {
 	}
 }
 
-// committedPuts returns the committed puts that enter the queue: those not
-// taken after the checkpoint.
-func (a *applier) committedPuts() []eventqueue.Pointer {
-	puts := a.committed[:0]
-	for _, p := range a.committed {
-		if _, ok := a.taken[p]; ok {
-			delete(a.taken, p)
-			continue
-		}
-		puts = append(puts, p)
-	}
-	return puts
-}
-
-// inflightTakes returns the takes in flight at the checkpoint that no
+// inflightTakes returns g's takes in flight at the checkpoint that no
 // committed transaction completed. One may have rolled back (which writes
 // nothing) and its events been taken again by a transaction that
 // committed: those events are gone, not in flight.
-func (a *applier) inflightTakes() []eventqueue.InflightTx {
-	entries := a.takes.Entries()
+func inflightTakes(g *groupState) []eventqueue.InflightTx {
+	entries := g.takes.Entries()
 	for i := range entries {
 		ps := entries[i].Pointers[:0:0]
 		for _, p := range entries[i].Pointers {
-			if _, ok := a.taken[p]; ok {
-				delete(a.taken, p)
+			if _, ok := g.taken[p]; ok {
+				delete(g.taken, p)
 				continue
 			}
 			ps = append(ps, p)
@@ -288,20 +365,21 @@ func (a *applier) inflightTakes() []eventqueue.InflightTx {
 	return entries
 }
 
-// removeTaken removes the remaining taken events from the checkpointed
+// removeTaken removes g's remaining taken events from its checkpointed
 // ring. They are almost always near its head: it walks a bounded prefix,
 // then uses the index. A taken event not found is counted in Missing (in
 // MissingDeleted when its file was deleted: normal in a full replay).
-func (a *applier) removeTaken(q *eventqueue.Queue, log *slog.Logger) error {
-	if len(a.taken) == 0 {
+func (a *applier) removeTaken(g *groupState, log *slog.Logger) error {
+	q, taken := g.queue, g.taken
+	if len(taken) == 0 {
 		return nil
 	}
-	limit := 4*len(a.taken) + 1024
+	limit := 4*len(taken) + 1024
 	var kept []eventqueue.Pointer
-	for walked := 0; len(a.taken) > 0 && walked < limit && q.Size() > 0; walked++ {
+	for walked := 0; len(taken) > 0 && walked < limit && q.Size() > 0; walked++ {
 		p, _ := q.RemoveHead()
-		if _, ok := a.taken[p]; ok {
-			delete(a.taken, p)
+		if _, ok := taken[p]; ok {
+			delete(taken, p)
 			continue
 		}
 		kept = append(kept, p)
@@ -312,7 +390,7 @@ func (a *applier) removeTaken(q *eventqueue.Queue, log *slog.Logger) error {
 		}
 	}
 	var unexpected []eventqueue.Pointer
-	for p := range a.taken {
+	for p := range taken {
 		if q.Remove(p) {
 			continue
 		}

@@ -25,9 +25,23 @@ type Options struct {
 	// Checkpoint is the state loaded with the queue, or nil for a full replay
 	// (then Queue must be empty and every record is applied).
 	Checkpoint *checkpoint.State
-	// Queue is the queue to rebuild: loaded from the checkpoint's ring, or
-	// empty. Run leaves it holding the recovered state, with no index.
-	Queue  *eventqueue.Queue
+	// Queue is the unnamed consumer group's queue to rebuild: loaded from
+	// the checkpoint's ring, or empty. Run leaves it holding the recovered
+	// state, with no index. With Groups nil it is the only group seeded
+	// (an older release's checkpoint, or a full replay): group 0, with
+	// the checkpoint's in-flight takes.
+	Queue *eventqueue.Queue
+	// Groups seeds the consumer groups from the checkpoint's catalog, each
+	// with its ring and in-flight takes (Queue and Checkpoint.InflightTakes
+	// are then ignored); NextGroupID is the catalog's. A full replay (no
+	// Checkpoint) seeds none: it starts with the unnamed group on Queue,
+	// and the first groups record of the logs replaces it.
+	Groups      []GroupSeed
+	NextGroupID uint32
+	// NewQueue returns an empty queue for a group the logs create (one
+	// the checkpoint does not have). nil = in memory, of the group's
+	// capacity.
+	NewQueue func(logfile.GroupInfo) (*eventqueue.Queue, error)
 	Logger *slog.Logger
 	// ProgressEvery is how often a long replay logs its progress and calls
 	// Progress; 0 = 10s.
@@ -136,6 +150,19 @@ type Result struct {
 	Truncated []TruncatedLog
 	Bytes     int64 // log bytes scanned: up to each file's valid end
 	Duration  time.Duration
+
+	// Groups is the consumer groups the logs end with, by id, each with its
+	// recovered queue; NextGroupID the id the next new group gets.
+	Groups      []GroupResult
+	NextGroupID uint32
+	// GroupsCreated and GroupsRemoved count the groups records' changes
+	// replayed; GroupSkips the events put transactions did not deliver to
+	// a group (skip records: a full DropNewest group), GroupDrops the
+	// events dropped from a full DropOldest group; TakesOfNoGroup the
+	// committed takes of groups that no longer exist.
+	GroupsCreated, GroupsRemoved int
+	GroupSkips, GroupDrops       int64
+	TakesOfNoGroup               int
 }
 
 // Place is a damaged place in a log file: a region skipped in the middle,
@@ -263,10 +290,10 @@ func newRun(opts Options) (*run, error) {
 	}
 	r.a = &applier{
 		txPuts:    map[uint64][]eventqueue.Pointer{},
-		txTakes:   map[uint64][]eventqueue.Pointer{},
-		taken:     map[eventqueue.Pointer]struct{}{},
+		txTakes:   map[uint64][]takePart{},
+		txSkips:   map[uint64][]uint32{},
 		puts:      eventqueue.NewInflight(), // spilled puts in flight at W
-		takes:     eventqueue.NewInflight(), // takes in flight at W
+		groups:    map[uint32]*groupState{},
 		res:       r.res,
 		completes: r.completes,
 		sources:   map[uint32]*source{},
@@ -291,6 +318,7 @@ func (r *run) close() {
 // at W, the largest transaction and file ids.
 func (r *run) seedFromCheckpoint() {
 	st := r.opts.Checkpoint
+	r.seedGroups()
 	if st == nil {
 		return
 	}
@@ -308,9 +336,42 @@ func (r *run) seedFromCheckpoint() {
 		}
 	}
 	r.a.puts.Load(st.InflightPuts)
-	r.a.takes.Load(st.InflightTakes)
-	for _, e := range append(slices.Clone(st.InflightPuts), st.InflightTakes...) {
+	for _, e := range st.InflightPuts {
 		r.res.MaxTxID = max(r.res.MaxTxID, e.Tx)
+	}
+	for _, g := range r.a.groups {
+		for _, e := range g.takes.Entries() {
+			r.res.MaxTxID = max(r.res.MaxTxID, e.Tx)
+		}
+	}
+}
+
+// seedGroups starts the consumer groups from Options.Groups, or, without
+// them, with the unnamed group on Options.Queue (its in-flight takes the
+// checkpoint's).
+func (r *run) seedGroups() {
+	a := r.a
+	a.nextGroupID = r.opts.NextGroupID
+	if r.opts.Groups == nil || r.opts.Checkpoint == nil {
+		q := r.opts.Queue
+		info := logfile.GroupInfo{}
+		if q != nil {
+			info.Capacity = uint64(q.Capacity())
+		}
+		g := newGroupState(info, 0)
+		g.queue, g.seeded = q, q != nil
+		if st := r.opts.Checkpoint; st != nil {
+			g.takes.Load(st.InflightTakes)
+		}
+		a.groups[0] = g
+		a.nextGroupID = max(a.nextGroupID, 1)
+		return
+	}
+	for _, seed := range r.opts.Groups {
+		g := newGroupState(seed.Info, 0)
+		g.queue, g.seeded = seed.Queue, true
+		g.takes.Load(seed.Inflight)
+		a.groups[seed.Info.ID] = g
 	}
 }
 
@@ -383,8 +444,11 @@ func (r *run) merge() error {
 	// Room for the committed puts up front (growing a slice of millions
 	// by doubling showed up as a third of the apply work): at most what
 	// the queue can still hold, at most one per 128 log bytes.
-	q := r.opts.Queue
-	a.committed = make([]eventqueue.Pointer, 0, max(0, min(int64(q.Capacity()-q.Size()), r.total/128)))
+	room := r.total / 128
+	if q := r.opts.Queue; q != nil && len(r.opts.Groups) <= 1 {
+		room = min(int64(q.Capacity()-q.Size()), room)
+	}
+	a.committed = make([]eventqueue.Pointer, 0, max(0, room))
 	lastLog := time.Now()
 	for n := 1; ; n++ {
 		for len(pending) > 0 && (h.Len() == 0 || pending[0].first < h[0].woid) {
@@ -488,9 +552,15 @@ func (r *run) finishScans() error {
 
 // apply (7.6) builds the recovered queue in one pass (applier.finish).
 func (r *run) apply() error {
-	if err := r.a.finish(r.opts.Queue, r.log); err != nil {
+	newQueue := r.opts.NewQueue
+	if newQueue == nil {
+		newQueue = memQueue
+	}
+	groups, err := r.a.finish(newQueue, r.log)
+	if err != nil {
 		return err
 	}
+	r.res.Groups, r.res.NextGroupID = groups, r.a.nextGroupID
 	r.res.Completes = map[uint32][]uint32{}
 	for f, of := range r.completes {
 		r.res.Completes[f] = slices.Sorted(maps.Keys(of))
@@ -519,8 +589,15 @@ func (r *run) findTruncated() error {
 	if len(cut) == 0 {
 		return nil
 	}
-	for _, p := range r.opts.Queue.Pointers() {
-		if i, ok := cut[p.FileID()]; ok && int64(p.Offset()) >= res.Truncated[i].End {
+	// An event queued for several groups counts once.
+	seen := map[eventqueue.Pointer]struct{}{}
+	for _, g := range res.Groups {
+		for _, p := range g.Queue.Pointers() {
+			i, ok := cut[p.FileID()]
+			if _, dup := seen[p]; !ok || dup || int64(p.Offset()) < res.Truncated[i].End {
+				continue
+			}
+			seen[p] = struct{}{}
 			res.Truncated[i].Events++
 		}
 	}
@@ -529,6 +606,16 @@ func (r *run) findTruncated() error {
 			"file", t.Path, "size", t.Size, "valid_end", t.End, "checkpoint_position", t.Position, "events_lost", t.Events)
 	}
 	return nil
+}
+
+// memQueue is the default Options.NewQueue: an empty queue in memory, of
+// the group's capacity (slots touched only as events are added).
+func memQueue(g logfile.GroupInfo) (*eventqueue.Queue, error) {
+	capacity := int(min(g.Capacity, 1<<31-1))
+	if capacity < 1 {
+		return nil, fmt.Errorf("capacity %d", g.Capacity)
+	}
+	return eventqueue.New(eventqueue.NewMemSlots(capacity), capacity, 0, 0, map[uint32]int{})
 }
 
 // File returns the log set's description of l.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/flumego/filechannel/logfile"
@@ -30,6 +31,11 @@ type item struct {
 	off             int64
 	size            int64 // encoded size
 	ptrs            [2]int32
+	group           uint32 // a take record's consumer group
+	// extra holds the rare records whose fields the item has no room for:
+	// a groups catalog (RecordGroups) and a skip (RecordSkip), copied out
+	// of the scanner's buffers.
+	extra *logfile.Record
 }
 
 type batch struct {
@@ -152,7 +158,11 @@ func (s *source) read() {
 	for s.sc.Next() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
-			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset()}
+			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
+		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip {
+			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID,
+				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip)}
+		}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
 			b.ptrs = append(b.ptrs, r.Pointers...)
@@ -205,7 +215,11 @@ func (s *source) advance() bool {
 	}
 	it := &s.cur.items[s.next]
 	s.next++
-	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count}
+	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count,
+		Group: it.group}
+	if x := it.extra; x != nil {
+		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip = x.NextGroupID, x.Catalog, x.Skip
+	}
 	if it.ptrs[1] > it.ptrs[0] {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]
 	}
