@@ -57,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_3", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_4", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 3)
-		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
+		testutil.SetLogVersion(t, p, 4)
+		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
 	}},
-	{"log_record_of_type_6", func(t *testing.T, cfg Config) FormatError {
+	{"log_record_of_type_9", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
-		off := testutil.AppendRecord(t, p, 6, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 2, Supported: 2, RecordType: 6}
+		off := testutil.AppendRecord(t, p, 9, 1<<40, []byte("a newer kind of record"))
+		return FormatError{File: p, Offset: off, Version: 3, Supported: 3, RecordType: 9}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_3", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_4", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 3, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 4, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
+		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
@@ -181,7 +181,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := logPaths(t, cfg)[0]
-	testutil.SetRecordType(t, p, logfile.HeaderSize, 6) // the first event's put record
+	testutil.SetRecordType(t, p, logfile.HeaderSize, 9) // the first event's put record
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 2, Supported: 2, RecordType: 6})
+		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 3, Supported: 3, RecordType: 9})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -207,10 +207,10 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	}
 }
 
-// TestReadsVersion1LogFiles: this build writes version-2 log files and
+// TestReadsVersion1LogFiles: this build writes version-3 log files and
 // still reads the version-1 files an older release left: a full replay
 // finds their events, takes read them back (a checkpoint then points into
-// them), and new events go to version-2 files beside them.
+// them), and new events go to version-3 files beside them.
 func TestReadsVersion1LogFiles(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
@@ -221,7 +221,7 @@ func TestReadsVersion1LogFiles(t *testing.T) {
 	for _, p := range logPaths(t, cfg) {
 		testutil.DowngradeLogToV1(t, p)
 	}
-	removeCheckpoint(t, cfg) // it points at version-2 offsets
+	removeCheckpoint(t, cfg) // it points at version-3 offsets
 	c = mustOpen(t, cfg)
 	if got := takeN(t, c, 10, 5); !slices.Equal(got, bodies(0, 10)) {
 		t.Fatalf("took %v", got)

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -32,6 +35,37 @@ func requireNewer(t testing.TB, err error, file string, off int64, version uint6
 	}
 }
 
+// TestOlderVersionsRead: the golden files of versions 1 and 2 (TestGolden
+// reads them back record by record) open with the framing of their
+// version, and the records of version 3 are accepted in a file of any
+// version: no older release wrote them, and each frame is sealed for its
+// file, so their type is all that tells them apart.
+func TestOlderVersionsRead(t *testing.T) {
+	for _, v := range []uint16{1, 2} {
+		r, err := OpenReader(vfs.OS(), filepath.Join("testdata", fmt.Sprintf("v%d", v), LogName(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Framing().Version(); got != v {
+			t.Errorf("testdata/v%d: version %d", v, got)
+		}
+		r.Close()
+	}
+	for _, fr := range []Framing{framingV1, testFramingV2} {
+		t.Run(fmt.Sprintf("v%d", fr.version), func(t *testing.T) {
+			recs := groupRecords()
+			path, offs := writeLogWith(t, t.TempDir(), 1, recs, fr)
+			got, gotOffs, s := scanAll(t, path, 0)
+			if s.Framing() != fr || !slices.Equal(gotOffs, offs) || s.Tail() != TailClean {
+				t.Fatalf("framing %v, records at %v, tail %v; want %v, %v, clean", s.Framing(), gotOffs, s.Tail(), fr, offs)
+			}
+			for i := range recs {
+				requireSameRecord(t, got[i], recs[i])
+			}
+		})
+	}
+}
+
 // newerHeader is the header of log file id (testFraming) with format
 // version v and its CRC recomputed, so that only the version is "wrong".
 func newerHeader(id uint32, v uint16) []byte {
@@ -41,8 +75,40 @@ func newerHeader(id uint32, v uint16) []byte {
 	return b
 }
 
-// newer is the first format version this build does not read.
-const newer = FormatVersion + 1
+// newer is the first format version this build does not read, and
+// newerRecType the first record type it does not know.
+const (
+	newer        = FormatVersion + 1
+	newerRecType = maxRecordType + 1
+)
+
+// TestVersions pins what this build writes and reads: it writes version 3
+// (Create, AppendFileHeader) and reads 1, 2 and 3; 4 is newer.
+func TestVersions(t *testing.T) {
+	if FormatVersion != 3 || newer != 4 || newerRecType != 9 {
+		t.Fatalf("FormatVersion %d, first newer version %d, first newer record type %d; want 3, 4, 9", FormatVersion, newer, newerRecType)
+	}
+	w, err := Create(vfs.OS(), t.TempDir(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 3 || len(b) != HeaderSize || w.Framing().Version() != 3 {
+		t.Fatalf("Create wrote version %d, %d bytes, framing %v; want version 3, %d bytes", v, len(b), w.Framing(), HeaderSize)
+	}
+	for _, fr := range []Framing{framingV1, testFramingV2, testFraming} {
+		id, got, err := decodeFileHeader(appendFileHeader(nil, 5, fr))
+		if err != nil || id != 5 || got != fr {
+			t.Fatalf("%v: read back as file %d, %v, %v", fr, id, got, err)
+		}
+	}
+}
 
 func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 	for _, tc := range []struct {
@@ -50,13 +116,13 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_3", newerHeader(7, newer), newer},
+		{"version_4", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
-		{"version_3_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
-		{"version_3_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
-		{"version_3_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
+		{"version_4_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
+		{"version_4_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
+		{"version_4_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -130,23 +196,29 @@ func newerRecordLog(t *testing.T, frame []byte) (string, int64) {
 }
 
 func TestUnknownRecordType(t *testing.T) {
-	type6 := frameOf(cat(payloadHead(6), []byte("a body of a newer kind")))
-	commitOf7 := frameOf(cat(payloadHead(RecordCommit), []byte{7, 1}))
-	badCRC := bytes.Clone(type6)
+	type9 := frameOf(cat(payloadHead(newerRecType), []byte("a body of a newer kind")))
+	commitOf9 := frameOf(cat(payloadHead(RecordCommit), []byte{byte(newerRecType), 1}))
+	badCRC := bytes.Clone(type9)
 	badCRC[len(badCRC)-1] ^= 1
 	for _, tc := range []struct {
 		name       string
 		frame      []byte
 		recordType uint8 // 0: damage, not a newer record
 	}{
-		{"type_6", type6, 6},
+		{"type_9", type9, 9},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_6_no_body", frameOf(payloadHead(6)), 6},
-		{"commit_of_type_7", commitOf7, 7},
+		{"type_9_no_body", frameOf(payloadHead(newerRecType)), 9},
+		{"commit_of_type_9", commitOf9, 9},
+		{"commit_of_type_200", frameOf(cat(payloadHead(RecordCommit), []byte{200, 1})), 200},
 		// Damage as before: a frame whose checksum does not match, and
-		// type 0, which no release writes.
-		{"type_6_bad_checksum", badCRC, 0},
+		// type 0, which no release writes. Types 6 to 8 are this build's:
+		// a bad body of one is damage, and so is a commit of one.
+		{"type_9_bad_checksum", badCRC, 0},
 		{"type_0", frameOf(payloadHead(0)), 0},
+		{"type_6_bad_body", frameOf(cat(payloadHead(typeGroupTake), []byte("a body of a newer kind"))), 0},
+		{"type_8_no_body", frameOf(payloadHead(RecordSkip)), 0},
+		{"commit_of_type_6", frameOf(cat(payloadHead(RecordCommit), []byte{6, 1})), 0},
+		{"commit_of_type_8", frameOf(cat(payloadHead(RecordCommit), []byte{8, 1})), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := testFraming.DecodeRecord(tc.frame)
@@ -215,10 +287,10 @@ func TestNewerRecordInDamageIsDamage(t *testing.T) {
 	head := func(t RecordType) []byte {
 		return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64([]byte{byte(t)}, 9), 100)
 	}
-	newer := frameOf(cat(head(6), []byte("newer")))
-	commitOf7 := frameOf(cat(head(RecordCommit), []byte{7, 1}))
+	newer := frameOf(cat(head(newerRecType), []byte("newer")))
+	commitOf9 := frameOf(cat(head(RecordCommit), []byte{byte(newerRecType), 1}))
 	garbage := []byte("damaged bytes, not a frame")
-	path, off := newerRecordLog(t, cat(garbage, newer, commitOf7))
+	path, off := newerRecordLog(t, cat(garbage, newer, commitOf9))
 	sc, err := NewScanner(vfs.OS(), path, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +300,7 @@ func TestNewerRecordInDamageIsDamage(t *testing.T) {
 	for sc.Next() {
 		n++
 	}
-	want := int64(len(garbage) + len(newer) + len(commitOf7))
+	want := int64(len(garbage) + len(newer) + len(commitOf9))
 	if sc.Err() != nil || n != 5 || len(sc.Skipped()) != 1 || sc.Skipped()[0].Offset != off || sc.Skipped()[0].Length != want {
 		t.Fatalf("%d records, skipped %+v, err %v; want 5 records and one skip of %d bytes at %d", n, sc.Skipped(), sc.Err(), want, off)
 	}

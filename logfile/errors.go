@@ -8,8 +8,10 @@ var (
 	ErrTooLarge = errors.New("logfile: record too large")
 
 	// ErrInvalidRecord is returned by AppendRecord for a record it cannot
-	// encode: an unknown Type, or a commit whose CommitType is neither put
-	// nor take.
+	// encode, one the decoder would not read back: an unknown Type, a
+	// commit whose CommitType is neither put nor take, bad padding, a groups
+	// record or a skip record that breaks the rules of its layout
+	// (Framing.AppendRecord lists them).
 	ErrInvalidRecord = errors.New("logfile: invalid record")
 
 	// ErrFileFull is returned by Writer.Write when the write would carry the

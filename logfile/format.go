@@ -1,13 +1,22 @@
 package logfile
 
-// Log file format, versions 1 and 2: this build reads both and writes
-// version 2. All integers are big-endian. Every checksum is CRC32C
-// (Castagnoli). docs/format.md §3 is the full specification.
+// Log file format, versions 1, 2 and 3: this build reads all three and
+// writes version 3. All integers are big-endian, but for the uvarints of
+// record bodies. Every checksum is CRC32C (Castagnoli). docs/format.md §3 is
+// the full specification.
 //
-// File header, version 2 (HeaderSize, 36 bytes, at offset 0):
+// Version 3 is version 2 with consumer groups: its header and its frames
+// are byte for byte version 2's, but for the version field; it is the
+// version of the files that may hold the three record types version 3
+// added (6 group take, 7 groups, 8 skip). This build accepts those records
+// in a file of any version (no older release wrote them, and a frame is
+// sealed for its file), so the version tells a reader no more than which
+// release may have written the file.
+//
+// File header, versions 2 and 3 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
-//	4  2  format version, uint16 BE = 2
+//	4  2  format version, uint16 BE = 3 (2 in version 2)
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
@@ -26,7 +35,7 @@ package logfile
 // Records follow the header (from offset 36, or 16 in version 1). A
 // record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame, version 2 (FrameHeaderSize, 12 bytes, then the payload):
+// Frame, versions 2 and 3 (FrameHeaderSize, 12 bytes, then the payload):
 //
 //	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
 //	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
@@ -41,7 +50,7 @@ package logfile
 //	8  L  payload
 //
 // The salt is what makes a frame unforgeable by event content: bytes a
-// producer puts in an event body form a valid version-2 frame only if they
+// producer puts in an event body form a valid salted frame only if they
 // guess both halves of the salt (2^-64), so a scan that resynchronises
 // after damage never takes them for records. The frame header checksum
 // lets that scan reject a candidate offset in O(1) work, before it
@@ -49,21 +58,38 @@ package logfile
 // Version-1 frames have neither property. Framing (framing.go) holds a
 // file's version and salt and does every encoding, sealing and check.
 //
-// Payload (the same in both versions):
+// Payload (the same in every version):
 //
-//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding
-//	1  8  transaction id, uint64 BE (0 for padding)
+//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding, 6 group take, 7 groups, 8 skip
+//	1  8  transaction id, uint64 BE (0 for padding and groups)
 //	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
 //	      among the records that are not padding; 0 for padding)
 //	17 .. type-specific body:
-//	   put:      uvarint header count; per header (sorted by key, so bytes are deterministic):
-//	             uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
-//	   take:     uvarint pointer count n; n x uint64 BE pointers (fileID<<32 | offset) of the put records consumed
-//	   rollback: empty
-//	   commit:   1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
-//	             events the transaction put (all its put records) or took (all pointers of its take records),
-//	             so that replay can tell a transaction whose records it saw only in part
-//	   padding:  filler, zero bytes (any number, 0 included)
+//	   put:        uvarint header count; per header (sorted by key, so bytes are deterministic):
+//	               uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
+//	   take:       uvarint pointer count n; n x uint64 BE pointers (fileID<<32 | offset) of the put records consumed
+//	   rollback:   empty
+//	   commit:     1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
+//	               events the transaction put (all its put records) or took (all pointers of its take records),
+//	               so that replay can tell a transaction whose records it saw only in part
+//	   padding:    filler, zero bytes (any number, 0 included)
+//	   group take: uvarint group id g >= 1; then a take's body: uvarint n, n x uint64 BE pointers
+//	   groups:     uvarint next group id; uvarint entry count; per entry, in strictly increasing id order:
+//	               uvarint id (< next group id), uvarint name len (<= 64), name bytes, uvarint since
+//	               (a write-order id), uvarint capacity, 1 byte policy (0 block, 1 drop oldest,
+//	               2 drop newest), uvarint max deliveries, uvarint dead-letter len (<= 64), dead-letter bytes
+//	   skip:       uvarint count n >= 1; n uvarint group ids, strictly increasing
+//
+// A group take is a take by consumer group g, decoded as RecordTake with
+// Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
+// so type 6 with group 0 is corrupt. A groups record (RecordGroups) lists
+// every consumer group as of its write-order id: the channel writes one as
+// the first record of every new log file and after every change to the
+// groups. A skip record (RecordSkip) names the groups that do not receive
+// a put transaction's events: it carries that transaction's id and comes
+// before its commit record. A commit commits puts or takes only, a group
+// take included (CommitType RecordTake). Group ids, max deliveries and the
+// next group id are uint32 in memory: a larger uvarint is corrupt.
 //
 // A padding record takes the place of damaged bytes that a repair
 // (channel.Repair, PadRegion) copied to a .corrupt file, so that no record
@@ -78,7 +104,10 @@ package logfile
 // every record that decodes re-encodes to the same bytes: a uvarint in more
 // bytes than needed, header keys not in strictly increasing byte order, a
 // commit of a type other than put or take, padding with a non-zero
-// transaction id, write-order id or filler byte.
+// transaction id, write-order id or filler byte, a group take of group 0,
+// a groups record with a transaction id, ids out of order or out of range,
+// a name or dead-letter name over 64 bytes or a policy above 2, and a skip
+// record listing no group or its groups out of order.
 //
 // Compatibility (docs/format.md, "Compatibility"): the magic and the version
 // keep offsets 0 and 4 of the header in every version, and a decoder reads
@@ -86,7 +115,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// maxRecordType: a newer release numbers its new record types from 6 up.
+// maxRecordType: a newer release numbers its new record types from 9 up.
 
 import (
 	"bytes"
@@ -110,16 +139,23 @@ const (
 	RecordRollback RecordType = 3
 	RecordCommit   RecordType = 4
 	RecordPadding  RecordType = 5
+	RecordGroups   RecordType = 7 // version 3: the consumer groups catalog
+	RecordSkip     RecordType = 8 // version 3: the groups a put transaction's events skip
 )
+
+// typeGroupTake is the on-disk type of a take by a consumer group other
+// than the unnamed one, Record{Type: RecordTake, Group: g} with g >= 1: it
+// is never a Record's Type. Part of the on-disk format; never renumber.
+const typeGroupTake RecordType = 6
 
 // Sizes and version; part of the on-disk format; never renumber. The
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
 const (
-	HeaderSize      = 36       // file header (version 2)
-	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (version 2)
+	HeaderSize      = 36       // file header (versions 2 and 3)
+	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 and 3)
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
-	FormatVersion   = 2        // version written in the file header; versions 1 and 2 are read
+	FormatVersion   = 3        // version written in the file header; versions 1, 2 and 3 are read
 )
 
 // Padding frame sizes of the version this build writes; follow from the
@@ -147,7 +183,7 @@ const (
 
 	// maxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	maxRecordType = RecordPadding
+	maxRecordType = RecordSkip
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -169,6 +205,10 @@ func (t RecordType) String() string {
 		return "commit"
 	case RecordPadding:
 		return "padding"
+	case RecordGroups:
+		return "groups"
+	case RecordSkip:
+		return "skip"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -183,9 +223,13 @@ type Record struct {
 	Headers      map[string]string // put; nil when a decoded put has none
 	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
 	Pointers     []uint64          // take; nil when a decoded take has none
+	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take)
 	CommitType   RecordType        // commit: RecordPut or RecordTake
 	Count        uint64            // commit: events put or taken by the transaction
 	Filler       int               // padding: the number of zero bytes after the fixed fields
+	NextGroupID  uint32            // groups: the id the next consumer group created gets; above every Catalog ID
+	Catalog      []GroupInfo       // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
+	Skip         []uint32          // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
 }
 
 // EncodedSize returns the size of the whole frame r takes in the version
@@ -205,11 +249,18 @@ func (r *Record) payloadSize() int {
 		}
 		n += uvarintLen(uint64(len(r.Body))) + len(r.Body)
 	case RecordTake:
+		if r.Group != 0 {
+			n += uvarintLen(uint64(r.Group))
+		}
 		n += uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordCommit:
 		n += 1 + uvarintLen(r.Count)
 	case RecordPadding:
 		n += max(r.Filler, 0)
+	case RecordGroups:
+		n += groupsSize(r)
+	case RecordSkip:
+		n += skipSize(r.Skip)
 	}
 	return n
 }
@@ -231,10 +282,15 @@ func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 }
 
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
-// version 1, 12 in version 2) whose checksum fields are zero.
+// version 1, 12 in versions 2 and 3) whose checksum fields are zero.
 func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
+	typ := r.Type
 	switch r.Type {
-	case RecordPut, RecordTake, RecordRollback:
+	case RecordPut, RecordRollback:
+	case RecordTake:
+		if r.Group != 0 {
+			typ = typeGroupTake
+		}
 	case RecordCommit:
 		if r.CommitType != RecordPut && r.CommitType != RecordTake {
 			return dst, fmt.Errorf("%w: commit of %v", ErrInvalidRecord, r.CommitType)
@@ -242,6 +298,14 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	case RecordPadding:
 		if r.TxID != 0 || r.WriteOrderID != 0 || r.Filler < 0 {
 			return dst, fmt.Errorf("%w: padding with transaction id %d, write-order id %d, filler %d", ErrInvalidRecord, r.TxID, r.WriteOrderID, r.Filler)
+		}
+	case RecordGroups:
+		if err := checkGroups(r); err != nil {
+			return dst, err
+		}
+	case RecordSkip:
+		if err := checkSkip(r.Skip); err != nil {
+			return dst, err
 		}
 	default:
 		return dst, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
@@ -253,7 +317,7 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	dst = slices.Grow(dst, fhs+n)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
 	dst = append(dst, make([]byte, fhs-4)...) // checksums, filled in by sealing
-	dst = append(dst, byte(r.Type))
+	dst = append(dst, byte(typ))
 	dst = binary.BigEndian.AppendUint64(dst, r.TxID)
 	dst = binary.BigEndian.AppendUint64(dst, r.WriteOrderID)
 	switch r.Type {
@@ -262,6 +326,9 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(r.Body)))
 		dst = append(dst, r.Body...)
 	case RecordTake:
+		if r.Group != 0 {
+			dst = binary.AppendUvarint(dst, uint64(r.Group))
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
 		for _, p := range r.Pointers {
 			dst = binary.BigEndian.AppendUint64(dst, p)
@@ -272,6 +339,10 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	case RecordPadding:
 		dst = dst[:len(dst)+r.Filler] // capacity grown above
 		clear(dst[len(dst)-r.Filler:])
+	case RecordGroups:
+		dst = appendGroups(dst, r)
+	case RecordSkip:
+		dst = appendSkip(dst, r.Skip)
 	}
 	return dst, nil
 }
@@ -303,6 +374,7 @@ func appendHeaders(dst []byte, h map[string]string) []byte {
 type scratch struct {
 	headers  map[string]string
 	pointers []uint64
+	skip     []uint32          // a skip record's groups
 	strs     map[string]string // interned header keys and values
 }
 
@@ -363,6 +435,12 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 		return decodePut(p, r, s)
 	case RecordTake:
 		return decodeTake(p, r, s)
+	case typeGroupTake:
+		return decodeGroupTake(p, r, s)
+	case RecordGroups:
+		return decodeGroups(p, r)
+	case RecordSkip:
+		return decodeSkip(p, r, s)
 	case RecordRollback:
 		if len(p) != 0 {
 			return "trailing bytes after rollback"

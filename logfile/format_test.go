@@ -10,14 +10,17 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
+// TestRecordRoundTrip: every record encodes to the size EncodedSize says,
+// decodes to what was encoded, and re-encodes to the same bytes.
 func TestRecordRoundTrip(t *testing.T) {
-	for i, want := range sampleRecords() {
+	for i, want := range allRecords() {
 		t.Run(fmt.Sprintf("%d_%v", i, want.Type), func(t *testing.T) {
 			frame := mustAppend(t, nil, &want)
 			if got := want.EncodedSize(); got != len(frame) {
@@ -32,12 +35,15 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Fatalf("frame length %d, want %d", n, len(frame))
 			}
 			requireSameRecord(t, got, want)
+			if again := mustAppend(t, nil, &got); !bytes.Equal(again, frame) {
+				t.Fatalf("re-encoded frame differs\n got  %x\n want %x", again, frame)
+			}
 		})
 	}
 }
 
 func TestAppendRecordAppendsToDst(t *testing.T) {
-	recs := sampleRecords()
+	recs := allRecords()
 	var buf []byte
 	for i := range recs {
 		buf = mustAppend(t, buf, &recs[i])
@@ -93,13 +99,28 @@ func TestAppendRecordRejects(t *testing.T) {
 		want error
 	}{
 		{"unknown_type_zero", Record{Type: 0}, ErrInvalidRecord},
-		{"unknown_type_six", Record{Type: 6}, ErrInvalidRecord},
+		{"unknown_type_six", Record{Type: 6}, ErrInvalidRecord}, // a group take is RecordTake with a Group
+		{"unknown_type_nine", Record{Type: 9}, ErrInvalidRecord},
 		{"padding_with_tx_id", Record{Type: RecordPadding, TxID: 1}, ErrInvalidRecord},
 		{"padding_with_write_order_id", Record{Type: RecordPadding, WriteOrderID: 1}, ErrInvalidRecord},
 		{"padding_negative_filler", Record{Type: RecordPadding, Filler: -1}, ErrInvalidRecord},
 		{"padding_over_max_payload", Record{Type: RecordPadding, Filler: MaxPayloadSize}, ErrTooLarge},
 		{"commit_of_rollback", Record{Type: RecordCommit, CommitType: RecordRollback}, ErrInvalidRecord},
 		{"commit_without_type", Record{Type: RecordCommit}, ErrInvalidRecord},
+		{"commit_of_groups", Record{Type: RecordCommit, CommitType: RecordGroups}, ErrInvalidRecord},
+		{"commit_of_skip", Record{Type: RecordCommit, CommitType: RecordSkip}, ErrInvalidRecord},
+		{"groups_with_tx_id", Record{Type: RecordGroups, TxID: 1}, ErrInvalidRecord},
+		{"groups_ids_out_of_order", groupsOf(3, GroupInfo{ID: 2}, GroupInfo{ID: 1}), ErrInvalidRecord},
+		{"groups_duplicate_id", groupsOf(3, GroupInfo{ID: 1}, GroupInfo{ID: 1}), ErrInvalidRecord},
+		{"groups_id_not_below_next", groupsOf(3, GroupInfo{ID: 3}), ErrInvalidRecord},
+		{"groups_next_id_zero", groupsOf(0, GroupInfo{ID: 0}), ErrInvalidRecord},
+		{"groups_name_too_long", groupsOf(3, GroupInfo{ID: 1, Name: strings.Repeat("n", MaxGroupNameLen+1)}), ErrInvalidRecord},
+		{"groups_dead_letter_too_long", groupsOf(3, GroupInfo{ID: 1, DeadLetter: strings.Repeat("n", MaxGroupNameLen+1)}), ErrInvalidRecord},
+		{"groups_bad_policy", groupsOf(3, GroupInfo{ID: 1, Policy: 3}), ErrInvalidRecord},
+		{"skip_without_groups", Record{Type: RecordSkip, TxID: 1}, ErrInvalidRecord},
+		{"skip_empty_groups", Record{Type: RecordSkip, TxID: 1, Skip: []uint32{}}, ErrInvalidRecord},
+		{"skip_out_of_order", Record{Type: RecordSkip, TxID: 1, Skip: []uint32{2, 1}}, ErrInvalidRecord},
+		{"skip_duplicate", Record{Type: RecordSkip, TxID: 1, Skip: []uint32{1, 1}}, ErrInvalidRecord},
 		// The allocation is lazily zeroed memory: cheap even under -race.
 		{"body_over_max_payload", Record{Type: RecordPut, Body: make([]byte, MaxPayloadSize)}, ErrTooLarge},
 		{"pointers_over_max_payload", Record{Type: RecordTake, Pointers: make([]uint64, MaxPayloadSize/8)}, ErrTooLarge},
@@ -117,8 +138,63 @@ func TestAppendRecordRejects(t *testing.T) {
 	}
 }
 
+// groupsOf is a groups record listing cat, with next group id next.
+func groupsOf(next uint32, cat ...GroupInfo) Record {
+	return Record{Type: RecordGroups, WriteOrderID: 1, NextGroupID: next, Catalog: cat}
+}
+
+// TestGroupTakeEncoding: a take by the unnamed group (Group 0) is exactly a
+// version-2 take (type 2), and a take by group g is type 6: the same
+// fixed fields, then uvarint g, then a take's body.
+func TestGroupTakeEncoding(t *testing.T) {
+	ptrs := []uint64{1<<32 | HeaderSize, 2<<32 | 99}
+	plain := mustAppend(t, nil, &Record{Type: RecordTake, TxID: 3, WriteOrderID: 4, Pointers: ptrs})
+	if plain[FrameHeaderSize] != byte(RecordTake) {
+		t.Fatalf("take of group 0 has type %d, want 2", plain[FrameHeaderSize])
+	}
+	payload := cat([]byte{2}, binary.BigEndian.AppendUint64(nil, 3), binary.BigEndian.AppendUint64(nil, 4),
+		[]byte{2}, binary.BigEndian.AppendUint64(nil, ptrs[0]), binary.BigEndian.AppendUint64(nil, ptrs[1]))
+	if want := frameOf(payload); !bytes.Equal(plain, want) {
+		t.Fatalf("take of group 0:\n got  %x\n want %x", plain, want)
+	}
+	for _, g := range []uint32{1, 300, math.MaxUint32} {
+		r := Record{Type: RecordTake, TxID: 3, WriteOrderID: 4, Pointers: ptrs, Group: g}
+		frame := mustAppend(t, nil, &r)
+		gp := cat([]byte{byte(typeGroupTake)}, payload[1:payloadHeaderSize], binary.AppendUvarint(nil, uint64(g)), payload[payloadHeaderSize:])
+		if want := frameOf(gp); !bytes.Equal(frame, want) {
+			t.Fatalf("take of group %d:\n got  %x\n want %x", g, frame, want)
+		}
+		got, _, err := testFraming.DecodeRecord(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Type != RecordTake || got.Group != g {
+			t.Fatalf("decoded type %v group %d, want take of group %d", got.Type, got.Group, g)
+		}
+	}
+}
+
+// TestDecodeSkipReusesScratch: like a take's pointers, a skip record's
+// group ids decode into the scanner's reused slice, without allocating.
+func TestDecodeSkipReusesScratch(t *testing.T) {
+	frame := mustAppend(t, nil, &Record{Type: RecordSkip, TxID: 1, WriteOrderID: 2, Skip: []uint32{0, 5, 1 << 30}})
+	take := mustAppend(t, nil, &Record{Type: RecordTake, TxID: 1, WriteOrderID: 3, Group: 7, Pointers: []uint64{1, 2, 3}})
+	var s scratch
+	var r Record
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, f := range [][]byte{frame, take} {
+			if _, err := decodeFrame(f, &r, &s, 0, testFraming); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per decode of a skip record and a group take, want 0", allocs)
+	}
+}
+
 func TestDecodeRecordTruncatedFrameIsUnexpectedEOF(t *testing.T) {
-	for i, r := range sampleRecords() {
+	for i, r := range allRecords() {
 		frame := mustAppend(t, nil, &r)
 		for n := 0; n < len(frame); n++ {
 			if _, _, err := testFraming.DecodeRecord(frame[:n]); !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -135,7 +211,7 @@ func TestDecodeRecordTruncatedFrameIsUnexpectedEOF(t *testing.T) {
 func TestDecodeRecordEveryBitFlipIsCorrupt(t *testing.T) {
 	const pad = 1<<25 + 1<<10 // a length bit flip below bit 26 grows the frame by at most 32 MiB
 	var buf []byte
-	for i, r := range sampleRecords() {
+	for i, r := range allRecords() {
 		if r.EncodedSize() > 1<<10 {
 			continue
 		}
@@ -162,6 +238,14 @@ func TestDecodeRecordCorruption(t *testing.T) {
 	overMax := binary.BigEndian.AppendUint32(nil, MaxPayloadSize+1)
 	overMax = append(overMax, make([]byte, 16)...)
 	put, take := payloadHead(RecordPut), payloadHead(RecordTake)
+	gtake, skip := payloadHead(typeGroupTake), payloadHead(RecordSkip)
+	groups := cat([]byte{byte(RecordGroups)}, make([]byte, 8), payloadHead(RecordGroups)[9:]) // no transaction id
+	// entry is a groups record entry: id, name, since 0, capacity 0,
+	// policy, max deliveries 0, dead-letter name.
+	entry := func(id byte, name string, policy byte, dl string) []byte {
+		return cat([]byte{id, byte(len(name))}, []byte(name), []byte{0, 0, policy, 0, byte(len(dl))}, []byte(dl))
+	}
+	long := strings.Repeat("n", MaxGroupNameLen+1)
 	for _, tc := range []struct {
 		name  string
 		frame []byte
@@ -200,6 +284,44 @@ func TestDecodeRecordCorruption(t *testing.T) {
 		{"take_count_overruns", frameOf(cat(take, []byte{2}, make([]byte, 8)))},
 		{"take_partial_pointer", frameOf(cat(take, []byte{1}, make([]byte, 7)))},
 		{"take_trailing_bytes", frameOf(cat(take, []byte{1}, make([]byte, 9)))},
+		{"commit_of_group_take", frameOf(cat(payloadHead(RecordCommit), []byte{6, 0}))},
+		{"commit_of_groups", frameOf(cat(payloadHead(RecordCommit), []byte{7, 0}))},
+		{"commit_of_skip", frameOf(cat(payloadHead(RecordCommit), []byte{8, 0}))},
+		{"group_take_without_group", frameOf(gtake)},
+		{"group_take_of_group_0", frameOf(cat(gtake, []byte{0, 0}))},
+		{"group_take_group_not_minimal", frameOf(cat(gtake, []byte{0x81, 0x00, 0}))},
+		{"group_take_group_over_32_bits", frameOf(cat(gtake, []byte{0x80, 0x80, 0x80, 0x80, 0x10, 0}))},
+		{"group_take_without_count", frameOf(cat(gtake, []byte{1}))},
+		{"group_take_partial_pointer", frameOf(cat(gtake, []byte{1, 1}, make([]byte, 7)))},
+		{"group_take_trailing_bytes", frameOf(cat(gtake, []byte{1, 0, 0}))},
+		{"groups_with_tx_id", frameOf(cat(payloadHead(RecordGroups), []byte{1, 0}))},
+		{"groups_without_next_id", frameOf(groups)},
+		{"groups_without_count", frameOf(cat(groups, []byte{1}))},
+		{"groups_next_id_not_minimal", frameOf(cat(groups, []byte{0x81, 0x00, 0}))},
+		{"groups_next_id_over_32_bits", frameOf(cat(groups, []byte{0x80, 0x80, 0x80, 0x80, 0x10, 0}))},
+		{"groups_count_not_minimal", frameOf(cat(groups, []byte{1, 0x80, 0x00}))},
+		{"groups_trailing_byte", frameOf(cat(groups, []byte{1, 0, 0}))},
+		{"groups_entry_trailing_byte", frameOf(cat(groups, []byte{2, 1}, entry(1, "a", 0, ""), []byte{0}))},
+		{"groups_count_overruns", frameOf(cat(groups, []byte{3, 2}, entry(1, "a", 0, "")))},
+		{"groups_entry_cut", frameOf(cat(groups, []byte{2, 1}, entry(1, "a", 0, "")[:7]))},
+		{"groups_ids_out_of_order", frameOf(cat(groups, []byte{3, 2}, entry(2, "", 0, ""), entry(1, "", 0, "")))},
+		{"groups_duplicate_id", frameOf(cat(groups, []byte{3, 2}, entry(1, "a", 0, ""), entry(1, "b", 0, "")))},
+		{"groups_id_not_below_next", frameOf(cat(groups, []byte{1, 1}, entry(1, "", 0, "")))},
+		{"groups_name_too_long", frameOf(cat(groups, []byte{2, 1}, entry(1, long, 0, "")))},
+		{"groups_name_overruns", frameOf(cat(groups, []byte{2, 1}, []byte{1, 30, 'a', 0, 0, 0, 0, 0}))},
+		{"groups_dead_letter_too_long", frameOf(cat(groups, []byte{2, 1}, entry(1, "", 0, long)))},
+		{"groups_bad_policy", frameOf(cat(groups, []byte{2, 1}, entry(1, "", 3, "")))},
+		{"groups_policy_255", frameOf(cat(groups, []byte{2, 1}, entry(1, "", 255, "")))},
+		{"groups_since_not_minimal", frameOf(cat(groups, []byte{2, 1}, []byte{1, 0, 0x80, 0x00, 0, 0, 0, 0}))},
+		{"groups_max_deliveries_over_32_bits", frameOf(cat(groups, []byte{2, 1}, []byte{1, 0, 0, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0}))},
+		{"skip_without_count", frameOf(skip)},
+		{"skip_of_no_group", frameOf(cat(skip, []byte{0}))},
+		{"skip_count_overruns", frameOf(cat(skip, []byte{3, 1, 2}))},
+		{"skip_ids_out_of_order", frameOf(cat(skip, []byte{2, 2, 1}))},
+		{"skip_duplicate_id", frameOf(cat(skip, []byte{2, 1, 1}))},
+		{"skip_id_not_minimal", frameOf(cat(skip, []byte{1, 0x81, 0x00}))},
+		{"skip_id_over_32_bits", frameOf(cat(skip, []byte{1, 0x80, 0x80, 0x80, 0x80, 0x10}))},
+		{"skip_trailing_byte", frameOf(cat(skip, []byte{1, 1, 0}))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := testFraming.DecodeRecord(tc.frame)
@@ -223,7 +345,7 @@ func TestDecodedBodyAliasesInput(t *testing.T) {
 }
 
 func TestFileHeaderRoundTrip(t *testing.T) {
-	for _, fr := range []Framing{testFraming, framingV1, newFraming()} {
+	for _, fr := range []Framing{testFraming, testFramingV2, framingV1, newFraming()} {
 		for _, id := range []uint32{0, 1, 7, math.MaxUint32} {
 			b := appendFileHeader([]byte("x"), id, fr)[1:]
 			if int64(len(b)) != fr.HeaderSize() {
@@ -235,9 +357,15 @@ func TestFileHeaderRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	want := []byte{'F', 'C', 'L', 'G', 0, 2, 0, 0, 0, 0, 0, 7, 0x5a, 0x17, 0x5a, 0x17, 0x0b, 0xad, 0xf0, 0x0d}
+	want := []byte{'F', 'C', 'L', 'G', 0, 3, 0, 0, 0, 0, 0, 7, 0x5a, 0x17, 0x5a, 0x17, 0x0b, 0xad, 0xf0, 0x0d}
 	if b := testHeader(7); !bytes.Equal(b[:20], want) || !bytes.Equal(b[24:32], want[12:20]) {
 		t.Fatalf("header bytes %x, want %x and the salt again at 24", b, want)
+	}
+	// Version 2's header is version 3's but for the version field (and so
+	// the checksum over bytes 0..19).
+	v2, v3 := appendFileHeader(nil, 7, testFramingV2), testHeader(7)
+	if v2[5] != 2 || !bytes.Equal(v2[:5], v3[:5]) || !bytes.Equal(v2[6:20], v3[6:20]) || !bytes.Equal(v2[24:], v3[24:]) {
+		t.Fatalf("version 2 header bytes %x, version 3 %x", v2, v3)
 	}
 	if b := appendFileHeader(nil, 7, framingV1); !bytes.Equal(b[:12], []byte{'F', 'C', 'L', 'G', 0, 1, 0, 0, 0, 0, 0, 7}) {
 		t.Fatalf("version 1 header bytes %x", b)
@@ -298,18 +426,22 @@ func crc32c(b []byte) uint32 {
 	return crc32.Checksum(b, castagnoli)
 }
 
-// TestGolden pins both versions of the format: the writer must produce
+// TestGolden pins every version of the format: the writer must produce
 // exactly the bytes of testdata/v1/log-0000000001 (a version-1 file, which
 // this build still writes for repairs of such files: padding, a rewritten
 // header) and testdata/v2/log-0000000001 (version 2, with testFraming's
-// salt) for sampleRecords, and the scanner must read those bytes back.
+// salt) for sampleRecords, and testdata/v3/log-0000000001 (version 3, the
+// same salt) for allRecords; and the scanner must read those bytes back.
 // Regenerate only for a deliberate format change, and then only the
 // version that changed:
 // go test ./logfile -run TestGolden -update
 func TestGolden(t *testing.T) {
-	for _, fr := range []Framing{framingV1, testFraming} {
+	for _, fr := range []Framing{framingV1, testFramingV2, testFraming} {
 		t.Run(fmt.Sprintf("v%d", fr.version), func(t *testing.T) {
 			recs := sampleRecords()
+			if fr.version == 3 {
+				recs = allRecords()
+			}
 			path, _ := writeLogWith(t, t.TempDir(), 1, recs, fr)
 			got, err := os.ReadFile(path)
 			if err != nil {

@@ -18,21 +18,22 @@ import (
 // Version 1 frames (8-byte frame header) carry one CRC32C over the length
 // and the payload; anybody who knows the format can compute it, so bytes
 // that a producer put into an event body can form valid version-1 frames.
-// Version 2 frames (12-byte frame header) carry two checksums, each XORed
+// Version 2 frames (12-byte frame header; version 3's are the same) carry
+// two checksums, each XORed
 // with one half of a 64-bit salt drawn from crypto/rand when the file is
 // created and stored only in the file's header: a frame-header checksum, so
 // that a scan rejects a candidate frame in O(1), and a payload checksum.
-// Without the salt, bytes form a valid version-2 frame with probability
+// Without the salt, bytes form a valid salted frame with probability
 // 2^-64 (docs/format.md §3.2).
 //
 // A Framing never reveals its salt: it has no accessor, and it formats (with
 // any verb) as its version only.
 type Framing struct {
 	version uint16
-	salt    uint64 // version 2: high half masks the header checksum, low half the payload checksum
-	// lost: a version-2 file whose header is damaged beyond recovering its
-	// salt (both copies gone and its first two records unusable): no frame
-	// of it can be verified.
+	salt    uint64 // versions 2 and 3: high half masks the header checksum, low half the payload checksum
+	// lost: a salted file (version 2 or 3) whose header is damaged beyond
+	// recovering its salt (both copies gone and its first two records
+	// unusable): no frame of it can be verified.
 	lost bool
 }
 
@@ -51,7 +52,7 @@ func newFraming() Framing {
 func (f Framing) Version() uint16 { return f.version }
 
 // HeaderSize returns the size of the file header, the offset of the first
-// record: 16 in version 1, 36 (HeaderSize) in version 2.
+// record: 16 in version 1, 36 (HeaderSize) in versions 2 and 3.
 func (f Framing) HeaderSize() int64 {
 	if f.version == 1 {
 		return headerSizeV1
@@ -60,7 +61,7 @@ func (f Framing) HeaderSize() int64 {
 }
 
 // FrameHeaderSize returns the size of a frame before its payload: 8 in
-// version 1, 12 (FrameHeaderSize) in version 2.
+// version 1, 12 (FrameHeaderSize) in versions 2 and 3.
 func (f Framing) FrameHeaderSize() int {
 	if f.version == 1 {
 		return frameHeaderSizeV1
@@ -70,7 +71,7 @@ func (f Framing) FrameHeaderSize() int {
 
 // MinPaddingSize returns the size of the smallest padding frame (and of the
 // smallest frame of any type): 25 in version 1, 29 (MinPaddingSize) in
-// version 2. A damaged region shorter than it cannot be padded.
+// versions 2 and 3. A damaged region shorter than it cannot be padded.
 func (f Framing) MinPaddingSize() int { return f.FrameHeaderSize() + payloadHeaderSize }
 
 // MaxFrameSize returns the size of the longest frame: the frame header and
@@ -90,9 +91,13 @@ func (f Framing) Format(s fmt.State, _ rune) {
 // AppendRecord appends r's frame, sealed for this framing's file, to dst
 // and returns the extended slice. It returns ErrTooLarge if the payload
 // would exceed MaxPayloadSize, and ErrInvalidRecord for an unknown Type, a
-// commit of a type other than put or take, or padding with a transaction
-// id, a write-order id or a negative Filler; dst is returned unchanged with
-// an error. With a dst of enough capacity it does not allocate (unless a
+// commit of a type other than put or take, padding with a transaction id,
+// a write-order id or a negative Filler, a groups record with a
+// transaction id or a Catalog that breaks the rules of format.go (ids
+// strictly increasing and below NextGroupID, names of at most
+// MaxGroupNameLen bytes, Policy 0..2), or a skip record whose Skip is empty
+// or not strictly increasing; dst is returned unchanged with an error.
+// A take with a Group other than 0 is written as a group take (type 6). With a dst of enough capacity it does not allocate (unless a
 // put has more than 16 headers).
 func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
 	start := len(dst)
@@ -158,7 +163,7 @@ func (f Framing) DecodeRecord(b []byte) (Record, int, error) {
 }
 
 // masks returns the values XORed into the stored header and payload
-// checksums: the salt's halves (version 2), zero for version 1.
+// checksums: the salt's halves (versions 2 and 3), zero for version 1.
 func (f Framing) masks() (header, payload uint32) {
 	return uint32(f.salt >> 32), uint32(f.salt)
 }
@@ -193,15 +198,15 @@ func crcV1(length, payload []byte) uint32 {
 	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
 }
 
-// headerCRC is the unmasked version-2 frame-header checksum of the frame at
-// the start of b (len(b) >= MinPaddingSize): CRC32C of the length field
+// headerCRC is the unmasked frame-header checksum (versions 2 and 3) of
+// the frame at the start of b (len(b) >= MinPaddingSize): CRC32C of the length field
 // (bytes 0..3), then the payload checksum and the payload's fixed fields
 // (bytes 8..28).
 func headerCRC(b []byte) uint32 {
 	return crc32.Update(crc32.Checksum(b[0:4], castagnoli), castagnoli, b[8:MinPaddingSize])
 }
 
-// headerOK reports whether the version-2 frame at the start of b (len(b) >=
+// headerOK reports whether the salted frame at the start of b (len(b) >=
 // MinPaddingSize) has a matching frame-header checksum: O(1) work, whatever
 // length the frame claims. For version 1, which has no such checksum, it is
 // always true.
@@ -218,8 +223,8 @@ func (f Framing) headerOK(b []byte) bool {
 
 // frameLen reads the length field at the start of b (len(b) >= 4) and
 // returns the whole frame length, or a corruption error for a zero or too
-// large length (or, in version 2, one shorter than the fixed payload fields
-// the header checksum covers).
+// large length (or, from version 2 on, one shorter than the fixed payload
+// fields the header checksum covers).
 func (f Framing) frameLen(b []byte) (int, error) {
 	l := binary.BigEndian.Uint32(b)
 	switch {

@@ -16,8 +16,10 @@ import (
 
 // fuzzFramings are the framings every fuzz input is tried with: version 1
 // (the seeds checked in before version 2, still valid as version-1 inputs)
-// and version 2 with testFraming's salt (the seeds named v2_...).
-var fuzzFramings = []Framing{framingV1, testFraming}
+// and versions 2 and 3 with testFraming's salt (the seeds named v2_...:
+// the frames of both versions are the same bytes, only the header the
+// scanner's file starts with differs).
+var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming}
 
 // FuzzDecodeRecord feeds arbitrary bytes to DecodeRecord, in each framing,
 // twice: as they are (exercising the frame checks), and wrapped as the
@@ -204,7 +206,7 @@ func withPrefix(prefix string, seeds map[string][]byte) map[string][]byte {
 }
 
 // seedsOf returns the seeds of version 1 under their names and those of
-// version 2 named v2_...
+// the salted versions (2 and 3: the same frames) named v2_...
 func seedsOf(t testing.TB, seeds func(testing.TB, Framing) map[string][]byte) map[string][]byte {
 	out := seeds(t, framingV1)
 	for name, b := range withPrefix("v2_", seeds(t, testFraming)) {
@@ -235,16 +237,29 @@ func scannerSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 		t.Fatal(err)
 	}
 	copy(padded[offs[4]:], pad)
+	// The records of version 3, and that sequence damaged in a groups
+	// record and in a skip record.
+	var groups []byte
+	var goffs []int
+	for _, r := range groupRecords() {
+		goffs = append(goffs, len(groups))
+		if groups, err = fr.AppendRecord(groups, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return map[string][]byte{
-		"repaired_middle": padded,
-		"intact":          all,
-		"torn_tail":       all[:len(all)-7],
-		"garbage_tail":    append(bytes.Clone(all), "garbage"...),
-		"zero_tail":       append(bytes.Clone(all), make([]byte, 100)...),
-		"damaged_middle":  flip(all, offs[4]+fr.FrameHeaderSize()+2),
-		"damaged_length":  flip(all, offs[2]),
-		"damaged_first":   flip(all, offs[0]+5),
-		"empty":           {},
+		"groups_intact":          groups,
+		"groups_damaged_catalog": flip(groups, goffs[1]+fr.FrameHeaderSize()+30),
+		"groups_damaged_skip":    flip(groups, goffs[5]+fr.FrameHeaderSize()+18),
+		"repaired_middle":        padded,
+		"intact":                 all,
+		"torn_tail":              all[:len(all)-7],
+		"garbage_tail":           append(bytes.Clone(all), "garbage"...),
+		"zero_tail":              append(bytes.Clone(all), make([]byte, 100)...),
+		"damaged_middle":         flip(all, offs[4]+fr.FrameHeaderSize()+2),
+		"damaged_length":         flip(all, offs[2]),
+		"damaged_first":          flip(all, offs[0]+5),
+		"empty":                  {},
 	}
 }
 
@@ -261,6 +276,9 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	seeds := map[string][]byte{}
 	for i, r := range sampleRecords() {
 		seeds[fmt.Sprintf("valid_%02d_%v", i, r.Type)] = appendRec(&r)
+	}
+	for i, r := range groupRecords() {
+		seeds[fmt.Sprintf("valid_groups_%02d_%v", i, r.Type)] = appendRec(&r)
 	}
 	put := appendRec(&Record{Type: RecordPut, Headers: map[string]string{"k": "v"}, Body: []byte("body")})
 	seeds["truncated_put"] = put[:len(put)-1]
@@ -279,22 +297,29 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 		seeds["payload_put"] = cat(payloadHead(RecordPut), []byte{1, 1, 'k', 1, 'v', 2, 'h', 'i'})
 		seeds["payload_take"] = cat(payloadHead(RecordTake), []byte{1, 0, 0, 0, 1, 0, 0, 0, 16})
 		seeds["payload_commit"] = cat(payloadHead(RecordCommit), []byte{2, 0x81, 0x01})
+		seeds["payload_group_take"] = cat(payloadHead(typeGroupTake), []byte{3, 1, 0, 0, 0, 1, 0, 0, 0, 36})
+		seeds["payload_groups"] = cat([]byte{byte(RecordGroups)}, make([]byte, 8), payloadHead(RecordGroups)[9:],
+			[]byte{3, 2, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'g', 5, 0x80, 0x01, 1, 3, 1, 'd'})
+		seeds["payload_skip"] = cat(payloadHead(RecordSkip), []byte{2, 0, 0x81, 0x01})
 	}
 	return seeds
 }
 
 func headerSeeds() map[string][]byte {
 	out := headerSeedsOf(framingV1)
-	for name, b := range withPrefix("v2_", headerSeedsOf(testFraming)) {
-		out[name] = b
-	}
-	// A version-2 header damaged in each of the places recoverFraming
-	// looks at.
-	v2 := testHeader(1)
-	for name, i := range map[string]int{"v2_bad_first_copy": 13, "v2_bad_second_copy": 27} {
-		b := bytes.Clone(v2)
-		b[i] ^= 1
-		out[name] = b
+	for _, fr := range []Framing{testFramingV2, testFraming} {
+		prefix := fmt.Sprintf("v%d_", fr.version)
+		for name, b := range withPrefix(prefix, headerSeedsOf(fr)) {
+			out[name] = b
+		}
+		// A salted header damaged in each of the places recoverFraming
+		// looks at.
+		h := appendFileHeader(nil, 1, fr)
+		for name, i := range map[string]int{"bad_first_copy": 13, "bad_second_copy": 27} {
+			b := bytes.Clone(h)
+			b[i] ^= 1
+			out[prefix+name] = b
+		}
 	}
 	return out
 }

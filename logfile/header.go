@@ -9,8 +9,9 @@ import (
 	"github.com/flumego/filechannel/internal/corrupt"
 )
 
-// The file header, in the two versions this build reads (format.go has the
-// diagrams). Version 2 stores the file's salt twice, each copy with its own
+// The file header, in the versions this build reads (format.go has the
+// diagrams; version 3's is version 2's but for the version field). From
+// version 2 on it stores the file's salt twice, each copy with its own
 // checksum, so that a damaged header rarely loses it: every frame of the
 // file is checksummed with it.
 
@@ -37,7 +38,7 @@ func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
 }
 
 // saltCopyCRC is the checksum of the second copy of the salt (bytes 24..31
-// of a version-2 header): CRC32C of the file id, uint32 BE, then the copy.
+// of a version-2 or 3 header): CRC32C of the file id, uint32 BE, then the copy.
 func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], fileID)
@@ -49,8 +50,8 @@ func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 // FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
 // follows. Other errors are *corrupt.Error with File "" and Offset 0
 // (callers fill in the file): short header, bad magic, version 0, checksum
-// mismatch, non-zero reserved bytes, and in version 2 salt copies that
-// disagree or fail their checksum.
+// mismatch, non-zero reserved bytes, and in versions 2 and 3 salt copies
+// that disagree or fail their checksum.
 func DecodeFileHeader(b []byte) (fileID uint32, err error) {
 	id, _, err := decodeFileHeader(b)
 	return id, err
@@ -79,7 +80,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	}
 	crcAt := size - 4 // version 1: bytes 12..15 over 0..11
 	if v != 1 {
-		crcAt = 20 // version 2: bytes 20..23 over 0..19
+		crcAt = 20 // versions 2 and 3: bytes 20..23 over 0..19
 	}
 	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.BigEndian.Uint32(b[crcAt:]); got != want {
 		return 0, Framing{}, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
@@ -113,11 +114,11 @@ func declaredHeaderSize(b []byte) int {
 
 // recoverFraming works out the framing of log file id, whose header hdr
 // (its first bytes, up to HeaderSize) is damaged, so that its records can
-// still be read: each is checksummed on its own, but in version 2 with the
-// file's salt. It tries, in order:
+// still be read: each is checksummed on its own, but from version 2 on with
+// the file's salt. It tries, in order:
 //
-//  1. the first copy of a version-2 salt, if the checksum over bytes
-//     0..19 matches and the version field says 2;
+//  1. the first copy of the salt, if the checksum over bytes 0..19
+//     matches and the version field says 2 or 3;
 //  2. the second copy, if its own checksum (over the id in the file name
 //     and the copy) matches;
 //  3. version 1, if a valid version-1 frame follows the 16 header bytes;
@@ -126,44 +127,70 @@ func declaredHeaderSize(b []byte) int {
 //     that one is valid too (2^-64 by chance): a frame the channel wrote
 //     right after the header, not bytes a producer chose;
 //  5. version 1, if the version field says 1;
-//  6. else version 2 with the salt lost: no frame of the file verifies.
+//  6. else a salted version with the salt lost: no frame of the file
+//     verifies.
+//
+// A salt found in steps 2, 4 or 6 comes with the version the version field
+// says if it is 2 or 3, else FormatVersion (saltedVersion): the frames of
+// both are the same, and a rewritten header keeps a version-2 file at 2.
 //
 // Only I/O errors are returned.
 func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
-	if len(hdr) >= 24 && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 2 &&
+	v := saltedVersion(hdr)
+	if len(hdr) >= 24 && declaresSalted(hdr) &&
 		crc32.Checksum(hdr[:20], castagnoli) == binary.BigEndian.Uint32(hdr[20:24]) {
-		return Framing{version: 2, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
+		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
 	}
 	if len(hdr) >= HeaderSize && saltCopyCRC(id, hdr[24:32]) == binary.BigEndian.Uint32(hdr[32:36]) {
-		return Framing{version: 2, salt: binary.BigEndian.Uint64(hdr[24:32])}, nil
+		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])}, nil
 	}
 	if b, err := readFrame(r, headerSizeV1, framingV1); err != nil {
 		return Framing{}, err
 	} else if b != nil && framingV1.check(b) == nil {
 		return framingV1, nil
 	}
-	f, err := deriveSalt(r)
+	f, err := deriveSalt(r, v)
 	if err != nil || f.version != 0 {
 		return f, err
 	}
 	if len(hdr) >= versionEnd && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 1 {
 		return framingV1, nil
 	}
-	return Framing{version: FormatVersion, lost: true}, nil
+	return Framing{version: v, lost: true}, nil
+}
+
+// declaresSalted reports whether the header bytes hdr declare a version
+// with a salt this build reads: 2 or 3.
+func declaresSalted(hdr []byte) bool {
+	if len(hdr) < versionEnd {
+		return false
+	}
+	v := binary.BigEndian.Uint16(hdr[versionOffset:versionEnd])
+	return v >= 2 && v <= FormatVersion
+}
+
+// saltedVersion is the version recoverFraming gives a damaged header whose
+// salt it finds (or loses): the one its version field says if that is 2 or
+// 3, else FormatVersion.
+func saltedVersion(hdr []byte) uint16 {
+	if declaresSalted(hdr) {
+		return binary.BigEndian.Uint16(hdr[versionOffset:versionEnd])
+	}
+	return FormatVersion
 }
 
 // deriveSalt is step 4 of recoverFraming: the salt that makes the frame at
-// HeaderSize valid, if the frame after it is valid with it too. It returns
-// the zero Framing if there is none.
-func deriveSalt(r io.ReaderAt) (Framing, error) {
-	probe := Framing{version: FormatVersion}
+// HeaderSize valid, if the frame after it is valid with it too, with
+// version v. It returns the zero Framing if there is none.
+func deriveSalt(r io.ReaderAt, v uint16) (Framing, error) {
+	probe := Framing{version: v}
 	first, err := readFrame(r, HeaderSize, probe)
 	if err != nil || first == nil {
 		return Framing{}, err
 	}
 	hi := headerCRC(first) ^ binary.BigEndian.Uint32(first[4:8])
 	lo := crc32.Checksum(first[FrameHeaderSize:], castagnoli) ^ binary.BigEndian.Uint32(first[8:12])
-	f := Framing{version: FormatVersion, salt: uint64(hi)<<32 | uint64(lo)}
+	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
 	var rec Record
 	if decodePayload(first[FrameHeaderSize:], &rec, nil) != "" {
 		return Framing{}, nil

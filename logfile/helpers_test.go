@@ -6,9 +6,12 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -16,10 +19,11 @@ import (
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/v1 and the fuzz seeds in testdata/fuzz")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/v1, v2, v3 and the fuzz seeds in testdata/fuzz")
 
-// sampleRecords is the fixed set of records the golden file holds: every
-// type, and the edge cases of each body.
+// sampleRecords is the fixed set of records the golden files of versions 1
+// and 2 hold: every type those versions had, and the edge cases of each
+// body.
 func sampleRecords() []Record {
 	ptrs := make([]uint64, 300)
 	for i := range ptrs {
@@ -38,6 +42,39 @@ func sampleRecords() []Record {
 		{Type: RecordRollback, TxID: 3, WriteOrderID: 19},
 		{Type: RecordPut, TxID: 1<<64 - 1, WriteOrderID: 1<<64 - 1, Body: []byte("max ids")},
 	}
+}
+
+// groupRecords are the records of the types version 3 added, with the edge
+// cases of each body, and write-order ids above sampleRecords' but for the
+// last.
+func groupRecords() []Record {
+	long := strings.Repeat("n", MaxGroupNameLen)
+	return []Record{
+		{Type: RecordGroups, WriteOrderID: 20, NextGroupID: 1, Catalog: []GroupInfo{{ID: 0, Capacity: 10000}}},
+		{Type: RecordGroups, WriteOrderID: 21, NextGroupID: 1 << 20, Catalog: []GroupInfo{
+			{ID: 0, Capacity: 10000},
+			{ID: 1, Name: "billing", Since: 21, Capacity: 1 << 20, Policy: 1, MaxDeliveries: 5, DeadLetter: "billing-dead"},
+			{ID: 200, Name: long, Since: 1<<64 - 2, Capacity: 1<<64 - 1, Policy: 2, MaxDeliveries: math.MaxUint32, DeadLetter: long},
+			{ID: 1<<20 - 1, Name: "last"},
+		}},
+		{Type: RecordGroups, WriteOrderID: 22}, // no group at all
+		{Type: RecordGroups, WriteOrderID: 23, NextGroupID: math.MaxUint32, Catalog: []GroupInfo{{ID: math.MaxUint32 - 1, Name: "x"}}},
+		{Type: RecordPut, TxID: 4, WriteOrderID: 24, Body: []byte("not for every group")},
+		{Type: RecordSkip, TxID: 4, WriteOrderID: 25, Skip: []uint32{0, 200}},
+		{Type: RecordCommit, TxID: 4, WriteOrderID: 26, CommitType: RecordPut, Count: 1},
+		{Type: RecordTake, TxID: 5, WriteOrderID: 27, Group: 1, Pointers: []uint64{1<<32 | HeaderSize, 1<<32 | 1000}},
+		{Type: RecordTake, TxID: 5, WriteOrderID: 28, Group: math.MaxUint32},
+		{Type: RecordCommit, TxID: 5, WriteOrderID: 29, CommitType: RecordTake, Count: 2},
+		{Type: RecordSkip, TxID: 6, WriteOrderID: 30, Skip: []uint32{math.MaxUint32}},
+	}
+}
+
+// allRecords is the fixed set of records the version-3 golden file holds:
+// sampleRecords with groupRecords before the last one (whose write-order id
+// is the largest).
+func allRecords() []Record {
+	s := sampleRecords()
+	return slices.Concat(s[:len(s)-1], groupRecords(), s[len(s)-1:])
 }
 
 func mustAppend(t testing.TB, dst []byte, r *Record) []byte {
@@ -86,6 +123,12 @@ func normalized(r Record) Record {
 	}
 	if len(r.Pointers) == 0 {
 		r.Pointers = nil
+	}
+	if len(r.Catalog) == 0 {
+		r.Catalog = nil
+	}
+	if len(r.Skip) == 0 {
+		r.Skip = nil
 	}
 	return r
 }
@@ -227,9 +270,13 @@ func tempLogPath(t testing.TB, id uint32) string {
 }
 
 // testFraming is the framing of the files the tests make with testCreate:
-// version 2 with a fixed salt, so that frames built without a file
-// (mustAppend, frameOf) are valid in them.
+// the current version with a fixed salt, so that frames built without a
+// file (mustAppend, frameOf) are valid in them.
 var testFraming = Framing{version: FormatVersion, salt: 0x5a175a17_0badf00d}
+
+// testFramingV2 is testFraming in a version-2 file: the same frames, a
+// header that says 2.
+var testFramingV2 = Framing{version: 2, salt: testFraming.salt}
 
 // testCreate is Create with testFraming's salt.
 func testCreate(fsys vfs.FS, dir string, id uint32) (*Writer, error) {

@@ -68,7 +68,7 @@ func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 // job (a region overwritten in part still starts at off: a scan steps over
 // padding after damage). It returns the path of the copy. The region must lie
 // after the file header, inside the file, and be at least
-// Framing.MinPaddingSize bytes long; a version-2 file whose salt is lost
+// Framing.MinPaddingSize bytes long; a salted file whose salt is lost
 // cannot be padded.
 func PadRegion(fsys vfs.FS, path string, off, length int64) (string, error) {
 	id, ok := ParseLogName(filepath.Base(path))
@@ -172,7 +172,7 @@ func writePadding(f vfs.File, off, length int64, fr Framing) error {
 // which holds no record) and a header of a newer version.
 //
 // The new header keeps the file's framing, which its records need: its
-// version, and for version 2 the salt recoverFraming finds (a copy whose
+// version, and from version 2 on the salt recoverFraming finds (a copy whose
 // checksum holds, or the salt the first records were sealed with). When
 // the salt is lost no record of the file verifies whatever the header says,
 // and the header gets a fresh salt: a scan then finds no record after it

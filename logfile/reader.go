@@ -44,7 +44,7 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 // version (a *corrupt.FormatError: the file is not damaged, and its records
 // may not be this version's). Records carry their own checksums, so reading
 // them does not depend on the header, except for the salt of a version-2
-// file, which recoverFraming finds again (from its second copy, or from the
+// or 3 file, which recoverFraming finds again (from its second copy, or from the
 // file's first records); when it cannot, no record of the file reads back.
 func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
 	f, id, fr, _, err := openSalvage(fsys, path)

@@ -47,6 +47,12 @@ func TestDamagedHeaderKeepsTheSalt(t *testing.T) {
 		}, true},
 		// One record cannot confirm a salt derived from it.
 		{"zeroed_one_record", testFraming, 1, func(b []byte) { clear(b[:HeaderSize]) }, true},
+		// A version-2 file keeps its version: its version field, when
+		// it still says 2, gives the version of a salt found again.
+		{"v2_bad_magic", testFramingV2, 4, flip(0), false},
+		{"v2_first_copy_damaged", testFramingV2, 4, flip(13), false},
+		{"v2_second_copy_damaged", testFramingV2, 4, flip(27), false},
+		{"v2_both_copies_damaged", testFramingV2, 4, flip(13, 27), false},
 		{"v1_bad_magic", framingV1, 4, flip(0), false},
 		{"v1_zeroed", framingV1, 4, func(b []byte) { clear(b[:headerSizeV1]) }, false},
 		{"v1_bad_checksum", framingV1, 4, flip(13), false},

@@ -58,7 +58,7 @@ func (t Tail) String() string {
 // a Skip and goes on from that record. If there is none, the scan ends and
 // Tail says whether the rest of the file is a clean end (nothing, or only
 // zeros) or a torn tail (a half-written last write). Frames are checked
-// with the file's Framing: in version 2 bytes not sealed with the file's
+// with the file's Framing: from version 2 on bytes not sealed with the file's
 // salt (frames a producer put in an event body) pass with probability
 // 2^-64 per offset, and
 // the search costs O(1) per offset unless a candidate's frame header
@@ -349,10 +349,10 @@ func (s *Scanner) Next() bool {
 //
 // Each candidate offset costs O(1) unless it passes every check that reads
 // only its first MinPaddingSize bytes: the length bounds, the type, the
-// write-order id and, in version 2, the frame header checksum (salted:
+// write-order id and, from version 2 on, the frame header checksum (salted:
 // bytes a producer wrote pass it with probability 2^-32, random bytes too).
 // Only then is the payload checksummed, so a resync over d damaged bytes
-// costs O(d) in version 2. Version 1 frames have no header checksum: a
+// costs O(d) from version 2 on. Version 1 frames have no header checksum: a
 // candidate whose claimed length fits costs that length.
 func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 	if zero, err := s.zeroFrom(s.pos); err != nil || zero {
@@ -371,14 +371,15 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 			break // the file shrank under us
 		}
 		// Cheap rejections first: the length must fit in the file, the
-		// type exist, the write-order id move forward and (version 2) the
+		// type exist (a record type of this build, not padding), the write-order
+		// id move forward and (from version 2 on) the
 		// frame header checksum match.
 		l := int64(binary.BigEndian.Uint32(b))
 		if l < payloadHeaderSize || l > MaxPayloadSize || off+fhs+l > s.size {
 			continue
 		}
 		p := b[fhs:]
-		if t := RecordType(p[0]); t < RecordPut || t > RecordCommit {
+		if t := RecordType(p[0]); t < RecordPut || t > maxRecordType || t == RecordPadding {
 			continue
 		}
 		if binary.BigEndian.Uint64(p[9:17]) <= s.lastWOID {
@@ -420,8 +421,9 @@ func (s *Scanner) Size() (int64, error) {
 func (s *Scanner) Skipped() []Skip { return s.skips }
 
 // Record returns the current record. It and everything it refers to (Body,
-// Headers, Pointers) are valid only until the next call to Next: Body
-// aliases the scan buffer, and the Headers map and Pointers slice are reused.
+// Headers, Pointers, Skip) are valid only until the next call to Next: Body
+// aliases the scan buffer, and the Headers map and the Pointers and Skip
+// slices are reused. A groups record's Catalog is its own.
 func (s *Scanner) Record() *Record { return &s.rec }
 
 // Offset returns the frame offset of the current record (its pointer's

@@ -48,6 +48,7 @@ func scanAll(t *testing.T, path string, start int64) ([]Record, []int64, *Scanne
 		r := *s.Record()
 		r.Body = bytes.Clone(r.Body)
 		r.Pointers = append([]uint64(nil), r.Pointers...)
+		r.Skip = slices.Clone(r.Skip)
 		if r.Headers != nil {
 			h := make(map[string]string, len(r.Headers))
 			for k, v := range r.Headers {
@@ -237,6 +238,31 @@ func TestScannerSkipsDamageInTheMiddle(t *testing.T) {
 			}
 			if s.Tail() != tc.tail || s.End() != end {
 				t.Fatalf("tail %v end %d, want %v end %d", s.Tail(), s.End(), tc.tail, end)
+			}
+		})
+	}
+}
+
+// TestScannerResyncsOnGroupRecords: the records of version 3 (a group
+// take, groups, skip) are resync points like put, take, rollback and
+// commit: damage to the record before one of them skips that record only.
+func TestScannerResyncsOnGroupRecords(t *testing.T) {
+	recs := groupRecords()
+	for d := 0; d < len(recs)-1; d++ {
+		t.Run(fmt.Sprintf("%d_%v_after_damage", d+1, recs[d+1].Type), func(t *testing.T) {
+			path, offs := writeLog(t, t.TempDir(), 1, recs)
+			flipByte(t, path, offs[d]+FrameHeaderSize+payloadHeaderSize)
+			got, gotOffs, s := scanAll(t, path, 0)
+			want := slices.Delete(slices.Clone(recs), d, d+1)
+			wantOffs := slices.Delete(slices.Clone(offs), d, d+1)
+			if len(got) != len(want) || !slices.Equal(gotOffs, wantOffs) {
+				t.Fatalf("records at %v, want %v", gotOffs, wantOffs)
+			}
+			for i := range got {
+				requireSameRecord(t, got[i], want[i])
+			}
+			if sk := s.Skipped(); len(sk) != 1 || sk[0].Offset != offs[d] || sk[0].Length != offs[d+1]-offs[d] {
+				t.Fatalf("skipped %v, want [%d,+%d)", sk, offs[d], offs[d+1]-offs[d])
 			}
 		})
 	}

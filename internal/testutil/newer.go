@@ -36,13 +36,13 @@ func edit(t testing.TB, path string, f func(b []byte)) {
 
 // SetLogVersion makes the log file at path declare format version v
 // (uint16 at offset 4), with the header CRC recomputed where the file's own
-// version keeps it: bytes 20..23 over 0..19 in version 2, bytes 12..15 over
-// 0..11 in version 1.
+// version keeps it: bytes 20..23 over 0..19 in versions 2 and 3, bytes
+// 12..15 over 0..11 in version 1.
 func SetLogVersion(t testing.TB, path string, v uint16) {
 	t.Helper()
 	edit(t, path, func(b []byte) {
 		crcAt := 12
-		if binary.BigEndian.Uint16(b[4:]) == 2 {
+		if binary.BigEndian.Uint16(b[4:]) >= 2 {
 			crcAt = 20
 		}
 		binary.BigEndian.PutUint16(b[4:], v)
@@ -73,7 +73,7 @@ func SetFileVersion(t testing.TB, path string, v uint16) {
 }
 
 // AppendRecord appends to the log file at path a frame with valid
-// checksums (for the file's version and, in version 2, its salt) whose
+// checksums (for the file's version and, from version 2 on, its salt) whose
 // payload is record type typ, transaction id 1, write-order id woid and
 // body. It returns the frame's offset.
 func AppendRecord(t testing.TB, path string, typ byte, woid uint64, body []byte) int64 {
@@ -128,18 +128,21 @@ func SetRecordType(t testing.TB, path string, off int64, typ byte) {
 }
 
 // LogSalt returns the salt of the log file whose bytes start with b, and
-// whether it is a version-2 file (magic "FCLG", version 2 at offset 4, the
-// salt at 12..19).
+// whether it is a salted file (magic "FCLG", version 2 or 3 at offset 4,
+// the salt at 12..19; version 3's header and frames are version 2's).
 func LogSalt(b []byte) (salt uint64, v2 bool) {
-	if len(b) < 20 || string(b[:4]) != "FCLG" || binary.BigEndian.Uint16(b[4:]) != 2 {
+	if len(b) < 20 || string(b[:4]) != "FCLG" {
+		return 0, false
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 3 {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[12:]), true
 }
 
-// LogFrame returns a version-2 frame around payload (at least 17 bytes)
-// sealed with salt, the way a producer who guessed salt (or read it from a
-// file) could build one: length (4), frame header checksum (4: CRC32C of
+// LogFrame returns a version-2 (and 3) frame around payload (at least 17
+// bytes) sealed with salt, the way a producer who guessed salt (or read it
+// from a file) could build one: length (4), frame header checksum (4: CRC32C of
 // the length then of bytes 8..28, XOR the salt's high half), payload
 // checksum (4: CRC32C of the payload, XOR its low half), payload.
 func LogFrame(salt uint64, payload []byte) []byte {
@@ -205,9 +208,9 @@ func RequireUnchanged(t testing.TB, before map[string][]byte, dirs ...string) {
 	}
 }
 
-// DowngradeLogToV1 rewrites the version-2 log file at path as the version-1
-// file an older release would have written with the same records: a 16-byte
-// header (magic, version 1, reserved, file id, CRC32C of bytes 0..11) and
+// DowngradeLogToV1 rewrites the version-2 or 3 log file at path as the
+// version-1 file an older release would have written with the same records:
+// a 16-byte header (magic, version 1, reserved, file id, CRC32C of bytes 0..11) and
 // every frame with an 8-byte frame header (length, CRC32C of the length then
 // the payload). Records move (the header is 20 bytes shorter, every frame 4),
 // so pointers to them (take records, a checkpoint) no longer hold: use it on
@@ -220,7 +223,7 @@ func DowngradeLogToV1(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 	if _, v2 := LogSalt(b); !v2 || len(b) < 36 {
-		t.Fatalf("%s is not a version-2 log file", path)
+		t.Fatalf("%s is not a version-2 or 3 log file", path)
 	}
 	out := append([]byte("FCLG"), 0, 1, 0, 0)
 	out = append(out, b[8:12]...)

@@ -1,0 +1,259 @@
+package logfile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// The records of format version 3 for consumer groups (format.go has the
+// layouts): a take by a named group (on-disk type 6, Record.Group), the
+// groups catalog (RecordGroups) and the groups a put transaction skips
+// (RecordSkip). Encoders check what decoders check, so that the writer
+// never produces a record that reads back as corrupt.
+
+// GroupInfo is one consumer group as a groups record (RecordGroups) lists it.
+type GroupInfo struct {
+	ID            uint32 // 0: the unnamed group
+	Name          string // "" for ID 0
+	Since         uint64 // write-order id when the group was created: it receives the put commits after it
+	Capacity      uint64
+	Policy        uint8 // 0 block, 1 drop oldest, 2 drop newest
+	MaxDeliveries uint32
+	DeadLetter    string
+}
+
+// MaxGroupNameLen is the longest name, in bytes, of a consumer group and
+// of its dead-letter group in a groups record. Part of the on-disk format.
+const MaxGroupNameLen = 64
+
+// maxGroupPolicy is the highest GroupInfo.Policy. Part of the on-disk
+// format.
+const maxGroupPolicy = 2
+
+// minGroupEntrySize is the fewest bytes an entry of a groups record takes:
+// one per uvarint (id, name length, since, capacity, max deliveries,
+// dead-letter length) and the policy byte.
+const minGroupEntrySize = 7
+
+// groupsSize is the size of a groups record's body.
+func groupsSize(r *Record) int {
+	n := uvarintLen(uint64(r.NextGroupID)) + uvarintLen(uint64(len(r.Catalog)))
+	for i := range r.Catalog {
+		g := &r.Catalog[i]
+		n += uvarintLen(uint64(g.ID)) +
+			uvarintLen(uint64(len(g.Name))) + len(g.Name) +
+			uvarintLen(g.Since) + uvarintLen(g.Capacity) + 1 +
+			uvarintLen(uint64(g.MaxDeliveries)) +
+			uvarintLen(uint64(len(g.DeadLetter))) + len(g.DeadLetter)
+	}
+	return n
+}
+
+// skipSize is the size of a skip record's body.
+func skipSize(ids []uint32) int {
+	n := uvarintLen(uint64(len(ids)))
+	for _, id := range ids {
+		n += uvarintLen(uint64(id))
+	}
+	return n
+}
+
+// checkGroups returns ErrInvalidRecord for a groups record that would not
+// decode: a transaction id, ids not strictly increasing or not below
+// NextGroupID, a name too long or an unknown policy.
+func checkGroups(r *Record) error {
+	if r.TxID != 0 {
+		return fmt.Errorf("%w: groups record with transaction id %d", ErrInvalidRecord, r.TxID)
+	}
+	for i := range r.Catalog {
+		g := &r.Catalog[i]
+		switch {
+		case i > 0 && g.ID <= r.Catalog[i-1].ID:
+			return fmt.Errorf("%w: groups record: group id %d after %d", ErrInvalidRecord, g.ID, r.Catalog[i-1].ID)
+		case g.ID >= r.NextGroupID:
+			return fmt.Errorf("%w: groups record: group id %d not below the next group id %d", ErrInvalidRecord, g.ID, r.NextGroupID)
+		case len(g.Name) > MaxGroupNameLen || len(g.DeadLetter) > MaxGroupNameLen:
+			return fmt.Errorf("%w: group %d: name of %d bytes or dead-letter name of %d, limit %d", ErrInvalidRecord, g.ID, len(g.Name), len(g.DeadLetter), MaxGroupNameLen)
+		case g.Policy > maxGroupPolicy:
+			return fmt.Errorf("%w: group %d: policy %d", ErrInvalidRecord, g.ID, g.Policy)
+		}
+	}
+	return nil
+}
+
+// checkSkip returns ErrInvalidRecord for skip ids that would not decode:
+// none, or not strictly increasing.
+func checkSkip(ids []uint32) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: skip record without groups", ErrInvalidRecord)
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return fmt.Errorf("%w: skip record: group id %d after %d", ErrInvalidRecord, ids[i], ids[i-1])
+		}
+	}
+	return nil
+}
+
+// appendGroups appends a groups record's body (checked by checkGroups).
+func appendGroups(dst []byte, r *Record) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.NextGroupID))
+	dst = binary.AppendUvarint(dst, uint64(len(r.Catalog)))
+	for i := range r.Catalog {
+		g := &r.Catalog[i]
+		dst = binary.AppendUvarint(dst, uint64(g.ID))
+		dst = binary.AppendUvarint(dst, uint64(len(g.Name)))
+		dst = append(dst, g.Name...)
+		dst = binary.AppendUvarint(dst, g.Since)
+		dst = binary.AppendUvarint(dst, g.Capacity)
+		dst = append(dst, g.Policy)
+		dst = binary.AppendUvarint(dst, uint64(g.MaxDeliveries))
+		dst = binary.AppendUvarint(dst, uint64(len(g.DeadLetter)))
+		dst = append(dst, g.DeadLetter...)
+	}
+	return dst
+}
+
+// appendSkip appends a skip record's body (checked by checkSkip).
+func appendSkip(dst []byte, ids []uint32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = binary.AppendUvarint(dst, uint64(id))
+	}
+	return dst
+}
+
+// decodeGroupTake decodes the body of a group take (type 6) into r, as a
+// RecordTake with its Group.
+func decodeGroupTake(p []byte, r *Record, s *scratch) string {
+	g, p, ok := readUint32(p)
+	switch {
+	case !ok:
+		return "bad group id"
+	case g == 0:
+		return "group take of group 0"
+	}
+	r.Type, r.Group = RecordTake, g
+	return decodeTake(p, r, s)
+}
+
+// decodeGroups decodes the body of a groups record into r. Its Catalog is
+// allocated (groups records are rare), growing with the entries read, not
+// with the count the record claims.
+func decodeGroups(p []byte, r *Record) string {
+	if r.TxID != 0 {
+		return "groups record with a transaction id"
+	}
+	next, p, ok := readUint32(p)
+	if !ok {
+		return "bad next group id"
+	}
+	count, p, ok := readUvarint(p)
+	if !ok {
+		return "bad group count"
+	}
+	if count > uint64(len(p))/minGroupEntrySize {
+		return "group count overruns payload"
+	}
+	r.NextGroupID = next
+	if count == 0 {
+		if len(p) != 0 {
+			return "trailing bytes after groups"
+		}
+		return ""
+	}
+	cat := make([]GroupInfo, 0, min(count, 64))
+	for i := uint64(0); i < count; i++ {
+		var g GroupInfo
+		var name, dl []byte
+		if g.ID, p, ok = readUint32(p); !ok {
+			return "bad group id"
+		}
+		if i > 0 && g.ID <= cat[i-1].ID {
+			return "group ids not in increasing order"
+		}
+		if g.ID >= next {
+			return "group id not below the next group id"
+		}
+		if name, p, ok = readBytes(p); !ok {
+			return "group name overruns payload"
+		}
+		if len(name) > MaxGroupNameLen {
+			return "group name too long"
+		}
+		if g.Since, p, ok = readUvarint(p); !ok {
+			return "bad group since"
+		}
+		if g.Capacity, p, ok = readUvarint(p); !ok {
+			return "bad group capacity"
+		}
+		if len(p) == 0 {
+			return "group policy overruns payload"
+		}
+		if g.Policy, p = p[0], p[1:]; g.Policy > maxGroupPolicy {
+			return "unknown group policy"
+		}
+		if g.MaxDeliveries, p, ok = readUint32(p); !ok {
+			return "bad group max deliveries"
+		}
+		if dl, p, ok = readBytes(p); !ok {
+			return "dead-letter name overruns payload"
+		}
+		if len(dl) > MaxGroupNameLen {
+			return "dead-letter name too long"
+		}
+		g.Name, g.DeadLetter = string(name), string(dl)
+		cat = append(cat, g)
+	}
+	if len(p) != 0 {
+		return "trailing bytes after groups"
+	}
+	r.Catalog = cat
+	return ""
+}
+
+// decodeSkip decodes the body of a skip record into r, its Skip in s's
+// allocation when s is not nil.
+func decodeSkip(p []byte, r *Record, s *scratch) string {
+	count, p, ok := readUvarint(p)
+	switch {
+	case !ok:
+		return "bad skip count"
+	case count == 0:
+		return "skip record without groups"
+	case count > uint64(len(p)): // a group id takes at least one byte
+		return "skip count overruns payload"
+	}
+	var ids []uint32
+	if s != nil {
+		ids = slices.Grow(s.skip[:0], int(count))[:count]
+		s.skip = ids
+	} else {
+		ids = make([]uint32, count)
+	}
+	for i := range ids {
+		if ids[i], p, ok = readUint32(p); !ok {
+			return "bad skip group id"
+		}
+		if i > 0 && ids[i] <= ids[i-1] {
+			return "skip group ids not in increasing order"
+		}
+	}
+	if len(p) != 0 {
+		return "trailing bytes after skip"
+	}
+	r.Skip = ids
+	return ""
+}
+
+// readUint32 reads a minimally encoded uvarint that fits in 32 bits from
+// the start of b.
+func readUint32(b []byte) (uint32, []byte, bool) {
+	x, rest, ok := readUvarint(b)
+	if !ok || x > math.MaxUint32 {
+		return 0, b, false
+	}
+	return uint32(x), rest, true
+}
