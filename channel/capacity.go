@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -15,7 +16,7 @@ import (
 // (Stats.PutWaits, PutWaitTime, PutsWaiting, PutsFull). A Put that finds
 // room pays for none of it: the counting happens on the waiting path only.
 type gate struct {
-	// mu guards every field below but cap and epoch.
+	// mu guards every field below but epoch.
 	mu      sync.Mutex
 	used    int
 	cap     int
@@ -163,4 +164,35 @@ func (g *gate) putWaits() gateWaits {
 		w.time += time.Duration(g.waiters)*time.Since(g.epoch) - g.waitingSince
 	}
 	return w
+}
+
+// tryAcquire takes n permits if there is room for them now, without
+// waiting or counting a wait.
+func (g *gate) tryAcquire(n int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.used+n > g.cap {
+		return false
+	}
+	g.used += n
+	return true
+}
+
+// free returns the permits there is room for now.
+func (g *gate) free() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(g.cap-g.used, 0)
+}
+
+// unbound lifts the gate's bound and wakes its waiters: the gate of a
+// removed group, so that no Put keeps waiting for it.
+func (g *gate) unbound() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cap = math.MaxInt / 2
+	if g.waiters > 0 {
+		close(g.freed)
+		g.freed = make(chan struct{})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
@@ -48,11 +49,28 @@ type FileChannel struct {
 	// while it captures its snapshot, so a snapshot never sees half a commit.
 	commitMu sync.RWMutex
 
-	// queueMu guards main's queue, checkpoint slots and in-flight takes, and
-	// inflightPuts.
-	queueMu      sync.Mutex
-	main         *consumer
+	// queueMu guards the groups' queues, checkpoint slots and in-flight
+	// takes, the group list, and inflightPuts.
+	queueMu sync.Mutex
+	// groups is the consumer groups, by id; main the unnamed one (nil if
+	// the channel has none). The list changes under commitMu (exclusive)
+	// and queueMu, so either is enough to read it.
+	groups []*consumer
+	main   *consumer
+	// top is the checkpoint file of the checkpoint dir itself: the
+	// unnamed group's ring (main.ckpt), or an empty ring of one slot when
+	// there is no unnamed group. The other groups' are in group-N subdirs.
+	top          *checkpoint.Checkpoint
+	nextGroupID  uint32
 	inflightPuts *eventqueue.Inflight
+	// groupMu serialises AddGroup and RemoveGroup.
+	groupMu sync.Mutex
+	// catalog is the groups record every new log file starts with
+	// (logfile.SetOptions.FileStart), replaced when the groups change.
+	catalog atomic.Pointer[logfile.Record]
+	// staleGroupDirs are the checkpoint subdirs of removed groups, deleted
+	// once a checkpoint without them is written (guarded by ckptMu).
+	staleGroupDirs []uint32
 	// released: Close released the checkpoint and the log set; the queue's
 	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
 	// any one of them is enough to read it.
@@ -133,16 +151,33 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	return c, nil
 }
 
-// Len returns the number of events in the channel: committed and not taken.
-// After Close it returns the number when Close released the queue.
+// Len returns the number of events in the channel: committed and not taken
+// by the unnamed group (with no unnamed group: the largest number any group
+// has queued). After Close it returns the number when Close released the
+// queues.
 func (c *FileChannel) Len() int {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	return c.main.queue.Size()
+	if c.main != nil {
+		return c.main.queue.Size()
+	}
+	n := 0
+	for _, g := range c.groups {
+		n = max(n, g.queue.Size())
+	}
+	return n
 }
 
-// Cap returns the channel's capacity in events.
-func (c *FileChannel) Cap() int { return c.cfg.Capacity }
+// Cap returns the channel's capacity in events: the unnamed group's (with
+// no unnamed group, Config.Capacity).
+func (c *FileChannel) Cap() int {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.main != nil {
+		return c.main.cfg.Capacity
+	}
+	return c.cfg.Capacity
+}
 
 // Close checkpoints (unless NoCheckpointOnClose), waits for commits and a
 // checkpoint in progress, and releases every file and lock. Transactions
@@ -197,9 +232,15 @@ func (c *FileChannel) release() error {
 	if c.logs != nil {
 		errs = append(errs, c.logs.Close())
 	}
-	if c.main != nil && c.main.ckpt != nil {
-		errs = append(errs, c.main.ckpt.Close())
-		c.main.ckpt = nil
+	for _, g := range c.groups {
+		if g.ckpt != nil && g.ckpt != c.top {
+			errs = append(errs, g.ckpt.Close())
+		}
+		g.ckpt = nil
+	}
+	if c.top != nil {
+		errs = append(errs, c.top.Close())
+		c.top = nil
 	}
 	for _, l := range c.locks {
 		errs = append(errs, l.Close())

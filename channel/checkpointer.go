@@ -2,6 +2,7 @@ package channel
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -74,19 +75,26 @@ func (c *FileChannel) checkpointLocked() error {
 
 // writeCheckpoint is checkpointLocked's work: capture, sync, write, back up,
 // delete the log files no longer needed.
+//
+// With consumer groups the checkpoint is several checkpoint files, all at
+// the same write-order id: each named group's in its group-N subdir, then
+// the catalog, then the checkpoint dir's own (the unnamed group's ring and
+// the channel's state), whose COMPLETE marker is written last. Open uses
+// them only if they all agree (see loadGroupCheckpoints).
 func (c *FileChannel) writeCheckpoint(start time.Time) error {
-	st, sn := c.capture()
+	snap, sn := c.capture()
 	capture := time.Since(start)
+	st := snap.top
 
 	// Every record at or before the checkpoint's write-order id must be
 	// durable before the checkpoint says so (in-flight spilled puts are
 	// not synced by their own transactions yet).
 	if err := sn.Sync(); err != nil {
-		c.thaw(false)
+		c.thaw(snap, false)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	err := c.main.ckpt.Write(st)
-	c.thaw(err == nil)
+	err := c.writeCheckpointFiles(snap)
+	c.thaw(snap, err == nil)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -108,9 +116,10 @@ func (c *FileChannel) writeCheckpoint(start time.Time) error {
 		}
 	}
 	c.ckptErr.Store(nil)
+	c.removeStaleGroupDirs(snap.stale)
 	deleted, err := c.logs.Reclaim(sn, c.unheld)
 	c.log.Info("checkpoint", "write_order_id", st.WriteOrderID, "queued", st.Size,
-		"inflight_takes", len(st.InflightTakes), "deleted_logs", deleted,
+		"inflight_takes", len(st.InflightTakes), "groups", len(snap.groups), "deleted_logs", deleted,
 		"capture", capture.Round(time.Microsecond), "duration", time.Since(start).Round(time.Microsecond))
 	if err != nil {
 		return fmt.Errorf("checkpoint: delete old logs: %w", err)
@@ -118,53 +127,129 @@ func (c *FileChannel) writeCheckpoint(start time.Time) error {
 	return nil
 }
 
-func (c *FileChannel) thaw(ok bool) {
+// ckptSnapshot is what a checkpoint captured: the channel's state with the
+// unnamed group's ring (top; an empty ring when there is none), each named
+// group's, the catalog, and the subdirs of removed groups it no longer
+// lists.
+type ckptSnapshot struct {
+	top     *checkpoint.State
+	groups  []groupSnapshot
+	catalog *checkpoint.Catalog
+	stale   []uint32
+}
+
+type groupSnapshot struct {
+	g  *consumer
+	st *checkpoint.State
+}
+
+// writeCheckpointFiles writes the named groups' checkpoints, the catalog,
+// then the top one.
+func (c *FileChannel) writeCheckpointFiles(snap *ckptSnapshot) error {
+	for _, gs := range snap.groups {
+		if err := gs.g.ckpt.Write(gs.st); err != nil {
+			return fmt.Errorf("consumer %s: %w", groupLabel(gs.g.cfg.Name), err)
+		}
+	}
+	if err := checkpoint.WriteCatalog(c.fs, c.cfg.CheckpointDir, snap.catalog); err != nil {
+		return err
+	}
+	return c.top.Write(snap.top)
+}
+
+// removeStaleGroupDirs deletes the checkpoint subdirs of removed groups
+// once a checkpoint without them was written.
+func (c *FileChannel) removeStaleGroupDirs(ids []uint32) {
+	for _, id := range ids {
+		if err := checkpoint.RemoveGroupDir(c.fs, c.cfg.CheckpointDir, id); err != nil {
+			c.log.Warn("remove the checkpoint of a removed group", "id", id, "err", err)
+			continue
+		}
+		c.staleGroupDirs = slices.DeleteFunc(c.staleGroupDirs, func(x uint32) bool { return x == id })
+	}
+}
+
+func (c *FileChannel) thaw(snap *ckptSnapshot, ok bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	c.main.ckpt.Thaw(ok)
+	c.top.Thaw(ok)
+	for _, gs := range snap.groups {
+		gs.g.ckpt.Thaw(ok)
+	}
 }
 
 // capture takes the checkpoint's snapshot. It holds commitMu exclusively, so
 // no commit is half applied (and no log is appended to), and queueMu, so no
 // take is half done; both only for the time it takes to copy the
 // bookkeeping.
-func (c *FileChannel) capture() (*checkpoint.State, *logfile.Snapshot) {
+func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
 	sn := c.logs.Snapshot()
-	st := &checkpoint.State{
-		Meta: checkpoint.Meta{
-			WriteOrderID: sn.WriteOrderID,
-			NextFileID:   sn.NextFileID,
-			MaxTxID:      c.nextTxID.Load(),
-			Time:         time.Now(),
-		},
+	meta := checkpoint.Meta{
+		WriteOrderID: sn.WriteOrderID,
+		NextFileID:   sn.NextFileID,
+		MaxTxID:      c.nextTxID.Load(),
+		Time:         time.Now(),
 	}
 	for _, f := range sn.Files {
-		st.Logs = append(st.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes})
+		meta.Logs = append(meta.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes})
+	}
+	newState := func() *checkpoint.State {
+		st := &checkpoint.State{Meta: meta}
+		st.Logs = slices.Clone(meta.Logs)
+		return st
 	}
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	st.InflightPuts = c.inflightPuts.Entries()
+	snap := &ckptSnapshot{top: newState(), catalog: c.checkpointCatalog(sn.WriteOrderID), stale: slices.Clone(c.staleGroupDirs)}
+	snap.top.InflightPuts = c.inflightPuts.Entries()
 	for id := range c.inflightPuts.Files() {
 		sn.Keep(id)
 	}
-	c.main.capture(st, sn)
-	c.main.ckpt.Freeze()
-	return st, sn
+	for _, g := range c.groups {
+		st := snap.top
+		if g.id != 0 {
+			st = newState()
+			snap.groups = append(snap.groups, groupSnapshot{g: g, st: st})
+		}
+		g.capture(st, sn)
+		g.ckpt.Freeze()
+	}
+	if c.main == nil {
+		// The top file's ring is an empty one of one slot.
+		snap.top.Capacity, snap.top.Head, snap.top.Size = c.top.Capacity(), 0, 0
+		for i := range snap.top.Logs {
+			snap.top.Logs[i].Refs = 0
+		}
+		c.top.Freeze()
+	}
+	return snap, sn
 }
 
-// unheld returns the log files of candidates that no consumer and no put in
-// flight points into now (the log set's question before it deletes them).
+// unheld returns the log files of candidates that no consumer group and no
+// put in flight points into now (the log set's question before it deletes
+// them).
 func (c *FileChannel) unheld(candidates []uint32) []uint32 {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	puts, takes := c.inflightPuts.Files(), c.main.inflight.Files()
+	puts := c.inflightPuts.Files()
+	takes := make([]map[uint32]int, len(c.groups))
+	for i, g := range c.groups {
+		takes[i] = g.inflight.Files()
+	}
 	var out []uint32
+next:
 	for _, id := range candidates {
-		if puts[id] == 0 && !c.main.holds(id, takes) {
-			out = append(out, id)
+		if puts[id] != 0 {
+			continue
 		}
+		for i, g := range c.groups {
+			if g.holds(id, takes[i]) {
+				continue next
+			}
+		}
+		out = append(out, id)
 	}
 	return out
 }

@@ -124,6 +124,14 @@ type Config struct {
 	// read it. Replay (Open, Verify) holds about one file per data dir.
 	MaxOpenLogFiles int
 
+	// Groups are the consumer groups (see GroupConfig): nil = one unnamed
+	// group, exactly a channel without groups. A group listed that does not
+	// exist is created at Open (empty: it receives what is committed from
+	// then on); one that exists takes its Capacity and WhenFull from here;
+	// one not listed is kept (and logged): only RemoveGroup removes a
+	// group, so that a typo here never drops data.
+	Groups []GroupConfig
+
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
 	// set by this package's tests only. nil = the OS's.
@@ -141,11 +149,41 @@ func (cfg Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds Capacity %d", cfg.TransactionCapacity, cfg.Capacity))
 	}
 	errs = append(errs, cfg.checkDirs()...)
+	errs = append(errs, cfg.checkGroups()...)
 	cfg.DataDirs = append([]string(nil), cfg.DataDirs...)
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("filechannel: invalid config: %w", errors.Join(errs...))
 	}
 	return cfg, nil
+}
+
+// checkGroups validates Config.Groups and fills in their defaults (in a
+// copy of the slice).
+func (cfg *Config) checkGroups() []error {
+	if cfg.Groups == nil {
+		return nil
+	}
+	var errs []error
+	seen := map[string]bool{}
+	groups := make([]GroupConfig, 0, len(cfg.Groups))
+	for _, g := range cfg.Groups {
+		g, err := g.check(cfg.Capacity)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[g.Name] {
+			errs = append(errs, fmt.Errorf("consumer %s is listed twice in Groups", groupLabel(g.Name)))
+		}
+		seen[g.Name] = true
+		if cfg.TransactionCapacity > g.Capacity && g.WhenFull == Block {
+			errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds the Capacity %d of consumer %s",
+				cfg.TransactionCapacity, g.Capacity, groupLabel(g.Name)))
+		}
+		groups = append(groups, g)
+	}
+	cfg.Groups = groups
+	return errs
 }
 
 // checkRanges returns what is wrong with cfg's required fields and numbers.

@@ -3,32 +3,51 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
 
-// consumer is one reader of the channel's log: the ring of its queued
-// events (a FlumeEventQueue over its part of the checkpoint), the takes its
-// transactions hold in flight, its capacity gate, and the signal that wakes
-// its waiting takers. A FileChannel is a log set (logfile.Set) plus, today,
-// one consumer; the log set knows nothing of consumers but asks, when it
+// consumer is one consumer group of the channel's log: the ring of its
+// queued events (a FlumeEventQueue over its own checkpoint file), the takes
+// its transactions hold in flight, its capacity gate, and the signal that
+// wakes its waiting takers. A FileChannel is a log set (logfile.Set) plus
+// its consumer groups; the log set knows nothing of them but asks, when it
 // deletes files, which ones they still point into (holds).
 //
-// queue, ckpt's slots and inflight are guarded by FileChannel.queueMu: every
-// method below except the gate's and avail's is called with it held.
+// queue, ckpt's slots, inflight and removed are guarded by
+// FileChannel.queueMu: every method below except the gate's and avail's is
+// called with it held.
 type consumer struct {
+	id    uint32      // 0: the unnamed group; never reused
+	cfg   GroupConfig // its config, defaults filled in
+	since uint64      // the write-order id of the groups record that created it
+	// removed: RemoveGroup removed it; its takes fail with ErrNoGroup.
+	removed bool
+
 	queue    *eventqueue.Queue
 	ckpt     *checkpoint.Checkpoint // the ring's slots and the file they live in
 	inflight *eventqueue.Inflight   // takes of open transactions, per transaction
 	gate     *gate                  // capacity permits; taken with no channel lock held
 	avail    signal                 // wakes Wait and TakeContext; no lock held
+	dropped  dropCounts
 }
 
 // newConsumer builds the consumer over ck's ring: head and size as the
 // checkpoint recorded them (st nil: empty), with its per-file counts.
 func newConsumer(ck *checkpoint.Checkpoint, st *checkpoint.State) (*consumer, error) {
+	return newConsumerOn(ck, ck.Capacity(), st)
+}
+
+// newMemConsumer builds an empty consumer whose ring is in memory, until
+// Open moves it into a checkpoint file (resize).
+func newMemConsumer(capacity int) (*consumer, error) {
+	return newConsumerOn(eventqueue.NewMemSlots(capacity), capacity, nil)
+}
+
+func newConsumerOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (*consumer, error) {
 	refs := map[uint32]int{}
 	head, size := 0, 0
 	if st != nil {
@@ -39,11 +58,18 @@ func newConsumer(ck *checkpoint.Checkpoint, st *checkpoint.State) (*consumer, er
 			}
 		}
 	}
-	q, err := eventqueue.New(ck, ck.Capacity(), head, size, refs)
+	q, err := eventqueue.New(slots, capacity, head, size, refs)
 	if err != nil {
 		return nil, err
 	}
+	ck, _ := slots.(*checkpoint.Checkpoint)
 	return &consumer{queue: q, ckpt: ck, inflight: eventqueue.NewInflight()}, nil
+}
+
+// dropCounts counts what a group's full policy cost it (atomic: read by
+// metrics with no lock).
+type dropCounts struct {
+	oldest, newest atomic.Int64
 }
 
 // takeHead moves the event at the head into tx's in-flight takes.
@@ -116,10 +142,12 @@ func (q *consumer) resize(create func(capacity int) (*checkpoint.Checkpoint, err
 		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
 			len(ptrs), capacity, len(ptrs))
 	}
-	if err := q.ckpt.Close(); err != nil {
-		return fmt.Errorf("close checkpoint: %w", err)
+	if q.ckpt != nil {
+		if err := q.ckpt.Close(); err != nil {
+			return fmt.Errorf("close checkpoint: %w", err)
+		}
+		q.ckpt = nil
 	}
-	q.ckpt = nil
 	ck, err := create(capacity)
 	if err != nil {
 		return err

@@ -104,10 +104,10 @@ func newMetrics(c *FileChannel) *metrics {
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
-		return float64(c.main.gate.putWaits().waits)
+		return float64(c.primaryWaits().waits)
 	})
 	counterFunc("put_wait_seconds_total", "Time Put calls spent waiting for room in a full channel, the waits in progress included.", func() float64 {
-		return c.main.gate.putWaits().time.Seconds()
+		return c.primaryWaits().time.Seconds()
 	})
 
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
@@ -121,16 +121,24 @@ func newMetrics(c *FileChannel) *metrics {
 	gauge("queue_events", "Events in the channel: committed and not taken (Flume's ChannelSize also counts events taken by open transactions: add inflight_take_events).", func() float64 {
 		return float64(c.Len())
 	})
-	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.cfg.Capacity) })
+	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.Cap()) })
 	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1 (Flume ChannelFillPercentage/100).", func() float64 {
-		return float64(c.main.gate.inUse()) / float64(c.cfg.Capacity)
+		g := c.primaryGroup()
+		if g == nil {
+			return 0
+		}
+		return float64(g.gate.inUse()) / float64(g.cfg.Capacity)
 	})
 	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
-		return float64(c.main.inflight.Len())
+		n := 0
+		for _, g := range c.groups {
+			n += g.inflight.Len()
+		}
+		return float64(n)
 	})
-	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.main.gate.putWaits().waiting) })
+	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.primaryWaits().waiting) })
 	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()

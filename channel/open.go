@@ -27,6 +27,16 @@ type recovery struct {
 	// for a full replay or a capacity change). A failed Open removes it
 	// unless a checkpoint was written into it (undoCreatedCheckpoint).
 	created bool
+
+	// The consumer groups: the checkpoint's catalog (nil: an older
+	// release's checkpoint, or none) and named groups' checkpoints; their
+	// states by id; the consumers replay created (fresh); whether the
+	// groups differ from the checkpoint's (then a checkpoint is written).
+	catalog       *checkpoint.Catalog
+	groupCkpts    map[uint32]groupCkpt
+	groupStates   map[uint32]*checkpoint.State
+	fresh         map[uint32]*consumer
+	groupsChanged bool
 }
 
 // dirRole is a directory Open uses and the Config field naming it.
@@ -42,8 +52,9 @@ func (c *FileChannel) open() error {
 		c.lockDirs,              // 4
 		c.claimDirs,             // 4b
 		c.loadCheckpoint,        // 5
-		c.buildQueue,            // 6
+		c.buildGroups,           // 6
 		c.replay,                // 7
+		c.settleGroups,          // 7b
 		c.removeUnfinished,      // 8
 		c.cutTornTails,          // 9
 		c.syncReplayed,          // 10
@@ -171,7 +182,7 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	if err := refusedCheckpoints(c.cfg); err != nil {
 		return opErr("open checkpoint", err)
 	}
-	ck, st, err := checkpoint.Open(c.fs, dir)
+	ck, st, err := c.openCheckpointSet(rc, dir)
 	if err == nil {
 		rc.ck, rc.st, rc.source = ck, st, replay.FromCheckpoint
 		return nil
@@ -186,7 +197,7 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	if backup != "" && checkpoint.HasBackup(c.fs, backup) {
 		if rerr := checkpoint.RestoreBackup(c.fs, backup, dir); rerr != nil {
 			c.log.Warn("restore backup checkpoint failed", "dir", backup, "err", rerr)
-		} else if ck, st, berr := checkpoint.Open(c.fs, dir); berr == nil {
+		} else if ck, st, berr := c.openCheckpointSet(rc, dir); berr == nil {
 			c.log.Info("using backup checkpoint", "dir", backup, "write_order_id", st.WriteOrderID)
 			rc.ck, rc.st, rc.source = ck, st, replay.FromBackup
 			return nil
@@ -205,6 +216,21 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	}
 	rc.ck, rc.st, rc.source, rc.created = ck, nil, replay.FromFullReplay, true
 	return nil
+}
+
+// openCheckpointSet opens the checkpoint in dir and, if it has a group
+// catalog, the named groups' checkpoints (all or nothing).
+func (c *FileChannel) openCheckpointSet(rc *recovery, dir string) (*checkpoint.Checkpoint, *checkpoint.State, error) {
+	ck, st, err := checkpoint.Open(c.fs, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, groups, err := c.loadGroupCheckpoints(dir, st)
+	if err != nil {
+		return nil, nil, errors.Join(err, ck.Close())
+	}
+	rc.catalog, rc.groupCkpts = cat, groups
+	return ck, st, nil
 }
 
 // undoRolls runs when a step of Open fails: it deletes the log files
@@ -232,9 +258,12 @@ func (c *FileChannel) undoCreatedCheckpoint(rc *recovery) error {
 		return nil
 	}
 	var errs []error
-	if c.main != nil && c.main.ckpt != nil {
-		errs = append(errs, c.main.ckpt.Close())
-		c.main.ckpt = nil
+	if c.top != nil {
+		errs = append(errs, c.top.Close())
+		if c.main != nil && c.main.ckpt == c.top {
+			c.main.ckpt = nil
+		}
+		c.top = nil
 	}
 	if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
 		errs = append(errs, err)
@@ -247,29 +276,23 @@ func (c *FileChannel) undoCreatedCheckpoint(rc *recovery) error {
 	return nil
 }
 
-// buildQueue (step 6) builds the consumer's queue over the checkpoint's
-// ring.
-func (c *FileChannel) buildQueue(rc *recovery) error {
-	q, err := newConsumer(rc.ck, rc.st)
-	if err != nil {
-		return errors.Join(opErr("load queue from checkpoint", err), rc.ck.Close())
-	}
-	c.main = q
-	return nil
-}
-
 // replay (step 7) lists the data dirs' log files and replays what follows
 // the checkpoint onto the queue.
 func (c *FileChannel) replay(rc *recovery) error {
 	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
 		MaxFileSize: c.cfg.MaxFileSize, MaxOpenReaders: c.cfg.MaxOpenLogFiles,
-		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted,
+		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
 		Reserve: max(c.cfg.SpaceReserve, 0)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}
 	c.logs = logs
-	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Queue: c.main.queue, Logger: c.log}
+	rc.fresh = map[uint32]*consumer{}
+	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Logger: c.log,
+		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc)}
+	if c.main != nil {
+		ropts.Queue = c.main.queue
+	}
 	if c.cfg.ReplayProgress != nil {
 		ropts.Progress, ropts.ProgressEvery = c.cfg.ReplayProgress, c.cfg.ReplayProgressEvery
 	}
@@ -279,7 +302,7 @@ func (c *FileChannel) replay(rc *recovery) error {
 	}
 	rc.res = res
 	c.log.Info("replay done", "source", rc.source, "records", res.Records, "skipped", res.Skipped,
-		"puts", res.Puts, "takes", res.Takes, "returned", res.Returned, "queued", c.main.queue.Size(),
+		"puts", res.Puts, "takes", res.Takes, "returned", res.Returned, "groups", len(res.Groups),
 		"duration", res.Duration.Round(time.Microsecond))
 	c.stats.replayRecords, c.stats.replaySkipped = res.Records, res.Skipped
 	c.stats.replayCorrupt, c.stats.replayDamagedTxs = int64(res.Corrupt), int64(res.DamagedTxs)
@@ -363,28 +386,18 @@ func (c *FileChannel) startLogs(rc *recovery) error {
 	return nil
 }
 
-// resizeQueue (step 12) moves the queue into a checkpoint of the configured
-// capacity when the checkpoint recorded another, and starts the capacity
-// gate.
+// resizeQueue (step 12) moves each group's queue into a checkpoint of its
+// configured capacity where needed, and starts the capacity gates
+// (resizeGroups).
 func (c *FileChannel) resizeQueue(rc *recovery) error {
 	c.stats.recoveredFrom = rc.source
-	if old := c.main.ckpt.Capacity(); old != c.cfg.Capacity {
-		create := func(capacity int) (*checkpoint.Checkpoint, error) {
-			if err := checkpoint.Remove(c.fs, c.cfg.CheckpointDir); err != nil {
-				return nil, opErr("remove old checkpoint", err)
-			}
-			ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
-			rc.created = rc.created || err == nil
-			return ck, err
-		}
-		if err := c.main.resize(create, c.cfg.Capacity); err != nil {
-			return opErr(fmt.Sprintf("change capacity from %d to %d", old, c.cfg.Capacity), err)
-		}
-		c.log.Info("capacity changed", "old", old, "new", c.cfg.Capacity, "queued", c.main.queue.Size())
-		c.stats.recoveredFrom += ", capacity changed"
+	if err := c.resizeGroups(rc); err != nil {
+		return err
 	}
-	c.main.gate = newGate(c.cfg.Capacity, c.main.queue.Size())
-	return nil
+	if rc.groupsChanged && c.stats.recoveredFrom == rc.source {
+		c.stats.recoveredFrom += ", groups changed"
+	}
+	return c.findStaleGroupDirs()
 }
 
 // rollAll (step 13) starts a new log file in every data dir: old ones may
@@ -409,7 +422,8 @@ func (c *FileChannel) rollAll(*recovery) error {
 // recovery start from here and deletes what is no longer needed, unless
 // the main checkpoint was used unchanged and replay found nothing after it.
 func (c *FileChannel) checkpointAfterReplay(rc *recovery) error {
-	if rc.source == replay.FromCheckpoint && c.stats.recoveredFrom == rc.source && rc.res.Records == rc.res.Skipped {
+	if rc.source == replay.FromCheckpoint && c.stats.recoveredFrom == rc.source && rc.res.Records == rc.res.Skipped &&
+		len(c.staleGroupDirs) == 0 {
 		c.lastCkptW.Store(rc.st.WriteOrderID)
 		return nil
 	}

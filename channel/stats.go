@@ -61,7 +61,7 @@ func (c *FileChannel) Stats() Stats {
 	s := c.queueStats()
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
-	w := c.main.gate.putWaits()
+	w := c.primaryWaits()
 	s.PutWaits, s.PutWaitTime, s.PutsWaiting, s.PutsFull = w.waits, w.time, w.waiting, w.full
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
@@ -80,12 +80,37 @@ func (c *FileChannel) Stats() Stats {
 func (c *FileChannel) queueStats() Stats {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	return Stats{
-		Queued:        c.main.queue.Size(),
-		InflightTakes: c.main.inflight.Len(),
-		InflightPuts:  c.inflightPuts.Len(),
-		Capacity:      c.cfg.Capacity,
+	s := Stats{InflightPuts: c.inflightPuts.Len(), Capacity: c.cfg.Capacity}
+	if g := c.primaryLocked(); g != nil {
+		s.Queued, s.InflightTakes, s.Capacity = g.queue.Size(), g.inflight.Len(), g.cfg.Capacity
 	}
+	return s
+}
+
+// primaryGroup returns the group whose numbers the channel-wide Stats and
+// metrics report: the unnamed group, else the first by id (nil if none).
+func (c *FileChannel) primaryGroup() *consumer {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return c.primaryLocked()
+}
+
+func (c *FileChannel) primaryLocked() *consumer {
+	if c.main != nil {
+		return c.main
+	}
+	if len(c.groups) > 0 {
+		return c.groups[0]
+	}
+	return nil
+}
+
+// primaryWaits is the primary group's count of Puts that found no room.
+func (c *FileChannel) primaryWaits() gateWaits {
+	if g := c.primaryGroup(); g != nil {
+		return g.gate.putWaits()
+	}
+	return gateWaits{}
 }
 
 // Health returns nil while the channel works normally, or an error saying

@@ -65,11 +65,19 @@ type Transaction struct {
 	// which failed since did not take them back (see logfile.Batch.After).
 	spills []logfile.Mark
 
-	// Take side: the events taken, in order; skipped of them are damaged
-	// events that Take stepped over (they do not count toward
-	// TransactionCapacity, but the commit's take record lists them).
-	takes   []eventqueue.Pointer
-	skipped int
+	// permits counts, per Block group, the capacity permits the puts hold
+	// (one per event in each Block group that existed at its Put).
+	permits []permit
+
+	// Take side: the group taken from (nil until the first Take of
+	// c.Begin()'s transaction: the unnamed group); takeOnly for a
+	// Group.Begin transaction. The events taken, in order; skipped of
+	// them are damaged events that Take stepped over (they do not count
+	// toward TransactionCapacity, but the commit's take record lists them).
+	grp      *consumer
+	takeOnly bool
+	takes    []eventqueue.Pointer
+	skipped  int
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -127,7 +135,7 @@ func (t *Transaction) use(k txKind) error {
 	if t.c.closed.Load() {
 		return ErrClosed
 	}
-	if t.kind != txNone && t.kind != k {
+	if (t.kind != txNone && t.kind != k) || (k == txPut && t.takeOnly) {
 		return ErrMixedTransaction
 	}
 	t.kind = k
@@ -190,19 +198,18 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
 			c.logs.DirPath(t.dir), free, c.cfg.MinimumRequiredSpace)
 	}
-	if err := c.main.gate.acquire(ctx, 1, c.cfg.KeepAlive, c.closing); err != nil {
-		if errors.Is(err, ErrChannelFull) {
-			return fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, c.cfg.Capacity, c.cfg.KeepAlive)
-		}
+	held, err := t.acquirePermit(ctx)
+	if err != nil {
 		return err
 	}
 	t.scratch()
 	off := len(t.buf)
 	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
 	if err != nil {
-		c.main.gate.release(1)
+		releaseAll(held, 1)
 		return opErr("put", err)
 	}
+	t.addPermits(held)
 	t.buf = buf
 	t.frames = append(t.frames, off)
 	t.puts++
@@ -276,7 +283,12 @@ func (t *Transaction) take() (Event, bool, error) {
 				ErrTransactionFull, len(t.takes), t.skipped)
 		}
 		t.scratch()
-		p, ok, err := c.takeHead(t.id)
+		if t.grp == nil {
+			if t.grp = c.unnamedGroup(); t.grp == nil {
+				return Event{}, false, fmt.Errorf("%w: this channel has no unnamed group: take from a named one (FileChannel.Group)", ErrNoGroup)
+			}
+		}
+		p, ok, err := c.takeHead(t.grp, t.id)
 		if err != nil || !ok {
 			return Event{}, false, err
 		}
@@ -289,8 +301,8 @@ func (t *Transaction) take() (Event, bool, error) {
 			// Not damage but a failure to read (Close may have closed
 			// the file under the read): put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
-			uerr := c.untake(t.id, p)
-			c.main.avail.broadcast()
+			uerr := c.untake(t.grp, t.id, p)
+			t.grp.avail.broadcast()
 			if c.closed.Load() {
 				return Event{}, false, ErrClosed
 			}
@@ -375,7 +387,6 @@ func (t *Transaction) commitPuts() error {
 		t.abortPuts()
 		return err
 	}
-	c.main.avail.broadcast()
 	if qerr != nil {
 		// The capacity gate makes this impossible; if it happens anyway the
 		// events are durable and the next Open recovers them.
@@ -395,23 +406,26 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	commit := logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)}
+	plan := c.planDelivery(t)
+	recs := plan.records(t.id)
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)})
 	// A commit counts puts spilled to earlier files of the dir too: they
 	// must be durable first (after), and this file must outlive them
-	// (completes).
+	// (completes), as it must the files of the events it drops.
 	var after []logfile.Mark
-	var completes []uint32
+	completes := plan.dropFiles(t.s.files[:0])
 	if t.spilled {
-		after, completes = t.spills, t.spillFiles()
+		after, completes = t.spills, append(completes, t.spillFiles()...)
 	}
-	a, ptrs, err := c.appendRecords(t, []logfile.Record{commit}, after, completes)
+	a, ptrs, err := c.appendRecords(t, recs, after, completes)
 	if err == nil {
 		err = c.sync(a)
 	}
 	if err != nil {
+		c.undoDelivery(plan)
 		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
-	return c.queuePuts(t.id, ptrs), nil
+	return c.queuePuts(t, plan, ptrs), nil
 }
 
 // abortPuts forgets the transaction's puts after a failed commit or a
@@ -421,8 +435,10 @@ func (t *Transaction) abortPuts() {
 	if t.spilled {
 		c.forgetInflightPuts(t.id)
 	}
-	c.main.gate.release(t.puts)
-	t.puts, t.spills = 0, nil
+	for _, p := range t.permits {
+		p.g.gate.release(p.n)
+	}
+	t.puts, t.spills, t.permits = 0, nil, nil
 	t.buf, t.frames = t.buf[:0], t.frames[:0]
 }
 
@@ -431,7 +447,7 @@ func (t *Transaction) commitTakes() error {
 		t.returnTakes()
 		return err
 	}
-	t.c.main.gate.release(len(t.takes))
+	t.grp.gate.release(len(t.takes))
 	t.takes = t.takes[:0]
 	return nil
 }
@@ -451,7 +467,7 @@ func (t *Transaction) writeTakeCommit() error {
 	}
 	t.s.words = ptrs
 	recs := []logfile.Record{
-		{Type: logfile.RecordTake, TxID: t.id, Pointers: ptrs},
+		{Type: logfile.RecordTake, TxID: t.id, Group: t.grp.id, Pointers: ptrs},
 		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))},
 	}
 	a, _, err := c.appendRecords(t, recs, nil, t.takeFiles())
@@ -461,7 +477,7 @@ func (t *Transaction) writeTakeCommit() error {
 	if err != nil {
 		return opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
-	c.committedTakes(t.id)
+	c.committedTakes(t.grp, t.id)
 	return nil
 }
 
@@ -471,9 +487,12 @@ func (t *Transaction) writeTakeCommit() error {
 // of their takes was written).
 func (t *Transaction) returnTakes() {
 	c := t.c
-	err := c.returnTakes(t.id, t.takes)
+	if t.grp == nil {
+		return
+	}
+	err := c.returnTakes(t.grp, t.id, t.takes)
 	if len(t.takes) > 0 {
-		c.main.avail.broadcast()
+		t.grp.avail.broadcast()
 	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		c.log.Error("queue refused returned events", "err", err)
@@ -547,51 +566,59 @@ func (t *Transaction) writeRollback() {
 // (released), those that would change the ring return ErrClosed and change
 // nothing.
 
-// takeHead moves the event at the head into tx's in-flight takes.
-func (c *FileChannel) takeHead(tx uint64) (eventqueue.Pointer, bool, error) {
+// takeHead moves the event at g's head into tx's in-flight takes.
+func (c *FileChannel) takeHead(g *consumer, tx uint64) (eventqueue.Pointer, bool, error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
 		return 0, false, ErrClosed
 	}
-	p, ok := c.main.takeHead(tx)
+	if g.removed {
+		return 0, false, fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+	}
+	p, ok := g.takeHead(tx)
 	return p, ok, nil
 }
 
-// untake puts p, the last event tx took, back at the head.
-func (c *FileChannel) untake(tx uint64, p eventqueue.Pointer) error {
+// untake puts p, the last event tx took, back at g's head.
+func (c *FileChannel) untake(g *consumer, tx uint64, p eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
 		return ErrClosed
 	}
-	return c.main.untake(tx, p)
+	if g.removed {
+		return nil
+	}
+	return g.untake(tx, p)
 }
 
-// returnTakes puts tx's takes back at the head in their order.
-func (c *FileChannel) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
+// returnTakes puts tx's takes back at g's head in their order.
+func (c *FileChannel) returnTakes(g *consumer, tx uint64, takes []eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
 		return ErrClosed
 	}
-	return c.main.returnTakes(tx, takes)
+	if g.removed {
+		return nil
+	}
+	return g.returnTakes(tx, takes)
 }
 
 // committedTakes ends tx's takes after their commit. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
-func (c *FileChannel) committedTakes(tx uint64) {
+func (c *FileChannel) committedTakes(g *consumer, tx uint64) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	c.main.committed(tx)
+	g.committed(tx)
 }
 
-// queuePuts appends a put commit's events at the tail: tx's spilled puts,
-// then ptrs. The caller holds commitMu shared and saw the channel open.
-func (c *FileChannel) queuePuts(tx uint64, ptrs []eventqueue.Pointer) error {
+// unnamedGroup returns the unnamed group, or nil.
+func (c *FileChannel) unnamedGroup() *consumer {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	return errors.Join(c.main.add(c.inflightPuts.Remove(tx)), c.main.add(ptrs))
+	return c.main
 }
 
 // addInflightPuts records puts tx spilled to the log.

@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -41,12 +42,28 @@ func (c *FileChannel) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("filechannel: Wait: nil context")
 	}
+	g := c.unnamedGroup()
+	if g == nil {
+		return fmt.Errorf("%w: this channel has no unnamed group: wait on a named one (Group.Wait)", ErrNoGroup)
+	}
+	return c.waitGroup(ctx, g)
+}
+
+// waitGroup is Wait on group g; a removed g returns ErrNoGroup.
+func (c *FileChannel) waitGroup(ctx context.Context, g *consumer) error {
+	if ctx == nil {
+		return errors.New("filechannel: Wait: nil context")
+	}
 	for {
 		if c.closed.Load() {
 			return ErrClosed
 		}
-		ready := c.main.avail.wait()
-		if c.Len() > 0 {
+		ready := g.avail.wait()
+		n, removed := c.groupLen(g)
+		if removed {
+			return fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+		}
+		if n > 0 {
 			return nil
 		}
 		select {
@@ -57,6 +74,16 @@ func (c *FileChannel) Wait(ctx context.Context) error {
 			return ErrClosed
 		}
 	}
+}
+
+// groupLen returns g's queued events and whether it was removed.
+func (c *FileChannel) groupLen(g *consumer) (int, bool) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.removed || c.released {
+		return 0, g.removed
+	}
+	return g.queue.Size(), false
 }
 
 // TakeContext is Take that waits for an event instead of reporting an
@@ -79,7 +106,8 @@ func (t *Transaction) TakeContext(ctx context.Context) (Event, error) {
 		if err != nil || ok {
 			return ev, err
 		}
-		if err := t.c.Wait(ctx); err != nil {
+		// The first take chose the group (or failed without one).
+		if err := t.c.waitGroup(ctx, t.grp); err != nil {
 			return Event{}, err
 		}
 	}

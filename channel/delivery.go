@@ -1,0 +1,242 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// How a put transaction's events reach the consumer groups:
+//
+//   - Each Put takes one capacity permit in every Block group (waiting up to
+//     KeepAlive in all of them together); the transaction counts them in
+//     permits. A Put refused by one group takes none.
+//   - The commit plans the delivery (planDelivery, under queueMu): a Block
+//     group whose permits the transaction holds receives its events; any
+//     other group (DropOldest, DropNewest, or a Block group added since the
+//     Puts) takes permits now if it has room. Without room a DropOldest
+//     group drops its oldest queued events, whose permits pass to the new
+//     ones; otherwise the group misses the transaction.
+//   - The commit writes what the plan decided before its commit record: a
+//     take record per DropOldest group that drops (Group, the put's TxID,
+//     the pointers dropped) and a skip record naming the groups missed, so
+//     that replay rebuilds every group exactly.
+//   - If the write fails, undoDelivery returns the dropped events to their
+//     heads and the permits taken at commit; abortPuts releases the rest.
+
+// permit is the capacity permits a put transaction holds in one group.
+type permit struct {
+	g *consumer
+	n int
+}
+
+// releaseAll gives n permits back to each of gs.
+func releaseAll(gs []*consumer, n int) {
+	for _, g := range gs {
+		g.gate.release(n)
+	}
+}
+
+// acquirePermit takes one permit in every Block group for the next Put,
+// waiting up to KeepAlive in all of them together. It returns the groups it
+// took one in; on error it holds none.
+func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
+	c := t.c
+	var held []*consumer
+	deadline := time.Now().Add(c.cfg.KeepAlive)
+	wait := c.cfg.KeepAlive
+	groups := c.currentGroups()
+	for _, g := range groups {
+		if g.cfg.WhenFull != Block {
+			continue
+		}
+		if len(held) > 0 {
+			wait = max(time.Until(deadline), 0)
+		}
+		if err := g.gate.acquire(ctx, 1, wait, c.closing); err != nil {
+			releaseAll(held, 1)
+			if !errors.Is(err, ErrChannelFull) {
+				return nil, err
+			}
+			if len(groups) == 1 && g.id == 0 {
+				return nil, fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, g.cfg.Capacity, c.cfg.KeepAlive)
+			}
+			return nil, fmt.Errorf("%w: consumer %s: capacity %d reached and no room within %v", ErrChannelFull,
+				groupLabel(g.cfg.Name), g.cfg.Capacity, c.cfg.KeepAlive)
+		}
+		held = append(held, g)
+	}
+	return held, nil
+}
+
+// addPermits counts one more permit in each of gs.
+func (t *Transaction) addPermits(gs []*consumer) {
+next:
+	for _, g := range gs {
+		for i := range t.permits {
+			if t.permits[i].g == g {
+				t.permits[i].n++
+				continue next
+			}
+		}
+		t.permits = append(t.permits, permit{g: g, n: 1})
+	}
+}
+
+// permitsIn returns the permits t holds in g.
+func (t *Transaction) permitsIn(g *consumer) int {
+	for _, p := range t.permits {
+		if p.g == g {
+			return p.n
+		}
+	}
+	return 0
+}
+
+// delivery is a put commit's plan: the groups that receive its events, the
+// permits it took at commit, the events it drops, the groups it misses.
+type delivery struct {
+	to       []*consumer
+	acquired []permit // taken at commit (returned by undoDelivery)
+	drops    []drop
+	skip     []*consumer
+}
+
+// drop is the oldest events of a full DropOldest group that a put commit
+// drops (their permits pass to the commit's events).
+type drop struct {
+	g    *consumer
+	ptrs []eventqueue.Pointer
+}
+
+// planDelivery decides, under queueMu, which groups receive t's events
+// (see the comment at the top of this file). The caller holds commitMu
+// shared, so the groups do not change until the commit is queued.
+func (c *FileChannel) planDelivery(t *Transaction) *delivery {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	d := &delivery{}
+	for _, g := range c.groups {
+		held := t.permitsIn(g)
+		if held >= t.puts {
+			d.to = append(d.to, g)
+			continue
+		}
+		need := t.puts - held
+		if g.gate.tryAcquire(need) {
+			d.to = append(d.to, g)
+			d.acquired = append(d.acquired, permit{g: g, n: need})
+			continue
+		}
+		if g.cfg.WhenFull == DropOldest && held == 0 {
+			if free := g.gate.free(); need-free <= g.queue.Size() && g.gate.tryAcquire(free) {
+				ptrs := make([]eventqueue.Pointer, 0, need-free)
+				for range need - free {
+					p, _ := g.queue.RemoveHead()
+					ptrs = append(ptrs, p)
+				}
+				d.to = append(d.to, g)
+				d.acquired = append(d.acquired, permit{g: g, n: free})
+				d.drops = append(d.drops, drop{g: g, ptrs: ptrs})
+				continue
+			}
+		}
+		d.skip = append(d.skip, g)
+	}
+	return d
+}
+
+// records returns the drop and skip records of the plan, for put
+// transaction tx.
+func (d *delivery) records(tx uint64) []logfile.Record {
+	var recs []logfile.Record
+	for _, dr := range d.drops {
+		ps := make([]uint64, len(dr.ptrs))
+		for i, p := range dr.ptrs {
+			ps[i] = uint64(p)
+		}
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: dr.g.id, Pointers: ps})
+	}
+	if len(d.skip) > 0 {
+		ids := make([]uint32, len(d.skip))
+		for i, g := range d.skip {
+			ids[i] = g.id
+		}
+		recs = append(recs, logfile.Record{Type: logfile.RecordSkip, TxID: tx, Skip: ids})
+	}
+	return recs
+}
+
+// dropFiles appends to dst the log files of the events the plan drops.
+func (d *delivery) dropFiles(dst []uint32) []uint32 {
+	for _, dr := range d.drops {
+		for _, p := range dr.ptrs {
+			dst = append(dst, p.FileID())
+		}
+	}
+	slices.Sort(dst)
+	return slices.Compact(dst)
+}
+
+// undoDelivery undoes a plan whose commit failed: the dropped events go
+// back to their groups' heads, the permits taken at commit are returned.
+func (c *FileChannel) undoDelivery(d *delivery) {
+	c.queueMu.Lock()
+	for _, dr := range d.drops {
+		if c.released || dr.g.removed {
+			continue
+		}
+		for i := len(dr.ptrs) - 1; i >= 0; i-- {
+			if err := dr.g.queue.AddHead(dr.ptrs[i]); err != nil {
+				c.log.Error("queue refused an event a failed commit had dropped", "group", dr.g.cfg.Name, "err", err)
+			}
+		}
+	}
+	c.queueMu.Unlock()
+	for _, p := range d.acquired {
+		p.g.gate.release(p.n)
+	}
+	for _, dr := range d.drops {
+		dr.g.gate.release(len(dr.ptrs))
+		dr.g.avail.broadcast()
+	}
+}
+
+// queuePuts appends a put commit's events at the tail of every group the
+// plan delivers to: tx's spilled puts, then ptrs. The caller holds commitMu
+// shared and saw the channel open. It gives back the permits t holds in
+// the groups the plan skipped, counts the drops and wakes the takers.
+func (c *FileChannel) queuePuts(t *Transaction, d *delivery, ptrs []eventqueue.Pointer) error {
+	var err error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		spilled := c.inflightPuts.Remove(t.id)
+		for _, g := range d.to {
+			err = errors.Join(err, g.add(spilled), g.add(ptrs))
+		}
+	}()
+	for _, g := range d.skip {
+		if n := t.permitsIn(g); n > 0 {
+			g.gate.release(n)
+		}
+		g.dropped.newest.Add(int64(t.puts))
+		c.log.Warn("consumer group full: it misses a put transaction's events", "group", g.cfg.Name,
+			"policy", g.cfg.WhenFull.String(), "events", t.puts)
+	}
+	for _, dr := range d.drops {
+		dr.g.dropped.oldest.Add(int64(len(dr.ptrs)))
+		c.log.Warn("consumer group full: dropped its oldest events", "group", dr.g.cfg.Name, "events", len(dr.ptrs))
+	}
+	// The Block groups' permits now belong to the queued events.
+	t.permits = t.permits[:0]
+	for _, g := range d.to {
+		g.avail.broadcast()
+	}
+	return err
+}

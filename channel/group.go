@@ -1,0 +1,180 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/flumego/filechannel/logfile"
+)
+
+// FullPolicy says what a put commit does to a consumer group that has no
+// room for its events.
+type FullPolicy int
+
+const (
+	// Block (the default): Put waits up to KeepAlive for room in every
+	// Block group, then returns ErrChannelFull naming the group; a put
+	// refused by one group reaches no group.
+	Block FullPolicy = iota
+	// DropOldest: the commit drops the group's oldest queued events to
+	// make room (counted, logged, recorded in the log so that replay is
+	// exact). If in-flight takes hold the room, the group misses the
+	// transaction instead, as with DropNewest.
+	DropOldest
+	// DropNewest: the group misses the transaction's events while it is
+	// full (counted). A transaction's events reach a group all together
+	// or not at all.
+	DropNewest
+)
+
+func (p FullPolicy) String() string {
+	switch p {
+	case Block:
+		return "block"
+	case DropOldest:
+		return "drop-oldest"
+	case DropNewest:
+		return "drop-newest"
+	}
+	return fmt.Sprintf("FullPolicy(%d)", int(p))
+}
+
+// GroupConfig configures a consumer group. Every group receives every event
+// committed after it exists; the take transactions of one group compete
+// for its events.
+type GroupConfig struct {
+	Name          string     // [a-z0-9._-]{1,64}; "" is the unnamed group
+	Capacity      int        // 0 = Config.Capacity
+	WhenFull      FullPolicy // 0 = Block
+	MaxDeliveries int        // 0 = unlimited (dead letters are not built yet: > 0 is refused)
+	DeadLetter    string     // group that receives dead letters (with MaxDeliveries)
+}
+
+// ErrNoGroup is returned for a consumer group that does not exist (or was
+// removed), and by a take on c.Begin() when the channel has no unnamed
+// group.
+var ErrNoGroup = errors.New("filechannel: no such consumer group")
+
+var groupNameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
+
+// groupLabel is how logs and errors name a group.
+func groupLabel(name string) string {
+	if name == "" {
+		return "the unnamed group"
+	}
+	return fmt.Sprintf("group %q", name)
+}
+
+// check validates g and fills in its defaults (capacity from the
+// channel's).
+func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
+	bad := func(format string, args ...any) (GroupConfig, error) {
+		return g, fmt.Errorf("consumer %s: %s", groupLabel(g.Name), fmt.Sprintf(format, args...))
+	}
+	if g.Name != "" && !groupNameRE.MatchString(g.Name) {
+		return bad("the name must be 1 to 64 of [a-z0-9._-]")
+	}
+	if g.Capacity == 0 {
+		g.Capacity = channelCapacity
+	}
+	if g.Capacity < 1 || g.Capacity > MaxCapacity {
+		return bad("Capacity %d out of range [1, %d]", g.Capacity, MaxCapacity)
+	}
+	if g.WhenFull < Block || g.WhenFull > DropNewest {
+		return bad("unknown WhenFull %d", int(g.WhenFull))
+	}
+	if g.MaxDeliveries < 0 {
+		return bad("MaxDeliveries %d is negative", g.MaxDeliveries)
+	}
+	if g.MaxDeliveries > 0 || g.DeadLetter != "" {
+		return bad("MaxDeliveries and DeadLetter (dead letters) are not supported by this release yet")
+	}
+	return g, nil
+}
+
+// info is g as a groups record lists it.
+func (g *consumer) info() logfile.GroupInfo {
+	return logfile.GroupInfo{ID: g.id, Name: g.cfg.Name, Since: g.since, Capacity: uint64(g.cfg.Capacity),
+		Policy: uint8(g.cfg.WhenFull)}
+}
+
+// groupConfigOf is the config a groups record gives a group.
+func groupConfigOf(gi logfile.GroupInfo) GroupConfig {
+	return GroupConfig{Name: gi.Name, Capacity: int(gi.Capacity), WhenFull: FullPolicy(gi.Policy)}
+}
+
+// Group is a consumer group of a FileChannel: its own queue of the
+// channel's events, taken by its own take transactions.
+type Group struct {
+	c *FileChannel
+	g *consumer
+}
+
+// Name returns the group's name ("" for the unnamed group).
+func (g *Group) Name() string { return g.g.cfg.Name }
+
+// Begin starts a take transaction on the group. A Put on it returns
+// ErrMixedTransaction.
+func (g *Group) Begin() (*Transaction, error) {
+	t, err := g.c.Begin()
+	if err != nil {
+		return nil, err
+	}
+	t.grp, t.takeOnly = g.g, true
+	return t, nil
+}
+
+// Len returns the number of events queued for the group: committed, not
+// taken. After RemoveGroup it returns 0.
+func (g *Group) Len() int {
+	c := g.c
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.g.removed || c.released {
+		return 0
+	}
+	return g.g.queue.Size()
+}
+
+// Cap returns the group's capacity in events.
+func (g *Group) Cap() int { return g.g.cfg.Capacity }
+
+// Wait blocks until the group has an event queued, ctx ends, the channel
+// closes (ErrClosed) or the group is removed (ErrNoGroup).
+func (g *Group) Wait(ctx context.Context) error { return g.c.waitGroup(ctx, g.g) }
+
+// Group returns the consumer group of that name ("" is the unnamed group),
+// or ErrNoGroup.
+func (c *FileChannel) Group(name string) (*Group, error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	for _, g := range c.groups {
+		if g.cfg.Name == name {
+			return &Group{c: c, g: g}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoGroup, groupLabel(name))
+}
+
+// GroupNames returns the names of the channel's consumer groups, sorted
+// ("" is the unnamed group).
+func (c *FileChannel) GroupNames() []string {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	names := make([]string, 0, len(c.groups))
+	for _, g := range c.groups {
+		names = append(names, g.cfg.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// currentGroups returns the groups now, by id.
+func (c *FileChannel) currentGroups() []*consumer {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return slices.Clone(c.groups)
+}

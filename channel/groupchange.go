@@ -1,0 +1,248 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// How the set of consumer groups is made durable. The groups records in
+// the data logs are the truth; the checkpoint's catalog is a copy as of its
+// write-order id:
+//
+//   - A groups record lists every group (with its id, config and the
+//     write-order id it was created at) and the next id. Replay takes the
+//     set from the last groups record before each record it applies.
+//   - Every new log file begins with one (logfile.SetOptions.FileStart), so
+//     deleting old log files never loses the set.
+//   - AddGroup and RemoveGroup append one and fsync it before they return.
+//     It is written with commitMu held exclusively, so every put commit
+//     is either before it (the new group does not receive it) or after.
+//     Its file must outlive the other data dirs' active files, whose later
+//     records it governs (logfile.Set.Complete).
+
+// catalogRecord returns the groups record of the current groups. The
+// caller holds queueMu or commitMu exclusively.
+func (c *FileChannel) catalogRecord() *logfile.Record {
+	rec := &logfile.Record{Type: logfile.RecordGroups, NextGroupID: c.nextGroupID}
+	for _, g := range c.groups {
+		rec.Catalog = append(rec.Catalog, g.info())
+	}
+	return rec
+}
+
+// fileStart is the log set's FileStart: the groups record every new log
+// file begins with.
+func (c *FileChannel) fileStart() []logfile.Record {
+	if rec := c.catalog.Load(); rec != nil {
+		return []logfile.Record{*rec}
+	}
+	return nil
+}
+
+// checkpointCatalog returns the catalog of the checkpoint at w.
+func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
+	cat := &checkpoint.Catalog{WriteOrderID: w, NextGroupID: c.nextGroupID}
+	for _, g := range c.groups {
+		gi := g.info()
+		cat.Groups = append(cat.Groups, checkpoint.Group{ID: gi.ID, Name: gi.Name, Since: gi.Since,
+			Capacity: int(gi.Capacity), Policy: gi.Policy})
+	}
+	return cat
+}
+
+// AddGroup creates a consumer group. It receives every event committed
+// after AddGroup returns (none from before), and is durable when AddGroup
+// returns: it survives a crash, and a full replay finds it in the logs.
+func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
+	gc, err := gc.check(c.cfg.Capacity)
+	if err != nil {
+		return nil, fmt.Errorf("filechannel: AddGroup: %w", err)
+	}
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if _, err := c.Group(gc.Name); err == nil {
+		return nil, fmt.Errorf("filechannel: AddGroup: consumer %s exists already", groupLabel(gc.Name))
+	}
+	g, err := c.newGroupRing(gc)
+	if err != nil {
+		return nil, opErr("add group", err)
+	}
+	add := func() {
+		g.since = c.logs.LastWriteOrderID() + 1
+		c.groups = insertGroup(c.groups, g)
+	}
+	if err := c.changeGroups(add); err != nil {
+		c.discardGroupRing(g)
+		return nil, err
+	}
+	c.log.Info("consumer group added", "group", gc.Name, "id", g.id, "capacity", gc.Capacity,
+		"when_full", gc.WhenFull.String(), "since", g.since)
+	return &Group{c: c, g: g}, nil
+}
+
+// RemoveGroup removes a consumer group and everything queued for it; its
+// open take transactions fail (ErrNoGroup) and their commits remove
+// nothing more. The log files it alone held are deleted by a later
+// checkpoint. The removal is durable when RemoveGroup returns.
+func (c *FileChannel) RemoveGroup(name string) error {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	grp, err := c.Group(name)
+	if err != nil {
+		return err
+	}
+	g := grp.g
+	err = c.changeGroups(func() {
+		c.groups = slices.DeleteFunc(c.groups, func(x *consumer) bool { return x == g })
+		g.removed = true
+		if c.main == g {
+			c.main = nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	g.gate.unbound()
+	g.avail.broadcast()
+	// A checkpoint that captured the group before the change may still be
+	// writing its file: ckptMu waits for it.
+	c.ckptMu.Lock()
+	if g.id != 0 {
+		c.staleGroupDirs = append(c.staleGroupDirs, g.id)
+		c.queueMu.Lock()
+		if g.ckpt != nil {
+			if err := g.ckpt.Close(); err != nil {
+				c.log.Warn("close the checkpoint of a removed group", "group", name, "err", err)
+			}
+			g.ckpt = nil
+		}
+		c.queueMu.Unlock()
+	}
+	c.ckptMu.Unlock()
+	c.log.Info("consumer group removed", "group", name, "id", g.id, "queued", g.queue.Size())
+	return nil
+}
+
+// changeGroups applies change to the group list and makes it durable: with
+// commitMu held exclusively it writes the new groups record to the first
+// data dir and syncs it. If the write fails the list is left as it was.
+func (c *FileChannel) changeGroups(change func()) error {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	c.queueMu.Lock()
+	old := slices.Clone(c.groups)
+	oldMain, oldNext := c.main, c.nextGroupID
+	change()
+	rec := c.catalogRecord()
+	c.queueMu.Unlock()
+	if err := c.writeCatalog(rec); err != nil {
+		c.queueMu.Lock()
+		for _, g := range old {
+			g.removed = false
+		}
+		c.groups, c.main, c.nextGroupID = old, oldMain, oldNext
+		c.queueMu.Unlock()
+		return opErr("change consumer groups", err)
+	}
+	c.catalog.Store(rec)
+	return nil
+}
+
+// writeCatalog appends rec to the first data dir and syncs it; the file it
+// lands in must outlive every other dir's active file. The caller holds
+// commitMu exclusively.
+func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
+	buf, err := logfile.AppendUnsealed(nil, rec)
+	if err != nil {
+		return err
+	}
+	var others []uint32
+	for i := range c.logs.NumDirs() {
+		if w := c.logs.Active(i); w != nil {
+			others = append(others, w.ID())
+		}
+	}
+	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0}, Completes: others})
+	if err != nil {
+		return err
+	}
+	return a.W.SyncTo(a.End)
+}
+
+// newGroupRing makes the ring of a new group: its id, and its checkpoint
+// (a group-N subdir of the checkpoint dir; the unnamed group's is the
+// checkpoint dir's own file).
+func (c *FileChannel) newGroupRing(gc GroupConfig) (*consumer, error) {
+	c.queueMu.Lock()
+	id := uint32(0)
+	if gc.Name != "" {
+		id = c.nextGroupID
+		c.nextGroupID++
+	}
+	c.queueMu.Unlock()
+	ck, err := c.createGroupCheckpoint(id, gc.Capacity)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newConsumer(ck, nil)
+	if err != nil {
+		return nil, errors.Join(err, ck.Close())
+	}
+	g.id, g.cfg = id, gc
+	g.gate = newGate(gc.Capacity, 0)
+	return g, nil
+}
+
+// createGroupCheckpoint creates the checkpoint file of group id's ring.
+// For the unnamed group it replaces the checkpoint dir's own file (an
+// empty ring of one slot while there was no unnamed group).
+func (c *FileChannel) createGroupCheckpoint(id uint32, capacity int) (*checkpoint.Checkpoint, error) {
+	if id != 0 {
+		dir := checkpoint.GroupDir(c.cfg.CheckpointDir, id)
+		if err := checkpoint.CreateGroupDir(c.fs, c.cfg.CheckpointDir, id); err != nil {
+			return nil, err
+		}
+		return checkpoint.Create(c.fs, dir, capacity)
+	}
+	return nil, errors.New("the unnamed group can only be created when the channel opens (Config.Groups)")
+}
+
+// discardGroupRing undoes newGroupRing after the group could not be added.
+func (c *FileChannel) discardGroupRing(g *consumer) {
+	if g.ckpt != nil {
+		g.ckpt.Close()
+		g.ckpt = nil
+	}
+	if g.id != 0 {
+		if err := checkpoint.RemoveGroupDir(c.fs, c.cfg.CheckpointDir, g.id); err != nil {
+			c.log.Warn("remove the checkpoint of a group not added", "id", g.id, "err", err)
+		}
+	}
+}
+
+// insertGroup inserts g into gs, keeping them sorted by id.
+func insertGroup(gs []*consumer, g *consumer) []*consumer {
+	i, _ := slices.BinarySearchFunc(gs, g.id, func(x *consumer, id uint32) int {
+		switch {
+		case x.id < id:
+			return -1
+		case x.id > id:
+			return 1
+		}
+		return 0
+	})
+	return slices.Insert(gs, i, g)
+}

@@ -1,0 +1,373 @@
+package channel
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// groupsConfig is testConfig with named groups a and b (and no unnamed
+// group).
+func groupsConfig(t testing.TB, groups ...GroupConfig) Config {
+	cfg := testConfig(t, 2)
+	if len(groups) == 0 {
+		groups = []GroupConfig{{Name: "a"}, {Name: "b"}}
+	}
+	cfg.Groups = groups
+	return cfg
+}
+
+func mustGroup(t testing.TB, c *FileChannel, name string) *Group {
+	t.Helper()
+	g, err := c.Group(name)
+	if err != nil {
+		t.Fatalf("Group(%q): %v", name, err)
+	}
+	return g
+}
+
+// takeGroup takes and commits up to n events of g in batches.
+func takeGroup(t testing.TB, g *Group, n, batch int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		tx, err := g.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for j := 0; j < batch && len(out) < n; j++ {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatalf("take from %q: %v", g.Name(), err)
+			}
+			if !ok {
+				break
+			}
+			out = append(out, string(ev.Body))
+			got++
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("commit take from %q: %v", g.Name(), err)
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return out
+}
+
+func drainGroup(t testing.TB, c *FileChannel, name string) []string {
+	return takeGroup(t, mustGroup(t, c, name), 1<<30, 37)
+}
+
+func TestGroupsBroadcast(t *testing.T) {
+	cfg := groupsConfig(t)
+	c := mustOpen(t, cfg)
+	if got := c.GroupNames(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("GroupNames %v", got)
+	}
+	putN(t, c, 0, 100, 10)
+	if a, b := mustGroup(t, c, "a").Len(), mustGroup(t, c, "b").Len(); a != 100 || b != 100 {
+		t.Fatalf("Len a=%d b=%d, want 100 each", a, b)
+	}
+	wantEvents(t, drainGroup(t, c, "a"), bodies(0, 100))
+	if n := mustGroup(t, c, "b").Len(); n != 100 {
+		t.Fatalf("b lost events to a's takes: Len %d", n)
+	}
+	wantEvents(t, drainGroup(t, c, "b"), bodies(0, 100))
+	// No unnamed group: c.Begin() puts, but cannot take.
+	tx, _ := c.Begin()
+	if _, _, err := tx.Take(); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Take on c.Begin() without an unnamed group: %v, want ErrNoGroup", err)
+	}
+	tx.Rollback()
+	if _, err := c.Group("nope"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Group(nope): %v", err)
+	}
+	gtx, _ := mustGroup(t, c, "a").Begin()
+	if err := gtx.Put(Event{Body: []byte("x")}); !errors.Is(err, ErrMixedTransaction) {
+		t.Fatalf("Put on a group's transaction: %v, want ErrMixedTransaction", err)
+	}
+	gtx.Rollback()
+}
+
+func TestGroupsClusteringTakersCompete(t *testing.T) {
+	cfg := groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "b"})
+	c := mustOpen(t, cfg)
+	const n = 2000
+	putN(t, c, 0, n, 50)
+	g := mustGroup(t, c, "a")
+	var mu sync.Mutex
+	var got []string
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				tx, err := g.Begin()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var mine []string
+				for range 13 {
+					ev, ok, err := tx.Take()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						break
+					}
+					mine = append(mine, string(ev.Body))
+				}
+				if err := tx.Commit(); err != nil {
+					t.Error(err)
+					return
+				}
+				if len(mine) == 0 {
+					return
+				}
+				mu.Lock()
+				got = append(got, mine...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(got)
+	want := bodies(0, n)
+	slices.Sort(want)
+	wantEvents(t, got, want) // disjoint and complete
+	wantEvents(t, drainGroup(t, c, "b"), bodies(0, n))
+}
+
+func TestGroupsRollbackIsolation(t *testing.T) {
+	c := mustOpen(t, groupsConfig(t))
+	putN(t, c, 0, 20, 20)
+	a, b := mustGroup(t, c, "a"), mustGroup(t, c, "b")
+	tx, _ := a.Begin()
+	for range 5 {
+		if _, ok, err := tx.Take(); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	wantEvents(t, takeGroup(t, b, 3, 3), bodies(0, 3))
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, drainGroup(t, c, "a"), bodies(0, 20))
+	wantEvents(t, drainGroup(t, c, "b"), bodies(3, 17))
+}
+
+// TestGroupsRecover checks each group's queue after a clean close, a crash
+// and a full replay (the checkpoint dir lost).
+func TestGroupsRecover(t *testing.T) {
+	for _, how := range []string{"close", "crash", "full-replay"} {
+		t.Run(how, func(t *testing.T) {
+			cfg := groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "b"}, GroupConfig{})
+			c := mustOpen(t, cfg)
+			putN(t, c, 0, 50, 10)
+			wantEvents(t, takeGroup(t, mustGroup(t, c, "a"), 20, 7), bodies(0, 20))
+			wantEvents(t, takeGroup(t, mustGroup(t, c, "b"), 5, 5), bodies(0, 5))
+			wantEvents(t, takeN(t, c, 1, 1), bodies(0, 1))
+			// A take in flight comes back, to its own group only.
+			tx, _ := mustGroup(t, c, "b").Begin()
+			tx.Take()
+			if err := c.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			putN(t, c, 50, 10, 10)
+			wantEvents(t, takeGroup(t, mustGroup(t, c, "a"), 2, 2), bodies(20, 2))
+			switch how {
+			case "close":
+				tx.Rollback()
+				c.Close()
+			default:
+				crash(t, c)
+			}
+			if how == "full-replay" {
+				if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c = mustOpen(t, cfg)
+			wantEvents(t, drainGroup(t, c, "a"), bodies(22, 38))
+			wantEvents(t, drainGroup(t, c, "b"), bodies(5, 55))
+			wantEvents(t, drain(t, c), bodies(1, 59))
+		})
+	}
+}
+
+func TestAddGroupAtRuntime(t *testing.T) {
+	cfg := groupsConfig(t, GroupConfig{Name: "a"})
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 5)
+	g, err := c.AddGroup(GroupConfig{Name: "late", Capacity: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "late"}); err == nil {
+		t.Fatal("AddGroup of an existing name succeeded")
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "Bad Name"}); err == nil {
+		t.Fatal("AddGroup of a bad name succeeded")
+	}
+	putN(t, c, 10, 10, 5)
+	if g.Len() != 10 || g.Cap() != 100 {
+		t.Fatalf("late group Len %d Cap %d, want 10, 100", g.Len(), g.Cap())
+	}
+	// Durable when AddGroup returns: a crash before any checkpoint keeps
+	// it, and Config (which does not list it) keeps it too.
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	if got := c.GroupNames(); !slices.Equal(got, []string{"a", "late"}) {
+		t.Fatalf("GroupNames after a crash %v", got)
+	}
+	c.Close()
+	if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	wantEvents(t, drainGroup(t, c, "late"), bodies(10, 10))
+	wantEvents(t, drainGroup(t, c, "a"), bodies(0, 20))
+}
+
+func TestRemoveGroup(t *testing.T) {
+	cfg := groupsConfig(t)
+	cfg.MaxFileSize = 4096
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 200, 10)
+	drainGroup(t, c, "a")
+	b := mustGroup(t, c, "b")
+	tx, _ := b.Begin()
+	tx.Take()
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	files := c.Stats().LogFiles
+	if err := c.RemoveGroup("b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveGroup("b"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("second RemoveGroup: %v", err)
+	}
+	if _, _, err := tx.Take(); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Take of a removed group: %v", err)
+	}
+	tx.Rollback()
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.Stats().LogFiles; after >= files {
+		t.Fatalf("log files %d after removing the group that held them, %d before", after, files)
+	}
+	c.Close()
+	c = mustOpen(t, cfg) // b is no longer in Config... but it is listed: it comes back, empty
+	if got := c.GroupNames(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("GroupNames %v", got)
+	}
+	if n := mustGroup(t, c, "b").Len(); n != 0 {
+		t.Fatalf("a removed group came back with %d events", n)
+	}
+}
+
+func TestSlowGroupPinsLogFiles(t *testing.T) {
+	cfg := groupsConfig(t)
+	cfg.MaxFileSize = 4096
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 300, 10)
+	drainGroup(t, c, "a")
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	pinned := c.Stats().LogFiles
+	if pinned < 4 {
+		t.Fatalf("only %d log files: the test needs more", pinned)
+	}
+	wantEvents(t, drainGroup(t, c, "b"), bodies(0, 300))
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().LogFiles; n >= pinned {
+		t.Fatalf("%d log files after the slow group caught up, %d before", n, pinned)
+	}
+}
+
+func TestGroupFullPolicies(t *testing.T) {
+	cfg := groupsConfig(t,
+		GroupConfig{Name: "big"},
+		GroupConfig{Name: "block", Capacity: 10},
+		GroupConfig{Name: "newest", Capacity: 10, WhenFull: DropNewest},
+		GroupConfig{Name: "oldest", Capacity: 10, WhenFull: DropOldest})
+	cfg.TransactionCapacity = 10
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 10)
+	// block is full: a Put is refused, naming the group, and reaches no
+	// group.
+	tx, _ := c.Begin()
+	err := tx.Put(Event{Body: []byte("refused")})
+	if !errors.Is(err, ErrChannelFull) || !strings.Contains(err.Error(), `"block"`) {
+		t.Fatalf("Put into a full Block group: %v", err)
+	}
+	tx.Rollback()
+	wantEvents(t, takeGroup(t, mustGroup(t, c, "block"), 5, 5), bodies(0, 5))
+	putN(t, c, 10, 5, 5) // newest misses it; oldest drops 0..4
+	check := func(c *FileChannel) {
+		t.Helper()
+		for _, w := range []struct {
+			group string
+			want  []string
+		}{
+			{"newest", bodies(0, 10)},
+			{"oldest", bodies(5, 10)},
+			{"block", bodies(5, 10)},
+			{"big", bodies(0, 15)},
+		} {
+			g := mustGroup(t, c, w.group)
+			tx, _ := g.Begin()
+			var got []string
+			for {
+				ev, ok, err := tx.Take()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				got = append(got, string(ev.Body))
+			}
+			tx.Rollback()
+			if !slices.Equal(got, w.want) {
+				t.Fatalf("group %s holds %s, want %s", w.group, short(got), short(w.want))
+			}
+		}
+	}
+	check(c)
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	check(c)
+	c.Close()
+	if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	check(c)
+}
+
+func TestGroupsNilIsOneUnnamedGroup(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	if got := c.GroupNames(); !slices.Equal(got, []string{""}) {
+		t.Fatalf("GroupNames %q", got)
+	}
+	putN(t, c, 0, 5, 5)
+	g := mustGroup(t, c, "")
+	if g.Len() != 5 || c.Len() != 5 {
+		t.Fatalf("Len %d / %d", g.Len(), c.Len())
+	}
+	wantEvents(t, takeGroup(t, g, 5, 5), bodies(0, 5))
+}

@@ -1,0 +1,310 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
+)
+
+// groupCkpt is a named group's checkpoint, as loadGroupCheckpoints opened
+// it.
+type groupCkpt struct {
+	info logfile.GroupInfo
+	ck   *checkpoint.Checkpoint
+	st   *checkpoint.State
+}
+
+// loadGroupCheckpoints opens the catalog of the checkpoint in dir (top
+// opened with state st) and every named group's checkpoint it lists. They
+// must all be at st's write-order id: otherwise a crash interrupted a
+// checkpoint and the set is unusable (an error matching
+// checkpoint.ErrBadCheckpoint). Without a catalog the checkpoint is an
+// older release's: the unnamed group alone, on the top ring.
+func (c *FileChannel) loadGroupCheckpoints(dir string, st *checkpoint.State) (*checkpoint.Catalog, map[uint32]groupCkpt, error) {
+	cat, err := checkpoint.ReadCatalog(c.fs, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cat.WriteOrderID != st.WriteOrderID {
+		return nil, nil, fmt.Errorf("%w: the group catalog is at write-order id %d, the checkpoint at %d",
+			checkpoint.ErrBadCheckpoint, cat.WriteOrderID, st.WriteOrderID)
+	}
+	out := map[uint32]groupCkpt{}
+	closeAll := func() {
+		for _, g := range out {
+			g.ck.Close()
+		}
+	}
+	for _, g := range cat.Groups {
+		if g.ID == 0 {
+			continue
+		}
+		ck, gst, err := checkpoint.Open(c.fs, checkpoint.GroupDir(dir, g.ID))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("%w: consumer %s: %w", checkpoint.ErrBadCheckpoint, groupLabel(g.Name), err)
+		}
+		if gst.WriteOrderID != st.WriteOrderID {
+			ck.Close()
+			closeAll()
+			return nil, nil, fmt.Errorf("%w: consumer %s: its checkpoint is at write-order id %d, the channel's at %d",
+				checkpoint.ErrBadCheckpoint, groupLabel(g.Name), gst.WriteOrderID, st.WriteOrderID)
+		}
+		out[g.ID] = groupCkpt{info: catalogInfo(g), ck: ck, st: gst}
+	}
+	return cat, out, nil
+}
+
+// catalogInfo is g as a groups record lists it.
+func catalogInfo(g checkpoint.Group) logfile.GroupInfo {
+	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy}
+}
+
+// replaySeeds returns replay's group seeds from the loaded checkpoint (nil:
+// an older release's checkpoint, or a full replay).
+func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
+	if rc.catalog == nil || rc.st == nil {
+		return nil
+	}
+	var seeds []replay.GroupSeed
+	for _, g := range c.groups {
+		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue}
+		if g.id == 0 {
+			seed.Inflight = rc.st.InflightTakes
+		} else {
+			seed.Inflight = rc.groupStates[g.id].InflightTakes
+		}
+		seeds = append(seeds, seed)
+	}
+	return seeds
+}
+
+// buildGroups (step 6) builds a consumer per group of the checkpoint: the
+// unnamed group on the top ring (always, without a catalog), each named
+// group on its own.
+func (c *FileChannel) buildGroups(rc *recovery) error {
+	c.top = rc.ck
+	c.nextGroupID = 1
+	rc.groupStates = map[uint32]*checkpoint.State{}
+	if rc.catalog == nil {
+		g, err := newConsumer(rc.ck, rc.st)
+		if err != nil {
+			return opErr("load queue from checkpoint", err)
+		}
+		g.cfg = GroupConfig{Capacity: rc.ck.Capacity()}
+		c.groups, c.main = []*consumer{g}, g
+		return nil
+	}
+	c.nextGroupID = max(rc.catalog.NextGroupID, 1)
+	for _, cg := range rc.catalog.Groups {
+		var g *consumer
+		var err error
+		if cg.ID == 0 {
+			g, err = newConsumer(rc.ck, rc.st)
+		} else {
+			gc := rc.groupCkpts[cg.ID]
+			g, err = newConsumer(gc.ck, gc.st)
+			rc.groupStates[cg.ID] = gc.st
+		}
+		if err != nil {
+			return opErr(fmt.Sprintf("load the queue of consumer %s from its checkpoint", groupLabel(cg.Name)), err)
+		}
+		g.id, g.cfg, g.since = cg.ID, groupConfigOf(catalogInfo(cg)), cg.Since
+		c.groups = append(c.groups, g)
+		if cg.ID == 0 {
+			c.main = g
+		}
+	}
+	return nil
+}
+
+// newReplayQueue is replay's NewQueue for a group the logs create: the top
+// ring for the unnamed group if no group uses it, else a queue in memory
+// that resizeQueues moves into a checkpoint file.
+func (c *FileChannel) newReplayQueue(rc *recovery) func(logfile.GroupInfo) (*eventqueue.Queue, error) {
+	return func(gi logfile.GroupInfo) (*eventqueue.Queue, error) {
+		capacity := int(min(gi.Capacity, MaxCapacity))
+		if gi.ID == 0 && c.main == nil && c.top.Capacity() >= capacity {
+			g, err := newConsumer(c.top, nil)
+			if err != nil {
+				return nil, err
+			}
+			rc.fresh[0] = g
+			return g.queue, nil
+		}
+		g, err := newMemConsumer(max(capacity, 1))
+		if err != nil {
+			return nil, err
+		}
+		rc.fresh[gi.ID] = g
+		return g.queue, nil
+	}
+}
+
+// settleGroups (step 7b) takes the groups as the logs end them, then
+// reconciles them with Config.Groups: a group it lists that does not exist
+// is created (empty, from now on); one that exists takes its capacity and
+// policy from it; one it does not list is kept, and logged. Config.Groups
+// nil means the unnamed group alone, which is created if missing.
+func (c *FileChannel) settleGroups(rc *recovery) error {
+	byID := map[uint32]*consumer{}
+	for _, g := range c.groups {
+		byID[g.id] = g
+	}
+	var groups []*consumer
+	var main *consumer
+	for _, gr := range rc.res.Groups {
+		g := byID[gr.Info.ID]
+		if g == nil || g.queue != gr.Queue {
+			g = rc.fresh[gr.Info.ID]
+		}
+		if g == nil {
+			return fmt.Errorf("filechannel: replay: no queue for consumer group %d", gr.Info.ID)
+		}
+		delete(byID, gr.Info.ID)
+		g.id, g.cfg, g.since = gr.Info.ID, groupConfigOf(gr.Info), gr.Info.Since
+		groups = append(groups, g)
+		if g.id == 0 {
+			main = g
+		}
+	}
+	for _, g := range byID { // in the checkpoint, removed by the logs
+		if g.ckpt != nil && g.ckpt != c.top {
+			g.ckpt.Close()
+		}
+		rc.groupsChanged = true
+	}
+	c.groups, c.main = groups, main
+	c.nextGroupID = max(c.nextGroupID, rc.res.NextGroupID, 1)
+	return c.reconcileGroups(rc)
+}
+
+// reconcileGroups is settleGroups' second half: Config.Groups against the
+// groups the channel has.
+func (c *FileChannel) reconcileGroups(rc *recovery) error {
+	want := c.cfg.Groups
+	if want == nil {
+		want = []GroupConfig{{Capacity: c.cfg.Capacity}}
+	}
+	listed := map[string]bool{}
+	for _, gc := range want {
+		listed[gc.Name] = true
+		var g *consumer
+		for _, x := range c.groups {
+			if x.cfg.Name == gc.Name {
+				g = x
+			}
+		}
+		if g == nil {
+			id := uint32(0)
+			if gc.Name != "" {
+				id = c.nextGroupID
+				c.nextGroupID++
+			}
+			var err error
+			if g, err = newMemConsumer(gc.Capacity); err != nil {
+				return opErr("add consumer group", err)
+			}
+			g.id, g.since = id, c.logs.LastWriteOrderID()+1
+			c.groups = insertGroup(c.groups, g)
+			if id == 0 {
+				c.main = g
+			}
+			c.log.Info("consumer group created", "group", gc.Name, "id", id, "capacity", gc.Capacity)
+			rc.groupsChanged = true
+		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull {
+			rc.groupsChanged = true
+		}
+		g.cfg = gc
+	}
+	for _, g := range c.groups {
+		if !listed[g.cfg.Name] {
+			c.log.Warn("consumer group not in Config.Groups: kept (only RemoveGroup removes a group)",
+				"group", g.cfg.Name, "queued", g.queue.Size())
+		}
+	}
+	c.catalog.Store(c.catalogRecord())
+	return nil
+}
+
+// resizeGroups (step 12) moves each group's queue into a checkpoint file of
+// its capacity: a group whose ring is in memory (the logs or Config created
+// it) or whose checkpoint recorded another capacity. Then it starts the
+// capacity gates.
+func (c *FileChannel) resizeGroups(rc *recovery) error {
+	for _, g := range c.groups {
+		if g.ckpt != nil && g.ckpt.Capacity() == g.cfg.Capacity {
+			continue
+		}
+		old := g.queue.Capacity()
+		id := g.id
+		create := func(capacity int) (*checkpoint.Checkpoint, error) {
+			if id == 0 {
+				// Create replaces the checkpoint dir's own files only,
+				// not the named groups' subdirs.
+				c.top = nil
+				ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, capacity)
+				rc.created = rc.created || err == nil
+				c.top = ck
+				return ck, err
+			}
+			if err := checkpoint.CreateGroupDir(c.fs, c.cfg.CheckpointDir, id); err != nil {
+				return nil, err
+			}
+			return checkpoint.Create(c.fs, checkpoint.GroupDir(c.cfg.CheckpointDir, id), capacity)
+		}
+		if id == 0 && g.ckpt == nil && c.top != nil {
+			c.top.Close() // the empty ring of a channel that had no unnamed group
+			c.top = nil
+		}
+		if err := g.resize(create, g.cfg.Capacity); err != nil {
+			return opErr(fmt.Sprintf("consumer %s: change capacity from %d to %d", groupLabel(g.cfg.Name), old, g.cfg.Capacity), err)
+		}
+		if g.ckpt != nil && old != g.cfg.Capacity {
+			c.log.Info("capacity changed", "group", g.cfg.Name, "old", old, "new", g.cfg.Capacity, "queued", g.queue.Size())
+			c.stats.recoveredFrom += ", capacity changed"
+		}
+		rc.groupsChanged = true
+	}
+	if c.top == nil {
+		// No unnamed group: the checkpoint dir's file is an empty ring
+		// of one slot.
+		ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, 1)
+		if err != nil {
+			return opErr("create checkpoint", err)
+		}
+		c.top, rc.created = ck, true
+	}
+	for _, g := range c.groups {
+		g.gate = newGate(g.cfg.Capacity, g.queue.Size())
+	}
+	return nil
+}
+
+// findStaleGroupDirs notes the group-N subdirs of the checkpoint dir that
+// belong to no group (removed groups, or a group whose AddGroup a crash
+// interrupted): the next checkpoint deletes them.
+func (c *FileChannel) findStaleGroupDirs() error {
+	ids, err := checkpoint.ListGroupDirs(c.fs, c.cfg.CheckpointDir)
+	if err != nil {
+		return opErr("list group checkpoints", err)
+	}
+	live := map[uint32]bool{}
+	for _, g := range c.groups {
+		live[g.id] = true
+	}
+	for _, id := range ids {
+		if !live[id] {
+			c.staleGroupDirs = append(c.staleGroupDirs, id)
+		}
+	}
+	return nil
+}
