@@ -17,6 +17,10 @@ const (
 	// BackupCompleteName exists in a backup directory only while it holds a
 	// complete copy of a checkpoint.
 	BackupCompleteName = "backupComplete"
+	// CatalogName is the catalog of consumer groups (Catalog), at the top
+	// level of a checkpoint directory that has groups other than the
+	// unnamed one. A directory without it holds one unnamed group.
+	CatalogName = "groups"
 
 	// tmpSuffix marks a file being written; a leftover is garbage.
 	tmpSuffix = ".tmp"
