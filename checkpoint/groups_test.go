@@ -176,6 +176,8 @@ func TestGroupDirThatIsALinkIsRefused(t *testing.T) {
 		"ListGroupDirs":  func() error { _, err := ListGroupDirs(fsys, dir); return err }(),
 		"CreateGroupDir": CreateGroupDir(fsys, dir, 3),
 		"RemoveGroupDir": RemoveGroupDir(fsys, dir, 3),
+		"Remove":         Remove(fsys, dir),
+		"CheckFormat":    CheckFormat(fsys, dir),
 	} {
 		if !errors.Is(err, vfs.ErrNotRegular) {
 			t.Errorf("%s = %v, want vfs.ErrNotRegular", what, err)
@@ -186,5 +188,8 @@ func TestGroupDirThatIsALinkIsRefused(t *testing.T) {
 	}
 	if after := readDir(t, fsys, target); len(after) != len(before) {
 		t.Fatalf("the link's target changed: %d files, had %d", len(after), len(before))
+	}
+	if _, _, err := Open(fsys, dir); !errors.Is(err, vfs.ErrNotRegular) {
+		t.Fatalf("Open = %v, want vfs.ErrNotRegular", err)
 	}
 }
