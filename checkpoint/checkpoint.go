@@ -121,7 +121,8 @@ func newCheckpoint(fsys vfs.FS, dir string, capacity int, store slotStore) *Chec
 // inflight files decode and carry the same W; the live ring slots match the
 // meta's ring CRC (Open reads them once: about 8 MB for 1M queued events).
 //
-// Open first checks the files' format versions (CheckFormat): if a newer
+// Open first checks the files' format versions (CheckFormat, which also
+// reads the catalog and the files of every group dir in dir): if a newer
 // release wrote one of them, it returns a *corrupt.FormatError (unwrapping
 // to corrupt.ErrUnsupportedFormat, not to ErrBadCheckpoint): the checkpoint
 // is not damaged, and recovery must stop rather than fall back and replace
@@ -176,11 +177,12 @@ func open(fsys vfs.FS, dir string, f vfs.File) (*Checkpoint, *State, error) {
 
 // validate checks the checkpoint in dir as Open does, but reads the
 // checkpoint file with ReadAt only: it neither maps nor writes it, so the
-// file may be sparse (a backup copy).
-func validate(fsys vfs.FS, dir string) error {
+// file may be sparse (a backup copy). It returns the checkpoint's
+// write-order id.
+func validate(fsys vfs.FS, dir string) (uint64, error) {
 	f, err := fsys.Open(path(dir, CheckpointName))
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
+		return 0, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
 	}
 	st, err := readState(fsys, dir, f)
 	if err == nil {
@@ -192,7 +194,10 @@ func validate(fsys vfs.FS, dir string) error {
 	if cerr := f.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close %s: %w", f.Name(), cerr))
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return st.WriteOrderID, nil
 }
 
 // checkRing recomputes the ring CRC of st's live slots from s, the store of

@@ -28,16 +28,53 @@ const (
 const ckptVersion = uint32(magicVersion &^ magicMask)
 
 // CheckFormat reports whether a newer release of filechannel wrote one of
-// the checkpoint files in dir (the checkpoint file, checkpoint.meta,
-// inflightputs, inflighttakes): it reads the magic and version of each file
-// that exists and returns a *corrupt.FormatError, which unwraps to
+// the files of the checkpoint set in dir: the checkpoint files at its top
+// level (the checkpoint file, checkpoint.meta, inflightputs,
+// inflighttakes), its groups catalog, and the checkpoint files of every
+// group dir present (ListGroupDirs: all of them, listed in the catalog or
+// not). It reads the magic and version of each file that exists and
+// returns a *corrupt.FormatError, which unwraps to
 // corrupt.ErrUnsupportedFormat, for the first with the right magic and a
 // version newer than this build reads. Nothing else is judged here: a
-// missing or short file, another magic or an older version is for Open to
-// report as damage. Its only other errors are I/O errors. Open runs it
+// missing or short file, another magic or an older version is for Open
+// (and ReadCatalog) to report as damage. Its only other errors are I/O
+// errors, and those matching vfs.ErrNotRegular: a checkpoint file or the
+// catalog that is not a regular file, a group-N entry that is not a
+// directory. A dir that does not exist holds no newer file. Open runs it
 // first, RestoreBackup on both directories; callers that are about to
 // delete or overwrite a checkpoint directory run it too.
 func CheckFormat(fsys vfs.FS, dir string) error {
+	if err := checkFiles(fsys, dir); err != nil {
+		return err
+	}
+	name := path(dir, CatalogName)
+	b, err := readPrefix(fsys, name, versionEnd)
+	if err != nil {
+		return err
+	}
+	if len(b) >= versionEnd {
+		if err := newerFile(name, b, catalogMagic); err != nil {
+			return err
+		}
+	}
+	ids, err := listGroupDirs(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := checkFiles(fsys, GroupDir(dir, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFiles is CheckFormat for the four checkpoint files of one ring in
+// dir.
+func checkFiles(fsys vfs.FS, dir string) error {
 	for _, f := range [...]struct{ name, magic string }{
 		{CheckpointName, ""}, {MetaName, metaMagic}, {InflightPutsName, putsMagic}, {InflightTakesName, takesMagic},
 	} {
@@ -88,10 +125,10 @@ func newerCheckpointFile(name string, slot0 uint64) error {
 	return &corrupt.FormatError{File: name, Offset: versionOffset, Version: uint64(uint32(slot0)), Supported: uint64(ckptVersion)}
 }
 
-// newerFile returns the *corrupt.FormatError of file (checkpoint.meta or an
-// inflight file, whose magic is magic) if b, its first versionEnd or more
-// bytes, holds that magic and a version newer than this build's; nil
-// otherwise.
+// newerFile returns the *corrupt.FormatError of file (checkpoint.meta, an
+// inflight file or the groups catalog, whose magic is magic) if b, its
+// first versionEnd or more bytes, holds that magic and a version newer than
+// this build's; nil otherwise.
 func newerFile(file string, b []byte, magic string) error {
 	if string(b[:4]) != magic {
 		return nil

@@ -21,10 +21,28 @@
 //	channel.id      the channel the directory belongs to (WriteOwner,
 //	                ReadOwner; the format is internal/owner's); never
 //	                removed, copied or restored with a checkpoint
+//	groups          the catalog of consumer groups (Catalog, WriteCatalog,
+//	                ReadCatalog): W, the next group id, each group's id,
+//	                name and settings; absent when the channel has only
+//	                the unnamed group (an older release's directory)
+//	group-N/        the checkpoint directory of consumer group N >= 1
+//	                (GroupDir, CreateGroupDir, RemoveGroupDir,
+//	                ListGroupDirs): exactly the four files above, made and
+//	                read with Create, Open and Write
 //	*.tmp           a file being published; a leftover is garbage
 //
-// A backup directory (Backup, RestoreBackup) holds copies of the same four
-// files, its own channel.id, plus backupComplete, which exists only while the copy is complete.
+// The top-level four files hold the ring of the unnamed group 0 (a 1-slot
+// empty ring when there is none) and the channel's global state. One
+// checkpoint of the channel is a set: every group dir's Write, then
+// WriteCatalog, then the top-level Write, all with the same write-order id
+// W; the channel accepts the set only if the top level opens, the catalog
+// (if any) has W, and every group it lists opens with W. Remove,
+// CheckFormat, Backup and RestoreBackup work on the whole set.
+//
+// A backup directory (Backup, RestoreBackup) holds copies of the same
+// files in the same layout (the catalog and the group dirs it lists), its
+// own channel.id, plus backupComplete, which exists only while the copy is
+// complete.
 // The channel's in_use.lock lives in the same directories and is never
 // touched here; unknown files are left alone. The byte layouts are in
 // format.go.

@@ -57,6 +57,30 @@ package checkpoint
 //	          8 tx id | 4 pointer count c | c x 8 pointers (never 0)
 //	end  4    CRC32C of every byte before it
 //
+// groups, the catalog of consumer groups (published like checkpoint.meta;
+// only at the top level of a checkpoint directory):
+//
+//	off  len  field
+//	0    4    magic "FCGR"
+//	4    2    version 1
+//	6    2    reserved, zero
+//	8    8    W (equals the W of the top-level checkpoint and of every
+//	          listed group's checkpoint in group-N)
+//	16   4    next group id: every id below it was handed out (never reused)
+//	20   4    group count n, then n entries in strictly ascending id order,
+//	          each id below the next group id:
+//	          +0   4  id (0: the unnamed group, whose ring is the top-level
+//	                  checkpoint; N >= 1: its ring is in group-N)
+//	          +4   8  since: the write-order id when the group was created
+//	          +12  8  capacity, 1..maxCapacity
+//	          +20  4  max deliveries
+//	          +24  1  policy: 0 block, 1 drop oldest, 2 drop newest
+//	          +25  1  name length a: 0 for id 0, else 1..64; names distinct
+//	          +26  1  dead-letter length b: 0..64
+//	          +27  1  reserved, zero
+//	          +28  a  name bytes, then b dead-letter bytes
+//	end  4    CRC32C of every byte before it
+//
 // Every file starts with its magic at byte 0 and its version at byte 4 (the
 // low half of slot 0 in the checkpoint file), in every format version
 // (compat.go). Decoders read them first: a version newer than this build's is
@@ -123,6 +147,32 @@ const (
 	metaOffLogCount = 64
 	// Offset of W in an inflight file.
 	inflightOffWriteID = 8
+)
+
+// The groups file. Part of the on-disk format; never renumber.
+const (
+	catalogMagic = "FCGR"
+
+	catalogFixedLen = 24 // through the group count
+	groupFixedLen   = 28 // an entry's fields before its name
+
+	// MaxGroupNameLen bounds the bytes of a Group's Name and DeadLetter.
+	MaxGroupNameLen = 64
+	// maxPolicy is the largest Group.Policy (2, drop newest).
+	maxPolicy = 2
+
+	// Offsets of groups fields, for corruption reports.
+	catalogOffWriteID   = 8
+	catalogOffNextGroup = 16
+	catalogOffCount     = 20
+	// Offsets inside an entry.
+	groupOffSince         = 4
+	groupOffCapacity      = 12
+	groupOffMaxDeliveries = 20
+	groupOffPolicy        = 24
+	groupOffNameLen       = 25
+	groupOffDeadLetterLen = 26
+	groupOffReserved      = 27
 )
 
 // crcTable is the CRC32C (Castagnoli) table used by every checksum here.

@@ -1,7 +1,7 @@
 package checkpoint
 
 // Fuzz targets: one per decoder of bytes read from disk (checkpoint.meta,
-// the inflight files, the checkpoint header slots) and one for the whole
+// the inflight files, the groups catalog, the checkpoint header slots) and one for the whole
 // directory as Open reads it (header, metadata, inflight files, ring CRC).
 // Run one with, for example:
 //
@@ -70,6 +70,24 @@ func FuzzDecodeInflight(f *testing.F) {
 			t.Fatalf("decoded invalid transactions: %v", err)
 		}
 		if !bytes.Equal(EncodeInflight(kind, w, txs), b) {
+			t.Fatal("decode then encode does not reproduce the input")
+		}
+	})
+}
+
+func FuzzDecodeCatalog(f *testing.F) {
+	f.Add(EncodeCatalog(sampleCatalog()))
+	f.Add(EncodeCatalog(&Catalog{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeCatalog(b)
+		if err != nil {
+			requireDecodeError(t, err)
+			return
+		}
+		if err := validateCatalog(c); err != nil {
+			t.Fatalf("decoded an invalid catalog: %v", err)
+		}
+		if !bytes.Equal(EncodeCatalog(c), b) {
 			t.Fatal("decode then encode does not reproduce the input")
 		}
 	})
@@ -223,6 +241,21 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		writeSeed(t, "FuzzDecodeInflight", name, quote(b)+"bool(false)\n")
 	}
 	writeSeed(t, "FuzzDecodeInflight", "valid_takes", quote(EncodeInflight(InflightTakes, 9, sampleInflight()))+"bool(true)\n")
+
+	cat := EncodeCatalog(sampleCatalog())
+	for name, b := range map[string][]byte{
+		"valid":            cat,
+		"empty":            EncodeCatalog(&Catalog{}),
+		"bad_checksum":     flipNoCRC(30)(bytes.Clone(cat)),
+		"huge_group_count": put32(20, 0xFFFFFFFF)(bytes.Clone(cat)),
+		"names_truncated":  putByte(113, 64)(bytes.Clone(cat)),
+		"duplicate_name":   func(b []byte) []byte { copy(b[116:], "audit"); return reCRC(b) }(bytes.Clone(cat)),
+		"id_not_below":     put32(16, 4)(bytes.Clone(cat)),
+		"trailing_bytes":   appendTrailing(bytes.Clone(cat)),
+		"newer_version":    put16(versionOffset, 2)(bytes.Clone(cat)),
+	} {
+		writeSeed(t, "FuzzDecodeCatalog", name, quote(b))
+	}
 
 	files := goldenFiles(t)
 	cp := files[CheckpointName]

@@ -1,0 +1,214 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// Group is one consumer group as the catalog records it.
+type Group struct {
+	ID            uint32 // 0: the unnamed group (its ring is the top-level checkpoint)
+	Name          string // "" for ID 0; 1 to MaxGroupNameLen bytes for the others, distinct
+	Since         uint64 // write-order id when the group was created
+	Capacity      int    // of its ring: 1 to the largest capacity Create takes
+	Policy        uint8  // 0 block, 1 drop oldest, 2 drop newest
+	MaxDeliveries uint32
+	DeadLetter    string // at most MaxGroupNameLen bytes
+}
+
+// Catalog is the content of the groups file: which consumer groups a
+// checkpoint directory holds, as of the checkpoint set with write-order id
+// WriteOrderID. Group N >= 1 has its ring in GroupDir(dir, N); group 0, if
+// listed, in dir's top-level checkpoint (which holds a 1-slot empty ring
+// when there is no unnamed group).
+type Catalog struct {
+	WriteOrderID uint64
+	NextGroupID  uint32  // ids below it were handed out; never reused
+	Groups       []Group // strictly ascending by ID; every ID < NextGroupID
+}
+
+// WriteCatalog publishes c as dir's groups file (write groups.tmp, fsync,
+// rename, fsync dir). An invalid c (see Group and Catalog) is an error that
+// writes nothing. The channel writes a checkpoint set as every group dir's
+// Write, then WriteCatalog, then the top-level Write, all with the same
+// write-order id.
+func WriteCatalog(fsys vfs.FS, dir string, c *Catalog) error {
+	if err := validateCatalog(c); err != nil {
+		return fmt.Errorf("write group catalog in %s: invalid catalog: %w", dir, err)
+	}
+	if err := vfs.WriteFileAtomic(fsys, path(dir, CatalogName), EncodeCatalog(c)); err != nil {
+		return fmt.Errorf("write group catalog in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ReadCatalog reads and decodes dir's groups file. A dir without one (an
+// older release's, or a channel with only the unnamed group) gives an
+// error matching fs.ErrNotExist; one that is not a regular file (a symbolic
+// link, never followed) an error matching vfs.ErrNotRegular; bad bytes a
+// *corrupt.Error naming the file's path; a newer format version a
+// *corrupt.FormatError.
+func ReadCatalog(fsys vfs.FS, dir string) (*Catalog, error) {
+	name := path(dir, CatalogName)
+	b, err := vfs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("read group catalog: %w", err)
+	}
+	c, err := decodeCatalog(name, b)
+	if err != nil {
+		return nil, fmt.Errorf("read group catalog: %w", err)
+	}
+	return c, nil
+}
+
+// EncodeCatalog returns the groups file bytes of c. c must be valid:
+// WriteCatalog checks that first; DecodeCatalog rejects the bytes of an
+// invalid Catalog.
+func EncodeCatalog(c *Catalog) []byte {
+	dst := make([]byte, 0, catalogFixedLen+len(c.Groups)*(groupFixedLen+16)+crcLen)
+	dst = append(dst, catalogMagic...)
+	dst = binary.BigEndian.AppendUint16(dst, formatVersion)
+	dst = binary.BigEndian.AppendUint16(dst, 0)
+	dst = binary.BigEndian.AppendUint64(dst, c.WriteOrderID)
+	dst = binary.BigEndian.AppendUint32(dst, c.NextGroupID)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(c.Groups)))
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		dst = binary.BigEndian.AppendUint32(dst, g.ID)
+		dst = binary.BigEndian.AppendUint64(dst, g.Since)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(g.Capacity))
+		dst = binary.BigEndian.AppendUint32(dst, g.MaxDeliveries)
+		dst = append(dst, g.Policy, byte(len(g.Name)), byte(len(g.DeadLetter)), 0)
+		dst = append(dst, g.Name...)
+		dst = append(dst, g.DeadLetter...)
+	}
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, crcTable))
+}
+
+// DecodeCatalog parses groups file bytes. Bad bytes give a *corrupt.Error
+// naming the file "groups" and the offset of the bad field; a newer format
+// version gives a *corrupt.FormatError. No groups decode as nil Groups.
+func DecodeCatalog(b []byte) (*Catalog, error) { return decodeCatalog(CatalogName, b) }
+
+func decodeCatalog(file string, b []byte) (*Catalog, error) {
+	body, err := checkFrame(file, b, catalogMagic, catalogFixedLen)
+	if err != nil {
+		return nil, err
+	}
+	be := binary.BigEndian
+	c := &Catalog{WriteOrderID: be.Uint64(body[catalogOffWriteID:]), NextGroupID: be.Uint32(body[catalogOffNextGroup:])}
+	n := be.Uint32(body[catalogOffCount:])
+	off := catalogFixedLen
+	if uint64(n) > uint64(len(body)-off)/groupFixedLen {
+		return nil, corrupt.New(file, catalogOffCount, "group count %d exceeds the %d bytes left", n, len(body)-off)
+	}
+	if n > 0 {
+		c.Groups = make([]Group, n)
+	}
+	names := make(map[string]uint32, n)
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		if err := decodeGroup(file, body, off, g); err != nil {
+			return nil, err
+		}
+		switch {
+		case i > 0 && g.ID <= c.Groups[i-1].ID:
+			return nil, corrupt.New(file, int64(off), "group id %d not above %d", g.ID, c.Groups[i-1].ID)
+		case g.ID >= c.NextGroupID:
+			return nil, corrupt.New(file, int64(off), "group id %d not below the next group id %d", g.ID, c.NextGroupID)
+		}
+		if other, dup := names[g.Name]; dup {
+			return nil, corrupt.New(file, int64(off+groupFixedLen), "group %d has the name %q of group %d", g.ID, g.Name, other)
+		}
+		if g.ID != 0 {
+			names[g.Name] = g.ID
+		}
+		off += groupFixedLen + len(g.Name) + len(g.DeadLetter)
+	}
+	if off != len(body) {
+		return nil, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
+	}
+	return c, nil
+}
+
+// decodeGroup decodes into g the entry at body[off:], checking its fields
+// on their own; the caller checks its place in the list.
+func decodeGroup(file string, body []byte, off int, g *Group) error {
+	be := binary.BigEndian
+	e := body[off:]
+	if len(e) < groupFixedLen {
+		return corrupt.New(file, int64(off), "group entry truncated")
+	}
+	at := func(field int) int64 { return int64(off + field) }
+	g.ID = be.Uint32(e)
+	g.Since = be.Uint64(e[groupOffSince:])
+	capacity := be.Uint64(e[groupOffCapacity:])
+	if capacity < 1 || capacity > maxCapacity {
+		return corrupt.New(file, at(groupOffCapacity), "group %d capacity %d out of range", g.ID, capacity)
+	}
+	g.Capacity = int(capacity)
+	g.MaxDeliveries = be.Uint32(e[groupOffMaxDeliveries:])
+	if g.Policy = e[groupOffPolicy]; g.Policy > maxPolicy {
+		return corrupt.New(file, at(groupOffPolicy), "group %d policy %d unknown", g.ID, g.Policy)
+	}
+	a, b := int(e[groupOffNameLen]), int(e[groupOffDeadLetterLen])
+	switch {
+	case g.ID == 0 && a != 0:
+		return corrupt.New(file, at(groupOffNameLen), "the unnamed group 0 has a name of %d bytes", a)
+	case g.ID != 0 && (a == 0 || a > MaxGroupNameLen):
+		return corrupt.New(file, at(groupOffNameLen), "group %d name length %d out of range", g.ID, a)
+	case b > MaxGroupNameLen:
+		return corrupt.New(file, at(groupOffDeadLetterLen), "group %d dead-letter length %d out of range", g.ID, b)
+	case e[groupOffReserved] != 0:
+		return corrupt.New(file, at(groupOffReserved), "group %d reserved byte %#02x not zero", g.ID, e[groupOffReserved])
+	case len(e)-groupFixedLen < a+b:
+		return corrupt.New(file, int64(off+groupFixedLen), "group %d names truncated: %d bytes, want %d", g.ID, len(e)-groupFixedLen, a+b)
+	}
+	g.Name = string(e[groupFixedLen : groupFixedLen+a])
+	g.DeadLetter = string(e[groupFixedLen+a : groupFixedLen+a+b])
+	return nil
+}
+
+// validateCatalog reports why c cannot be encoded into a groups file that
+// DecodeCatalog accepts, or nil.
+func validateCatalog(c *Catalog) error {
+	if c == nil {
+		return errors.New("nil catalog")
+	}
+	if uint64(len(c.Groups)) > math.MaxUint32 {
+		return fmt.Errorf("%d groups", len(c.Groups))
+	}
+	names := make(map[string]uint32, len(c.Groups))
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		switch {
+		case i > 0 && g.ID <= c.Groups[i-1].ID:
+			return fmt.Errorf("group ids not strictly ascending: %d after %d", g.ID, c.Groups[i-1].ID)
+		case g.ID >= c.NextGroupID:
+			return fmt.Errorf("group id %d not below the next group id %d", g.ID, c.NextGroupID)
+		case g.ID == 0 && g.Name != "":
+			return fmt.Errorf("the unnamed group 0 has the name %q", g.Name)
+		case g.ID != 0 && (g.Name == "" || len(g.Name) > MaxGroupNameLen):
+			return fmt.Errorf("group %d: name of %d bytes, want 1 to %d", g.ID, len(g.Name), MaxGroupNameLen)
+		case len(g.DeadLetter) > MaxGroupNameLen:
+			return fmt.Errorf("group %d: dead letter of %d bytes, want at most %d", g.ID, len(g.DeadLetter), MaxGroupNameLen)
+		case g.Capacity < 1 || g.Capacity > maxCapacity:
+			return fmt.Errorf("group %d: capacity %d out of range", g.ID, g.Capacity)
+		case g.Policy > maxPolicy:
+			return fmt.Errorf("group %d: unknown policy %d", g.ID, g.Policy)
+		}
+		if other, dup := names[g.Name]; dup {
+			return fmt.Errorf("groups %d and %d are both named %q", other, g.ID, g.Name)
+		}
+		if g.ID != 0 {
+			names[g.Name] = g.ID
+		}
+	}
+	return nil
+}
