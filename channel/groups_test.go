@@ -60,6 +60,35 @@ func takeGroup(t testing.TB, g *Group, n, batch int) []string {
 	return out
 }
 
+// peekGroup returns g's events without taking them: it takes them all in
+// transactions of up to 10 and rolls them back, last first.
+func peekGroup(t testing.TB, g *Group) []string {
+	t.Helper()
+	var got []string
+	var txs []*Transaction
+	for more := true; more; {
+		tx, err := g.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		txs = append(txs, tx)
+		for range 10 {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if more = ok; !ok {
+				break
+			}
+			got = append(got, string(ev.Body))
+		}
+	}
+	for i := len(txs) - 1; i >= 0; i-- {
+		txs[i].Rollback()
+	}
+	return got
+}
+
 func drainGroup(t testing.TB, c *FileChannel, name string) []string {
 	return takeGroup(t, mustGroup(t, c, name), 1<<30, 37)
 }
@@ -98,7 +127,7 @@ func TestGroupsBroadcast(t *testing.T) {
 func TestGroupsClusteringTakersCompete(t *testing.T) {
 	cfg := groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "b"})
 	c := mustOpen(t, cfg)
-	const n = 2000
+	const n = 900
 	putN(t, c, 0, n, 50)
 	g := mustGroup(t, c, "a")
 	var mu sync.Mutex
@@ -327,20 +356,7 @@ func TestGroupFullPolicies(t *testing.T) {
 			{"block", bodies(5, 10)},
 			{"big", bodies(0, 15)},
 		} {
-			g := mustGroup(t, c, w.group)
-			tx, _ := g.Begin()
-			var got []string
-			for {
-				ev, ok, err := tx.Take()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
-				}
-				got = append(got, string(ev.Body))
-			}
-			tx.Rollback()
+			got := peekGroup(t, mustGroup(t, c, w.group))
 			if !slices.Equal(got, w.want) {
 				t.Fatalf("group %s holds %s, want %s", w.group, short(got), short(w.want))
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -34,8 +35,9 @@ func (c *FileChannel) loadGroupCheckpoints(dir string, st *checkpoint.State) (*c
 		return nil, nil, err
 	}
 	if cat.WriteOrderID != st.WriteOrderID {
-		return nil, nil, fmt.Errorf("%w: the group catalog is at write-order id %d, the checkpoint at %d",
-			checkpoint.ErrBadCheckpoint, cat.WriteOrderID, st.WriteOrderID)
+		// A crash inside a checkpoint: the set is incomplete.
+		return nil, nil, fmt.Errorf("%w: %w: the group catalog is at write-order id %d, the checkpoint at %d",
+			checkpoint.ErrBadCheckpoint, checkpoint.ErrIncomplete, cat.WriteOrderID, st.WriteOrderID)
 	}
 	out := map[uint32]groupCkpt{}
 	closeAll := func() {
@@ -55,8 +57,8 @@ func (c *FileChannel) loadGroupCheckpoints(dir string, st *checkpoint.State) (*c
 		if gst.WriteOrderID != st.WriteOrderID {
 			ck.Close()
 			closeAll()
-			return nil, nil, fmt.Errorf("%w: consumer %s: its checkpoint is at write-order id %d, the channel's at %d",
-				checkpoint.ErrBadCheckpoint, groupLabel(g.Name), gst.WriteOrderID, st.WriteOrderID)
+			return nil, nil, fmt.Errorf("%w: %w: consumer %s: its checkpoint is at write-order id %d, the channel's at %d",
+				checkpoint.ErrBadCheckpoint, checkpoint.ErrIncomplete, groupLabel(g.Name), gst.WriteOrderID, st.WriteOrderID)
 		}
 		out[g.ID] = groupCkpt{info: catalogInfo(g), ck: ck, st: gst}
 	}
@@ -193,6 +195,15 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 	want := c.cfg.Groups
 	if want == nil {
 		want = []GroupConfig{{Capacity: c.cfg.Capacity}}
+	}
+	if rc.catalog == nil && rc.res.Catalogs == 0 && c.main != nil && c.main.queue.Size() == 0 &&
+		!slices.ContainsFunc(want, func(g GroupConfig) bool { return g.Name == "" }) {
+		// Neither the checkpoint nor the logs name the groups: a new
+		// channel (or an older release's, empty) that Config gives named
+		// groups only. The unnamed group replay assumed is not one.
+		c.groups = slices.DeleteFunc(c.groups, func(g *consumer) bool { return g == c.main })
+		c.main = nil
+		rc.groupsChanged = true
 	}
 	listed := map[string]bool{}
 	for _, gc := range want {

@@ -59,6 +59,7 @@ func newGroupState(info logfile.GroupInfo, from int) *groupState {
 // receives the put commits that follow; a known group it does not list was
 // removed, with everything it held.
 func (a *applier) catalog(r *logfile.Record) {
+	a.res.Catalogs++
 	next := make(map[uint32]*groupState, len(r.Catalog))
 	for _, info := range r.Catalog {
 		g := a.groups[info.ID]

@@ -160,6 +160,9 @@ type Result struct {
 	// a group (skip records: a full DropNewest group), GroupDrops the
 	// events dropped from a full DropOldest group; TakesOfNoGroup the
 	// committed takes of groups that no longer exist.
+	// Catalogs counts the groups records applied: none means the logs
+	// after the checkpoint do not say which groups exist.
+	Catalogs                     int
 	GroupsCreated, GroupsRemoved int
 	GroupSkips, GroupDrops       int64
 	TakesOfNoGroup               int
