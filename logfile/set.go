@@ -78,7 +78,7 @@ type SetOptions struct {
 	// with the first records appended after them. It is called with the
 	// dir's lock held, and must not call the set.
 	FileStart func() []Record
-	Logger   *slog.Logger // nil = discard
+	Logger    *slog.Logger // nil = discard
 	// Reserve is the size of the space reserve the live set keeps in each
 	// data dir (ReserveName, setreserve.go); 0 = none.
 	Reserve int64

@@ -42,7 +42,7 @@ type Options struct {
 	// the checkpoint does not have). nil = in memory, of the group's
 	// capacity.
 	NewQueue func(logfile.GroupInfo) (*eventqueue.Queue, error)
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// ProgressEvery is how often a long replay logs its progress and calls
 	// Progress; 0 = 10s.
 	ProgressEvery time.Duration
