@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -344,26 +345,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		"FuzzDecodeFileHeader": headerSeeds(),
 		"FuzzScanner":          scannerSeeds(t),
 	} {
-		dir := filepath.Join("testdata", "fuzz", target)
-		for name, b := range seeds {
-			path := filepath.Join(dir, name)
-			want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if string(got) != want {
-				t.Errorf("%s is stale (run with -update)", path)
-			}
-		}
+		testutil.CheckFuzzSeeds(t, target, seeds, *update)
 	}
 }
 

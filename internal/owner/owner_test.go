@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -171,26 +171,7 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 // TestFuzzSeedCorpus checks the checked-in seed corpus matches fuzzSeeds;
 // -update rewrites it.
 func TestFuzzSeedCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzDecode")
-	for name, b := range fuzzSeeds(t) {
-		path := filepath.Join(dir, name)
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		if *update {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create it)", err)
-		}
-		if string(got) != want {
-			t.Errorf("%s is stale (run with -update)", path)
-		}
-	}
+	testutil.CheckFuzzSeeds(t, "FuzzDecode", fuzzSeeds(t), *update)
 }
 
 func FuzzDecode(f *testing.F) {
