@@ -208,6 +208,7 @@ func ckptMatrixWorkload(t *testing.T, cfg Config) (want []string, after int64) {
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	files := c.logs.NextFileID()
 
 	// After the checkpoint.
 	if err := inflightTake.Commit(); err != nil {
@@ -240,6 +241,9 @@ func ckptMatrixWorkload(t *testing.T, cfg Config) (want []string, after int64) {
 		}
 		next++
 	}
+	// Every log file started after the checkpoint begins with the groups
+	// record.
+	after += int64(c.logs.NextFileID() - files)
 	crash(t, c)
 	return model, after
 }
@@ -249,6 +253,12 @@ func ckptMatrixWorkload(t *testing.T, cfg Config) (want []string, after int64) {
 // the queue.
 func peekAll(t *testing.T, c *FileChannel) []string {
 	t.Helper()
+	return peekWith(t, c.Begin, c.cfg.TransactionCapacity)
+}
+
+// peekWith is peekAll of the transactions begin starts, batch events each.
+func peekWith(t testing.TB, begin func() (*Transaction, error), batch int) []string {
+	t.Helper()
 	var out []string
 	var txs []*Transaction
 	defer func() {
@@ -257,12 +267,12 @@ func peekAll(t *testing.T, c *FileChannel) []string {
 		}
 	}()
 	for {
-		tx, err := c.Begin()
+		tx, err := begin()
 		if err != nil {
 			t.Fatal(err)
 		}
 		txs = append(txs, tx)
-		for range c.cfg.TransactionCapacity {
+		for range batch {
 			ev, ok, err := tx.Take()
 			if err != nil {
 				t.Fatalf("take: %v", err)

@@ -181,7 +181,8 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := logPaths(t, cfg)[0]
-	testutil.SetRecordType(t, p, logfile.HeaderSize, 9) // the first event's put record
+	off := firstPut(t, p) // after the groups record every log file starts with
+	testutil.SetRecordType(t, p, off, 9)
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: logfile.HeaderSize, Version: 3, Supported: 3, RecordType: 9})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 3, Supported: 3, RecordType: 9})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -205,6 +206,23 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	if after, err := os.ReadFile(p); err != nil || !bytes.Equal(after, before) {
 		t.Fatalf("%s changed (%v)", p, err)
 	}
+}
+
+// firstPut returns the offset of the first put record of log file p.
+func firstPut(t *testing.T, p string) int64 {
+	t.Helper()
+	s, err := logfile.NewScanner(vfs.OS(), p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for s.Next() {
+		if s.Record().Type == logfile.RecordPut {
+			return s.Offset()
+		}
+	}
+	t.Fatalf("%s has no put record (%v)", p, s.Err())
+	return 0
 }
 
 // TestReadsVersion1LogFiles: this build writes version-3 log files and

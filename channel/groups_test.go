@@ -60,33 +60,10 @@ func takeGroup(t testing.TB, g *Group, n, batch int) []string {
 	return out
 }
 
-// peekGroup returns g's events without taking them: it takes them all in
-// transactions of up to 10 and rolls them back, last first.
+// peekGroup returns g's events without taking them (peekAll for a group).
 func peekGroup(t testing.TB, g *Group) []string {
 	t.Helper()
-	var got []string
-	var txs []*Transaction
-	for more := true; more; {
-		tx, err := g.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		txs = append(txs, tx)
-		for range 10 {
-			ev, ok, err := tx.Take()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if more = ok; !ok {
-				break
-			}
-			got = append(got, string(ev.Body))
-		}
-	}
-	for i := len(txs) - 1; i >= 0; i-- {
-		txs[i].Rollback()
-	}
-	return got
+	return peekWith(t, g.Begin, 10)
 }
 
 func drainGroup(t testing.TB, c *FileChannel, name string) []string {
