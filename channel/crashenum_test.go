@@ -65,6 +65,14 @@ type crashModel struct {
 	prod   []int  // by event id: the producer
 	nth    []int  // by event id: the producer's sequence number
 	nextTx int
+
+	// With consumer groups (crashgroups_test.go), states holds the take
+	// phase of the first group; groupTakes[g-1] that of group g, by event
+	// id. An event a group never receives (committed before the group
+	// was added) has takeCommitted there. dyn is the state of the group
+	// the workload adds and removes (the last one).
+	groupTakes [][]byte
+	dyn        byte
 }
 
 // newEvent registers an event of producer p (its n-th) in put transaction
@@ -73,6 +81,13 @@ func (m *crashModel) newEvent(p, n, tx int) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.states = append(m.states, putPending)
+	for g := range m.groupTakes {
+		phase := byte(takeNone)
+		if g == len(m.groupTakes)-1 && m.dyn != dynPresent {
+			phase = takeCommitted // the dynamic group does not exist
+		}
+		m.groupTakes[g] = append(m.groupTakes[g], phase)
+	}
 	m.txOf = append(m.txOf, tx)
 	m.prod = append(m.prod, p)
 	m.nth = append(m.nth, n)
@@ -107,10 +122,12 @@ func (m *crashModel) setTake(ids []int, phase byte) {
 
 // crashSnap is the model as of one crash point.
 type crashSnap struct {
-	states []byte
-	txOf   []int
-	prod   []int
-	nth    []int
+	states     []byte
+	txOf       []int
+	prod       []int
+	nth        []int
+	groupTakes [][]byte
+	dyn        byte
 }
 
 func (m *crashModel) snapshot() crashSnap {
@@ -118,7 +135,28 @@ func (m *crashModel) snapshot() crashSnap {
 	defer m.mu.Unlock()
 	// txOf, prod and nth are append-only: a capped slice of them is stable.
 	n := len(m.states)
-	return crashSnap{states: slices.Clone(m.states), txOf: m.txOf[:n:n], prod: m.prod[:n:n], nth: m.nth[:n:n]}
+	s := crashSnap{states: slices.Clone(m.states), txOf: m.txOf[:n:n], prod: m.prod[:n:n], nth: m.nth[:n:n], dyn: m.dyn}
+	for _, gt := range m.groupTakes {
+		s.groupTakes = append(s.groupTakes, slices.Clone(gt))
+	}
+	return s
+}
+
+// forGroup is the snapshot as group g (an index into the run's groups)
+// sees it: every event's put phase with g's take phase.
+func (s crashSnap) forGroup(g int) crashSnap {
+	if g == 0 {
+		return s
+	}
+	out := s
+	out.states = slices.Clone(s.states)
+	for i := range out.states {
+		out.states[i] = out.states[i]&^takeMask | s.groupTakes[g-1][i]&takeMask
+		if s.groupTakes[g-1][i]&maybeTaken != 0 {
+			out.states[i] |= maybeTaken
+		}
+	}
+	return out
 }
 
 // eventBody is the deterministic body of event id (producer p, n-th): its
@@ -180,6 +218,15 @@ type crashRun struct {
 	states   atomic.Int64 // images checked
 	failures atomic.Int64
 	stop     atomic.Bool // a failure stops further checks
+
+	// groups names the consumer groups the model follows, in model order
+	// (nil: the unnamed group alone); with dynamic, the last one is added
+	// and removed by the workload (crashgroups_test.go).
+	groups  []string
+	dynamic bool
+	// every, if above 1, checks only the crash points whose sequence
+	// number it divides (a sample, for the short mode of a costly run).
+	every int64
 }
 
 const maxCrashFailures = 3
@@ -202,7 +249,7 @@ func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) 
 		go r.checker()
 	}
 	fsys.SetHook(func(p vfs.CrashPoint) {
-		if r.stop.Load() {
+		if r.stop.Load() || (r.every > 1 && p.Seq%r.every != 0) {
 			return
 		}
 		snap := r.model.snapshot()
@@ -264,14 +311,11 @@ func (r *crashRun) check(j crashJob) error {
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	got, err := r.recovered(c)
+	got, err := r.recoveredAll(c, j.snap)
 	if err == nil {
 		if s := c.Stats(); s.ReplayCorrupt != 0 || s.ReplayDamagedTxs != 0 || s.CorruptSkipped != 0 {
 			err = fmt.Errorf("a crash left damage the replay had to skip: %+v", s)
 		}
-	}
-	if err == nil {
-		err = compareWithModel(got, j.snap)
 	}
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close: %w", cerr)
@@ -299,24 +343,64 @@ func (r *crashRun) check(j crashJob) error {
 		if err != nil {
 			return fmt.Errorf("reopen after recovery: %w", err)
 		}
-		again, err := r.recovered(c)
+		again, err := r.recoveredAll(c, j.snap)
 		c.Close()
 		if err != nil {
 			return fmt.Errorf("reopen after recovery: %w", err)
 		}
-		if !slices.Equal(again, got) {
+		if !slices.EqualFunc(again, got, slices.Equal) {
 			return fmt.Errorf("reopen after recovery: %d events, first recovery had %d", len(again), len(got))
 		}
 	}
 	return nil
 }
 
-// recovered returns the ids of the events queued in c, in order, without
-// consuming them; a damaged or foreign event is an error.
-func (r *crashRun) recovered(c *FileChannel) ([]int, error) {
+// recoveredAll checks every group of c against the model snapshot s and
+// returns each group's recovered event ids (the run's groups in order; nil
+// for an absent dynamic group). Without groups it is the unnamed group.
+func (r *crashRun) recoveredAll(c *FileChannel, s crashSnap) ([][]int, error) {
+	if r.groups == nil {
+		got, err := r.recovered(c, c.main)
+		if err == nil {
+			err = compareWithModel(got, s)
+		}
+		return [][]int{got}, err
+	}
+	out := make([][]int, len(r.groups))
+	for i, name := range r.groups {
+		g, err := c.Group(name)
+		dynamic := i == len(r.groups)-1 && r.dynamic
+		switch {
+		case err != nil && dynamic && s.dyn != dynPresent:
+			continue // absent, or its AddGroup was interrupted
+		case err == nil && dynamic && s.dyn == dynAbsent:
+			return nil, fmt.Errorf("group %q is back after its RemoveGroup returned", name)
+		case err == nil && dynamic && s.dyn != dynPresent:
+			// An AddGroup or RemoveGroup the crash (or a fault)
+			// interrupted: the group may be there or not; what it holds
+			// is not followed.
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("group %q: %w", name, err)
+		}
+		got, err := r.recovered(c, g.g)
+		if err == nil {
+			err = compareWithModel(got, s.forGroup(i))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("group %q: %w", name, err)
+		}
+		out[i] = got
+	}
+	return out, nil
+}
+
+// recovered returns the ids of the events queued in c's group g, in order,
+// without consuming them; a damaged or foreign event is an error.
+func (r *crashRun) recovered(c *FileChannel, g *consumer) ([]int, error) {
 	c.queueMu.Lock()
-	ptrs := c.main.queue.Pointers()
-	inflight := c.main.inflight.Len() + c.inflightPuts.Len()
+	ptrs := g.queue.Pointers()
+	inflight := g.inflight.Len() + c.inflightPuts.Len()
 	c.queueMu.Unlock()
 	if inflight != 0 {
 		return nil, fmt.Errorf("%d events in flight right after Open", inflight)
