@@ -32,7 +32,7 @@ type consumer struct {
 	inflight *eventqueue.Inflight   // takes of open transactions, per transaction
 	gate     *gate                  // capacity permits; taken with no channel lock held
 	avail    signal                 // wakes Wait and TakeContext; no lock held
-	dropped  dropCounts
+	counts   groupCounts
 }
 
 // newConsumer builds the consumer over ck's ring: head and size as the
@@ -66,10 +66,11 @@ func newConsumerOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (
 	return &consumer{queue: q, ckpt: ck, inflight: eventqueue.NewInflight()}, nil
 }
 
-// dropCounts counts what a group's full policy cost it (atomic: read by
-// metrics with no lock).
-type dropCounts struct {
-	oldest, newest atomic.Int64
+// groupCounts are a group's counters for its metrics (atomic: read with
+// no lock): events taken by committed transactions, take rollbacks, and
+// what its full policy cost it (oldest dropped, put commits missed).
+type groupCounts struct {
+	taken, rollbacks, oldest, newest atomic.Int64
 }
 
 // takeHead moves the event at the head into tx's in-flight takes.

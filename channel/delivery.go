@@ -225,12 +225,12 @@ func (c *FileChannel) queuePuts(t *Transaction, d *delivery, ptrs []eventqueue.P
 		if n := t.permitsIn(g); n > 0 {
 			g.gate.release(n)
 		}
-		g.dropped.newest.Add(int64(t.puts))
+		g.counts.newest.Add(int64(t.puts))
 		c.log.Warn("consumer group full: it misses a put transaction's events", "group", g.cfg.Name,
 			"policy", g.cfg.WhenFull.String(), "events", t.puts)
 	}
 	for _, dr := range d.drops {
-		dr.g.dropped.oldest.Add(int64(len(dr.ptrs)))
+		dr.g.counts.oldest.Add(int64(len(dr.ptrs)))
 		c.log.Warn("consumer group full: dropped its oldest events", "group", dr.g.cfg.Name, "events", len(dr.ptrs))
 	}
 	// The Block groups' permits now belong to the queued events.

@@ -2,11 +2,15 @@ package channel
 
 import (
 	"errors"
+
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // groupsConfig is testConfig with named groups a and b (and no unnamed
@@ -363,4 +367,51 @@ func TestGroupsNilIsOneUnnamedGroup(t *testing.T) {
 		t.Fatalf("Len %d / %d", g.Len(), c.Len())
 	}
 	wantEvents(t, takeGroup(t, g, 5, 5), bodies(0, 5))
+}
+
+func TestGroupMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	cfg := groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "small", Capacity: 5, WhenFull: DropOldest},
+		GroupConfig{Name: "skips", Capacity: 5, WhenFull: DropNewest})
+	cfg.TransactionCapacity = 5
+	cfg.Registerer, cfg.Name = reg, "m"
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 5, 5)
+	putN(t, c, 5, 3, 3) // small drops 3 oldest; skips misses 3
+	takeGroup(t, mustGroup(t, c, "a"), 4, 4)
+	tx, _ := mustGroup(t, c, "a").Begin()
+	tx.Take()
+	tx.Rollback()
+	tx, _ = mustGroup(t, c, "a").Begin()
+	tx.Take() // in flight
+	g := func(name string, extra ...string) map[string]string {
+		l := map[string]string{"channel_name": "m", "group": name}
+		for i := 0; i+1 < len(extra); i += 2 {
+			l[extra[i]] = extra[i+1]
+		}
+		return l
+	}
+	wantMetric(t, reg, "filechannel_group_queue_events", g("a"), 3)
+	wantMetric(t, reg, "filechannel_group_inflight_take_events", g("a"), 1)
+	wantMetric(t, reg, "filechannel_group_take_success_total", g("a"), 4)
+	wantMetric(t, reg, "filechannel_group_take_rollbacks_total", g("a"), 1)
+	wantMetric(t, reg, "filechannel_group_capacity_events", g("small"), 5)
+	wantMetric(t, reg, "filechannel_group_queue_events", g("small"), 5)
+	wantMetric(t, reg, "filechannel_group_dropped_events_total", g("small", "reason", "drop_oldest"), 3)
+	wantMetric(t, reg, "filechannel_group_dropped_events_total", g("skips", "reason", "full"), 3)
+	wantMetric(t, reg, "filechannel_group_fill_ratio", g("skips"), 1)
+	tx.Rollback()
+	if err := c.RemoveGroup("skips"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := metricValue(t, reg, "filechannel_group_queue_events", g("skips")); ok {
+		t.Fatal("a removed group's metrics are still exported")
+	}
+	problems, err := promtestutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+	}
 }

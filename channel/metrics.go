@@ -167,6 +167,7 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.stats.replayDamagedTxs)
 	})
 	gauge("replay_torn_tails", "Log files whose torn tail the last Open cut off.", func() float64 { return float64(c.stats.tornTails) })
+	m.all = append(m.all, newGroupCollector(c))
 	for _, dir := range c.cfg.DataDirs {
 		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "data_dir_free_bytes",

@@ -448,6 +448,7 @@ func (t *Transaction) commitTakes() error {
 		return err
 	}
 	t.grp.gate.release(len(t.takes))
+	t.grp.counts.taken.Add(int64(len(t.takes)))
 	t.takes = t.takes[:0]
 	return nil
 }
@@ -536,6 +537,9 @@ func (t *Transaction) Rollback() error {
 		}
 	case txTake:
 		c.metrics.rollbacks.WithLabelValues("take").Inc()
+		if t.grp != nil {
+			t.grp.counts.rollbacks.Add(1)
+		}
 	}
 	t.abort()
 	if c.closed.Load() {

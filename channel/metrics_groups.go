@@ -1,0 +1,80 @@
+package channel
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// groupCollector exports the per-group metrics, labelled by group ("" for
+// the unnamed group). Groups come and go at run time, so it reads the
+// groups at each collection instead of registering a collector per group.
+type groupCollector struct {
+	c                                      *FileChannel
+	queued, capacity, inflight, fill       *prometheus.Desc
+	taken, rollbacks, dropped, waits, full *prometheus.Desc
+}
+
+// Reasons in the reason label of group_dropped_events_total.
+const (
+	dropReasonOldest = "drop_oldest" // a full DropOldest group dropped its oldest
+	dropReasonNewest = "full"        // the group missed a put commit: full (DropNewest, or DropOldest with no queued event to drop)
+)
+
+func newGroupCollector(c *FileChannel) *groupCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", name), help, append([]string{"group"}, labels...), nil)
+	}
+	return &groupCollector{
+		c:         c,
+		queued:    desc("group_queue_events", "Events queued for a consumer group: committed, not taken by it."),
+		capacity:  desc("group_capacity_events", "A consumer group's capacity."),
+		inflight:  desc("group_inflight_take_events", "Events a consumer group's open take transactions hold."),
+		fill:      desc("group_fill_ratio", "Events a consumer group holds (queued, taken and uncommitted, put and uncommitted) over its capacity, 0–1."),
+		taken:     desc("group_take_success_total", "Events taken by a consumer group's committed transactions."),
+		rollbacks: desc("group_take_rollbacks_total", "A consumer group's take transactions rolled back."),
+		dropped:   desc("group_dropped_events_total", "Events a full consumer group lost to its WhenFull policy, by reason (drop_oldest: dropped from its head; full: a put commit it missed).", "reason"),
+		waits:     desc("group_put_waits_total", "Put calls that found a Block consumer group full and waited for room, whatever the outcome."),
+		full:      desc("group_puts_full_total", "Put calls refused with ErrChannelFull because a Block consumer group stayed full."),
+	}
+}
+
+func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full} {
+		ch <- d
+	}
+}
+
+func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	c := g.c
+	type row struct {
+		grp              *consumer
+		queued, inflight int
+	}
+	var rows []row
+	c.queueMu.Lock()
+	if !c.released {
+		for _, grp := range c.groups {
+			rows = append(rows, row{grp, grp.queue.Size(), grp.inflight.Len()})
+		}
+	}
+	c.queueMu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	for _, r := range rows {
+		name, n := r.grp.cfg.Name, &r.grp.counts
+		gauge(g.queued, float64(r.queued), name)
+		gauge(g.capacity, float64(r.grp.cfg.Capacity), name)
+		gauge(g.inflight, float64(r.inflight), name)
+		gauge(g.fill, float64(r.grp.gate.inUse())/float64(r.grp.cfg.Capacity), name)
+		counter(g.taken, float64(n.taken.Load()), name)
+		counter(g.rollbacks, float64(n.rollbacks.Load()), name)
+		counter(g.dropped, float64(n.oldest.Load()), name, dropReasonOldest)
+		counter(g.dropped, float64(n.newest.Load()), name, dropReasonNewest)
+		w := r.grp.gate.putWaits()
+		counter(g.waits, float64(w.waits), name)
+		counter(g.full, float64(w.full), name)
+	}
+}
