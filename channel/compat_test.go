@@ -263,3 +263,48 @@ func TestReadsVersion1LogFiles(t *testing.T) {
 	c = mustOpen(t, cfg) // from the checkpoint: pointers into the version-1 file
 	wantEvents(t, drain(t, c), bodies(10, 15))
 }
+
+// TestOpensPreviousFormatAsOneGroup opens a channel the previous release
+// (log format 2, no consumer groups) wrote — testdata/v2channel: 40 events
+// put, 8 taken, 2 in flight at the checkpoint, 10 put after it, then a
+// crash — as one unnamed group, from its checkpoint and by a full replay,
+// and then with named groups added.
+func TestOpensPreviousFormatAsOneGroup(t *testing.T) {
+	want := bodies(8, 32)
+	for _, how := range []string{"checkpoint", "full-replay", "add-groups"} {
+		t.Run(how, func(t *testing.T) {
+			base := t.TempDir()
+			if err := os.CopyFS(base, os.DirFS("testdata/v2channel")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t, 1)
+			cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
+			cfg.Capacity, cfg.TransactionCapacity = 100, 20
+			switch how {
+			case "full-replay":
+				removeCheckpoint(t, cfg)
+			case "add-groups":
+				cfg.Groups = []GroupConfig{{Capacity: 100}, {Name: "new", Capacity: 100}}
+			}
+			c := mustOpen(t, cfg)
+			wantGroups := []string{""}
+			if how == "add-groups" {
+				wantGroups = []string{"", "new"}
+			}
+			if got := c.GroupNames(); !slices.Equal(got, wantGroups) {
+				t.Fatalf("GroupNames %q, want %q", got, wantGroups)
+			}
+			if c.Stats().RecoveredFrom == "" {
+				t.Fatal("no recovery source")
+			}
+			putN(t, c, 40, 2, 2)
+			if how == "add-groups" {
+				// The new group has what was committed after it existed.
+				wantEvents(t, drainGroup(t, c, "new"), bodies(40, 2))
+			}
+			c.Close()
+			c = mustOpen(t, cfg)
+			wantEvents(t, drain(t, c), append(want, bodies(40, 2)...))
+		})
+	}
+}
