@@ -292,8 +292,16 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 	for _, e := range entries {
 		needed += len(e.Pointers)
 	}
-	if needed > q.Capacity() {
-		return puts, &CapacityError{Needed: needed, Capacity: q.Capacity()}
+	if over := needed - q.Capacity(); over > 0 {
+		if g.info.Policy == policyBlock {
+			return puts, &CapacityError{Needed: needed, Capacity: q.Capacity()}
+		}
+		// A group that drops when full does not stop a recovery: damage
+		// took a record of its drops, or its capacity shrank. Apply its
+		// policy to what does not fit, and say so.
+		puts = a.dropOverflow(g, puts, over)
+		log.Warn("replay: a consumer group holds more events than its capacity: its full policy dropped the overflow",
+			"group", g.info.Name, "policy", g.info.Policy, "capacity", q.Capacity(), "dropped", over)
 	}
 	// Takes in flight at the checkpoint that never committed go back to the
 	// head, oldest first.
@@ -312,6 +320,26 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 		}
 	}
 	return puts, nil
+}
+
+// Consumer-group full policies, as groups records number them.
+const (
+	policyBlock      = 0
+	policyDropOldest = 1
+)
+
+// dropOverflow drops over events of g that do not fit its capacity: the
+// oldest (from the head of its ring, then from puts) for a DropOldest
+// group, the newest puts otherwise. It returns what is left of puts.
+func (a *applier) dropOverflow(g *groupState, puts []eventqueue.Pointer, over int) []eventqueue.Pointer {
+	a.res.GroupDrops += int64(over)
+	if g.info.Policy != policyDropOldest {
+		return puts[:max(len(puts)-over, 0)]
+	}
+	for ; over > 0 && g.queue.Size() > 0; over-- {
+		g.queue.RemoveHead()
+	}
+	return puts[min(over, len(puts)):]
 }
 
 // decideShort sorts out each put transaction with fewer puts than its
