@@ -42,6 +42,29 @@
 // until a checkpoint has made room for it again; Open succeeds on such a
 // disk, so a sink can drain it after a restart.
 //
+// # Consumer groups
+//
+// Config.Groups gives the channel consumer groups: every group receives
+// every event committed after it exists (broadcast), and the take
+// transactions of one group compete for its events (clustering). An event
+// is written to the logs once however many groups there are; each group
+// has its own queue, in-flight takes, rollback to its own head, capacity
+// and full policy ([Block], [DropOldest], [DropNewest]). A put (through
+// [FileChannel.Begin]) reaches every group; [FileChannel.Group] and
+// [Group.Begin] take from one. Config.Groups nil is one unnamed group: the
+// channel as it is without groups, whose takes [FileChannel.Begin] makes.
+//
+//	cfg.Groups = []channel.GroupConfig{{Name: "index"}, {Name: "archive", WhenFull: channel.DropNewest}}
+//	c, err := channel.Open(cfg)
+//	...
+//	g, err := c.Group("index")
+//	tx, err := g.Begin() // a take transaction of group "index"
+//
+// [FileChannel.AddGroup] and [FileChannel.RemoveGroup] change the groups
+// at run time, durably when they return; a group missing from Config.Groups
+// at the next Open is kept, never dropped. A slow group keeps the log
+// files of its backlog on disk (docs/operations.md, "Consumer groups").
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{
