@@ -57,6 +57,9 @@ type FileChannel struct {
 	// and queueMu, so either is enough to read it.
 	groups []*consumer
 	main   *consumer
+	// groupList is a copy of groups for the lock-free readers (each Put's
+	// permits): see currentGroups.
+	groupList atomic.Pointer[[]*consumer]
 	// top is the checkpoint file of the checkpoint dir itself: the
 	// unnamed group's ring (main.ckpt), or an empty ring of one slot when
 	// there is no unnamed group. The other groups' are in group-N subdirs.

@@ -35,31 +35,35 @@ type permit struct {
 	n int
 }
 
-// releaseAll gives n permits back to each of gs.
-func releaseAll(gs []*consumer, n int) {
+// releaseBlock gives n permits back to each Block group of gs.
+func releaseBlock(gs []*consumer, n int) {
 	for _, g := range gs {
-		g.gate.release(n)
+		if g.cfg.WhenFull == Block {
+			g.gate.release(n)
+		}
 	}
 }
 
 // acquirePermit takes one permit in every Block group for the next Put,
-// waiting up to KeepAlive in all of them together. It returns the groups it
-// took one in; on error it holds none.
+// waiting up to KeepAlive in all of them together. It returns the group
+// list it took them in (to give to addPermits or releaseBlock); on error
+// it holds none. It allocates nothing: it runs at every Put.
 func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 	c := t.c
-	var held []*consumer
 	deadline := time.Now().Add(c.cfg.KeepAlive)
 	wait := c.cfg.KeepAlive
 	groups := c.currentGroups()
-	for _, g := range groups {
+	first := true
+	for i, g := range groups {
 		if g.cfg.WhenFull != Block {
 			continue
 		}
-		if len(held) > 0 {
+		if !first {
 			wait = max(time.Until(deadline), 0)
 		}
+		first = false
 		if err := g.gate.acquire(ctx, 1, wait, c.closing); err != nil {
-			releaseAll(held, 1)
+			releaseBlock(groups[:i], 1)
 			if !errors.Is(err, ErrChannelFull) {
 				return nil, err
 			}
@@ -69,15 +73,17 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 			return nil, fmt.Errorf("%w: consumer %s: capacity %d reached and no room within %v", ErrChannelFull,
 				groupLabel(g.cfg.Name), g.cfg.Capacity, c.cfg.KeepAlive)
 		}
-		held = append(held, g)
 	}
-	return held, nil
+	return groups, nil
 }
 
-// addPermits counts one more permit in each of gs.
+// addPermits counts one more permit in each Block group of gs.
 func (t *Transaction) addPermits(gs []*consumer) {
 next:
 	for _, g := range gs {
+		if g.cfg.WhenFull != Block {
+			continue
+		}
 		for i := range t.permits {
 			if t.permits[i].g == g {
 				t.permits[i].n++

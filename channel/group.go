@@ -172,9 +172,19 @@ func (c *FileChannel) GroupNames() []string {
 	return names
 }
 
-// currentGroups returns the groups now, by id.
+// currentGroups returns the groups now, by id, without a lock (the list
+// publishGroups last stored: each Put reads it). The caller must not
+// modify it.
 func (c *FileChannel) currentGroups() []*consumer {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return slices.Clone(c.groups)
+	if p := c.groupList.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// publishGroups stores a copy of c.groups for currentGroups. The caller
+// holds queueMu and has just changed c.groups.
+func (c *FileChannel) publishGroups() {
+	gs := slices.Clone(c.groups)
+	c.groupList.Store(&gs)
 }

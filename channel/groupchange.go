@@ -143,9 +143,11 @@ func (c *FileChannel) changeGroups(change func()) error {
 		return ErrClosed
 	}
 	c.queueMu.Lock()
-	old := slices.Clone(c.groups)
+	old := c.groups
 	oldMain, oldNext := c.main, c.nextGroupID
+	c.groups = slices.Clone(old) // change edits a copy: old stays as it was
 	change()
+	c.publishGroups()
 	rec := c.catalogRecord()
 	c.queueMu.Unlock()
 	if err := c.writeCatalog(rec); err != nil {
@@ -154,6 +156,7 @@ func (c *FileChannel) changeGroups(change func()) error {
 			g.removed = false
 		}
 		c.groups, c.main, c.nextGroupID = old, oldMain, oldNext
+		c.publishGroups()
 		c.queueMu.Unlock()
 		return opErr("change consumer groups", err)
 	}

@@ -297,6 +297,9 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 	for _, g := range c.groups {
 		g.gate = newGate(g.cfg.Capacity, g.queue.Size())
 	}
+	c.queueMu.Lock()
+	c.publishGroups()
+	c.queueMu.Unlock()
 	return nil
 }
 

@@ -38,6 +38,7 @@ type scratch struct {
 	words  []uint64
 	takes  []eventqueue.Pointer
 	files  []uint32
+	perms  []permit
 }
 
 // Transaction is a put or a take transaction. It belongs to one goroutine:
@@ -89,6 +90,9 @@ func (t *Transaction) scratch() *scratch {
 	if t.s == nil {
 		t.s = t.c.scratch.Get().(*scratch)
 		t.buf, t.frames, t.takes = t.s.buf[:0], t.s.frames[:0], t.s.takes[:0]
+		if len(t.permits) == 0 {
+			t.permits = t.s.perms[:0]
+		}
 	}
 	return t.s
 }
@@ -101,6 +105,9 @@ func (t *Transaction) recycle() {
 	}
 	t.s = nil
 	s.buf, s.frames, s.takes = t.buf[:0], t.frames[:0], t.takes[:0]
+	clear(t.permits[:cap(t.permits)]) // no pointer to a group outlives its transaction
+	s.perms = t.permits[:0]
+	t.permits = nil
 	if cap(s.buf) > maxPooledBuf {
 		s.buf = nil
 	}
@@ -198,15 +205,15 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
 			c.logs.DirPath(t.dir), free, c.cfg.MinimumRequiredSpace)
 	}
+	t.scratch()
 	held, err := t.acquirePermit(ctx)
 	if err != nil {
 		return err
 	}
-	t.scratch()
 	off := len(t.buf)
 	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
 	if err != nil {
-		releaseAll(held, 1)
+		releaseBlock(held, 1)
 		return opErr("put", err)
 	}
 	t.addPermits(held)
@@ -438,7 +445,7 @@ func (t *Transaction) abortPuts() {
 	for _, p := range t.permits {
 		p.g.gate.release(p.n)
 	}
-	t.puts, t.spills, t.permits = 0, nil, nil
+	t.puts, t.spills, t.permits = 0, nil, t.permits[:0]
 	t.buf, t.frames = t.buf[:0], t.frames[:0]
 }
 
