@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		killChild(dir)
 		return
 	}
+	if dir := os.Getenv("FILECHANNEL_KILLGROUPS_CHILD"); dir != "" {
+		killGroupsChild(dir) // killgroups_test.go
+		return
+	}
 	if dir := os.Getenv("FILECHANNEL_LOCK_CHILD"); dir != "" {
 		// Try to open a channel another process holds; report the outcome.
 		c, err := Open(killConfig(dir))
