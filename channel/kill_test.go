@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		killChild(dir)
 		return
 	}
+	if dir := os.Getenv("FILECHANNEL_KILLGROUPS_CHILD"); dir != "" {
+		killGroupsChild(dir) // killgroups_test.go
+		return
+	}
 	if dir := os.Getenv("FILECHANNEL_LOCK_CHILD"); dir != "" {
 		// Try to open a channel another process holds; report the outcome.
 		c, err := Open(killConfig(dir))
@@ -138,51 +142,10 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 	taken := map[int]bool{}      // a take commit returned
 	next := 0
 	for round := range 4 {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "FILECHANNEL_KILL_CHILD="+dir, "FILECHANNEL_KILL_START="+strconv.Itoa(next))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		// Kill once the child has run for a while and acknowledged some
-		// puts of this round: on a loaded machine (the race detector, a
-		// parallel build) its start alone can take longer than the delay.
-		deadline := time.After(time.Duration(150+100*round) * time.Millisecond)
-		giveUp := time.After(2 * time.Minute)
-		late := false
-		for killed := false; !killed; {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatal("child exited early")
-				}
-				parseKillLine(t, l, &acked, ackedSet, mayBeTaken, taken)
-			case <-deadline:
-				late = true
-			case <-giveUp:
-				cmd.Process.Signal(syscall.SIGKILL)
-				t.Fatalf("round %d: child acknowledged nothing in 2 minutes", round)
-			}
-			if late && acked >= next+10 {
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-			}
-		}
-		for l := range lines {
-			parseKillLine(t, l, &acked, ackedSet, mayBeTaken, taken)
-		}
-		cmd.Wait()
+		env := []string{"FILECHANNEL_KILL_CHILD=" + dir, "FILECHANNEL_KILL_START=" + strconv.Itoa(next)}
+		killChildAfter(t, round, env, time.Duration(150+100*round)*time.Millisecond,
+			func(l string) { parseKillLine(t, l, &acked, ackedSet, mayBeTaken, taken) },
+			func() bool { return acked >= next+10 })
 		if acked < next+10 {
 			t.Fatalf("round %d: child acknowledged nothing", round)
 		}
@@ -226,6 +189,58 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		t.Logf("round %d: %d acknowledged, %d taken, %d present (%s)", round, len(ackedSet), len(taken), len(present), c.Stats().RecoveredFrom)
 		c.Close()
 	}
+}
+
+// killChildAfter runs this test binary as a child process with env added to
+// its environment, passes each line of its stdout to parse, and kills it
+// with SIGKILL once it has run for delay and ready reports true: on a
+// loaded machine (the race detector, a parallel build) its start alone can
+// take longer than the delay. It returns when the child is dead and its
+// output read.
+func killChildAfter(t *testing.T, round int, env []string, delay time.Duration, parse func(line string), ready func() bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(delay)
+	giveUp := time.After(2 * time.Minute)
+	late := false
+	for killed := false; !killed; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("child exited early")
+			}
+			parse(l)
+		case <-deadline:
+			late = true
+		case <-giveUp:
+			cmd.Process.Signal(syscall.SIGKILL)
+			t.Fatalf("round %d: child acknowledged nothing in 2 minutes", round)
+		}
+		if late && ready() {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+		}
+	}
+	for l := range lines {
+		parse(l)
+	}
+	cmd.Wait()
 }
 
 func parseKillLine(t *testing.T, l string, acked *int, ackedSet, mayBeTaken, taken map[int]bool) {

@@ -1,20 +1,22 @@
-// Command fanout is Flume's replicating channel selector on filechannel:
-// one source whose events are copied into two file channels, each drained
-// by its own sink at its own pace, a fast one and a slow one (-slow-delay
-// per batch stands for a slow destination).
+// Command fanout is one source feeding two sinks through one file channel
+// with two consumer groups, "fast" and "slow": the source commits each
+// event once, every group receives every event, and each sink drains its
+// own group at its own pace (-slow-delay per batch stands for a slow
+// destination). It does what Flume's replicating channel selector does
+// with one channel per sink, without writing each event once per sink.
 //
 //	go run ./examples/fanout                      # runs until Ctrl-C, data in ./fanoutdata
 //	go run ./examples/fanout -events 20000        # send 20k events, stop when both sinks have them all
-//	go run ./examples/fanout -slow-delay 200ms -capacity 2000   # the slow channel fills up: the source waits
+//	go run ./examples/fanout -slow-delay 200ms -capacity 2000   # the slow group fills up: the source waits
+//	go run ./examples/fanout -slow-delay 200ms -capacity 2000 -slow-when-full drop-oldest   # it drops instead
 //
-// Every second it prints, for each channel, its depth out of its capacity,
-// the share of the capacity held (fill: queued plus taken or put and not
-// yet committed), the size of its data log files, its sink's progress and
-// how often and how long the source's Puts into it waited for room; then
-// the source's position and the share of the last second it spent
-// waiting:
+// Every second it prints, for each group, its depth out of its capacity
+// and its sink's progress; then the size of the channel's data log files,
+// the source's position and the share of the last second the source spent
+// waiting in Put (here with -slow-delay 100ms -capacity 20000
+// -max-file-size 1000000):
 //
-//	14s  fast: queued      0/2000 fill   0%  log 9.6 MB  delivered    28000  source waited 0x 0.0s | slow: queued   1900/2000 fill 100%  log 1.6 MB  delivered    26100  source waited 260x 12.9s | source at #28000, blocked 96%
+//	9s  fast: queued      0/20000   0%  delivered    28600 | slow: queued  19900/20000 100%  delivered     8600 | log 9.1 MB in 10 files | source at #28600, blocked 96%
 //
 // Stop it (Ctrl-C, or kill it) and start it again: the source and both
 // sinks resume where they stopped. Every event carries a sequence number;
@@ -22,52 +24,60 @@
 //
 // # Files
 //
-//	-dir/fast/checkpoint/, -dir/fast/data/   the fast sink's file channel
-//	-dir/fast/source.next                    the source's cursor for that channel: the next number to commit there
-//	-dir/fast/sink.next                      the fast sink's position: the next number it expects
-//	-dir/slow/...                            the same for the slow sink
+//	-dir/checkpoint/, -dir/data/   the file channel; checkpoint/group-N/ holds each group's ring
+//	-dir/source.next               the source's cursor: the next number to commit
+//	-dir/fast.next, -dir/slow.next the sinks' positions: the next number each expects
 //
 // Cursor and position files are replaced durably: write name.tmp, fsync,
-// rename, fsync the directory.
+// rename, fsync the directory. (The fanout of earlier releases kept a
+// channel per sink in -dir/fast/ and -dir/slow/; this one leaves those
+// alone and starts from #0.)
 //
-// # Replication is not atomic
+// # One commit reaches both groups
 //
-// No transaction spans two channels. The source commits a batch to the
-// fast channel, saves that channel's cursor, then commits the same batch to
-// the slow channel and saves its cursor. If the process dies between the
-// two commits, the fast channel holds the batch and the slow one does not.
-// On restart the source compares the two cursors, re-sends the missing
-// events to the lagging channel only, and carries on from the leading
-// cursor. A crash between a commit and the save of its cursor makes the
-// source send that batch to that channel again: delivery is at-least-once
-// per channel, never lossy. A sink sees such a repeat as numbers below its
-// position and skips them (counted as "redelivered"); a number above its
-// position is a gap, a lost event, and stops the run with an error. A
-// Ctrl-C can land between the two commits too; the next start handles it
-// the same way.
+// A put commit appends its events to every group's queue at once, so
+// there is nothing to replicate and no window in which one sink's copy is
+// committed and the other's is not. The only crash window left is the
+// one any source has: after a commit returned and before the source saved
+// its cursor, a crash makes the source send that batch again on restart,
+// into the channel once, so to both groups alike. A sink sees such a
+// repeat as numbers below its position and skips them (counted as
+// "redelivered"), as it does a batch it delivered but whose take commit
+// the crash interrupted; a number above its position is a gap, a lost
+// event, and stops the run with an error.
 //
-// Re-sending needs a source that can produce its events again from a
-// position: a file and an offset, a Kafka partition and an offset. Here the
-// events are generated from their sequence numbers.
+// # A full group
 //
-// # A full channel blocks the source
+// Each group holds up to -capacity events, so the fast sink can run ahead
+// of the slow one by that much. With the default policy (-slow-when-full
+// block) a Put waits for room in every group: until the slow sink commits
+// a batch, or for KeepAlive, after which it returns ErrChannelFull naming
+// the group and the source rolls the batch back and tries again, for as
+// long as it takes. (Rolling back gives back the room the half-put batch
+// held: with several sources, batches that each hold part of a full group
+// could otherwise wait for each other forever.) From then on both sinks
+// move at the slow sink's pace, as with Flume's required channels.
 //
-// Each channel holds up to -capacity events, so the fast sink can run
-// ahead of the slow one by that much. When the slow channel is full, Put
-// waits for room: until the slow sink commits a batch, or for KeepAlive,
-// after which it returns ErrChannelFull and the source rolls the batch back
-// and tries again, for as long as it takes. Either way the channel counts
-// the wait (Stats.PutWaits, PutWaitTime; the metrics
-// filechannel_put_waits_total and filechannel_put_wait_seconds_total), the
-// progress line shows it against that channel ("source waited"), and
-// "blocked" shows the share of the time the source spends waiting. (Rolling back gives
-// back the room the half-put batch held: with several sources, batches that
-// each hold part of a full channel could otherwise wait for each other
-// forever.) It never drops an
-// event and never skips the full channel, so from then on both sinks move
-// at the slow sink's pace (Flume's replicating selector with required
-// channels does the same; an optional channel that drops events when full
-// is a different trade: those events are lost to its sink).
+// With -slow-when-full drop-oldest the slow group drops its oldest events
+// to make room, and with drop-newest it misses new batches while it is
+// full; either way the source and the fast sink never wait for the slow
+// one, and the slow sink counts the numbers it never receives as
+// "dropped" instead of stopping at a gap. The fast group always blocks.
+//
+// The source times its own Puts ("blocked"): the channel's Stats and
+// metrics describe one group (the unnamed one, or else the first), so
+// they cannot say how long Puts waited for the slow group.
+//
+// # The disk
+//
+// Each event is in the data logs once. A log file is deleted only by a
+// checkpoint (every 30 s), and only once no group queues or holds an event
+// in it: the log holds every file from the slow group's oldest event on,
+// the events the fast sink delivered long ago included, plus what was
+// written since the last checkpoint. The slow group's capacity bounds its
+// backlog (-capacity events, in whole files of -max-file-size); with a
+// drop policy the source runs at full speed, and the log grows by what it
+// writes between two checkpoints.
 package main
 
 import (
@@ -92,34 +102,43 @@ import (
 )
 
 type options struct {
-	dir       string
-	events    int64         // events the source sends this run (0 = until stopped)
-	duration  time.Duration // stop after this long (0 = until stopped)
-	batch     int           // events per transaction, for the source and both sinks
-	size      int           // event body size in bytes
-	slowDelay time.Duration // the slow sink's pause per batch
-	capacity  int           // events each channel holds
-	verbose   bool
+	dir          string
+	events       int64         // events the source sends this run (0 = until stopped)
+	duration     time.Duration // stop after this long (0 = until stopped)
+	batch        int           // events per transaction, for the source and both sinks
+	size         int           // event body size in bytes
+	slowDelay    time.Duration // the slow sink's pause per batch
+	capacity     int           // events each group holds
+	slowWhenFull channel.FullPolicy
+	maxFileSize  int64
+	verbose      bool
 
 	// Test knobs, no flags.
-	keepAlive time.Duration // the channels' KeepAlive; 0 = 1s
-	// betweenCommits, if set, is called after a batch starting at #from is
-	// committed to the first channel and its cursor saved, before the
-	// second channel's commit: the window a crash leaves the channels
-	// unequal. A non-nil error stops the source there.
-	betweenCommits func(from int64) error
+	keepAlive time.Duration // the channel's KeepAlive; 0 = 1s
+	// afterCommit, if set, is called after the put commit of the batch
+	// starting at #from returned and before the source saves its cursor:
+	// the window a crash makes the source send that batch again. A
+	// non-nil error stops the source there.
+	afterCommit func(from int64) error
 }
+
+// groups are the consumer groups, and their sinks, in the order the
+// progress line shows them.
+var groups = []string{"fast", "slow"}
 
 func main() {
 	var o options
-	flag.StringVar(&o.dir, "dir", "fanoutdata", "directory for both channels and the cursor files")
+	policy := policyFlag{&o.slowWhenFull}
+	flag.StringVar(&o.dir, "dir", "fanoutdata", "directory for the channel and the cursor files")
 	flag.Int64Var(&o.events, "events", 0, "events the source sends this run; stop when both sinks have them (0 = until Ctrl-C)")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long (0 = until Ctrl-C)")
 	flag.IntVar(&o.batch, "batch", 100, "events per transaction")
 	flag.IntVar(&o.size, "size", 256, "event body size in bytes")
 	flag.DurationVar(&o.slowDelay, "slow-delay", 50*time.Millisecond, "the slow sink's pause per batch")
-	flag.IntVar(&o.capacity, "capacity", 100_000, "events each channel holds before the source has to wait")
-	flag.BoolVar(&o.verbose, "v", false, "log the channels' activity to stderr")
+	flag.IntVar(&o.capacity, "capacity", 100_000, "events each group holds before it is full")
+	flag.Var(policy, "slow-when-full", "what the slow group does when it is full: block (the source waits), drop-oldest or drop-newest")
+	flag.Int64Var(&o.maxFileSize, "max-file-size", 64<<20, "size of a data log file; a file is deleted once no group holds an event in it")
+	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -129,14 +148,24 @@ func main() {
 	}
 }
 
-// leg is one copy of the stream: a channel, the source's cursor for it,
-// and the sink that drains it.
-type leg struct {
-	name       string
-	ch         *channel.FileChannel
-	cursorPath string
-	cursor     int64 // the source's cursor; only the source goroutine touches it after start
-	sink       *sink
+// policyFlag is a flag.Value for a channel.FullPolicy, by its String.
+type policyFlag struct{ p *channel.FullPolicy }
+
+func (f policyFlag) String() string {
+	if f.p == nil {
+		return channel.Block.String()
+	}
+	return f.p.String()
+}
+
+func (f policyFlag) Set(s string) error {
+	for _, p := range []channel.FullPolicy{channel.Block, channel.DropOldest, channel.DropNewest} {
+		if s == p.String() {
+			*f.p = p
+			return nil
+		}
+	}
+	return fmt.Errorf("want block, drop-oldest or drop-newest")
 }
 
 func (o options) validate() error {
@@ -151,6 +180,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-events %d: must not be negative", o.events)
 	case o.slowDelay < 0:
 		return fmt.Errorf("-slow-delay %v: must not be negative", o.slowDelay)
+	case o.maxFileSize < 0:
+		return fmt.Errorf("-max-file-size %d: must not be negative", o.maxFileSize)
 	}
 	return nil
 }
@@ -162,6 +193,9 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	if o.keepAlive == 0 {
 		o.keepAlive = time.Second
 	}
+	if o.maxFileSize == 0 {
+		o.maxFileSize = 64 << 20
+	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -172,78 +206,88 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	if _, err := os.Stat(filepath.Join(o.dir, "fast", "checkpoint")); err == nil {
+		fmt.Fprintf(out, "fanout: %s/fast and %s/slow are the channels of an earlier fanout (one per sink); left alone\n", o.dir, o.dir)
+	}
 
-	legs := []*leg{{name: "fast"}, {name: "slow"}}
+	ch, err := channel.Open(channel.Config{
+		Name:                "fanout",
+		CheckpointDir:       filepath.Join(o.dir, "checkpoint"),
+		DataDirs:            []string{filepath.Join(o.dir, "data")},
+		Capacity:            o.capacity,
+		TransactionCapacity: o.batch,
+		MaxFileSize:         o.maxFileSize,
+		KeepAlive:           o.keepAlive,
+		Logger:              logger,
+		Groups: []channel.GroupConfig{
+			{Name: "fast"}, // Capacity 0: Config.Capacity; WhenFull 0: Block
+			{Name: "slow", WhenFull: o.slowWhenFull},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("open the channel: %w", err)
+	}
 	defer func() {
-		for _, l := range legs {
-			if l.ch != nil {
-				err = errors.Join(err, l.ch.Close())
-			}
+		if ch != nil {
+			err = errors.Join(err, ch.Close())
 		}
 	}()
-	for _, l := range legs {
-		dir := filepath.Join(o.dir, l.name)
-		l.ch, err = channel.Open(channel.Config{
-			Name:                "fanout-" + l.name,
-			CheckpointDir:       filepath.Join(dir, "checkpoint"),
-			DataDirs:            []string{filepath.Join(dir, "data")},
-			Capacity:            o.capacity,
-			TransactionCapacity: o.batch,
-			MaxFileSize:         64 << 20,
-			KeepAlive:           o.keepAlive,
-			Logger:              logger,
-		})
-		if err != nil {
-			return fmt.Errorf("open the %s channel: %w", l.name, err)
-		}
-		l.cursorPath = filepath.Join(dir, "source.next")
-		if l.cursor, err = counter.Load(l.cursorPath); err != nil {
-			return err
-		}
-		l.sink = &sink{name: l.name, ch: l.ch, statePath: filepath.Join(dir, "sink.next"), batch: o.batch, out: out}
-		if l.name == "slow" {
-			l.sink.delay = o.slowDelay
-		}
-		next, err := counter.Load(l.sink.statePath)
-		if err != nil {
-			return err
-		}
-		l.sink.next.Store(next)
-	}
 
-	src := &source{legs: legs, batch: o.batch, size: o.size, betweenCommits: o.betweenCommits}
-	lead := src.lead()
-	if o.events > 0 {
-		src.target = lead + o.events
+	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit}
+	if src.cursor, err = counter.Load(src.cursorPath); err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "fanout: source resumes at #%d", lead)
-	for _, l := range legs {
-		fmt.Fprintf(out, "; %s channel holds %d events, its sink expects #%d", l.name, l.ch.Len(), l.sink.next.Load())
+	if o.events > 0 {
+		src.target = src.cursor + o.events
+	}
+	var sinks []*sink
+	for _, name := range groups {
+		g, err := ch.Group(name)
+		if err != nil {
+			return err
+		}
+		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out}
+		if name == "slow" {
+			s.delay, s.drops = o.slowDelay, o.slowWhenFull != channel.Block
+		}
+		next, err := counter.Load(s.statePath)
+		if err != nil {
+			return err
+		}
+		s.next.Store(next)
+		sinks = append(sinks, s)
+	}
+	fmt.Fprintf(out, "fanout: source resumes at #%d", src.cursor)
+	for _, s := range sinks {
+		fmt.Fprintf(out, "; %s group holds %d events, its sink expects #%d", s.name, s.g.Len(), s.next.Load())
 	}
 	fmt.Fprintln(out)
-	for _, l := range legs {
-		if l.cursor < lead {
-			fmt.Fprintf(out, "fanout: the %s channel missed #%d..#%d (the last run stopped between the two commits); resending them to it only\n",
-				l.name, l.cursor, lead-1)
-		}
-	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// srcDone ends when the source has committed its last event (or the
+	// run ends): a sink whose group drops events stops waiting then.
+	srcDone, finished := context.WithCancel(ctx)
+	defer finished()
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, 1+len(legs))
-	wg.Add(1 + len(legs))
-	go func() { defer wg.Done(); errs <- src.run(ctx) }()
-	for _, l := range legs {
-		go func() { defer wg.Done(); errs <- l.sink.run(ctx, src.target, start) }()
+	errs := make(chan error, 1+len(sinks))
+	wg.Go(func() {
+		err := src.run(ctx)
+		if err == nil {
+			finished()
+		}
+		errs <- err
+	})
+	for _, s := range sinks {
+		wg.Go(func() { errs <- s.run(ctx, srcDone, src.target, start) })
 	}
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	rep := newReporter(out, src, legs, start)
+	rep := &reporter{out: out, ch: ch, src: src, sinks: sinks, start: start, lastT: start}
 	var firstErr error
-	for running := 1 + len(legs); running > 0; {
+	for running := 1 + len(sinks); running > 0; {
 		select {
 		case <-tick.C:
 			rep.report(false)
@@ -257,11 +301,13 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	}
 	wg.Wait()
 	rep.report(true)
-	fast, slow := legs[0].ch.Len(), legs[1].ch.Len()
-	for _, l := range legs {
-		err = errors.Join(err, l.ch.Close())
+	held := make([]string, len(sinks))
+	for i, s := range sinks {
+		held[i] = fmt.Sprintf("%d for %s", s.g.Len(), s.name)
 	}
-	fmt.Fprintf(out, "fanout: stopped; the fast channel holds %d events and the slow one %d for the next run\n", fast, slow)
+	err = ch.Close()
+	ch = nil
+	fmt.Fprintf(out, "fanout: stopped; the channel holds %s for the next run\n", strings.Join(held, " and "))
 	if err != nil {
 		return errors.Join(firstErr, err)
 	}
@@ -269,19 +315,15 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 }
 
 // reporter prints the progress lines; it keeps the time the source had
-// waited on each channel at the last one, for the share of the interval
-// the source waited.
+// spent in Put at the last one, for the share of the interval it waited.
 type reporter struct {
 	out   io.Writer
+	ch    *channel.FileChannel
 	src   *source
-	legs  []*leg
+	sinks []*sink
 	start time.Time
 	lastT time.Time
-	last  []time.Duration // per leg: its channel's Stats().PutWaitTime
-}
-
-func newReporter(out io.Writer, src *source, legs []*leg, start time.Time) *reporter {
-	return &reporter{out: out, src: src, legs: legs, start: start, lastT: start, last: make([]time.Duration, len(legs))}
+	last  time.Duration // the source's blocked time at the last line
 }
 
 // report prints a line about the last interval, or with final one about
@@ -294,28 +336,37 @@ func (r *reporter) report(final bool) {
 	}
 	var b strings.Builder // one Write, so a sink's message never lands mid-line
 	fmt.Fprintf(&b, "%5s ", label)
-	var blocked time.Duration
-	for i, l := range r.legs {
+	for i, s := range r.sinks {
 		if i > 0 {
 			b.WriteString(" |")
 		}
-		// The channel counts and times the Puts that waited for room (the
-		// source is the only one that puts), a wait in progress included.
-		s, st := l.sink, l.ch.Stats()
-		fmt.Fprintf(&b, " %s: queued %6d/%d fill %3.0f%%  log %s  delivered %8d", l.name, st.Queued, st.Capacity, 100*progress.Fill(st),
-			progress.Bytes(float64(st.LogBytes)), s.delivered.Load())
+		queued, capacity := s.g.Len(), s.g.Cap()
+		fmt.Fprintf(&b, " %s: queued %6d/%d %3.0f%%  delivered %8d", s.name, queued, capacity,
+			100*float64(queued)/float64(capacity), s.delivered.Load())
 		if d := s.redelivered.Load(); d > 0 {
 			fmt.Fprintf(&b, " (+%d redelivered, skipped)", d)
 		}
-		fmt.Fprintf(&b, "  source waited %s", progress.Waited(st))
-		if final {
-			blocked += st.PutWaitTime // since Open, at the start of the run
-		} else {
-			blocked += st.PutWaitTime - r.last[i]
+		if d := s.dropped.Load(); d > 0 {
+			fmt.Fprintf(&b, " (%d dropped while full)", d)
 		}
-		r.last[i] = st.PutWaitTime
 	}
-	fmt.Fprintf(&b, " | source at #%d, blocked %s\n", r.src.sent.Load(), progress.Share(blocked, since))
+	st := r.ch.Stats()
+	blocked := r.src.blocked()
+	part := blocked - r.last
+	if final {
+		part = blocked
+	}
+	r.last = blocked
+	files := "files"
+	if st.LogFiles == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(&b, " | log %s in %d %s | source at #%d, blocked %s", progress.Bytes(float64(st.LogBytes)), st.LogFiles, files,
+		r.src.sent.Load(), progress.Share(part, since))
+	if n := r.src.full.Load(); n > 0 {
+		fmt.Fprintf(&b, " (%dx full, retried)", n)
+	}
+	b.WriteByte('\n')
 	io.WriteString(r.out, b.String())
 	r.lastT = now
 }

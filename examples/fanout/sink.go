@@ -13,48 +13,75 @@ import (
 	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
-// sink drains one channel in batches and delivers the events in sequence.
-// Its position (the next number it expects) is saved before each take
-// commits, so a crash in between makes the channel hand the batch out
+// sink drains one consumer group in batches and delivers the events in
+// sequence. Its position (the next number it expects) is saved before each
+// take commits, so a crash in between makes the group hand the batch out
 // again and the sink skips it: the destination gets every event once.
 type sink struct {
 	name      string
-	ch        *channel.FileChannel
+	g         *channel.Group
 	statePath string
 	batch     int
 	delay     time.Duration // a slow destination: the pause per batch
+	drops     bool          // the group drops events when full: a gap is counted, not an error
 	out       io.Writer
 
 	next        atomic.Int64 // the next number expected
 	delivered   atomic.Int64 // events delivered this run
 	redelivered atomic.Int64 // events seen again and skipped
+	dropped     atomic.Int64 // numbers the group dropped (drops only), this run
 }
 
-// run drains the channel until the run ends or, with target > 0, until
-// the sink has delivered every event below target.
-func (s *sink) run(ctx context.Context, target int64, start time.Time) error {
+// run drains the group until the run ends or, with target > 0, until the
+// sink has delivered every event below target. A sink whose group drops
+// events stops when the source is done (srcDone) and the group is empty:
+// what it has not received by then was dropped.
+func (s *sink) run(ctx, srcDone context.Context, target int64, start time.Time) error {
+	wait := ctx
+	if s.drops {
+		wait = srcDone
+	}
 	for {
 		if target > 0 && s.next.Load() >= target {
-			fmt.Fprintf(s.out, "fanout: %s sink has delivered every event up to #%d, after %.2fs\n",
-				s.name, target-1, time.Since(start).Seconds())
+			s.done(target, start)
 			return nil
 		}
-		err := s.deliverBatch(ctx)
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err := s.deliverBatch(ctx, wait)
+		switch {
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			return nil
-		}
-		if err != nil {
+		case s.drops && errors.Is(err, context.Canceled) && srcDone.Err() != nil:
+			// Everything the group will ever receive up to target is
+			// delivered: the rest was dropped while it was full.
+			if missed := target - s.next.Load(); missed > 0 {
+				s.dropped.Add(missed)
+				if err := counter.Save(s.statePath, target); err != nil {
+					return fmt.Errorf("%s sink: %w", s.name, err)
+				}
+				s.next.Store(target)
+			}
+		case err != nil:
 			return fmt.Errorf("%s sink: %w", s.name, err)
 		}
 	}
 }
 
-// deliverBatch is one take transaction: it blocks for the first event,
-// takes what else is there up to a batch, delivers, saves the position and
-// commits. On any failure before the commit it rolls back, and the events
-// return to the head of the channel for the next attempt.
-func (s *sink) deliverBatch(ctx context.Context) (err error) {
-	tx, err := s.ch.Begin()
+func (s *sink) done(target int64, start time.Time) {
+	if d := s.dropped.Load(); d > 0 {
+		fmt.Fprintf(s.out, "fanout: %s sink has reached #%d, after %.2fs; its group dropped %d events while full\n",
+			s.name, target-1, time.Since(start).Seconds(), d)
+		return
+	}
+	fmt.Fprintf(s.out, "fanout: %s sink has delivered every event up to #%d, after %.2fs\n",
+		s.name, target-1, time.Since(start).Seconds())
+}
+
+// deliverBatch is one take transaction: it waits (until wait ends) for the
+// first event, takes what else is there up to a batch, delivers, saves the
+// position and commits. On any failure before the commit it rolls back,
+// and the events return to the head of the group for the next attempt.
+func (s *sink) deliverBatch(ctx, wait context.Context) (err error) {
+	tx, err := s.g.Begin()
 	if err != nil {
 		return err
 	}
@@ -64,7 +91,7 @@ func (s *sink) deliverBatch(ctx context.Context) (err error) {
 			err = errors.Join(err, tx.Rollback())
 		}
 	}()
-	ev, err := tx.TakeContext(ctx)
+	ev, err := tx.TakeContext(wait)
 	if err != nil {
 		return err
 	}
@@ -81,7 +108,7 @@ func (s *sink) deliverBatch(ctx context.Context) (err error) {
 	}
 
 	next := s.next.Load()
-	var fresh, repeats int64
+	var fresh, repeats, dropped int64
 	for _, ev := range events {
 		seq, err := parseSeq(ev.Body)
 		if err != nil {
@@ -90,10 +117,11 @@ func (s *sink) deliverBatch(ctx context.Context) (err error) {
 		switch {
 		case seq < next:
 			repeats++ // already delivered: a source re-send or a take the last run did not commit
-		case seq > next:
+		case seq > next && !s.drops:
 			return fmt.Errorf("gap: expected #%d, got #%d: events #%d..#%d are missing", next, seq, next, seq-1)
 		default:
-			next++
+			dropped += seq - next // the group was full: a drop policy's gap
+			next = seq + 1
 			fresh++
 		}
 	}
@@ -112,6 +140,7 @@ func (s *sink) deliverBatch(ctx context.Context) (err error) {
 	s.next.Store(next)
 	s.delivered.Add(fresh)
 	s.redelivered.Add(repeats)
+	s.dropped.Add(dropped)
 	committed = true // a failed Commit rolls back by itself
 	return tx.Commit()
 }

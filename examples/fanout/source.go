@@ -6,32 +6,28 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
 )
 
-// source produces numbered events and replicates every batch into each
-// leg's channel, in order, saving that leg's cursor after each commit.
+// source produces numbered events and commits every batch once to the
+// channel, which appends it to every group; it saves its cursor after
+// each commit.
 type source struct {
-	legs           []*leg
-	batch, size    int
-	target         int64 // stop before this number; 0 = never
-	betweenCommits func(from int64) error
+	ch          *channel.FileChannel
+	cursorPath  string
+	cursor      int64 // the next number to commit; only the source goroutine touches it after start
+	batch, size int
+	target      int64 // stop before this number; 0 = never
+	afterCommit func(from int64) error
 
-	sent    atomic.Int64 // every channel holds the events below this number
+	sent    atomic.Int64 // the channel has the events below this number
+	full    atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
+	putNS   atomic.Int64 // time spent in Puts that returned, in nanoseconds
+	inPut   atomic.Int64 // when the Put in progress started (UnixNano), 0 if none
 	payload []byte
-}
-
-// lead is the number to continue from: the leading cursor. A channel whose
-// cursor is behind it missed events when the last run stopped between two
-// commits.
-func (s *source) lead() int64 {
-	var lead int64
-	for _, l := range s.legs {
-		lead = max(lead, l.cursor)
-	}
-	return lead
 }
 
 func (s *source) run(ctx context.Context) error {
@@ -39,82 +35,86 @@ func (s *source) run(ctx context.Context) error {
 	for i := range s.payload {
 		s.payload[i] = 'a' + byte(i%26)
 	}
-	// First the lagging channels get what they missed, and only they.
-	lead := s.lead()
-	for _, l := range s.legs {
-		for l.cursor < lead {
-			if err := s.send(ctx, l, l.cursor, int(min(int64(s.batch), lead-l.cursor))); err != nil {
-				return stopped(ctx, err)
-			}
-		}
-	}
-	s.sent.Store(lead)
-	for next := lead; s.target == 0 || next < s.target; {
+	s.sent.Store(s.cursor)
+	for s.target == 0 || s.cursor < s.target {
 		n := s.batch
 		if s.target > 0 {
-			n = int(min(int64(n), s.target-next))
+			n = int(min(int64(n), s.target-s.cursor))
 		}
-		for i, l := range s.legs {
-			if err := s.send(ctx, l, next, n); err != nil {
-				return stopped(ctx, err)
+		if err := s.send(ctx, s.cursor, n); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil
 			}
-			if i == 0 && s.betweenCommits != nil {
-				if err := s.betweenCommits(next); err != nil {
-					return err
-				}
-			}
+			return err
 		}
-		next += int64(n)
-		s.sent.Store(next)
 	}
 	return nil
 }
 
-// stopped turns the error of an interrupted send into nil when the run is
-// ending.
-func stopped(ctx context.Context, err error) error {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return nil
-	}
-	return err
-}
-
-// send commits events #from..#from+n-1 to l's channel and then saves l's
-// cursor. A full channel does not drop the batch: send retries it until
-// the sink makes room or the run ends.
-func (s *source) send(ctx context.Context, l *leg, from int64, n int) error {
+// send commits events #from..#from+n-1 and then saves the cursor. A full
+// group does not drop the batch: send retries it until the sink makes room
+// or the run ends.
+func (s *source) send(ctx context.Context, from int64, n int) error {
 	for {
-		err := s.put(ctx, l.ch, from, n)
+		err := s.put(ctx, from, n)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, channel.ErrChannelFull) {
-			return fmt.Errorf("source: %s channel: %w", l.name, err)
+			return fmt.Errorf("source: %w", err)
 		}
-		// Put already waited KeepAlive for room (the channel counted it);
-		// the batch was rolled back whole, so a retry cannot duplicate part
-		// of it.
+		// Put already waited KeepAlive for room in the group the error
+		// names; the batch was rolled back whole, so a retry cannot
+		// duplicate part of it.
+		s.full.Add(1)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	l.cursor = from + int64(n)
-	return counter.Save(l.cursorPath, l.cursor)
+	s.sent.Store(from + int64(n))
+	if s.afterCommit != nil {
+		if err := s.afterCommit(from); err != nil {
+			return err
+		}
+	}
+	s.cursor = from + int64(n)
+	return counter.Save(s.cursorPath, s.cursor)
 }
 
-// put is one put transaction: all n events or none. A Put blocks while
-// the channel is full; the channel counts and times the wait.
-func (s *source) put(ctx context.Context, ch *channel.FileChannel, from int64, n int) error {
-	tx, err := ch.Begin()
+// put is one put transaction: all n events or none, to every group. A
+// Put blocks while a Block group is full.
+func (s *source) put(ctx context.Context, from int64, n int) error {
+	tx, err := s.ch.Begin()
 	if err != nil {
 		return err
 	}
 	for i := range int64(n) {
-		if err := tx.PutContext(ctx, s.event(from+i)); err != nil {
+		if err := s.timedPut(ctx, tx, s.event(from+i)); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}
 	}
 	return tx.Commit()
+}
+
+// timedPut is tx.PutContext, timed: a Put that finds room returns in
+// microseconds, so the time in Put is the time the source waited for it.
+func (s *source) timedPut(ctx context.Context, tx *channel.Transaction, e channel.Event) error {
+	t0 := time.Now()
+	s.inPut.Store(t0.UnixNano())
+	err := tx.PutContext(ctx, e)
+	s.inPut.Store(0) // a report in between misses this Put's time once, never counts it twice
+	s.putNS.Add(int64(time.Since(t0)))
+	return err
+}
+
+// blocked is the time the source has spent in Put, the Put in progress
+// included (so it grows while the source waits).
+func (s *source) blocked() time.Duration {
+	d := time.Duration(s.putNS.Load())
+	if t0 := s.inPut.Load(); t0 != 0 {
+		d += max(0, time.Since(time.Unix(0, t0)))
+	}
+	return d
 }
 
 // event is event #seq: its number, a space, the payload. The same number
