@@ -161,6 +161,10 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 func (c *FileChannel) Len() int {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	return c.lenLocked()
+}
+
+func (c *FileChannel) lenLocked() int {
 	if c.main != nil {
 		return c.main.queue.Size()
 	}
@@ -176,6 +180,10 @@ func (c *FileChannel) Len() int {
 func (c *FileChannel) Cap() int {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	return c.capLocked()
+}
+
+func (c *FileChannel) capLocked() int {
 	if c.main != nil {
 		return c.main.cfg.Capacity
 	}

@@ -30,6 +30,29 @@ const (
 	DropNewest
 )
 
+// ParseFullPolicy parses the String form of a FullPolicy: "block",
+// "drop-oldest" or "drop-newest".
+func ParseFullPolicy(s string) (FullPolicy, error) {
+	for p := Block; p <= DropNewest; p++ {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("filechannel: unknown full policy %q (block, drop-oldest or drop-newest)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler (the String form).
+func (p FullPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler (ParseFullPolicy).
+func (p *FullPolicy) UnmarshalText(b []byte) error {
+	v, err := ParseFullPolicy(string(b))
+	if err == nil {
+		*p = v
+	}
+	return err
+}
+
 func (p FullPolicy) String() string {
 	switch p {
 	case Block:
@@ -133,10 +156,10 @@ func (g *Group) Len() int {
 	c := g.c
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	if g.g.removed || c.released {
+	if g.g.removed {
 		return 0
 	}
-	return g.g.queue.Size()
+	return g.g.queue.Size() // after Close: the number when Close released the queues
 }
 
 // Cap returns the group's capacity in events.

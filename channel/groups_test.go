@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"path/filepath"
 
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -413,5 +415,42 @@ func TestGroupMetrics(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestNamedGroupsOnlyKeepNoFullSizeRing: without an unnamed group the
+// checkpoint dir's own ring is one slot, not Config.Capacity.
+func TestNamedGroupsOnlyKeepNoFullSizeRing(t *testing.T) {
+	cfg := groupsConfig(t)
+	cfg.Capacity = 100_000
+	c := mustOpen(t, cfg)
+	c.Close()
+	fi, err := os.Stat(filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(checkpoint.HeaderSlots+1) * 8; fi.Size() != want {
+		t.Fatalf("checkpoint file of %d bytes, want %d (a one-slot ring)", fi.Size(), want)
+	}
+	c = mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	st := c.Stats()
+	if len(st.Groups) != 2 || st.Groups[0].Queued != 3 || st.Queued != 3 || st.Capacity != 100_000 {
+		t.Fatalf("Stats %+v", st)
+	}
+	if gs := mustGroup(t, c, "b").Stats(); gs.Name != "b" || gs.Queued != 3 || gs.Capacity != 100_000 {
+		t.Fatalf("Group.Stats %+v", gs)
+	}
+}
+
+func TestParseFullPolicy(t *testing.T) {
+	for _, p := range []FullPolicy{Block, DropOldest, DropNewest} {
+		var q FullPolicy
+		if err := q.UnmarshalText([]byte(p.String())); err != nil || q != p {
+			t.Fatalf("%v: %v %v", p, q, err)
+		}
+	}
+	if _, err := ParseFullPolicy("drop"); err == nil {
+		t.Fatal("parsed an unknown policy")
 	}
 }

@@ -178,8 +178,8 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 				present[n] = true
 			}
 		}
-		for _, tx := range open {
-			tx.Rollback()
+		for i := len(open) - 1; i >= 0; i-- { // last first: the queue keeps its order
+			open[i].Rollback()
 		}
 		for n := range ackedSet {
 			if !present[n] && !mayBeTaken[n] {

@@ -104,10 +104,10 @@ func newMetrics(c *FileChannel) *metrics {
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
-		return float64(c.primaryWaits().waits)
+		return float64(c.queueStats().PutWaits)
 	})
 	counterFunc("put_wait_seconds_total", "Time Put calls spent waiting for room in a full channel, the waits in progress included.", func() float64 {
-		return c.primaryWaits().time.Seconds()
+		return c.queueStats().PutWaitTime.Seconds()
 	})
 
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
@@ -122,12 +122,13 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.Len())
 	})
 	gauge("capacity_events", "The channel's capacity (Flume ChannelCapacity).", func() float64 { return float64(c.Cap()) })
-	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1 (Flume ChannelFillPercentage/100).", func() float64 {
-		g := c.primaryGroup()
-		if g == nil {
-			return 0
+	gauge("fill_ratio", "Events held (queued, taken and uncommitted, put and uncommitted) over capacity, 0–1, of the fullest consumer group (Flume ChannelFillPercentage/100).", func() float64 {
+		// The fullest group: the one that holds up Puts (or drops) first.
+		fill := 0.0
+		for _, g := range c.currentGroups() {
+			fill = max(fill, float64(g.gate.inUse())/float64(g.cfg.Capacity))
 		}
-		return float64(g.gate.inUse()) / float64(g.cfg.Capacity)
+		return fill
 	})
 	gauge("inflight_take_events", "Events taken by transactions not yet committed.", func() float64 {
 		c.queueMu.Lock()
@@ -138,7 +139,7 @@ func newMetrics(c *FileChannel) *metrics {
 		}
 		return float64(n)
 	})
-	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.primaryWaits().waiting) })
+	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.queueStats().PutsWaiting) })
 	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()

@@ -285,9 +285,15 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		}
 		rc.groupsChanged = true
 	}
-	if c.top == nil {
+	if c.main == nil && (c.top == nil || c.top.Capacity() != 1) {
 		// No unnamed group: the checkpoint dir's file is an empty ring
-		// of one slot.
+		// of one slot (not a ring of Capacity that nothing uses).
+		if c.top != nil {
+			if err := c.top.Close(); err != nil {
+				return opErr("close checkpoint", err)
+			}
+			c.top = nil
+		}
 		ck, err := checkpoint.Create(c.fs, c.cfg.CheckpointDir, 1)
 		if err != nil {
 			return opErr("create checkpoint", err)

@@ -54,15 +54,58 @@ type Stats struct {
 	CheckpointErrs int64  // failed checkpoints
 	BackupErrs     int64  // failed backup checkpoints
 	LastCheckpoint uint64 // write-order id of the last successful checkpoint
+
+	// Groups are the consumer groups' own numbers, by group id.
+	Groups []GroupStats
 }
 
-// Stats returns a snapshot of the channel's state and counters.
+// GroupStats is a snapshot of one consumer group's state and counters.
+type GroupStats struct {
+	Name          string
+	WhenFull      FullPolicy
+	Queued        int // committed, not taken by this group
+	InflightTakes int // taken by its open transactions
+	Capacity      int
+	Taken         int64 // events taken by its committed transactions
+	Rollbacks     int64 // its take transactions rolled back
+	// DroppedOldest counts the events a full DropOldest group dropped from
+	// its head; Missed the events of put commits a full group did not
+	// receive (DropNewest, or DropOldest with nothing queued to drop).
+	DroppedOldest, Missed int64
+	// PutWaits, PutWaitTime, PutsWaiting and PutsFull are Stats' fields
+	// for the Puts this (Block) group held up.
+	PutWaits    int64
+	PutWaitTime time.Duration
+	PutsWaiting int
+	PutsFull    int64
+}
+
+// Stats returns a snapshot of the group's state and counters.
+func (g *Group) Stats() GroupStats {
+	c := g.c
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return g.g.statsLocked()
+}
+
+// statsLocked is the group's GroupStats; the caller holds queueMu.
+func (g *consumer) statsLocked() GroupStats {
+	w := g.gate.putWaits()
+	return GroupStats{Name: g.cfg.Name, WhenFull: g.cfg.WhenFull, Queued: g.queue.Size(), InflightTakes: g.inflight.Len(),
+		Capacity: g.cfg.Capacity, Taken: g.counts.taken.Load(), Rollbacks: g.counts.rollbacks.Load(),
+		DroppedOldest: g.counts.oldest.Load(), Missed: g.counts.newest.Load(),
+		PutWaits: w.waits, PutWaitTime: w.time, PutsWaiting: w.waiting, PutsFull: w.full}
+}
+
+// Stats returns a snapshot of the channel's state and counters. With
+// consumer groups, Groups has each group's; Queued and Capacity are the
+// unnamed group's (without one: the largest backlog of any group, and
+// Config.Capacity), InflightTakes and the Put waits are summed over the
+// groups.
 func (c *FileChannel) Stats() Stats {
 	s := c.queueStats()
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
-	w := c.primaryWaits()
-	s.PutWaits, s.PutWaitTime, s.PutsWaiting, s.PutsFull = w.waits, w.time, w.waiting, w.full
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped
@@ -80,37 +123,17 @@ func (c *FileChannel) Stats() Stats {
 func (c *FileChannel) queueStats() Stats {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	s := Stats{InflightPuts: c.inflightPuts.Len(), Capacity: c.cfg.Capacity}
-	if g := c.primaryLocked(); g != nil {
-		s.Queued, s.InflightTakes, s.Capacity = g.queue.Size(), g.inflight.Len(), g.cfg.Capacity
+	s := Stats{InflightPuts: c.inflightPuts.Len(), Queued: c.lenLocked(), Capacity: c.capLocked()}
+	for _, g := range c.groups {
+		gs := g.statsLocked()
+		s.Groups = append(s.Groups, gs)
+		s.InflightTakes += gs.InflightTakes
+		s.PutWaits += gs.PutWaits
+		s.PutWaitTime += gs.PutWaitTime
+		s.PutsWaiting += gs.PutsWaiting
+		s.PutsFull += gs.PutsFull
 	}
 	return s
-}
-
-// primaryGroup returns the group whose numbers the channel-wide Stats and
-// metrics report: the unnamed group, else the first by id (nil if none).
-func (c *FileChannel) primaryGroup() *consumer {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return c.primaryLocked()
-}
-
-func (c *FileChannel) primaryLocked() *consumer {
-	if c.main != nil {
-		return c.main
-	}
-	if len(c.groups) > 0 {
-		return c.groups[0]
-	}
-	return nil
-}
-
-// primaryWaits is the primary group's count of Puts that found no room.
-func (c *FileChannel) primaryWaits() gateWaits {
-	if g := c.primaryGroup(); g != nil {
-		return g.gate.putWaits()
-	}
-	return gateWaits{}
 }
 
 // Health returns nil while the channel works normally, or an error saying

@@ -128,7 +128,6 @@ var groups = []string{"fast", "slow"}
 
 func main() {
 	var o options
-	policy := policyFlag{&o.slowWhenFull}
 	flag.StringVar(&o.dir, "dir", "fanoutdata", "directory for the channel and the cursor files")
 	flag.Int64Var(&o.events, "events", 0, "events the source sends this run; stop when both sinks have them (0 = until Ctrl-C)")
 	flag.DurationVar(&o.duration, "duration", 0, "stop after this long (0 = until Ctrl-C)")
@@ -136,7 +135,7 @@ func main() {
 	flag.IntVar(&o.size, "size", 256, "event body size in bytes")
 	flag.DurationVar(&o.slowDelay, "slow-delay", 50*time.Millisecond, "the slow sink's pause per batch")
 	flag.IntVar(&o.capacity, "capacity", 100_000, "events each group holds before it is full")
-	flag.Var(policy, "slow-when-full", "what the slow group does when it is full: block (the source waits), drop-oldest or drop-newest")
+	flag.TextVar(&o.slowWhenFull, "slow-when-full", channel.Block, "what the slow group does when it is full: block (the source waits), drop-oldest or drop-newest")
 	flag.Int64Var(&o.maxFileSize, "max-file-size", 64<<20, "size of a data log file; a file is deleted once no group holds an event in it")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.Parse()
@@ -146,26 +145,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fanout:", err)
 		os.Exit(1)
 	}
-}
-
-// policyFlag is a flag.Value for a channel.FullPolicy, by its String.
-type policyFlag struct{ p *channel.FullPolicy }
-
-func (f policyFlag) String() string {
-	if f.p == nil {
-		return channel.Block.String()
-	}
-	return f.p.String()
-}
-
-func (f policyFlag) Set(s string) error {
-	for _, p := range []channel.FullPolicy{channel.Block, channel.DropOldest, channel.DropNewest} {
-		if s == p.String() {
-			*f.p = p
-			return nil
-		}
-	}
-	return fmt.Errorf("want block, drop-oldest or drop-newest")
 }
 
 func (o options) validate() error {
