@@ -71,6 +71,10 @@ type FileChannel struct {
 	// catalog is the groups record every new log file starts with
 	// (logfile.SetOptions.FileStart), replaced when the groups change.
 	catalog atomic.Pointer[logfile.Record]
+	// removedWaits is what the gates of removed groups counted (guarded by
+	// queueMu): Stats and the put-wait counters add it, so that they never
+	// go down when a group goes.
+	removedWaits gateWaits
 	// staleGroupDirs are the checkpoint subdirs of removed groups, deleted
 	// once a checkpoint without them is written (guarded by ckptMu).
 	staleGroupDirs []uint32

@@ -114,6 +114,12 @@ func (c *FileChannel) RemoveGroup(name string) error {
 	}
 	g.gate.unbound()
 	g.avail.broadcast()
+	c.queueMu.Lock()
+	w := g.gate.putWaits()
+	c.removedWaits.waits += w.waits
+	c.removedWaits.time += w.time
+	c.removedWaits.full += w.full
+	c.queueMu.Unlock()
 	// A checkpoint that captured the group before the change may still be
 	// writing its file: ckptMu waits for it.
 	c.ckptMu.Lock()

@@ -123,7 +123,9 @@ func (c *FileChannel) Stats() Stats {
 func (c *FileChannel) queueStats() Stats {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	s := Stats{InflightPuts: c.inflightPuts.Len(), Queued: c.lenLocked(), Capacity: c.capLocked()}
+	r := c.removedWaits
+	s := Stats{InflightPuts: c.inflightPuts.Len(), Queued: c.lenLocked(), Capacity: c.capLocked(),
+		PutWaits: r.waits, PutWaitTime: r.time, PutsFull: r.full}
 	for _, g := range c.groups {
 		gs := g.statsLocked()
 		s.Groups = append(s.Groups, gs)
