@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -46,10 +48,15 @@ func (v *verifier) pickCheckpoint() (*loadedCheckpoint, error) {
 	return nil, nil
 }
 
-// loadedCheckpoint is a checkpoint opened in the MemFS.
+// loadedCheckpoint is a checkpoint set opened in the MemFS (at the paths
+// of the real files): the top level, the catalog and the named groups'
+// checkpoints, all at one write-order id.
 type loadedCheckpoint struct {
-	ck *checkpoint.Checkpoint
-	st *checkpoint.State
+	dir     string // the checkpoint dir, or the backup dir
+	ck      *checkpoint.Checkpoint
+	st      *checkpoint.State
+	catalog *checkpoint.Catalog // nil: an older release's checkpoint
+	groups  []GroupCheckpoint   // the named groups'
 }
 
 // loadCheckpoint copies the checkpoint into the MemFS, at the same path,
@@ -96,37 +103,116 @@ func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
 	return v.opened(info, ck, st, err, ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt)
 }
 
-// opened classifies the result of checkpoint.Open in the MemFS. The real
-// files were already read without an I/O error, so every failure here is
-// about their contents: files a newer release wrote are returned as the
-// error, anything else is a problem.
+// opened classifies the result of checkpoint.Open in the MemFS, and of
+// the consumer groups' part of the set (openGroups) when the top level
+// opened. The real files were already read without an I/O error, so every
+// failure here is about their contents: files a newer release wrote are
+// returned as the error, anything else is a problem (one for each group
+// checkpoint that spoils the set).
 func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
 	missing, incomplete, bad ProblemKind) (*loadedCheckpoint, error) {
+	var c *loadedCheckpoint
+	if err == nil {
+		if c, err = v.openGroups(info.Dir, ck, st); err != nil {
+			if cerr := ck.Close(); cerr != nil {
+				return nil, cerr
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, corrupt.ErrUnsupportedFormat):
 		return nil, err // not damage: this build cannot check them
 	case err == nil:
-		v.closers = append(v.closers, ck)
 		info.State = StateComplete
 		info.WriteOrderID, info.Capacity, info.Head, info.Size = st.WriteOrderID, st.Capacity, st.Head, st.Size
-		info.Time, info.LogStates = st.Time, len(st.Logs)
-		return &loadedCheckpoint{ck: ck, st: st}, nil
-	case errors.Is(err, checkpoint.ErrIncomplete):
-		info.State, info.Err = StateIncomplete, err
-		v.rep.add(incomplete, filepath.Join(info.Dir, checkpoint.CheckpointName), -1, "%v", err)
-	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		info.State, info.Err = StateMissing, err
-		v.rep.add(missing, info.Dir, -1, "no checkpoint")
-	default:
-		info.State, info.Err = StateCorrupt, err
-		file, off := info.Dir, int64(-1)
-		var ce *corrupt.Error
-		if errors.As(err, &ce) {
-			file, off = ce.File, ce.Offset
+		info.Time, info.LogStates, info.Catalog = st.Time, len(st.Logs), c.catalog
+		return c, nil
+	}
+	info.Err = err
+	parts := []error{err}
+	if ges := groupErrors(err); len(ges) > 0 {
+		parts = ges
+	}
+	for i, part := range parts {
+		state := v.unusable(info.Dir, ck != nil, part, missing, incomplete, bad)
+		if i == 0 {
+			info.State = state
 		}
-		v.rep.add(bad, file, off, "%v", err)
 	}
 	return nil, nil
+}
+
+// unusable reports the problem err makes of the checkpoint set in dir (a
+// group checkpoint's, when err is a *GroupCheckpointError; the catalog's
+// when the top level opened) and returns the State it gives the set.
+func (v *verifier) unusable(dir string, topOpened bool, err error, missing, incomplete, bad ProblemKind) string {
+	var g *GroupRef
+	var ge *GroupCheckpointError
+	if errors.As(err, &ge) {
+		g = v.ref(ge.Group)
+	}
+	switch {
+	case errors.Is(err, checkpoint.ErrIncomplete):
+		file := filepath.Join(dir, checkpoint.CheckpointName)
+		switch {
+		case ge != nil:
+			file = filepath.Join(ge.Dir, checkpoint.CheckpointName)
+		case topOpened:
+			file = filepath.Join(dir, checkpoint.CatalogName) // at another W
+		}
+		v.rep.addGroup(g, incomplete, file, -1, "%v", err)
+		return StateIncomplete
+	case errors.Is(err, checkpoint.ErrNoCheckpoint) && ge == nil:
+		v.rep.add(missing, dir, -1, "no checkpoint")
+		return StateMissing
+	}
+	file, off := dir, int64(-1)
+	var ce *corrupt.Error
+	switch {
+	case errors.As(err, &ce):
+		file, off = ce.File, ce.Offset
+	case ge != nil:
+		file = ge.Dir
+	}
+	v.rep.addGroup(g, bad, file, off, "%v", err)
+	return StateCorrupt
+}
+
+// groupErrors returns the group checkpoints' errors that OpenGroupCheckpoints
+// joined into err, if it is those.
+func groupErrors(err error) []error {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var out []error
+	for _, e := range errs {
+		if ge := (*GroupCheckpointError)(nil); errors.As(e, &ge) {
+			out = append(out, ge)
+		}
+	}
+	return out
+}
+
+// openGroups opens the catalog and the named groups' checkpoints of the
+// checkpoint set in dir of the MemFS, whose top level ck opened with state
+// st (OpenGroupCheckpoints: all of them at st's write-order id, or the set
+// is unusable).
+func (v *verifier) openGroups(dir string, ck *checkpoint.Checkpoint, st *checkpoint.State) (*loadedCheckpoint, error) {
+	cat, groups, err := OpenGroupCheckpoints(v.mem, dir, st)
+	if err != nil {
+		return nil, err
+	}
+	v.closers = append(v.closers, ck)
+	for _, g := range groups {
+		v.closers = append(v.closers, g.Checkpoint)
+	}
+	if cat != nil {
+		for _, g := range cat.Groups {
+			v.ref(catalogGroupInfo(g))
+		}
+	}
+	return &loadedCheckpoint{dir: dir, ck: ck, st: st, catalog: cat, groups: groups}, nil
 }
 
 // copyDir copies the checkpoint files of dir (and backupComplete if
@@ -139,12 +225,76 @@ func (v *verifier) copyDir(dir string, backup bool) error {
 	if backup {
 		names = append(names, checkpoint.BackupCompleteName)
 	}
+	names = append(names, checkpoint.CatalogName)
 	for _, name := range names {
 		if err := v.copyFile(filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
+	return v.copyGroupDirs(dir)
+}
+
+// copyGroupDirs copies the consumer groups' checkpoint dirs of dir (every
+// group-N present, listed in the catalog or not: the channel refuses a
+// newer one of any) into the MemFS. A group-N entry that is not a
+// directory is not copied: a not-a-regular-file problem (the channel
+// refuses it).
+func (v *verifier) copyGroupDirs(dir string) error {
+	names, err := v.opts.FS.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		id, ok := groupDirID(name)
+		if !ok {
+			continue
+		}
+		gdir := checkpoint.GroupDir(dir, id)
+		fi, err := v.opts.FS.Lstat(gdir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			v.rep.add(ProblemNotRegularFile, gdir, -1,
+				"%s named like a consumer group's checkpoint dir: not read (as if missing); the channel refuses to open while it is there; move it away",
+				vfs.TypeName(fi.Mode()))
+			continue
+		}
+		if err := v.mem.MkdirAll(gdir, vfs.DirMode(v.mem)); err != nil {
+			return err
+		}
+		for _, f := range []string{checkpoint.CheckpointName, checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName} {
+			if err := v.copyFile(filepath.Join(gdir, f)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// groupDirPrefix is how the name of a group's checkpoint dir starts.
+var groupDirPrefix = strings.TrimSuffix(filepath.Base(checkpoint.GroupDir("", 1)), "1")
+
+// groupDirID returns the group id of a checkpoint dir entry named as
+// checkpoint.GroupDir names a group's dir (exactly: group-1, not group-01
+// or group-0).
+func groupDirID(name string) (uint32, bool) {
+	s, ok := strings.CutPrefix(name, groupDirPrefix)
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || id == 0 || filepath.Base(checkpoint.GroupDir("", uint32(id))) != name {
+		return 0, false
+	}
+	return uint32(id), true
 }
 
 // copyChunk is the unit of copyFile.
@@ -209,28 +359,11 @@ func (v *verifier) copyFile(src string) (err error) {
 	}
 }
 
-// loadQueue builds the queue the channel builds over a checkpoint (with the
-// per-file counts of its log states) and returns a copy of its ring.
-func (v *verifier) loadQueue(c *loadedCheckpoint) ([]eventqueue.Pointer, *eventqueue.Queue, error) {
-	st := c.st
-	refs := map[uint32]int{}
-	for _, l := range st.Logs {
-		if l.Refs > 0 {
-			refs[l.FileID] = l.Refs
-		}
-	}
-	q, err := eventqueue.New(c.ck, c.ck.Capacity(), st.Head, st.Size, refs)
-	if err != nil {
-		return nil, nil, err // Open checked head and size
-	}
-	return q.Pointers(), q, nil
-}
-
-// checkRefs compares the checkpoint's log states with its ring and
-// in-flight pointers (check 5).
-func (v *verifier) checkRefs(c *loadedCheckpoint, ring []eventqueue.Pointer, inflight []rolePointer) {
-	st := c.st
-	file := filepath.Join(v.checkpointDirUsed(), checkpoint.MetaName)
+// checkRefs compares the log states of a checkpoint of the set (the top
+// level's, or named group g's in its group dir) with its ring and in-flight
+// pointers (check 5). meta is its checkpoint.meta.
+func (v *verifier) checkRefs(meta string, g *GroupRef, st *checkpoint.State, ring []eventqueue.Pointer, inflight []rolePointer) {
+	file := meta
 	counts := map[uint32]int{}
 	for _, p := range ring {
 		if p != 0 {
@@ -241,7 +374,7 @@ func (v *verifier) checkRefs(c *loadedCheckpoint, ring []eventqueue.Pointer, inf
 	for _, l := range st.Logs {
 		states[l.FileID] = true
 		if n := counts[l.FileID]; n != l.Refs {
-			v.rep.add(ProblemRefcountMismatch, file, -1, "log file %d has refs %d, the ring holds %d pointers into it", l.FileID, l.Refs, n)
+			v.rep.addGroup(g, ProblemRefcountMismatch, file, -1, "log file %d has refs %d, the ring holds %d pointers into it", l.FileID, l.Refs, n)
 		}
 	}
 	ids := make([]uint32, 0, len(counts))
@@ -257,15 +390,7 @@ func (v *verifier) checkRefs(c *loadedCheckpoint, ring []eventqueue.Pointer, inf
 	slices.Sort(ids)
 	for _, id := range ids {
 		if !states[id] {
-			v.rep.add(ProblemMissingLogState, file, -1, "the checkpoint points into log file %d (%d queued) but has no state for it", id, counts[id])
+			v.rep.addGroup(g, ProblemMissingLogState, file, -1, "the checkpoint points into log file %d (%d queued) but has no state for it", id, counts[id])
 		}
 	}
-}
-
-// checkpointDirUsed is the real directory of the checkpoint recovery uses.
-func (v *verifier) checkpointDirUsed() string {
-	if v.rep.RecoveredFrom == FromBackup {
-		return v.opts.BackupCheckpointDir
-	}
-	return v.opts.CheckpointDir
 }
