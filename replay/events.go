@@ -15,10 +15,36 @@ import (
 // with; a replay that recovers more is run again at the size it reports.
 const firstGuess = 1 << 16
 
-// ErrNoGroup is returned (wrapped) by GroupEvents for a consumer group the
-// recovered channel does not have, and by Events when it has no unnamed
-// group. The error names the groups it has.
+// ErrNoGroup is returned (wrapped, in a *NoGroupError) by GroupEvents for
+// a consumer group the recovered channel does not have, and by Events when
+// it has no unnamed group.
 var ErrNoGroup = errors.New("filechannel: no such consumer group")
+
+// NoGroupError is the error of GroupEvents (and Events) for a consumer
+// group the recovered channel does not have. It unwraps to ErrNoGroup.
+type NoGroupError struct {
+	Name   string     // the group asked for; "" is the unnamed group
+	Groups []GroupRef // the groups the channel has, by id
+}
+
+func (e *NoGroupError) Error() string {
+	want := "unnamed group"
+	if e.Name != "" {
+		want = "consumer group " + strconv.Quote(e.Name)
+	}
+	names := make([]string, 0, len(e.Groups))
+	for _, g := range e.Groups {
+		names = append(names, g.String())
+	}
+	has := "none"
+	if len(names) > 0 {
+		has = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%v: the channel has no %s (its consumer groups: %s)", ErrNoGroup, want, has)
+}
+
+// Unwrap returns ErrNoGroup.
+func (e *NoGroupError) Unwrap() error { return ErrNoGroup }
 
 // Events recovers the queue read-only, as the channel would on Open
 // (checkpoint, else backup, else full replay; nothing is written: checkpoint
@@ -50,8 +76,8 @@ func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Poi
 }
 
 // GroupEvents is Events for the consumer group of that name ("" is the
-// unnamed group). A group the recovered channel does not have is an error
-// matching ErrNoGroup, naming the groups it has.
+// unnamed group). A group the recovered channel does not have is a
+// *NoGroupError (matching ErrNoGroup), naming the groups it has.
 func GroupEvents(opts VerifyOptions, group string, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
 	if err := opts.check(); err != nil {
 		return 0, fmt.Errorf("events: %w", err)
@@ -99,25 +125,17 @@ func (v *verifier) events(group string, skip, limit int, fn func(int, eventqueue
 	return n, nil
 }
 
-// pickGroup returns the queue of the group named name among groups, or an
-// error matching ErrNoGroup that names them.
+// pickGroup returns the queue of the group named name among groups, or a
+// *NoGroupError.
 func pickGroup(groups []GroupResult, name string) (*eventqueue.Queue, error) {
-	names := make([]string, 0, len(groups))
+	e := &NoGroupError{Name: name}
 	for _, g := range groups {
 		if g.Info.Name == name {
 			return g.Queue, nil
 		}
-		names = append(names, GroupRef{ID: g.Info.ID, Name: g.Info.Name}.String())
+		e.Groups = append(e.Groups, GroupRef{ID: g.Info.ID, Name: g.Info.Name})
 	}
-	want := "unnamed group"
-	if name != "" {
-		want = "consumer group " + strconv.Quote(name)
-	}
-	has := "none"
-	if len(names) > 0 {
-		has = strings.Join(names, ", ")
-	}
-	return nil, fmt.Errorf("%w: the channel has no %s (its consumer groups: %s)", ErrNoGroup, want, has)
+	return nil, e
 }
 
 // recoverGroups returns the consumer groups the channel would recover,

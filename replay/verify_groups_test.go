@@ -407,7 +407,9 @@ func TestGroupEvents(t *testing.T) {
 		t.Errorf("group a after a full replay, from 1: %v, %v", got, err)
 	}
 	_, err := GroupEvents(g.opts(), "nope", 0, -1, func(int, eventqueue.Pointer, map[string]string, []byte, error) error { return nil })
-	if !errors.Is(err, ErrNoGroup) || !strings.Contains(err.Error(), `consumer group "nope" (its consumer groups: the unnamed group, group "a", group "b")`) {
+	var ne *NoGroupError
+	if !errors.Is(err, ErrNoGroup) || !errors.As(err, &ne) || ne.Name != "nope" || len(ne.Groups) != 3 ||
+		!strings.Contains(err.Error(), `no consumer group "nope" (its consumer groups: the unnamed group, group "a", group "b")`) {
 		t.Errorf("unknown group: %v", err)
 	}
 }
