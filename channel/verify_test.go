@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,5 +165,46 @@ func TestVerifyDamagedGroupCheckpoint(t *testing.T) {
 			// replay gives it back too.
 			wantGroups(t, groupEvents(t, cfg), want)
 		})
+	}
+}
+
+// TestVerifyGroupDirIsALink: a group dir that is a symbolic link is not
+// read (Open refuses it): Verify reports it as not-a-regular-file, and the
+// group's checkpoint as missing from the set.
+func TestVerifyGroupDirIsALink(t *testing.T) {
+	cfg, _ := closedGroupsChannel(t, false)
+	dir := checkpoint.GroupDir(cfg.CheckpointDir, 1)
+	moved := filepath.Join(t.TempDir(), "group-1")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, dir); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, p := range rep.Problems {
+		kinds = append(kinds, p.Kind.String())
+		if p.Kind == replay.ProblemNotRegularFile && p.File != dir {
+			t.Errorf("%v: want it about %s", p, dir)
+		}
+		if p.Kind == replay.ProblemCheckpointCorrupt && (p.Group == nil || p.Group.Name != "a") {
+			t.Errorf("%v: want it about group a", p)
+		}
+	}
+	if !slices.Equal(kinds, []string{"not-a-regular-file", "checkpoint-corrupt"}) {
+		t.Errorf("problems:\n%v", rep)
+	}
+	if _, err := Open(cfg); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("Open: %v, want ErrNotRegular", err)
+	}
+	if err := os.Remove(dir); err != nil { // for the Verify at the end of the test
+		t.Fatal(err)
+	}
+	if err := os.Rename(moved, dir); err != nil {
+		t.Fatal(err)
 	}
 }
