@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -31,26 +33,45 @@ type RebuildOptions struct {
 
 // RebuildReport is what Rebuild found and did.
 type RebuildReport struct {
-	Records, Bytes      int64 // log records and bytes read (one pass)
-	Events              int   // events in the rebuilt queue
+	Records, Bytes int64 // log records and bytes read (one pass)
+	// Events is the number of events in the rebuilt channel, as
+	// FileChannel.Len counts them (the unnamed group's, else the largest
+	// group's); Groups has each consumer group's.
+	Events              int
+	Groups              []RebuildGroup
 	Puts, Takes         int64 // committed puts/takes applied
 	Corrupt, DamagedTxs int   // as replay.Result
 	Duration            time.Duration
 
-	// Capacity is the capacity of the rebuilt checkpoint: Config.Capacity,
-	// or if that is 0 the capacity of the existing checkpoint (or backup),
-	// else DefaultCapacity; CapacityFrom says which.
+	// Capacity is the capacity of the rebuilt checkpoint (of the unnamed
+	// group's ring): Config.Capacity, or if that is 0 the capacity of the
+	// existing checkpoint (or backup), else DefaultCapacity; CapacityFrom
+	// says which.
 	Capacity     int
 	CapacityFrom CapacitySource
 	// Padding counts the padding records read (regions a repair overwrote).
 	Padding int64
 }
 
+// RebuildGroup is one consumer group of a rebuilt channel.
+type RebuildGroup struct {
+	ID       uint32
+	Name     string // "" for the unnamed group
+	Events   int    // queued for it
+	Capacity int
+	WhenFull FullPolicy
+}
+
 // Rebuild replaces the checkpoint of the closed channel cfg describes with
 // one made from a full replay of every log file: it removes the checkpoint
 // files (and the backup's), then opens the channel, which replays the logs in
 // full, cuts torn tails, removes unfinished log files, writes a checkpoint and
-// the backup, and closes it. The channel's rules for deleting log files keep
+// the backup, and closes it. Every consumer group is rebuilt (its ring in its
+// group dir, and the catalog). With cfg.Groups nil the groups are those the
+// logs end with, with the capacity and policy their last groups record gives
+// them (the unnamed group's capacity is the rebuild's Capacity): a rebuild
+// neither adds nor removes a group; with cfg.Groups set, Open reconciles them
+// with the logs' as always. The channel's rules for deleting log files keep
 // every record a full replay needs, so the rebuilt queue holds the committed
 // events of the logs: use it when the checkpoint is lost or disagrees with
 // the logs (Verify's checkpoint-disagrees), or after a repair.
@@ -119,6 +140,18 @@ func rebuild(raw, full Config, opts RebuildOptions) (*RebuildReport, error) {
 	if err := b.count(); err != nil {
 		return nil, err
 	}
+	if raw.Groups == nil && b.logGroups != nil {
+		// Open with Groups nil would add an unnamed group to a channel
+		// without one: keep the groups the logs have.
+		raw.Groups = b.groupConfigs()
+		if raw.TransactionCapacity == 0 {
+			raw.TransactionCapacity = b.transactionCapacity()
+		}
+		var err error
+		if b.cfg, err = raw.withDefaults(); err != nil {
+			return nil, opErrNote("rebuild", err, " (nothing was changed)")
+		}
+	}
 	if !opts.DryRun {
 		if err := b.rewrite(); err != nil {
 			return nil, err
@@ -142,6 +175,9 @@ type rebuilder struct {
 	passes int64           // 1 for a dry run, 2 otherwise (for the progress)
 	first  replay.Progress // the count's last progress
 	events int             // what the count recovered
+	// logGroups is the groups the count ended with; nil when the logs
+	// name none (an older release's: the unnamed group alone).
+	logGroups []RebuildGroup
 }
 
 // count replays the logs into an in-memory queue: the number of events,
@@ -166,6 +202,7 @@ func (b *rebuilder) count() error {
 		return opErr("rebuild", err)
 	}
 	ropts.Queue = q
+	ropts.NewQueue = b.countQueue
 	res, err := replay.Run(ropts)
 	var ce *replay.CapacityError
 	if errors.As(err, &ce) {
@@ -176,11 +213,78 @@ func (b *rebuilder) count() error {
 		return opErrNote("rebuild", err, " (nothing was changed)")
 	}
 	rep := b.rep
-	rep.Records, rep.Bytes, rep.Events = res.Records, res.Bytes, q.Size()
+	rep.Records, rep.Bytes = res.Records, res.Bytes
 	rep.Puts, rep.Takes, rep.Corrupt, rep.DamagedTxs = res.Puts, res.Takes, res.Corrupt, res.DamagedTxs
 	rep.Padding = res.Padding
-	b.events = q.Size()
+	for _, g := range res.Groups {
+		capacity := int(min(g.Info.Capacity, MaxCapacity))
+		if g.Info.ID == 0 {
+			capacity = cfg.Capacity
+		}
+		rep.Groups = append(rep.Groups, RebuildGroup{ID: g.Info.ID, Name: g.Info.Name, Events: g.Queue.Size(),
+			Capacity: capacity, WhenFull: FullPolicy(g.Info.Policy)})
+	}
+	if res.Catalogs > 0 {
+		b.logGroups = slices.Clone(rep.Groups)
+		if b.logGroups == nil {
+			b.logGroups = []RebuildGroup{} // the logs say: no group
+		}
+	}
+	rep.Events = lenOfGroups(rep.Groups)
+	b.events = rep.Events
 	return nil
+}
+
+// countQueue is the count's queue for a group the logs create: in memory,
+// of the capacity Open gives it (Config.Groups', else the groups
+// record's), so that the count fails where Open would.
+func (b *rebuilder) countQueue(gi logfile.GroupInfo) (*eventqueue.Queue, error) {
+	capacity := int(min(gi.Capacity, MaxCapacity))
+	if gi.ID == 0 {
+		capacity = b.cfg.Capacity
+	}
+	for _, g := range b.cfg.Groups {
+		if g.Name == gi.Name {
+			capacity = g.Capacity
+		}
+	}
+	capacity = max(capacity, 1)
+	return eventqueue.New(eventqueue.NewMemSlots(capacity), capacity, 0, 0, map[uint32]int{})
+}
+
+// groupConfigs is the Config.Groups that keeps the groups the logs have.
+func (b *rebuilder) groupConfigs() []GroupConfig {
+	out := make([]GroupConfig, 0, len(b.logGroups))
+	for _, g := range b.logGroups {
+		out = append(out, GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull})
+	}
+	return out
+}
+
+// transactionCapacity is the TransactionCapacity of a rebuild that keeps
+// the logs' groups: the default, at most the capacity of the channel and
+// of every Block group (Config's rule; a rebuild writes no transaction).
+func (b *rebuilder) transactionCapacity() int {
+	n := min(DefaultTransactionCapacity, b.cfg.Capacity)
+	for _, g := range b.logGroups {
+		if g.WhenFull == Block {
+			n = min(n, g.Capacity)
+		}
+	}
+	return max(n, 1)
+}
+
+// lenOfGroups counts events as FileChannel.Len does: the unnamed group's,
+// else the largest group's.
+func lenOfGroups(groups []RebuildGroup) int {
+	n := 0
+	for _, g := range groups {
+		if g.ID == 0 {
+			return g.Events
+		}
+		n = max(n, g.Events)
+	}
+	return n
 }
 
 // rewrite removes the checkpoints and opens the channel, whose full replay
@@ -208,7 +312,8 @@ func (b *rebuilder) rewrite() error {
 	if err != nil {
 		return opErr("rebuild", err)
 	}
-	b.rep.Events = c.Len()
+	counted := b.rep.Groups
+	b.rep.Events, b.rep.Groups = c.Len(), rebuiltGroups(c)
 	if err := c.Close(); err != nil {
 		return opErr("rebuild", err)
 	}
@@ -216,7 +321,32 @@ func (b *rebuilder) rewrite() error {
 		cfg.Logger.Warn("rebuild: the channel recovered another number of events than the read-only replay",
 			"events", b.rep.Events, "read_only_replay", b.events)
 	}
+	for _, g := range b.rep.Groups {
+		i := slices.IndexFunc(counted, func(x RebuildGroup) bool { return x.ID == g.ID })
+		if i < 0 || counted[i].Events != g.Events {
+			n := -1
+			if i >= 0 {
+				n = counted[i].Events
+			}
+			cfg.Logger.Warn("rebuild: the channel recovered another number of events for a consumer group than the read-only replay (-1: the replay did not have it)",
+				"group", g.Name, "events", g.Events, "read_only_replay", n)
+		}
+	}
 	return nil
+}
+
+// rebuiltGroups describes the consumer groups of the channel c opened, by
+// id.
+func rebuiltGroups(c *FileChannel) []RebuildGroup {
+	var out []RebuildGroup
+	for _, g := range c.currentGroups() {
+		grp, err := c.Group(g.cfg.Name)
+		if err != nil {
+			continue // removed since: nothing runs on c but Open's own work
+		}
+		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: grp.Len(), Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull})
+	}
+	return out
 }
 
 // CapacitySource says where a rebuild's capacity came from.
@@ -248,7 +378,9 @@ func (s CapacitySource) String() string {
 }
 
 // RecordedCapacity returns the capacity the checkpoint of the channel cfg
-// describes records (else its complete backup's), and which of them it is;
+// describes records for its ring (the unnamed consumer group's: a
+// checkpoint whose groups catalog lists no unnamed group records none),
+// else its complete backup's, and which of them it is;
 // DefaultCapacity and CapacityDefault when neither records one (a new
 // channel, or checkpoint files lost or damaged). cfg.Capacity is ignored.
 // It only reads: an application that wants to keep a channel's capacity
@@ -266,7 +398,8 @@ func RecordedCapacity(cfg Config) (int, CapacitySource, error) {
 
 // existingCapacity is the capacity recorded in the checkpoint.meta of the
 // checkpoint, else of a complete backup, else DefaultCapacity, and which
-// it is. cfg has its defaults applied.
+// it is; a checkpoint without an unnamed group records none. cfg has its
+// defaults applied.
 func existingCapacity(cfg Config) (int, CapacitySource) {
 	type source struct {
 		dir  string
@@ -277,6 +410,10 @@ func existingCapacity(cfg Config) (int, CapacitySource) {
 		dirs = append(dirs, source{b, CapacityFromBackup})
 	}
 	for _, d := range dirs {
+		if cat, err := checkpoint.ReadCatalog(cfg.fs, d.dir); err == nil &&
+			!slices.ContainsFunc(cat.Groups, func(g checkpoint.Group) bool { return g.ID == 0 }) {
+			continue // the top level holds the empty ring of one slot
+		}
 		b, err := vfs.ReadFile(cfg.fs, filepath.Join(d.dir, checkpoint.MetaName))
 		if err != nil {
 			continue

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,7 +123,7 @@ func TestRebuildDryRunChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	dry.Duration, rep.Duration = 0, 0
-	if *dry != *rep {
+	if !reflect.DeepEqual(dry, rep) {
 		t.Fatalf("dry run %+v, rebuild %+v", dry, rep)
 	}
 }
@@ -191,5 +193,51 @@ func TestRecordedCapacity(t *testing.T) {
 	cfg.CheckpointDir = ""
 	if _, _, err := RecordedCapacity(cfg); err == nil {
 		t.Fatal("no CheckpointDir: no error")
+	}
+}
+
+// TestRebuildGroups: a rebuild rebuilds every consumer group (each ring in
+// its group dir, and the catalog): each group then holds what a plain Open
+// gives it, whether Rebuild gets the application's Config.Groups or none
+// (fcreplay's: the groups the logs have are kept, and no unnamed group is
+// added).
+func TestRebuildGroups(t *testing.T) {
+	for _, withGroups := range []bool{true, false} {
+		t.Run(map[bool]string{true: "config_groups", false: "no_config_groups"}[withGroups], func(t *testing.T) {
+			cfg, _ := closedGroupsChannel(t, true, GroupConfig{Name: "a"}, GroupConfig{Name: "b", Capacity: 500, WhenFull: DropOldest})
+			want := groupEvents(t, cfg) // what a plain Open gives
+			rcfg := cfg
+			if !withGroups {
+				rcfg.Groups, rcfg.Capacity, rcfg.TransactionCapacity = nil, 0, 0
+			}
+			for _, dry := range []bool{true, false} {
+				rep, err := Rebuild(rcfg, RebuildOptions{DryRun: dry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantRebuilt := []RebuildGroup{
+					{ID: 1, Name: "a", Events: len(want["a"]), Capacity: cfg.Capacity, WhenFull: Block},
+					{ID: 2, Name: "b", Events: len(want["b"]), Capacity: 500, WhenFull: DropOldest},
+				}
+				if !reflect.DeepEqual(rep.Groups, wantRebuilt) || rep.Events != max(len(want["a"]), len(want["b"])) {
+					t.Errorf("dry run %v: events %d, groups %+v; want %+v", dry, rep.Events, rep.Groups, wantRebuilt)
+				}
+			}
+			cat, err := checkpoint.ReadCatalog(vfsOS(), cfg.CheckpointDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cat.Groups) != 2 || cat.Groups[0].Name != "a" || cat.Groups[1].Name != "b" {
+				t.Errorf("catalog after the rebuild: %+v", cat)
+			}
+			if ids, err := checkpoint.ListGroupDirs(vfsOS(), cfg.CheckpointDir); err != nil || !slices.Equal(ids, []uint32{1, 2}) {
+				t.Errorf("group dirs after the rebuild: %v, %v", ids, err)
+			}
+			vr, err := Verify(cfg)
+			if err != nil || !vr.OK() || vr.RecoveredFrom != replay.FromCheckpoint || len(vr.Groups) != 2 {
+				t.Fatalf("Verify after the rebuild: %v, %v, recovered from %q, groups %+v", vr, err, vr.RecoveredFrom, vr.Groups)
+			}
+			wantGroups(t, groupEvents(t, cfg), want)
+		})
 	}
 }

@@ -107,9 +107,10 @@ type RepairReport struct {
 // crash at any point the bytes are in one of the two places, and running
 // Repair again finishes the job (an existing .corrupt file is reused when it
 // holds the same bytes, and never replaced). Then, unless DryRun, Repair
-// rebuilds the checkpoint from the logs (Rebuild, with cfg's Capacity), so
-// that it no longer points at records that are now padding, and last runs
-// Verify, whose problems go in the report.
+// rebuilds the checkpoint from the logs (Rebuild, with cfg's Capacity and
+// Groups: every consumer group's ring), so that it no longer points at
+// records that are now padding, and last runs Verify, whose problems go in
+// the report.
 //
 // Events in damaged regions are lost, as replay already treated them; the
 // intact events of a put transaction that lost a record are kept (padding

@@ -410,3 +410,51 @@ func TestEventsListsWhatTakesReturn(t *testing.T) {
 	wantEvents(t, drain(t, c), listed)
 	wantEvents(t, listed, bodies(9, 41))
 }
+
+// TestRepairGroups: a repair of a channel with consumer groups rebuilds
+// every group, losing only the damaged event, and given no Config.Groups
+// (as fcreplay runs it) it keeps the groups as they are.
+func TestRepairGroups(t *testing.T) {
+	cfg, want := closedGroupsChannel(t, true, GroupConfig{Name: "a"}, GroupConfig{Name: "b", Capacity: 500, WhenFull: DropOldest})
+	damaged := string(body(42)) // put after the checkpoint
+	found := false
+	for _, dir := range cfg.DataDirs {
+		names, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range names {
+			path := filepath.Join(dir, e.Name())
+			b, err := os.ReadFile(path)
+			if _, isLog := logfile.ParseLogName(e.Name()); isLog && err == nil && bytes.Contains(b, []byte(damaged)) {
+				i := bytes.Index(b, []byte(damaged))
+				flipAt(t, path, int64(i+len(damaged)-1))
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no log holds %q", damaged)
+	}
+	rcfg := cfg
+	rcfg.Groups, rcfg.Capacity, rcfg.TransactionCapacity = nil, 0, 0
+	rep := mustRepair(t, rcfg, RepairOptions{})
+	if len(rep.Problems) != 0 || len(rep.Actions) != 1 || rep.Actions[0].Kind != RepairPadDamagedRegion || rep.Rebuild == nil {
+		t.Fatalf("repair: %+v", rep)
+	}
+	for name, evs := range want {
+		want[name] = slices.DeleteFunc(evs, func(s string) bool { return s == damaged })
+	}
+	wantGroups(t, groupEvents(t, cfg), want)
+	if names := rebuiltNames(rep.Rebuild.Groups); !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("rebuilt groups %q, want a and b", names)
+	}
+}
+
+func rebuiltNames(gs []RebuildGroup) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Name)
+	}
+	return out
+}

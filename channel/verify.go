@@ -8,7 +8,12 @@ import (
 // inconsistency it finds, each with its file and offset: damaged or
 // incomplete checkpoints, corrupt records, torn tails, a checkpoint that
 // disagrees with a full replay of the logs, queued events that do not read
-// back (see replay.Verify for the list). It changes nothing on disk except
+// back (see replay.Verify for the list). It checks every consumer group:
+// each group's checkpoint (a damaged or missing one spoils the whole
+// checkpoint, as for Open), its recovered queue against a full replay's,
+// its pointers; a problem about one group names it (replay.Problem.Group),
+// and Report.Groups has each group's queue. cfg.Groups plays no part: the
+// groups are those of the files. It changes nothing on disk except
 // for taking each directory's lock, so it fails with ErrLocked while the
 // channel is open; the directories must exist. Damage is reported in the
 // Report, never as an error; errors are bad config, locks and I/O failures,

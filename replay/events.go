@@ -3,6 +3,8 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -13,13 +15,46 @@ import (
 // with; a replay that recovers more is run again at the size it reports.
 const firstGuess = 1 << 16
 
+// ErrNoGroup is returned (wrapped, in a *NoGroupError) by GroupEvents for
+// a consumer group the recovered channel does not have, and by Events when
+// it has no unnamed group.
+var ErrNoGroup = errors.New("filechannel: no such consumer group")
+
+// NoGroupError is the error of GroupEvents (and Events) for a consumer
+// group the recovered channel does not have. It unwraps to ErrNoGroup.
+type NoGroupError struct {
+	Name   string     // the group asked for; "" is the unnamed group
+	Groups []GroupRef // the groups the channel has, by id
+}
+
+func (e *NoGroupError) Error() string {
+	want := "unnamed group"
+	if e.Name != "" {
+		want = "consumer group " + strconv.Quote(e.Name)
+	}
+	names := make([]string, 0, len(e.Groups))
+	for _, g := range e.Groups {
+		names = append(names, g.String())
+	}
+	has := "none"
+	if len(names) > 0 {
+		has = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%v: the channel has no %s (its consumer groups: %s)", ErrNoGroup, want, has)
+}
+
+// Unwrap returns ErrNoGroup.
+func (e *NoGroupError) Unwrap() error { return ErrNoGroup }
+
 // Events recovers the queue read-only, as the channel would on Open
 // (checkpoint, else backup, else full replay; nothing is written: checkpoint
 // files are copied into memory as Verify does), and calls fn for the events
-// at positions skip, skip+1, ... (at most limit of them; limit < 0 means
-// all), in queue order. err is non-nil for an event that does not read back
-// (fn decides whether to go on by its return value). It returns the number of
-// queued events.
+// of the unnamed consumer group at positions skip, skip+1, ... (at most
+// limit of them; limit < 0 means all), in queue order. err is non-nil for an
+// event that does not read back (fn decides whether to go on by its return
+// value). It returns the number of events queued for the group. A channel
+// without an unnamed group is an error matching ErrNoGroup; GroupEvents
+// lists a named group.
 //
 // Like Verify it takes no lock and must not run while the channel is open.
 // The err given to fn is a *corrupt.Error (a record that is damaged, is not
@@ -35,26 +70,37 @@ const firstGuess = 1 << 16
 //
 // Cost: as Open's recovery (a copy of the checkpoint in memory, a replay of
 // the logs after it; a full replay runs twice when it recovers more than
-// 65 536 events), then one ReadRecord per event listed.
+// 65 536 events for a group), then one ReadRecord per event listed.
 func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
+	return GroupEvents(opts, "", skip, limit, fn)
+}
+
+// GroupEvents is Events for the consumer group of that name ("" is the
+// unnamed group). A group the recovered channel does not have is a
+// *NoGroupError (matching ErrNoGroup), naming the groups it has.
+func GroupEvents(opts VerifyOptions, group string, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
 	if err := opts.check(); err != nil {
 		return 0, fmt.Errorf("events: %w", err)
 	}
 	v := newVerifier(opts)
-	n, err := v.events(max(skip, 0), limit, fn)
+	n, err := v.events(group, max(skip, 0), limit, fn)
 	if cerr := v.closeAll(); err == nil && cerr != nil {
 		err = fmt.Errorf("events: %w", cerr)
 	}
 	return n, err
 }
 
-func (v *verifier) events(skip, limit int, fn func(int, eventqueue.Pointer, map[string]string, []byte, error) error) (int, error) {
+func (v *verifier) events(group string, skip, limit int, fn func(int, eventqueue.Pointer, map[string]string, []byte, error) error) (int, error) {
 	// A channel.id a newer release wrote is refused as every file is; a
 	// foreign or damaged one is Verify's to report: the events are listed.
 	if _, err := ReadOwners(v.ownerOptions()); err != nil {
 		return 0, fmt.Errorf("events: %w", err)
 	}
-	q, err := v.recoverQueue()
+	groups, err := v.recoverGroups()
+	if err != nil {
+		return 0, fmt.Errorf("events: %w", err)
+	}
+	q, err := pickGroup(groups, group)
 	if err != nil {
 		return 0, fmt.Errorf("events: %w", err)
 	}
@@ -79,31 +125,46 @@ func (v *verifier) events(skip, limit int, fn func(int, eventqueue.Pointer, map[
 	return n, nil
 }
 
-// recoverQueue returns the queue the channel would recover: the checkpoint's
-// (or the backup's) ring with the logs after it replayed, or a full replay
-// into an in-memory queue.
-func (v *verifier) recoverQueue() (*eventqueue.Queue, error) {
+// pickGroup returns the queue of the group named name among groups, or a
+// *NoGroupError.
+func pickGroup(groups []GroupResult, name string) (*eventqueue.Queue, error) {
+	e := &NoGroupError{Name: name}
+	for _, g := range groups {
+		if g.Info.Name == name {
+			return g.Queue, nil
+		}
+		e.Groups = append(e.Groups, GroupRef{ID: g.Info.ID, Name: g.Info.Name})
+	}
+	return nil, e
+}
+
+// recoverGroups returns the consumer groups the channel would recover,
+// each with its queue: from the checkpoint's (or the backup's) rings with
+// the logs after it replayed, or from a full replay into in-memory queues.
+func (v *verifier) recoverGroups() ([]GroupResult, error) {
 	used, err := v.pickCheckpoint()
 	if err != nil {
 		return nil, err
 	}
 	from := v.rep.RecoveredFrom
 	if used != nil {
-		_, q, err := v.loadQueue(used)
+		_, opts, err := v.checkpointGroups(used)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := v.runReplay(from, used.st, q); err != nil {
+		res, err := v.runReplay(from, opts)
+		if err != nil {
 			return nil, fmt.Errorf("recovery from the %s: %w", from, err)
 		}
-		return q, nil
+		return res.Groups, nil
 	}
 	for capacity := firstGuess; ; {
 		q, err := emptyQueue(capacity)
 		if err != nil {
 			return nil, err
 		}
-		_, err = v.runReplay(from, nil, q)
+		res, err := v.runReplay(from, Options{Queue: q,
+			NewQueue: func(logfile.GroupInfo) (*eventqueue.Queue, error) { return emptyQueue(capacity) }})
 		var ce *CapacityError
 		if errors.As(err, &ce) && ce.Needed > capacity {
 			capacity = ce.Needed
@@ -112,7 +173,7 @@ func (v *verifier) recoverQueue() (*eventqueue.Queue, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", from, err)
 		}
-		return q, nil
+		return res.Groups, nil
 	}
 }
 

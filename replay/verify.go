@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -24,21 +24,25 @@ import (
 //  0. every directory's channel.id (ReadOwners): a data dir or backup dir
 //     that belongs to another channel, a damaged file;
 //  1. the checkpoint and the backup checkpoint: complete, incomplete,
-//     corrupt or missing;
+//     corrupt or missing; with consumer groups a checkpoint is a set (its
+//     top level, its groups catalog, every named group's checkpoint, all at
+//     one write-order id: OpenGroupCheckpoints), usable only whole, as the
+//     channel's Open uses it;
 //  2. every log file, scanned in full from its header: damaged header,
 //     damaged regions in the middle, torn tail, a file left by an
 //     unfinished create, the same id in two data dirs, write-order ids
 //     that do not increase within a file;
-//  3. the queue recovered as the channel recovers it (checkpoint, else the
-//     backup, else a full replay) against the queue of a full replay of
-//     every log: the channel keeps log files so that both hold the same
-//     events, and a difference is a lost or resurrected event;
-//  4. every pointer of the recovered queue and every pointer in flight at
-//     the checkpoint used reads back (logfile.Reader) as a valid put record
-//     of an existing log file;
-//  5. the checkpoint's per-file reference counts equal the counts of its
-//     ring, and every file its ring or in-flight transactions point into has
-//     a log state.
+//  3. the queues recovered as the channel recovers them (checkpoint, else
+//     the backup, else a full replay) against the queues of a full replay of
+//     every log, consumer group by consumer group: the channel keeps log
+//     files so that both hold the same events, and a difference is a lost
+//     or resurrected event (or a group only one of them has);
+//  4. every pointer of every group's recovered queue and every pointer in
+//     flight at the checkpoint used reads back (logfile.Reader) as a valid
+//     put record of an existing log file;
+//  5. the per-file reference counts of each checkpoint of the set equal the
+//     counts of its ring, and every file its ring or in-flight transactions
+//     point into has a log state.
 //
 // Each inconsistency is a Problem with one of the Problem* kinds. The
 // checkpoint files are copied into a vfs.MemFS and opened there, and the
@@ -46,12 +50,13 @@ import (
 // nothing; it must not run while the channel is open (the files would change
 // under it).
 //
-// Cost: memory for a copy of the checkpoint file (8 bytes a slot) and a few
-// slices of pointers as long as the queue; time for about two scans of every
-// log file (the full replay and the check of each file; the recovery replays
-// only what follows the checkpoint) and one ReadRecord per queued pointer,
-// in file order: 1.4 s for 1M queued events of 100 bytes in the page cache
-// (2-core EPYC).
+// Cost: memory for a copy of the checkpoint files (8 bytes a slot of every
+// group's ring) and a few slices of pointers as long as the queues; time
+// for about two scans of every log file (the full replay and the check of
+// each file; the recovery replays only what follows the checkpoint) and one
+// ReadRecord per queued pointer (once for an event several groups hold), in
+// file order: 1.4 s for 1M queued events of 100 bytes in the page cache
+// (2-core EPYC, one group).
 //
 // Verify returns an error only for bad options, I/O errors and files a
 // newer release wrote (a checkpoint or backup file of a newer format
@@ -110,14 +115,19 @@ type verifier struct {
 	// for the costs (verify_cost.go).
 	ranges map[string][]damageRange // by log path
 	places map[placeKey]int         // problem index by where damage starts
-	// disagrees is the index of the checkpoint-disagrees problem, or -1.
-	disagrees int
-	// replayed is the full replay's queue as a set; nil when it failed.
+	// disagrees is the index of each group's checkpoint-disagrees
+	// problem, by group id.
+	disagrees map[uint32]int
+	// replayed is the full replay's queues as a set (every group's events);
+	// nil when it failed.
 	replayed map[eventqueue.Pointer]bool
+	// refs names each consumer group the checkpoint or a replay has, by id
+	// (ref).
+	refs map[uint32]*GroupRef
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
-	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem(), disagrees: -1}
+	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem(), disagrees: map[uint32]int{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,69 +147,28 @@ func (v *verifier) run() error {
 	}
 	v.tailProblems(used)
 
-	// The recovered queue (queue A) and the checkpoint's own pointers.
-	var recovered []eventqueue.Pointer
-	var recRes *Result
-	var inflight []rolePointer
-	v.rep.Queued = -1
+	// The recovered queues (queue A) and the checkpoint's own pointers.
+	var rec recovery
 	if used != nil {
-		st := used.st
-		for _, tx := range st.InflightPuts {
-			for _, p := range tx.Pointers {
-				inflight = append(inflight, rolePointer{p, roleInflightPut})
-			}
-		}
-		for _, tx := range st.InflightTakes {
-			for _, p := range tx.Pointers {
-				inflight = append(inflight, rolePointer{p, roleInflightTake})
-			}
-		}
-		v.rep.InflightPuts = countPointers(st.InflightPuts)
-		v.rep.InflightTakes = countPointers(st.InflightTakes)
-		ring, q, err := v.loadQueue(used)
-		if err != nil {
+		if rec, err = v.recoverFrom(used); err != nil {
 			return err
-		}
-		v.checkRefs(used, ring, inflight)
-		recRes, err = v.replay(v.rep.RecoveredFrom, st, q)
-		if err != nil {
-			return err
-		}
-		if recRes != nil {
-			recovered = q.Pointers()
-			v.rep.Queued = len(recovered)
-		} else {
-			// Check what the checkpoint holds at least.
-			recovered = ring
 		}
 	}
-
 	// A full replay (queue B).
-	q, err := emptyQueue(int(v.puts))
+	full, fullRes, err := v.fullReplay()
 	if err != nil {
 		return err
-	}
-	var replayed []eventqueue.Pointer
-	v.rep.FullReplayQueued = -1
-	fullRes, err := v.replay(FromFullReplay, nil, q)
-	if err != nil {
-		return err
-	}
-	if fullRes != nil {
-		replayed = q.Pointers()
-		v.rep.FullReplayQueued = len(replayed)
-		v.replayed = make(map[eventqueue.Pointer]bool, len(replayed))
-		for _, p := range replayed {
-			v.replayed[p] = true
-		}
 	}
 	if used == nil {
-		recovered, v.rep.Queued, recRes = replayed, v.rep.FullReplayQueued, fullRes
-	} else if fullRes != nil && v.rep.Queued >= 0 {
-		v.compare(recovered, replayed)
+		rec = recovery{groups: full, res: fullRes}
 	}
-	v.costs(recovered, recRes, fullRes)
-	return v.checkPointers(recovered, inflight)
+	v.compareGroups(rec, full, fullRes, used)
+	v.costs(rec.groups, rec.res, full, fullRes)
+	if err := v.checkPointers(rec.groups, rec.inflight); err != nil {
+		return err
+	}
+	v.nameGroups()
+	return nil
 }
 
 // checkOwners reports the directories that belong to another channel and
@@ -231,34 +200,6 @@ func (v *verifier) checkOwners() error {
 func (v *verifier) ownerOptions() OwnerOptions {
 	return OwnerOptions{FS: v.opts.FS, CheckpointDir: v.opts.CheckpointDir,
 		BackupCheckpointDir: v.opts.BackupCheckpointDir, DataDirs: v.opts.DataDirs}
-}
-
-// pickCheckpoint loads the checkpoint and the backup into the MemFS and
-// returns the one recovery starts from, as the channel picks it: the
-// checkpoint if complete, else the backup if complete, else nil (a full
-// replay). It fills in the report's Checkpoint, Backup and RecoveredFrom,
-// and a problem for each one that is not usable.
-func (v *verifier) pickCheckpoint() (*loadedCheckpoint, error) {
-	primary, err := v.loadCheckpoint()
-	if err != nil {
-		return nil, err
-	}
-	var backup *loadedCheckpoint
-	if v.opts.BackupCheckpointDir == "" {
-		v.rep.Backup = CheckpointInfo{State: StateNone}
-	} else if backup, err = v.loadBackup(); err != nil {
-		return nil, err
-	}
-	switch {
-	case primary != nil:
-		v.rep.RecoveredFrom = FromCheckpoint
-		return primary, nil
-	case backup != nil:
-		v.rep.RecoveredFrom = FromBackup
-		return backup, nil
-	}
-	v.rep.RecoveredFrom = FromFullReplay
-	return nil, nil
 }
 
 // emptyQueue returns an empty in-memory queue of capacity max(n, 1), for a
@@ -441,235 +382,11 @@ func (v *verifier) tailProblems(used *loadedCheckpoint) {
 	}
 }
 
-// loadedCheckpoint is a checkpoint opened in the MemFS.
-type loadedCheckpoint struct {
-	ck *checkpoint.Checkpoint
-	st *checkpoint.State
-}
-
-// loadCheckpoint copies the checkpoint into the MemFS, at the same path,
-// and opens it there. It returns nil when the checkpoint is not complete.
-func (v *verifier) loadCheckpoint() (*loadedCheckpoint, error) {
-	dir := v.opts.CheckpointDir
-	info := &v.rep.Checkpoint
-	info.Dir = dir
-	if err := v.copyDir(dir, false); err != nil {
-		return nil, err
-	}
-	ck, st, err := checkpoint.Open(v.mem, dir)
-	return v.opened(info, ck, st, err, ProblemCheckpointMissing, ProblemCheckpointIncomplete, ProblemCheckpointCorrupt)
-}
-
-// loadBackup copies the backup into the MemFS, at the same path, and opens
-// it there. It returns nil when the backup is not complete. The channel
-// restores a backup (checkpoint.RestoreBackup) into the checkpoint dir
-// before opening it; the restore copies the files byte for byte, so opening
-// the copy in place gives the same result, with errors naming the backup's
-// files.
-func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
-	dir := v.opts.BackupCheckpointDir
-	info := &v.rep.Backup
-	info.Dir = dir
-	if err := v.copyDir(dir, true); err != nil {
-		return nil, err
-	}
-	// Refused even without backupComplete: the channel's next backup
-	// would overwrite the files.
-	if err := checkpoint.CheckFormat(v.mem, dir); err != nil {
-		return nil, err
-	}
-	if !checkpoint.HasBackup(v.mem, dir) {
-		info.State, info.Err = StateMissing, checkpoint.ErrNoBackup
-		v.rep.add(ProblemBackupMissing, dir, -1, "no complete backup (no %s marker)", checkpoint.BackupCompleteName)
-		return nil, nil
-	}
-	ck, st, err := checkpoint.Open(v.mem, dir)
-	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		// backupComplete without the files: RestoreBackup would fail.
-		err = fmt.Errorf("%w: %w", checkpoint.ErrBadCheckpoint, err)
-	}
-	return v.opened(info, ck, st, err, ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt)
-}
-
-// opened classifies the result of checkpoint.Open in the MemFS. The real
-// files were already read without an I/O error, so every failure here is
-// about their contents: files a newer release wrote are returned as the
-// error, anything else is a problem.
-func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
-	missing, incomplete, bad ProblemKind) (*loadedCheckpoint, error) {
-	switch {
-	case errors.Is(err, corrupt.ErrUnsupportedFormat):
-		return nil, err // not damage: this build cannot check them
-	case err == nil:
-		v.closers = append(v.closers, ck)
-		info.State = StateComplete
-		info.WriteOrderID, info.Capacity, info.Head, info.Size = st.WriteOrderID, st.Capacity, st.Head, st.Size
-		info.Time, info.LogStates = st.Time, len(st.Logs)
-		return &loadedCheckpoint{ck: ck, st: st}, nil
-	case errors.Is(err, checkpoint.ErrIncomplete):
-		info.State, info.Err = StateIncomplete, err
-		v.rep.add(incomplete, filepath.Join(info.Dir, checkpoint.CheckpointName), -1, "%v", err)
-	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		info.State, info.Err = StateMissing, err
-		v.rep.add(missing, info.Dir, -1, "no checkpoint")
-	default:
-		info.State, info.Err = StateCorrupt, err
-		file, off := info.Dir, int64(-1)
-		var ce *corrupt.Error
-		if errors.As(err, &ce) {
-			file, off = ce.File, ce.Offset
-		}
-		v.rep.add(bad, file, off, "%v", err)
-	}
-	return nil, nil
-}
-
-// copyDir copies the checkpoint files of dir (and backupComplete if
-// backup) that exist into the same directory of the MemFS.
-func (v *verifier) copyDir(dir string, backup bool) error {
-	if err := v.mem.MkdirAll(dir, vfs.DirMode(v.mem)); err != nil {
-		return err
-	}
-	names := []string{checkpoint.CheckpointName, checkpoint.MetaName, checkpoint.InflightPutsName, checkpoint.InflightTakesName}
-	if backup {
-		names = append(names, checkpoint.BackupCompleteName)
-	}
-	for _, name := range names {
-		if err := v.copyFile(filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyChunk is the unit of copyFile.
-const copyChunk = 1 << 20
-
-// copyFile copies src of the real FS to the same path of the MemFS; a
-// missing src is not copied, nor is one that is not a regular file (a
-// not-a-regular-file problem: the channel refuses it).
-func (v *verifier) copyFile(src string) (err error) {
-	in, err := v.opts.FS.Open(src)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if errors.Is(err, vfs.ErrNotRegular) {
-		kind := "not a regular file"
-		if fi, lerr := v.opts.FS.Lstat(src); lerr == nil {
-			kind = vfs.TypeName(fi.Mode())
-		}
-		v.rep.add(ProblemNotRegularFile, src, -1,
-			"%s named like a checkpoint file: not read (as if missing); the channel refuses to open while it is there; move it away", kind)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := in.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", src, cerr)
-		}
-	}()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	out, err := v.mem.Create(src, vfs.FileMode(v.mem))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := out.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	if err := out.Truncate(fi.Size()); err != nil { // one allocation
-		return err
-	}
-	buf := make([]byte, copyChunk)
-	for off := int64(0); ; {
-		n, rerr := in.ReadAt(buf, off)
-		if n > 0 {
-			if _, err := out.WriteAt(buf[:n], off); err != nil {
-				return err
-			}
-			off += int64(n)
-		}
-		if errors.Is(rerr, io.EOF) || (rerr == nil && n == 0) {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("read %s: %w", src, rerr)
-		}
-	}
-}
-
-// loadQueue builds the queue the channel builds over a checkpoint (with the
-// per-file counts of its log states) and returns a copy of its ring.
-func (v *verifier) loadQueue(c *loadedCheckpoint) ([]eventqueue.Pointer, *eventqueue.Queue, error) {
-	st := c.st
-	refs := map[uint32]int{}
-	for _, l := range st.Logs {
-		if l.Refs > 0 {
-			refs[l.FileID] = l.Refs
-		}
-	}
-	q, err := eventqueue.New(c.ck, c.ck.Capacity(), st.Head, st.Size, refs)
-	if err != nil {
-		return nil, nil, err // Open checked head and size
-	}
-	return q.Pointers(), q, nil
-}
-
-// checkRefs compares the checkpoint's log states with its ring and
-// in-flight pointers (check 5).
-func (v *verifier) checkRefs(c *loadedCheckpoint, ring []eventqueue.Pointer, inflight []rolePointer) {
-	st := c.st
-	file := filepath.Join(v.checkpointDirUsed(), checkpoint.MetaName)
-	counts := map[uint32]int{}
-	for _, p := range ring {
-		if p != 0 {
-			counts[p.FileID()]++
-		}
-	}
-	states := make(map[uint32]bool, len(st.Logs))
-	for _, l := range st.Logs {
-		states[l.FileID] = true
-		if n := counts[l.FileID]; n != l.Refs {
-			v.rep.add(ProblemRefcountMismatch, file, -1, "log file %d has refs %d, the ring holds %d pointers into it", l.FileID, l.Refs, n)
-		}
-	}
-	ids := make([]uint32, 0, len(counts))
-	for id := range counts {
-		ids = append(ids, id)
-	}
-	for _, rp := range inflight {
-		if _, ok := counts[rp.p.FileID()]; !ok {
-			ids = append(ids, rp.p.FileID())
-			counts[rp.p.FileID()] = 0
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		if !states[id] {
-			v.rep.add(ProblemMissingLogState, file, -1, "the checkpoint points into log file %d (%d queued) but has no state for it", id, counts[id])
-		}
-	}
-}
-
-// checkpointDirUsed is the real directory of the checkpoint recovery uses.
-func (v *verifier) checkpointDirUsed() string {
-	if v.rep.RecoveredFrom == FromBackup {
-		return v.opts.BackupCheckpointDir
-	}
-	return v.opts.CheckpointDir
-}
-
-// replay runs a replay onto q as the channel would. A failure caused by
-// the files' contents is a problem (a nil Result); an I/O error is
-// returned.
-func (v *verifier) replay(what string, st *checkpoint.State, q *eventqueue.Queue) (*Result, error) {
-	res, err := v.runReplay(what, st, q)
+// replay runs a replay with opts as the channel would (see runReplay). A
+// failure caused by the files' contents is a problem (a nil Result); an
+// I/O error is returned.
+func (v *verifier) replay(what string, opts Options) (*Result, error) {
+	res, err := v.runReplay(what, opts)
 	if err != nil {
 		if ioError(err) {
 			return nil, err
@@ -687,33 +404,33 @@ func ioError(err error) bool {
 	return errors.As(err, &pe) && !errors.Is(err, corrupt.ErrCorrupt)
 }
 
-// runReplay runs a replay onto q as the channel would (after st, or in full
-// if st is nil) and returns its error as it is.
-func (v *verifier) runReplay(what string, st *checkpoint.State, q *eventqueue.Queue) (*Result, error) {
+// runReplay runs a replay with opts (the checkpoint and the queues; the
+// logs and the logger are Verify's) and returns its error as it is.
+func (v *verifier) runReplay(what string, opts Options) (*Result, error) {
 	// The replay's own reports of damage would repeat the problems: only
 	// its progress goes to the logger.
-	log := slog.New(progressOnly{v.log.Handler()}).With("verify", what)
+	opts.Logger = slog.New(progressOnly{v.log.Handler()}).With("verify", what)
 	if err := v.openSet(); err != nil {
 		return nil, err
 	}
-	res, err := Run(Options{Logs: v.set, Checkpoint: st, Queue: q, Logger: log})
+	opts.Logs = v.set
+	res, err := Run(opts)
 	if err != nil {
 		return nil, err
 	}
-	v.log.Debug("verify: replay done", "from", what, "records", res.Records, "queued", q.Size())
+	v.log.Debug("verify: replay done", "from", what, "records", res.Records, "groups", len(res.Groups))
 	return res, nil
 }
 
-// compare reports how the recovered queue differs from a full replay's
-// (check 3). Both are sorted only when they differ.
-func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
+// compare reports how group g's recovered queue differs from a full
+// replay's (check 3) in d. Both are sorted only when they differ.
+func (v *verifier) compare(g *GroupRef, d *QueueDiff, recovered, replayed []eventqueue.Pointer) {
 	if slices.Equal(recovered, replayed) {
 		return
 	}
 	a, b := slices.Clone(recovered), slices.Clone(replayed)
 	slices.Sort(a)
 	slices.Sort(b)
-	d := &v.rep.Diff
 	for i, j := 0, 0; i < len(a) || j < len(b); {
 		switch {
 		case j == len(b) || (i < len(a) && a[i] < b[j]):
@@ -733,7 +450,7 @@ func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
 			d.FirstReorder++
 		}
 		i := d.FirstReorder
-		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteOrderDiffers, Offset: -1,
+		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteOrderDiffers, Offset: -1, Group: g,
 			Detail: fmt.Sprintf("the recovered queue and a full replay hold the same %d events in a different order: at index %d %v and %v",
 				len(recovered), i, recovered[i], replayed[i])})
 		return
@@ -742,12 +459,12 @@ func (v *verifier) compare(recovered, replayed []eventqueue.Pointer) {
 		_, damaged := v.rangeOf(p)
 		return !damaged
 	}) {
-		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteDamagedQueued, Offset: -1,
+		v.rep.Notes = append(v.rep.Notes, Problem{Kind: NoteDamagedQueued, Offset: -1, Group: g,
 			Detail: fmt.Sprintf("recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, each in a damaged range",
 				v.rep.RecoveredFrom, len(recovered), len(replayed), len(d.OnlyRecovered), firstPointers(d.OnlyRecovered))})
 		return
 	}
-	v.disagrees = v.rep.add(ProblemCheckpointDisagrees, "", -1,
+	v.disagrees[g.ID] = v.rep.addGroup(g, ProblemCheckpointDisagrees, "", -1,
 		"recovery from the %s gives %d events, a full replay %d: %d only in the recovered queue%s, %d only in the full replay%s",
 		v.rep.RecoveredFrom, len(recovered), len(replayed),
 		len(d.OnlyRecovered), firstPointers(d.OnlyRecovered), len(d.OnlyReplayed), firstPointers(d.OnlyReplayed))
@@ -783,6 +500,9 @@ const (
 type rolePointer struct {
 	p    eventqueue.Pointer
 	role uint8
+	// group is the consumer group of a queued pointer or an in-flight
+	// take (not of an in-flight put: it is no group's yet).
+	group uint32
 }
 
 func roleString(r uint8) string {
@@ -799,39 +519,52 @@ func roleString(r uint8) string {
 	return strings.Join(parts, ", ")
 }
 
-// checkPointers reads back every queued and in-flight pointer once, in file
-// and offset order (check 4). A pointer into a damaged range is not a
-// problem of its own: the damage's problem counts it (Cost).
-func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePointer) error {
-	all := make([]rolePointer, 0, len(queued)+len(inflight))
-	for _, p := range queued {
-		all = append(all, rolePointer{p, roleQueued})
+// checkPointers reads back every queued pointer of every group and every
+// in-flight pointer once, in file and offset order (check 4). A pointer
+// into a damaged range is not a problem of its own: the damage's problem
+// counts it (Cost).
+func (v *verifier) checkPointers(groups []groupQueue, inflight []rolePointer) error {
+	n := len(inflight)
+	for _, g := range groups {
+		n += len(g.ptrs)
+	}
+	all := make([]rolePointer, 0, n)
+	for _, g := range groups {
+		for _, p := range g.ptrs {
+			all = append(all, rolePointer{p: p, role: roleQueued, group: g.info.ID})
+		}
 	}
 	all = append(all, inflight...)
 	slices.SortFunc(all, func(a, b rolePointer) int {
-		switch {
-		case a.p < b.p:
-			return -1
-		case a.p > b.p:
-			return 1
-		}
-		return int(a.role) - int(b.role)
+		return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.role, b.role), cmp.Compare(a.group, b.group))
 	})
 	missing := map[uint32]int{}
+	var of []uint32 // the groups holding the pointer
 	for i := 0; i < len(all); {
-		p, role := all[i].p, uint8(0)
-		queuedTimes := 0
+		p, role, run := all[i].p, uint8(0), 0
+		of = of[:0]
 		for ; i < len(all) && all[i].p == p; i++ {
-			role |= all[i].role
-			if all[i].role == roleQueued {
-				queuedTimes++
+			rp := all[i]
+			role |= rp.role
+			if rp.role != roleInflightPut && !slices.Contains(of, rp.group) {
+				of = append(of, rp.group)
+			}
+			if rp.role != roleQueued {
+				continue
+			}
+			if run++; i+1 == len(all) || all[i+1] != rp {
+				if run > 1 {
+					v.rep.addGroup(v.refOf(rp.group), ProblemDuplicatePointer, "", -1, "pointer %v is queued %d times", p, run)
+				}
+				run = 0
 			}
 		}
-		if queuedTimes > 1 {
-			v.rep.add(ProblemDuplicatePointer, "", -1, "pointer %v is queued %d times", p, queuedTimes)
+		var g *GroupRef
+		if len(of) == 1 {
+			g = v.refOf(of[0])
 		}
 		if p == 0 {
-			v.rep.add(ProblemBadPointer, "", -1, "the zero pointer is %s", roleString(role))
+			v.rep.addGroup(g, ProblemBadPointer, "", -1, "the zero pointer is %s%s", roleString(role), v.groupsOf(of))
 			continue
 		}
 		v.rep.PointersChecked++
@@ -843,7 +576,7 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 		if _, damaged := v.rangeOf(p); damaged {
 			continue
 		}
-		if err := v.readBack(p, role, l); err != nil {
+		if err := v.readBack(p, role, of, g, l); err != nil {
 			return err
 		}
 	}
@@ -861,11 +594,13 @@ func (v *verifier) checkPointers(queued []eventqueue.Pointer, inflight []rolePoi
 // readBack reads the record p points to in l as a take would, and reports
 // a bad-pointer problem (charged when the channel would deliver the event)
 // unless it is a valid put. Only I/O errors are returned.
-func (v *verifier) readBack(p eventqueue.Pointer, role uint8, l *LogInfo) error {
+// of is the groups holding p; g is the group holding it if only one does.
+func (v *verifier) readBack(p eventqueue.Pointer, role uint8, of []uint32, g *GroupRef, l *LogInfo) error {
+	what := func() string { return roleString(role) + " pointer " + p.String() + v.groupsOf(of) }
 	r, err := v.reader(l)
 	if errors.Is(err, corrupt.ErrCorrupt) {
 		// A header naming another file id.
-		v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %v", roleString(role), p, err)
+		v.rep.addGroup(g, ProblemBadPointer, l.Path, int64(p.Offset()), "%s: %v", what(), err)
 		return nil
 	}
 	if err != nil {
@@ -885,7 +620,7 @@ func (v *verifier) readBack(p eventqueue.Pointer, role uint8, l *LogInfo) error 
 	if why == "" {
 		return nil
 	}
-	bad := v.rep.add(ProblemBadPointer, l.Path, int64(p.Offset()), "%s pointer %v: %s", roleString(role), p, why)
+	bad := v.rep.addGroup(g, ProblemBadPointer, l.Path, int64(p.Offset()), "%s: %s", what(), why)
 	if role&(roleQueued|roleInflightTake) != 0 { // an event the channel would deliver
 		c := Cost{Lost: 1}
 		if !v.replayed[p] {

@@ -96,17 +96,27 @@ func (v *verifier) charge(idx int, c Cost) {
 	v.rep.Cost.add(c)
 }
 
-// costs charges the damage for both recoveries. recovered is the queue the
-// channel would recover (ring plus returned takes) and recRes its replay's
-// result (nil when that replay failed); fullRes is a full replay's (nil
-// when it failed), whose queue is v.replayed. When the channel would
-// recover by a full replay, both are the same.
-func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, fullRes *Result) {
-	known := make(map[eventqueue.Pointer]bool, len(recovered))
-	for _, p := range recovered {
-		known[p] = true
-		if r, ok := v.rangeOf(p); ok {
-			v.charge(r.problem, Cost{Lost: 1})
+// costs charges the damage for both recoveries. recovered is every
+// group's queue as the channel would recover it (ring plus returned takes)
+// and recRes its replay's result (nil when that replay failed); replayed
+// and fullRes are a full replay's (nil when it failed; v.replayed holds
+// its events). When the channel would recover by a full replay, both are
+// the same. An event queued for several groups is charged once.
+func (v *verifier) costs(recovered []groupQueue, recRes *Result, replayed []groupQueue, fullRes *Result) {
+	n := 0
+	for _, g := range recovered {
+		n += len(g.ptrs)
+	}
+	known := make(map[eventqueue.Pointer]bool, n)
+	for _, g := range recovered {
+		for _, p := range g.ptrs {
+			if known[p] {
+				continue
+			}
+			known[p] = true
+			if r, ok := v.rangeOf(p); ok {
+				v.charge(r.problem, Cost{Lost: 1})
+			}
 		}
 	}
 	if recRes != nil {
@@ -117,19 +127,35 @@ func (v *verifier) costs(recovered []eventqueue.Pointer, recRes *Result, fullRes
 	if fullRes == nil {
 		return
 	}
-	got := v.replayed
-	// Queued events the full replay does not deliver, when damage
-	// explains it.
-	for _, p := range recovered {
-		if got[p] {
-			continue
+	got := map[uint32]map[eventqueue.Pointer]bool{} // each group's full replay
+	for _, g := range replayed {
+		if len(replayed) == 1 {
+			got[g.info.ID] = v.replayed // the same set
+			break
 		}
-		if r, ok := v.rangeOf(p); ok {
-			v.charge(r.problem, Cost{LostFullReplay: 1})
-		} else if v.disagrees >= 0 {
-			// Readable, queued, and not in the full replay: its commit
-			// record is gone, or the checkpoint is wrong.
-			v.charge(v.disagrees, Cost{LostFullReplay: 1})
+		set := make(map[eventqueue.Pointer]bool, len(g.ptrs))
+		for _, p := range g.ptrs {
+			set[p] = true
+		}
+		got[g.info.ID] = set
+	}
+	// Queued events the full replay does not deliver to their group, when
+	// damage explains it.
+	charged := map[eventqueue.Pointer]bool{}
+	for _, g := range recovered {
+		for _, p := range g.ptrs {
+			if got[g.info.ID][p] || charged[p] {
+				continue
+			}
+			if r, ok := v.rangeOf(p); ok {
+				v.charge(r.problem, Cost{LostFullReplay: 1})
+				charged[p] = true
+			} else if idx, ok := v.disagrees[g.info.ID]; ok {
+				// Readable, queued, and not in the full replay: its commit
+				// record is gone, or the checkpoint is wrong.
+				v.charge(idx, Cost{LostFullReplay: 1})
+				charged[p] = true
+			}
 		}
 	}
 	afterCkpt := map[uint64]bool{} // put transactions the recovery replay found damaged too

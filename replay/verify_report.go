@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
@@ -166,6 +167,14 @@ type Problem struct {
 	Kind   ProblemKind // one of the Problem* (or Note*) constants
 	File   string      // the file concerned, or ""
 	Offset int64       // byte offset in File, or -1 when not about a place in a file
+	// Group is the consumer group the problem is about, in a channel with
+	// named groups: its checkpoint (checkpoint-*), its recovered queue
+	// (checkpoint-disagrees, order-differs, damaged-queued,
+	// duplicate-pointer), its checkpoint's bookkeeping (refcount-mismatch,
+	// missing-log-state), a pointer only it holds (bad-pointer). nil for
+	// the others, and for every problem of a channel whose only group is
+	// the unnamed one (so that such a channel reports as before groups).
+	Group  *GroupRef
 	Detail string
 
 	// What the problem costs, for damage in the log files (corrupt-record,
@@ -237,6 +246,9 @@ func (p Problem) LogDamage() bool {
 func (p Problem) String() string {
 	var b strings.Builder
 	b.WriteString(string(p.Kind))
+	if p.Group != nil {
+		b.WriteString(" (" + p.Group.String() + ")")
+	}
 	if p.File != "" {
 		b.WriteString(" " + p.File)
 		if p.Offset >= 0 {
@@ -252,17 +264,59 @@ func (p Problem) String() string {
 	return b.String()
 }
 
+// GroupRef names a consumer group.
+type GroupRef struct {
+	ID   uint32 // 0: the unnamed group
+	Name string // "" for the unnamed group
+}
+
+// String is `group "audit"`, or "the unnamed group".
+func (g GroupRef) String() string {
+	if g.ID == 0 {
+		return "the unnamed group"
+	}
+	return "group " + strconv.Quote(g.Name)
+}
+
 // CheckpointInfo describes the checkpoint or the backup.
 type CheckpointInfo struct {
 	Dir   string
 	State string // a State* constant
 	Err   error  // why it is not complete
-	// Read from a complete checkpoint only.
+	// Read from a complete checkpoint only: its top level (the unnamed
+	// group's ring, or an empty ring of one slot when there is none).
 	WriteOrderID         uint64
 	Capacity, Head, Size int
 	Time                 time.Time
 	LogStates            int // log file states recorded
+	// Catalog is the consumer groups it lists (its groups file); nil
+	// without one: an older release's checkpoint, the unnamed group alone.
+	Catalog *checkpoint.Catalog
 }
+
+// GroupReport is one consumer group as the recovery and a full replay
+// leave it.
+type GroupReport struct {
+	// Info is the group as the recovery ends it (its capacity and policy
+	// those of the groups record or catalog that last listed it), else as
+	// the full replay does. Capacity is 0 when nothing says it: the
+	// unnamed group a full replay assumes when neither a checkpoint nor a
+	// groups record lists the groups.
+	Info logfile.GroupInfo
+	// Queued is the number of events queued for the group after the
+	// channel opens (-1: that recovery fails, or it has no such group);
+	// FullReplayQueued a full replay's (-1: it fails, or has no such
+	// group).
+	Queued, FullReplayQueued int
+	// InflightTakes counts its events in flight at the checkpoint used
+	// (they return to its head).
+	InflightTakes int
+	// Diff is how its recovered queue differs from a full replay's.
+	Diff QueueDiff
+}
+
+// Ref names g.
+func (g *GroupReport) Ref() GroupRef { return GroupRef{ID: g.Info.ID, Name: g.Info.Name} }
 
 // LogInfo describes one log file, scanned in full.
 type LogInfo struct {
@@ -310,17 +364,24 @@ type Report struct {
 	// RecoveredFrom is where the channel would recover from: FromCheckpoint,
 	// FromBackup or FromFullReplay.
 	RecoveredFrom string
-	// Queued is the number of events the channel would hold after opening
-	// (-1 if that replay failed); FullReplayQueued is a full replay's.
+	// Queued is the number of events the channel would hold after opening,
+	// as FileChannel.Len counts them (the unnamed group's, else the largest
+	// of the groups'); -1 if that replay failed. FullReplayQueued is a full
+	// replay's. Groups has each group's.
 	Queued, FullReplayQueued int
 	// InflightPuts and InflightTakes count the events in flight at the
-	// checkpoint used.
+	// checkpoint used (the takes of every group).
 	InflightPuts, InflightTakes int
 	// PointersChecked counts the distinct pointers read back.
 	PointersChecked int
-	Diff            QueueDiff
-	Problems        []Problem
-	Notes           []Problem
+	// Diff is the unnamed group's Groups[i].Diff (zero without one).
+	Diff QueueDiff
+	// Groups is every consumer group the recovery or a full replay ends
+	// with, by id: one, the unnamed group, for a channel without named
+	// groups.
+	Groups   []GroupReport
+	Problems []Problem
+	Notes    []Problem
 	// Cost is the sum of the problems' costs, those not listed one by one
 	// included, and of damage a repair already padded (no problem names
 	// it).
@@ -352,6 +413,11 @@ func (r *Report) String() string {
 // It returns the problem's index in r.Problems, or -1 when it is only
 // counted.
 func (r *Report) add(kind ProblemKind, file string, off int64, format string, args ...any) int {
+	return r.addGroup(nil, kind, file, off, format, args...)
+}
+
+// addGroup is add for a problem about consumer group g (nil: none).
+func (r *Report) addGroup(g *GroupRef, kind ProblemKind, file string, off int64, format string, args ...any) int {
 	if r.perKind == nil {
 		r.perKind = map[ProblemKind]int{}
 	}
@@ -359,8 +425,19 @@ func (r *Report) add(kind ProblemKind, file string, off int64, format string, ar
 	if r.perKind[kind] > maxProblemsPerKind {
 		return -1
 	}
-	r.Problems = append(r.Problems, Problem{Kind: kind, File: file, Offset: off, Detail: fmt.Sprintf(format, args...)})
+	r.Problems = append(r.Problems, Problem{Kind: kind, File: file, Offset: off, Group: g, Detail: fmt.Sprintf(format, args...)})
 	return len(r.Problems) - 1
+}
+
+// Group returns the report of the consumer group with the given id, or
+// nil.
+func (r *Report) Group(id uint32) *GroupReport {
+	for i := range r.Groups {
+		if r.Groups[i].Info.ID == id {
+			return &r.Groups[i]
+		}
+	}
+	return nil
 }
 
 // summarize adds, for each kind over the bound, a problem counting the ones

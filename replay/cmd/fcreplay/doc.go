@@ -6,7 +6,7 @@
 //
 //	fcreplay inspect --checkpoint-dir DIR --data-dirs DIR[,DIR...] [--backup-checkpoint-dir DIR] [--json]
 //	fcreplay verify  ...   every problem, with file, offset and the committed events it costs; exit 1 if any
-//	fcreplay dump    ...   [--skip N] [--limit N] [--max-body N]: the queued events, in order
+//	fcreplay dump    ...   [--group NAME] [--skip N] [--limit N] [--max-body N]: a consumer group's queued events, in order
 //	fcreplay repair  ...   [--dry-run] [--file-mode 0600] [--dir-mode 0700]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
 //	fcreplay replay  ...   [--dry-run] [--capacity N] [--file-mode 0600] [--dir-mode 0700]: rebuild the checkpoint from the logs
 //
@@ -18,9 +18,11 @@
 // # Commands and the library
 //
 // inspect and verify print replay.Verify's report (inspect the facts,
-// verify the problems); dump prints replay.Events; repair and replay call
-// channel.Repair and channel.Rebuild, and show the rebuild's progress on
-// stderr (a progress bar when stderr is a terminal, else a line every 2 s).
+// verify the problems), consumer group by consumer group; dump prints
+// replay.GroupEvents; repair and replay call channel.Repair and
+// channel.Rebuild (which rebuild every group and keep the groups as the
+// logs have them), and show the rebuild's progress on stderr (a progress
+// bar when stderr is a terminal, else a line every 2 s).
 //
 // # Files and locks
 //

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -19,6 +20,7 @@ import (
 // dumpFlags are dump's own flags.
 type dumpFlags struct {
 	skip, limit, maxBody int
+	group                string
 }
 
 func newDumpCmd(o *options) *cobra.Command {
@@ -28,8 +30,10 @@ func newDumpCmd(o *options) *cobra.Command {
 		Short: "List the queued events in order without consuming them (read-only)",
 		Long: `dump recovers the queue as the channel would on open (from the checkpoint, else
 the backup, else a full replay of the logs) without writing anything, and lists
-its events in the order takes would return them, events taken by uncommitted
-transactions first.
+the events of one consumer group (--group NAME; the unnamed group by default) in
+the order its takes would return them, events taken by uncommitted transactions
+first. A name the channel has no group of is an error naming its groups ('fcreplay
+inspect' lists them too).
 
 Text output: one line per event, "INDEX POINTER {HEADERS} BODY", the body quoted
 as a Go string and cut after --max-body bytes. With --json: one JSON object per
@@ -38,7 +42,8 @@ in base64 (as encoding/json writes []byte). An event that does not read back is
 listed with its error instead ("DAMAGED: ..." in text, "error" in JSON), and the
 exit code is then 1. A summary goes to stderr.`,
 		Example: `  fcreplay dump --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data --limit 10
-  fcreplay dump --checkpoint-dir ckpt --data-dirs data --json --skip 1000 --limit 100 > events.jsonl`,
+  fcreplay dump --checkpoint-dir ckpt --data-dirs data --json --skip 1000 --limit 100 > events.jsonl
+  fcreplay dump --checkpoint-dir ckpt --data-dirs data --group audit --limit 10`,
 		Args: cobra.NoArgs,
 		RunE: runner(o, func(*cobra.Command) error { return runDump(o, df) }),
 	}
@@ -46,6 +51,7 @@ exit code is then 1. A summary goes to stderr.`,
 	f.IntVar(&df.skip, "skip", 0, "skip the first N queued events")
 	f.IntVar(&df.limit, "limit", -1, "list at most N events (-1: all)")
 	f.IntVar(&df.maxBody, "max-body", 64, "text output: bytes of each body shown (0: all)")
+	f.StringVar(&df.group, "group", "", "the consumer group whose queue to list (default: the unnamed group)")
 	return cmd
 }
 
@@ -72,7 +78,7 @@ func runDump(o *options, df dumpFlags) error {
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	listed, damaged := 0, 0
-	total, err := replay.Events(o.verifyOptions(), df.skip, df.limit,
+	total, err := replay.GroupEvents(o.verifyOptions(), df.group, df.skip, df.limit,
 		func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error {
 			listed++
 			if err != nil {
@@ -96,10 +102,17 @@ func runDump(o *options, df dumpFlags) error {
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
+	var ne *replay.NoGroupError
+	if errors.As(err, &ne) {
+		return noGroupError(ne)
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(o.stderr, "fcreplay: listed %d of %d queued events", listed, total)
+	if df.group != "" {
+		fmt.Fprintf(o.stderr, " of group %q", df.group)
+	}
 	if damaged > 0 {
 		verb := "do"
 		if damaged == 1 {
@@ -110,6 +123,27 @@ func runDump(o *options, df dumpFlags) error {
 	}
 	fmt.Fprintln(o.stderr)
 	return nil
+}
+
+// noGroupError is dump's usage error for a group the channel does not
+// have: it names the groups it has.
+func noGroupError(e *replay.NoGroupError) error {
+	names := make([]string, 0, len(e.Groups))
+	for _, g := range e.Groups {
+		if g.ID == 0 {
+			names = append(names, "the unnamed group (no --group)")
+		} else {
+			names = append(names, strconv.Quote(g.Name))
+		}
+	}
+	has := "none"
+	if len(names) > 0 {
+		has = strings.Join(names, ", ")
+	}
+	if e.Name == "" {
+		return usageErrorf("the channel has no unnamed group: name one of its consumer groups with --group (its groups: %s)", has)
+	}
+	return usageErrorf("--group %q: the channel has no consumer group of that name (its groups: %s)", e.Name, has)
 }
 
 // writeEventLine writes "INDEX POINTER {HEADERS} BODY" for one event.

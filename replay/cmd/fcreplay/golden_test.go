@@ -17,6 +17,8 @@ func TestGolden(t *testing.T) {
 		{damaged, exitFailed},      // corrupt-record, the checkpoint disagrees with a full replay, bad-pointer
 		{noCheckpoint, exitFailed}, // checkpoint-missing; recovery is a full replay
 		{incomplete, exitFailed},   // checkpoint-incomplete; recovery from the backup
+		{groups, exitOK},           // the unnamed group and two named groups
+		{groupDamaged, exitFailed}, // checkpoint-corrupt of group audit; recovery from the backup
 	}
 	for _, tc := range cases {
 		t.Run(tc.fixture, func(t *testing.T) {

@@ -100,7 +100,11 @@ type fixture struct {
 	ckpt   string
 	backup string // "" = not passed to fcreplay
 	data   string
-	queued []int // the events a channel opened now delivers, in order
+	queued []int // the events a channel opened now delivers, in order (the unnamed group's)
+	// groups is Config.Groups (nil: the unnamed group alone); groupQueued
+	// each named group's events, as queued.
+	groups      []channel.GroupConfig
+	groupQueued map[string][]int
 }
 
 // args are the directory flags for fcreplay, followed by extra.
@@ -124,6 +128,7 @@ func (f *fixture) config() channel.Config {
 	if f.backup != "" {
 		cfg.BackupCheckpointDir = f.backup
 	}
+	cfg.Groups = f.groups
 	return cfg
 }
 
@@ -147,7 +152,24 @@ const (
 	damaged      = "damaged"      // clean with one byte flipped in the body of event 12, mid log file 1
 	noCheckpoint = "nocheckpoint" // clean with the checkpoint files deleted, no backup passed
 	incomplete   = "incomplete"   // clean with the checkpoint's marker set to INCOMPLETE: the backup is used
+	// groups: the unnamed group and the named groups audit and mirror
+	// (capacity 50, drop oldest); session 1 as clean's, then audit takes
+	// 0..7 (the unnamed group 0..4); session 2 as clean's, with mirror's
+	// take of 0 and 1 in flight at the close. The unnamed group holds
+	// 5..29, audit 8..29, mirror 0..29.
+	groups = "groups"
+	// groupDamaged: groups with a byte of audit's checkpoint.meta flipped:
+	// the checkpoint is unusable, the backup is used.
+	groupDamaged = "groupdamaged"
 )
+
+// groupsOf is the Config.Groups of a fixture kind.
+func groupsOf(kind string) []channel.GroupConfig {
+	if kind != groups && kind != groupDamaged {
+		return nil
+	}
+	return []channel.GroupConfig{{}, {Name: "audit"}, {Name: "mirror", Capacity: 50, WhenFull: channel.DropOldest}}
+}
 
 // newFixture makes a channel's files:
 //
@@ -159,15 +181,27 @@ func newFixture(t *testing.T, kind string) *fixture {
 	t.Helper()
 	base := t.TempDir()
 	f := &fixture{base: base, ckpt: filepath.Join(base, "checkpoint"), backup: filepath.Join(base, "backup"),
-		data: filepath.Join(base, "data")}
+		data: filepath.Join(base, "data"), groups: groupsOf(kind)}
 	c := mustOpen(t, f.config())
 	putN(t, c, 0, 20, 5)
 	takeN(t, c, 5, true)
+	if f.groups != nil {
+		takeGroup(t, c, "audit", 8)
+	}
 	mustClose(t, c)
 
 	c = mustOpen(t, f.config())
 	putN(t, c, 20, 10, 5)
-	tx, err := c.Begin()
+	begin := c.Begin
+	if f.groups != nil {
+		g, err := c.Group("mirror")
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin = g.Begin
+		f.groupQueued = map[string][]int{"audit": seq(8, 30), "mirror": seq(0, 30)}
+	}
+	tx, err := begin()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +227,9 @@ func newFixture(t *testing.T, kind string) *fixture {
 			t.Fatal(err)
 		}
 		f.backup = ""
+	case groups:
+	case groupDamaged:
+		setBytes(t, filepath.Join(checkpoint.GroupDir(f.ckpt, 1), checkpoint.MetaName), 20, []byte{0xff})
 	default:
 		t.Fatalf("unknown fixture %q", kind)
 	}
@@ -258,6 +295,37 @@ func takeN(t *testing.T, c *channel.FileChannel, n int, commit bool) []channel.E
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// takeGroup takes n events of the named group in one transaction and
+// commits it.
+func takeGroup(t *testing.T, c *channel.FileChannel, name string, n int) {
+	t.Helper()
+	g, err := c.Group(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := g.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if _, ok, err := tx.Take(); err != nil || !ok {
+			t.Fatalf("take from %s: %v %v", name, ok, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seq is from, from+1, ..., to-1.
+func seq(from, to int) []int {
+	var out []int
+	for i := from; i < to; i++ {
+		out = append(out, i)
+	}
+	return out
 }
 
 // flipByteIn flips a byte in the middle of the first occurrence of s in

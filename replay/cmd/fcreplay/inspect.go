@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -18,9 +21,11 @@ func newInspectCmd(o *options) *cobra.Command {
 		Short: "Print the checkpoint, the backup and every log file (read-only)",
 		Long: `inspect prints the facts about a channel's files without changing them: the
 checkpoint's header and metadata (version, write-order id, capacity, head, size,
-marker, complete or not), the backup's state, how the channel would recover and
-how many events it would hold, and every log file with its size, valid end,
-record counts, write-order id range and tail. It scans every log file in full.
+marker, complete or not, the consumer groups its catalog lists), the backup's
+state, how the channel would recover and how many events it would hold, every
+consumer group (id, name, events queued, in flight at the checkpoint, capacity,
+policy when full), and every log file with its size, valid end, record counts,
+write-order id range and tail. It scans every log file in full.
 
 Problems are counted, not listed: run 'fcreplay verify' for the list. The exit
 code is 0 whenever the files could be read, whatever they hold.`,
@@ -49,7 +54,7 @@ func runInspect(o *options) error {
 		Checkpoint: ck, Backup: bk, RecoveredFrom: rep.RecoveredFrom,
 		Queued: rep.Queued, FullReplayQueued: rep.FullReplayQueued,
 		InflightPuts: rep.InflightPuts, InflightTakes: rep.InflightTakes,
-		Logs: []logJSON{}, Problems: len(rep.Problems), Cost: costFacts(rep.Cost),
+		Groups: groupsFacts(rep.Groups), Logs: []logJSON{}, Problems: len(rep.Problems), Cost: costFacts(rep.Cost),
 	}
 	damage := damageByPlace(rep.Problems)
 	for _, l := range rep.Logs {
@@ -71,13 +76,16 @@ type inspectJSON struct {
 	RecoveredFrom string `json:"recovered_from"`
 	// Queued is the number of events the channel would hold after opening
 	// (-1: that recovery fails); FullReplayQueued a full replay's.
-	Queued           int       `json:"queued"`
-	FullReplayQueued int       `json:"full_replay_queued"`
-	InflightPuts     int       `json:"inflight_puts"`  // events in flight at the checkpoint used
-	InflightTakes    int       `json:"inflight_takes"` // (taken ones return to the head)
-	Logs             []logJSON `json:"logs"`
-	LogBytes         int64     `json:"log_bytes"`
-	Problems         int       `json:"problems"` // listed by verify
+	Queued           int `json:"queued"`
+	FullReplayQueued int `json:"full_replay_queued"`
+	InflightPuts     int `json:"inflight_puts"`  // events in flight at the checkpoint used
+	InflightTakes    int `json:"inflight_takes"` // (taken ones return to the head), every group's
+	// Groups is every consumer group, by id (one, the unnamed group, for a
+	// channel without named groups).
+	Groups   []groupJSON `json:"groups"`
+	Logs     []logJSON   `json:"logs"`
+	LogBytes int64       `json:"log_bytes"`
+	Problems int         `json:"problems"` // listed by verify
 	// Cost is what the damage costs in committed events (as verify's).
 	Cost costJSON `json:"cost"`
 }
@@ -96,11 +104,47 @@ type checkpointJSON struct {
 
 type verifiedJSON struct {
 	WriteOrderID uint64 `json:"write_order_id"`
-	Capacity     int    `json:"capacity"`
+	Capacity     int    `json:"capacity"` // of the top-level ring: the unnamed group's (1 without one)
 	Head         int    `json:"head"`
 	Size         int    `json:"size"`
 	Time         string `json:"time,omitempty"`
 	LogStates    int    `json:"log_states"`
+	// Groups is the consumer groups its catalog lists, by id; absent
+	// without a catalog (an older release's checkpoint: the unnamed group
+	// alone).
+	Groups *[]groupRefJSON `json:"groups,omitempty"`
+}
+
+// groupRefJSON names a consumer group.
+type groupRefJSON struct {
+	ID   uint32 `json:"id"`
+	Name string `json:"name"` // "" for the unnamed group
+}
+
+// groupJSON describes one consumer group.
+type groupJSON struct {
+	ID   uint32 `json:"id"`
+	Name string `json:"name"` // "" for the unnamed group
+	// Queued is the number of events queued for it after the channel
+	// opens (-1: that recovery fails, or does not have the group);
+	// FullReplayQueued a full replay's.
+	Queued           int `json:"queued"`
+	FullReplayQueued int `json:"full_replay_queued"`
+	InflightTakes    int `json:"inflight_takes"` // its events in flight at the checkpoint used
+	// Capacity is 0 when nothing records it (no checkpoint, no groups
+	// record: an older release's logs).
+	Capacity int    `json:"capacity"`
+	Policy   string `json:"policy"` // when full: block, drop-oldest, drop-newest
+}
+
+func groupsFacts(gs []replay.GroupReport) []groupJSON {
+	out := make([]groupJSON, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, groupJSON{ID: g.Info.ID, Name: g.Info.Name, Queued: g.Queued, FullReplayQueued: g.FullReplayQueued,
+			InflightTakes: g.InflightTakes, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
+			Policy: channel.FullPolicy(g.Info.Policy).String()})
+	}
+	return out
 }
 
 // logJSON describes one log file.
@@ -167,6 +211,13 @@ func checkpointFacts(o *options, ci replay.CheckpointInfo) (checkpointJSON, erro
 	if ci.State == replay.StateComplete {
 		c.Verified = &verifiedJSON{WriteOrderID: ci.WriteOrderID, Capacity: ci.Capacity, Head: ci.Head,
 			Size: ci.Size, Time: formatTime(ci.Time), LogStates: ci.LogStates}
+		if cat := ci.Catalog; cat != nil {
+			refs := make([]groupRefJSON, 0, len(cat.Groups))
+			for _, g := range cat.Groups {
+				refs = append(refs, groupRefJSON{ID: g.ID, Name: g.Name})
+			}
+			c.Verified.Groups = &refs
+		}
 	}
 	return c, nil
 }
@@ -216,6 +267,9 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 		kv("  ", "full replay", "%d events", r.FullReplayQueued)
 	} else {
 		kv("  ", "full replay", "fails (see 'fcreplay verify')")
+	}
+	if err := printGroups(bw, kv, r.Groups); err != nil {
+		return err
 	}
 	if r.Problems == 0 {
 		kv("", "problems", "none")
@@ -288,6 +342,9 @@ func printCheckpoint(kv func(indent, k, format string, args ...any), what string
 		kv("  ", "head", "%d", v.Head)
 		kv("  ", "size", "%d", v.Size)
 		kv("  ", "log states", "%d", v.LogStates)
+		if v.Groups != nil {
+			kv("  ", "groups", "%s", groupList(*v.Groups))
+		}
 		return
 	}
 	if h == nil {
@@ -306,6 +363,52 @@ func printCheckpoint(kv func(indent, k, format string, args ...any), what string
 	kv("  ", "capacity", "%d", h.Capacity)
 	kv("  ", "head", "%d", h.Head)
 	kv("  ", "size", "%d", h.Size)
+}
+
+// printGroups writes the table of the consumer groups.
+func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any), gs []groupJSON) error {
+	kv("", "groups", "%d", len(gs))
+	if len(gs) == 0 {
+		return nil
+	}
+	count := func(n int) string {
+		if n < 0 {
+			return "-"
+		}
+		return strconv.Itoa(n)
+	}
+	tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tNAME\tQUEUED\tIN FLIGHT\tCAPACITY\tPOLICY\tFULL REPLAY")
+	for _, g := range gs {
+		capacity := "-"
+		if g.Capacity > 0 {
+			capacity = strconv.Itoa(g.Capacity)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", g.ID, groupName(g.ID, g.Name), count(g.Queued), g.InflightTakes,
+			capacity, g.Policy, count(g.FullReplayQueued))
+	}
+	return tw.Flush()
+}
+
+// groupName is a group's name in a table: "(unnamed)" for the unnamed
+// group.
+func groupName(id uint32, name string) string {
+	if id == 0 {
+		return "(unnamed)"
+	}
+	return name
+}
+
+// groupList lists the groups of a catalog: `3: (unnamed), a, b`.
+func groupList(gs []groupRefJSON) string {
+	if len(gs) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(gs))
+	for _, g := range gs {
+		names = append(names, groupName(g.ID, g.Name))
+	}
+	return strconv.Itoa(len(gs)) + ": " + strings.Join(names, ", ")
 }
 
 // logNotes lists what is unusual about a log file.

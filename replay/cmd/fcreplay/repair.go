@@ -144,9 +144,16 @@ func printRepair(w io.Writer, r *repairJSON) error {
 		fmt.Fprintf(bw, "verify now: %s\n", problemCount(len(r.Problems)))
 		return bw.Flush()
 	}
-	if r.Rebuild != nil {
-		fmt.Fprintf(bw, "rebuilt the checkpoint from the logs: %s queued (capacity %d)\n",
-			plural(int64(r.Rebuild.Events), "event"), r.Rebuild.Capacity)
+	if b := r.Rebuild; b != nil {
+		if _, unnamed := b.named(); unnamed {
+			fmt.Fprintf(bw, "rebuilt the checkpoint from the logs: %s queued (capacity %d)\n",
+				plural(int64(b.Events), "event"), b.Capacity)
+		} else {
+			fmt.Fprintf(bw, "rebuilt the checkpoint from the logs: %s\n", plural(int64(len(b.Groups)), "consumer group"))
+		}
+		for _, l := range b.groupLines() {
+			fmt.Fprintln(bw, l)
+		}
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(bw, problemLine(p))

@@ -20,7 +20,9 @@ func newReplayCmd(o *options) *cobra.Command {
 		Short: "Rebuild the checkpoint from a full replay of the log files",
 		Long: `replay throws the checkpoint away (and the backup's copy) and rebuilds the queue
 from a full replay of every log file, as the channel does when it has no usable
-checkpoint, then writes a fresh checkpoint (and backup). Use it when the
+checkpoint, then writes a fresh checkpoint (and backup). Every consumer group is
+rebuilt, with the capacity and policy the logs last recorded for it (--capacity
+sets the unnamed group's); no group is added or removed. Use it when the
 checkpoint is missing, damaged or disagrees with the logs (verify's
 checkpoint-* and bad-pointer problems), and after a repair (repair runs it).
 
@@ -70,16 +72,19 @@ func runReplay(o *options, dryRun bool, capacity int) error {
 // rebuildJSON is replay's output (--json prints it as is), and the rebuild
 // part of repair's.
 type rebuildJSON struct {
-	DryRun     bool  `json:"dry_run"`
-	Records    int64 `json:"records"` // log records read, one pass (a rebuild reads them twice)
-	Bytes      int64 `json:"bytes"`   // log bytes read, one pass
-	Events     int   `json:"events"`  // events in the rebuilt queue
-	Puts       int64 `json:"puts"`    // committed puts applied
-	Takes      int64 `json:"takes"`   // committed takes applied
-	Corrupt    int   `json:"corrupt"`
-	DamagedTxs int   `json:"damaged_txs"`
-	Padding    int64 `json:"padding"` // padding records read (regions a repair overwrote)
-	Capacity   int   `json:"capacity"`
+	DryRun  bool  `json:"dry_run"`
+	Records int64 `json:"records"` // log records read, one pass (a rebuild reads them twice)
+	Bytes   int64 `json:"bytes"`   // log bytes read, one pass
+	// Events is the number of events in the rebuilt queue: the unnamed
+	// group's, else the largest group's; groups has each group's.
+	Events     int                `json:"events"`
+	Groups     []rebuildGroupJSON `json:"groups"`
+	Puts       int64              `json:"puts"`  // committed puts applied
+	Takes      int64              `json:"takes"` // committed takes applied
+	Corrupt    int                `json:"corrupt"`
+	DamagedTxs int                `json:"damaged_txs"`
+	Padding    int64              `json:"padding"` // padding records read (regions a repair overwrote)
+	Capacity   int                `json:"capacity"`
 	// CapacityFrom says where the capacity came from: "config" (--capacity),
 	// "checkpoint", "backup checkpoint" or "default" (no checkpoint recorded
 	// one).
@@ -87,10 +92,52 @@ type rebuildJSON struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 }
 
+// rebuildGroupJSON is one consumer group of the rebuilt channel.
+type rebuildGroupJSON struct {
+	ID       uint32 `json:"id"`
+	Name     string `json:"name"` // "" for the unnamed group
+	Events   int    `json:"events"`
+	Capacity int    `json:"capacity"`
+	Policy   string `json:"policy"` // when full: block, drop-oldest, drop-newest
+}
+
 func rebuildFacts(r *channel.RebuildReport, dryRun bool) rebuildJSON {
-	return rebuildJSON{DryRun: dryRun, Records: r.Records, Bytes: r.Bytes, Events: r.Events, Puts: r.Puts,
-		Takes: r.Takes, Corrupt: r.Corrupt, DamagedTxs: r.DamagedTxs, Padding: r.Padding, Capacity: r.Capacity,
+	out := rebuildJSON{DryRun: dryRun, Records: r.Records, Bytes: r.Bytes, Events: r.Events, Groups: []rebuildGroupJSON{},
+		Puts: r.Puts, Takes: r.Takes, Corrupt: r.Corrupt, DamagedTxs: r.DamagedTxs, Padding: r.Padding, Capacity: r.Capacity,
 		CapacityFrom: r.CapacityFrom.String(), DurationSeconds: r.Duration.Seconds()}
+	for _, g := range r.Groups {
+		out.Groups = append(out.Groups, rebuildGroupJSON{ID: g.ID, Name: g.Name, Events: g.Events, Capacity: g.Capacity,
+			Policy: g.WhenFull.String()})
+	}
+	return out
+}
+
+// named reports whether the rebuilt channel has named consumer groups;
+// unnamed whether it has the unnamed one (true when the report lists no
+// group: an older release's).
+func (r *rebuildJSON) named() (named, unnamed bool) {
+	unnamed = len(r.Groups) == 0
+	for _, g := range r.Groups {
+		named, unnamed = named || g.ID != 0, unnamed || g.ID == 0
+	}
+	return named, unnamed
+}
+
+// groupLines are the lines of a rebuild's summary for its consumer
+// groups, when it has named ones.
+func (r *rebuildJSON) groupLines() []string {
+	if named, _ := r.named(); !named {
+		return nil
+	}
+	var out []string
+	for _, g := range r.Groups {
+		label := "the unnamed group"
+		if g.ID != 0 {
+			label = fmt.Sprintf("group %q", g.Name)
+		}
+		out = append(out, fmt.Sprintf("  %s: %s, capacity %d, %s when full", label, plural(int64(g.Events), "event"), g.Capacity, g.Policy))
+	}
+	return out
 }
 
 // printRebuild writes replay's summary.
@@ -106,14 +153,28 @@ func printRebuild(w io.Writer, r *rebuildJSON) error {
 		roundDuration(d), rateMBs(passes*r.Bytes, d))
 	applied := fmt.Sprintf("%s applied", plural(r.Puts, "put")+" and "+plural(r.Takes, "take"))
 	var err error
-	if r.DryRun {
+	_, unnamed := r.named()
+	switch {
+	case !unnamed && r.DryRun:
+		_, err = fmt.Fprintf(w, "dry run: nothing was changed; a rebuild would recover %s (%s); %s\n",
+			plural(int64(len(r.Groups)), "consumer group"), applied, read)
+	case !unnamed:
+		_, err = fmt.Fprintf(w, "rebuilt the checkpoint: %s (%s); %s\n",
+			plural(int64(len(r.Groups)), "consumer group"), applied, read)
+	case r.DryRun:
 		_, err = fmt.Fprintf(w, "dry run: nothing was changed; a rebuild would recover %s (%s) into capacity %d; %s\n",
 			plural(int64(r.Events), "event"), applied, r.Capacity, read)
-	} else {
+	default:
 		_, err = fmt.Fprintf(w, "rebuilt the checkpoint: %s queued (%s), capacity %d; %s\n",
 			plural(int64(r.Events), "event"), applied, r.Capacity, read)
 	}
-	if err == nil {
+	for _, l := range r.groupLines() {
+		if err == nil {
+			_, err = fmt.Fprintln(w, l)
+		}
+	}
+	if err == nil && unnamed {
+		// The capacity is the unnamed group's.
 		_, err = fmt.Fprintln(w, capacityNote(r))
 	}
 	switch {

@@ -18,7 +18,10 @@ each with its kind, file and byte offset: damaged, incomplete or missing
 checkpoints (and backup), damaged log headers and records, torn tails, log files
 left by an interrupted create, write-order ids out of order, a recovered queue
 that differs from a full replay of the logs, queued events that do not read back,
-and checkpoint bookkeeping that does not match its ring.
+and checkpoint bookkeeping that does not match its ring. Every consumer group is
+checked: its checkpoint, its queue against a full replay's, its pointers; in a
+channel with named groups a problem about one group names it ("(group "a")"
+after the kind, "group" in JSON).
 
 A torn tail and an unfinished create are normal after a crash: the channel's next
 open handles them. Anything else is damage.
@@ -73,7 +76,10 @@ type problemJSON struct {
 	Kind   replay.ProblemKind `json:"kind"` // a replay.Problem* kind
 	File   string             `json:"file,omitempty"`
 	Offset *int64             `json:"offset,omitempty"` // absent when not about a place in a file
-	Detail string             `json:"detail,omitempty"`
+	// Group is the consumer group the problem is about, in a channel with
+	// named groups; absent otherwise.
+	Group  *groupRefJSON `json:"group,omitempty"`
+	Detail string        `json:"detail,omitempty"`
 	costJSON
 }
 
@@ -100,8 +106,11 @@ func (c costJSON) cost() replay.Cost {
 func problemsJSON(ps []replay.Problem) []problemJSON {
 	out := make([]problemJSON, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, problemJSON{Kind: p.Kind, File: p.File, Offset: offsetPtr(p.Offset), Detail: p.Detail,
-			costJSON: costFacts(p.Cost)})
+		j := problemJSON{Kind: p.Kind, File: p.File, Offset: offsetPtr(p.Offset), Detail: p.Detail, costJSON: costFacts(p.Cost)}
+		if g := p.Group; g != nil {
+			j.Group = &groupRefJSON{ID: g.ID, Name: g.Name}
+		}
+		out = append(out, j)
 	}
 	return out
 }
@@ -162,7 +171,11 @@ func problemLine(p problemJSON) string {
 	if p.Offset != nil {
 		off = *p.Offset
 	}
-	return replay.Problem{Kind: p.Kind, File: p.File, Offset: off, Detail: p.Detail, Cost: p.cost()}.String()
+	var g *replay.GroupRef
+	if p.Group != nil {
+		g = &replay.GroupRef{ID: p.Group.ID, Name: p.Group.Name}
+	}
+	return replay.Problem{Kind: p.Kind, File: p.File, Offset: off, Group: g, Detail: p.Detail, Cost: p.cost()}.String()
 }
 
 // advice says what to do about the kinds of problems found, in the order
