@@ -454,3 +454,35 @@ func TestParseFullPolicy(t *testing.T) {
 		t.Fatal("parsed an unknown policy")
 	}
 }
+
+// TestRemoveTheLastGroup: a channel whose only group was removed opens
+// again (with no group) and gets groups back when Config lists them.
+func TestRemoveTheLastGroup(t *testing.T) {
+	cfg := groupsConfig(t, GroupConfig{Name: "a"})
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 5, 5)
+	if err := c.RemoveGroup("a"); err != nil {
+		t.Fatal(err)
+	}
+	putN(t, c, 5, 5, 5) // reaches no group
+	c.Close()
+	cfg.Groups = []GroupConfig{}
+	for _, how := range []string{"checkpoint", "full replay"} {
+		if how == "full replay" {
+			removeCheckpoint(t, cfg)
+		}
+		c = mustOpen(t, cfg)
+		if got := c.GroupNames(); len(got) != 0 {
+			t.Fatalf("%s: GroupNames %q, want none", how, got)
+		}
+		if !strings.HasPrefix(c.Stats().RecoveredFrom, how) || strings.Contains(c.Stats().RecoveredFrom, "changed") {
+			t.Fatalf("recovered from %q", c.Stats().RecoveredFrom)
+		}
+		c.Close()
+	}
+	cfg.Groups = []GroupConfig{{Name: "a"}}
+	c = mustOpen(t, cfg)
+	if n := mustGroup(t, c, "a").Len(); n != 0 {
+		t.Fatalf("a recreated group holds %d events", n)
+	}
+}

@@ -37,6 +37,7 @@ type recovery struct {
 	groupStates   map[uint32]*checkpoint.State
 	fresh         map[uint32]*consumer
 	groupsChanged bool
+	inMemory      []*consumer // groups whose ring resizeGroups moved out of memory
 }
 
 // dirRole is a directory Open uses and the Config field naming it.

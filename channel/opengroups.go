@@ -1,10 +1,9 @@
 package channel
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -15,59 +14,26 @@ import (
 // groupCkpt is a named group's checkpoint, as loadGroupCheckpoints opened
 // it.
 type groupCkpt struct {
-	info logfile.GroupInfo
-	ck   *checkpoint.Checkpoint
-	st   *checkpoint.State
+	ck *checkpoint.Checkpoint
+	st *checkpoint.State
 }
 
 // loadGroupCheckpoints opens the catalog of the checkpoint in dir (top
-// opened with state st) and every named group's checkpoint it lists. They
-// must all be at st's write-order id: otherwise a crash interrupted a
-// checkpoint and the set is unusable (an error matching
+// opened with state st) and every named group's checkpoint it lists, all
+// or nothing (replay.OpenGroupCheckpoints has the rules: a set not at one
+// write-order id is incomplete, a damaged part matches
 // checkpoint.ErrBadCheckpoint). Without a catalog the checkpoint is an
 // older release's: the unnamed group alone, on the top ring.
 func (c *FileChannel) loadGroupCheckpoints(dir string, st *checkpoint.State) (*checkpoint.Catalog, map[uint32]groupCkpt, error) {
-	cat, err := checkpoint.ReadCatalog(c.fs, dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
+	cat, gcs, err := replay.OpenGroupCheckpoints(c.fs, dir, st)
+	if err != nil || cat == nil {
 		return nil, nil, err
 	}
-	if cat.WriteOrderID != st.WriteOrderID {
-		// A crash inside a checkpoint: the set is incomplete.
-		return nil, nil, fmt.Errorf("%w: %w: the group catalog is at write-order id %d, the checkpoint at %d",
-			checkpoint.ErrBadCheckpoint, checkpoint.ErrIncomplete, cat.WriteOrderID, st.WriteOrderID)
-	}
-	out := map[uint32]groupCkpt{}
-	closeAll := func() {
-		for _, g := range out {
-			g.ck.Close()
-		}
-	}
-	for _, g := range cat.Groups {
-		if g.ID == 0 {
-			continue
-		}
-		ck, gst, err := checkpoint.Open(c.fs, checkpoint.GroupDir(dir, g.ID))
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("%w: consumer %s: %w", checkpoint.ErrBadCheckpoint, groupLabel(g.Name), err)
-		}
-		if gst.WriteOrderID != st.WriteOrderID {
-			ck.Close()
-			closeAll()
-			return nil, nil, fmt.Errorf("%w: %w: consumer %s: its checkpoint is at write-order id %d, the channel's at %d",
-				checkpoint.ErrBadCheckpoint, checkpoint.ErrIncomplete, groupLabel(g.Name), gst.WriteOrderID, st.WriteOrderID)
-		}
-		out[g.ID] = groupCkpt{info: catalogInfo(g), ck: ck, st: gst}
+	out := make(map[uint32]groupCkpt, len(gcs))
+	for _, gc := range gcs {
+		out[gc.Info.ID] = groupCkpt{ck: gc.Checkpoint, st: gc.State}
 	}
 	return cat, out, nil
-}
-
-// catalogInfo is g as a groups record lists it.
-func catalogInfo(g checkpoint.Group) logfile.GroupInfo {
-	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy}
 }
 
 // replaySeeds returns replay's group seeds from the loaded checkpoint (nil:
@@ -76,7 +42,7 @@ func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
 	if rc.catalog == nil || rc.st == nil {
 		return nil
 	}
-	var seeds []replay.GroupSeed
+	seeds := []replay.GroupSeed{} // not nil: a catalog without groups seeds none
 	for _, g := range c.groups {
 		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue}
 		if g.id == 0 {
@@ -119,7 +85,7 @@ func (c *FileChannel) buildGroups(rc *recovery) error {
 		if err != nil {
 			return opErr(fmt.Sprintf("load the queue of consumer %s from its checkpoint", groupLabel(cg.Name)), err)
 		}
-		g.id, g.cfg, g.since = cg.ID, groupConfigOf(catalogInfo(cg)), cg.Since
+		g.id, g.cfg, g.since = cg.ID, groupConfigOf(replay.CatalogGroupInfo(cg)), cg.Since
 		c.groups = append(c.groups, g)
 		if cg.ID == 0 {
 			c.main = g
@@ -182,7 +148,9 @@ func (c *FileChannel) settleGroups(rc *recovery) error {
 		if g.ckpt != nil && g.ckpt != c.top {
 			g.ckpt.Close()
 		}
-		rc.groupsChanged = true
+		// (A full replay's unnamed group is only assumed until the logs
+		// say which groups there are.)
+		rc.groupsChanged = rc.groupsChanged || rc.st != nil
 	}
 	c.groups, c.main = groups, main
 	c.nextGroupID = max(c.nextGroupID, rc.res.NextGroupID, 1)
@@ -255,6 +223,9 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		if g.ckpt != nil && g.ckpt.Capacity() == g.cfg.Capacity {
 			continue
 		}
+		if g.ckpt == nil {
+			rc.inMemory = append(rc.inMemory, g)
+		}
 		old := g.queue.Capacity()
 		id := g.id
 		create := func(capacity int) (*checkpoint.Checkpoint, error) {
@@ -279,11 +250,12 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		if err := g.resize(create, g.cfg.Capacity); err != nil {
 			return opErr(fmt.Sprintf("consumer %s: change capacity from %d to %d", groupLabel(g.cfg.Name), old, g.cfg.Capacity), err)
 		}
-		if g.ckpt != nil && old != g.cfg.Capacity {
+		if old != g.cfg.Capacity && !rc.fromMemory(g) {
 			c.log.Info("capacity changed", "group", g.cfg.Name, "old", old, "new", g.cfg.Capacity, "queued", g.queue.Size())
-			c.stats.recoveredFrom += ", capacity changed"
+			if !strings.Contains(c.stats.recoveredFrom, "capacity changed") {
+				c.stats.recoveredFrom += ", capacity changed"
+			}
 		}
-		rc.groupsChanged = true
 	}
 	if c.main == nil && (c.top == nil || c.top.Capacity() != 1) {
 		// No unnamed group: the checkpoint dir's file is an empty ring
@@ -328,3 +300,7 @@ func (c *FileChannel) findStaleGroupDirs() error {
 	}
 	return nil
 }
+
+// fromMemory reports whether g's ring was in memory (created by the logs
+// or the config), not in a checkpoint of another capacity.
+func (rc *recovery) fromMemory(g *consumer) bool { return slices.Contains(rc.inMemory, g) }

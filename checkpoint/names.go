@@ -23,8 +23,9 @@ const (
 	// complete copy of a checkpoint.
 	BackupCompleteName = "backupComplete"
 	// CatalogName is the catalog of consumer groups (Catalog), at the top
-	// level of a checkpoint directory that has groups other than the
-	// unnamed one. A directory without it holds one unnamed group.
+	// level of a checkpoint directory; the channel writes it with every
+	// checkpoint. A directory without it was written by a release before
+	// consumer groups: one unnamed group.
 	CatalogName = "groups"
 
 	// tmpSuffix marks a file being written; a leftover is garbage.

@@ -30,8 +30,9 @@
 //
 // # Read-only tools
 //
-// Verify checks a closed channel's files and reports every inconsistency;
-// Events lists the queue the channel would recover, event by event. Both
+// Verify checks a closed channel's files and reports every inconsistency
+// (per consumer group); Events lists the queue the channel would recover
+// for the unnamed group, event by event, and GroupEvents for any group. All
 // copy the checkpoint files into memory and only read the data dirs, so
 // they take no lock and write nothing (channel.Verify takes the locks); they
 // must not run while the channel is open.

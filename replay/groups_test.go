@@ -13,7 +13,7 @@ func catalogRec(next uint32, groups ...logfile.GroupInfo) logfile.Record {
 	return logfile.Record{Type: logfile.RecordGroups, NextGroupID: next, Catalog: groups}
 }
 
-func groupQueue(t *testing.T, res *Result, id uint32) []ptr {
+func resultQueue(t *testing.T, res *Result, id uint32) []ptr {
 	t.Helper()
 	g := res.Group(id)
 	if g == nil {
@@ -46,8 +46,8 @@ func TestReplayGroups(t *testing.T) {
 	if res.Group(0) != nil || res.Group(2) != nil {
 		t.Fatalf("groups %v: the implicit unnamed group or the removed b survived", res.Groups)
 	}
-	wantPtrs(t, "a", groupQueue(t, res, 1), cat(p1[:1], p1[2:], p3))
-	wantPtrs(t, "c", groupQueue(t, res, 3), cat(p2, p3))
+	wantPtrs(t, "a", resultQueue(t, res, 1), cat(p1[:1], p1[2:], p3))
+	wantPtrs(t, "c", resultQueue(t, res, 3), cat(p2, p3))
 	if res.GroupsCreated != 3 || res.GroupsRemoved != 2 || res.GroupSkips != 2 || res.NextGroupID != 4 {
 		t.Fatalf("created %d removed %d skips %d next %d", res.GroupsCreated, res.GroupsRemoved, res.GroupSkips, res.NextGroupID)
 	}
@@ -73,12 +73,12 @@ func TestReplayGroupOverflowFollowsPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantPtrs(t, "drop-oldest", groupQueue(t, res, 1), ps[2:])
+			wantPtrs(t, "drop-oldest", resultQueue(t, res, 1), ps[2:])
 		case 2:
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantPtrs(t, "drop-newest", groupQueue(t, res, 1), ps[:3])
+			wantPtrs(t, "drop-newest", resultQueue(t, res, 1), ps[:3])
 		}
 	}
 }

@@ -90,7 +90,7 @@ func OpenGroupCheckpoints(fsys vfs.FS, dir string, st *checkpoint.State) (*check
 		if g.ID == 0 {
 			continue
 		}
-		gc, err := openGroupCheckpoint(fsys, dir, catalogGroupInfo(g), st.WriteOrderID)
+		gc, err := openGroupCheckpoint(fsys, dir, CatalogGroupInfo(g), st.WriteOrderID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -152,7 +152,7 @@ func GroupSeeds(ck *checkpoint.Checkpoint, st *checkpoint.State, cat *checkpoint
 	}
 	seeds := make([]GroupSeed, 0, len(cat.Groups))
 	for _, g := range cat.Groups {
-		info, ring, gst := catalogGroupInfo(g), ck, st
+		info, ring, gst := CatalogGroupInfo(g), ck, st
 		if g.ID != 0 {
 			gc, ok := byID[g.ID]
 			if !ok {
@@ -181,8 +181,9 @@ func ringQueue(ck *checkpoint.Checkpoint, st *checkpoint.State) (*eventqueue.Que
 	return eventqueue.New(ck, ck.Capacity(), st.Head, st.Size, refs)
 }
 
-// catalogGroupInfo is g as a groups record lists it.
-func catalogGroupInfo(g checkpoint.Group) logfile.GroupInfo {
+// CatalogGroupInfo is g, as the checkpoint catalog records it, as a groups
+// record lists it.
+func CatalogGroupInfo(g checkpoint.Group) logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy,
 		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter}
 }

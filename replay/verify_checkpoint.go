@@ -209,7 +209,7 @@ func (v *verifier) openGroups(dir string, ck *checkpoint.Checkpoint, st *checkpo
 	}
 	if cat != nil {
 		for _, g := range cat.Groups {
-			v.ref(catalogGroupInfo(g))
+			v.ref(CatalogGroupInfo(g))
 		}
 	}
 	return &loadedCheckpoint{dir: dir, ck: ck, st: st, catalog: cat, groups: groups}, nil
