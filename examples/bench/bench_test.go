@@ -51,7 +51,8 @@ func TestHarness(t *testing.T) {
 		"with Checkpoint() in a loop", "VmRSS", "SyncEvery=1", "goleveldb",
 		"puts batch 100 / write+fdatasync batch 100", "group commit", "takes batch 100 / go-diskqueue reads",
 		"crash replay reads only records after the checkpoint", "full replay is linear", "memory: VmRSS",
-		"groups: puts batch 100, 4 groups / 1 group", "groups: data-dir bytes per event put",
+		"groups: puts batch 100, 4 groups / 1 group", "groups: data-dir bytes per event put,",
+		"groups: data-dir bytes per event put and taken",
 		"groups: 2 groups against the fan-out", "groups: takes batch 100, 4 groups at once",
 		"groups: checkpoint,", "groups: clean reopen, 4 groups", "consumer groups: checkpoints",
 	} {

@@ -256,18 +256,23 @@ func (b *bench) groupPuts() error {
 // named group, drained by one goroutine, and from one with 4 named groups,
 // each drained by its own goroutine at the same time, interleaved. Each
 // channel holds takeEvents events (put once, so 4 × takeEvents to take in
-// the second), put just before: the takes read the page cache.
+// the second), put just before: the takes read the page cache. Each result
+// also gets the bytes its data dir grew by per event taken (the take
+// records; every group writes its own).
 func (b *bench) groupTakes() error {
 	n := b.sz.takeEvents
 	var ms []*meter
 	var closers []func() error
+	var dataDirs [][]string
 	err := func() error {
 		for _, groups := range []int{1, 4} {
-			c, closeC, err := b.openChannel(fmt.Sprintf("groups-take-%d", groups), withGroups(groups))
+			name := fmt.Sprintf("groups-take-%d", groups)
+			c, closeC, err := b.openChannel(name, withGroups(groups))
 			if err != nil {
 				return err
 			}
 			closers = append(closers, closeC)
+			dataDirs = append(dataDirs, fcConfig(filepath.Join(b.root, name)).DataDirs)
 			if err := fill(c, b.body, n, 1000); err != nil {
 				return err
 			}
@@ -305,13 +310,28 @@ func (b *bench) groupTakes() error {
 				},
 			}))
 		}
+		before := make([]int64, len(ms))
+		for i, dirs := range dataDirs {
+			var err error
+			if before[i], err = dirBytes(dirs...); err != nil {
+				return err
+			}
+		}
+		first := len(b.rep.Results)
 		if err := b.interleave(b.sz.rounds, time.Hour, ms); err != nil {
 			return err
 		}
-		for _, m := range ms {
+		for i, m := range ms {
 			if m.res.Events != m.max {
 				return fmt.Errorf("%s took %d events of %d", m.res.ID, m.res.Events, m.max)
 			}
+			after, err := dirBytes(dataDirs[i]...)
+			if err != nil {
+				return err
+			}
+			r := &b.rep.Results[first+i]
+			r.LogBytesPerEvent = float64(after-before[i]) / float64(max(r.Events, 1))
+			b.logf("  %-44s %10.1f data-dir bytes per event taken", r.ID, r.LogBytesPerEvent)
 		}
 		return nil
 	}()

@@ -37,7 +37,7 @@ func quickSizes() sizes {
 		crash:     []crashCase{{100_000, 20_000}, {400_000, 20_000}, {400_000, 80_000}},
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
-		ckptRounds: 3, ckptChurn: 10_000, groupFill: 250_000,
+		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
 	}
 }
 
@@ -48,7 +48,7 @@ func fullSizes() sizes {
 		crash:     []crashCase{{200_000, 50_000}, {800_000, 50_000}, {800_000, 200_000}},
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
-		ckptRounds: 7, ckptChurn: 20_000, groupFill: 1_000_000,
+		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
 	}
 }
 

@@ -41,8 +41,8 @@ type Result struct {
 	// Groups is the number of consumer groups (groups.go's measurements;
 	// the fan-out's: its channels).
 	Groups int `json:"groups,omitempty"`
-	// LogBytesPerEvent is what the data dirs grew by per event put
-	// (groups.go's put measurements).
+	// LogBytesPerEvent is what the data dirs grew by per event put or
+	// taken (groups.go's measurements).
 	LogBytesPerEvent float64 `json:"log_bytes_per_event,omitempty"`
 	// CPUSeconds is the process's CPU time (user + system) during the
 	// measurement, MachineCPUSeconds the CPU time the whole machine was
@@ -225,7 +225,7 @@ func printGroups(w io.Writer, r *Report) {
 		}
 		if !header {
 			fmt.Fprintln(w, "\nconsumer groups: puts and takes (cores: CPU time / elapsed, of this process and of the whole machine)")
-			fmt.Fprintln(tw, "op\tbatch\tevents/s\tdata-dir bytes/event\tCPU us/event\tprocess cores\tmachine cores busy\t")
+			fmt.Fprintln(tw, "op\tbatch\tevents/s\tdata-dir B per event put or taken\tCPU us/event\tprocess cores\tmachine cores busy\t")
 			header = true
 		}
 		bytes := "-"
