@@ -32,6 +32,7 @@ func tinySizes() sizes {
 		crash:     []crashCase{{1000, 200}, {2000, 400}},
 		stallFill: 1000, stallTxs: 20,
 		memCap: 4000, memBacklog: 4000 << 10,
+		ckptRounds: 2, ckptChurn: 200, groupFill: 2000,
 	}
 }
 
@@ -50,6 +51,10 @@ func TestHarness(t *testing.T) {
 		"with Checkpoint() in a loop", "VmRSS", "SyncEvery=1", "goleveldb",
 		"puts batch 100 / write+fdatasync batch 100", "group commit", "takes batch 100 / go-diskqueue reads",
 		"crash replay reads only records after the checkpoint", "full replay is linear", "memory: VmRSS",
+		"groups: puts batch 100, 4 groups / 1 group", "groups: data-dir bytes per event put,",
+		"groups: data-dir bytes per event put and taken",
+		"groups: 2 groups against the fan-out", "groups: takes batch 100, 4 groups at once",
+		"groups: checkpoint,", "groups: clean reopen, 4 groups", "consumer groups: checkpoints",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

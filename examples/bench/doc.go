@@ -22,6 +22,11 @@
 //     replay); p50/p99 put commit latency with and without checkpoints
 //     running; resident memory with a large backlog (in child processes);
 //     allocations per put and per take.
+//   - filechannel consumer groups (groups.go): put commits at batch 100 to
+//     channels with 1, 2 and 4 groups and to a fan-out of 2 channels, with
+//     the data-dir bytes per event; take commits of 4 groups draining at
+//     once against one alone, with the CPU time they used; checkpoint time
+//     and size with 1, 2 and 4 groups; clean reopen with 1 and 4 groups.
 //   - go-diskqueue: puts with SyncEvery=1 and SyncEvery=100, reads.
 //   - goleveldb: sync write batches of 100, reads by iterating.
 //

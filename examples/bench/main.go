@@ -22,6 +22,9 @@ type sizes struct {
 	stallTxs   int           // put commits (batch 100) per stall run
 	memCap     int           // capacity of the memory measurement
 	memBacklog int64         // bytes queued by the memory measurement
+	ckptRounds int           // consumer groups: checkpoints timed per channel
+	ckptChurn  int           // consumer groups: events put and taken before each
+	groupFill  int           // consumer groups: events in every group for the clean reopen
 	only       string        // run only the steps whose name contains it
 }
 
@@ -34,6 +37,7 @@ func quickSizes() sizes {
 		crash:     []crashCase{{100_000, 20_000}, {400_000, 20_000}, {400_000, 80_000}},
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
+		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
 	}
 }
 
@@ -44,6 +48,7 @@ func fullSizes() sizes {
 		crash:     []crashCase{{200_000, 50_000}, {800_000, 50_000}, {800_000, 200_000}},
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
+		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
 	}
 }
 
@@ -100,6 +105,10 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"filechannel checkpoint stall", b.fcStall},
 		{"filechannel memory", b.fcMemory},
 		{"goleveldb reads", b.leveldb},
+		{"groups: put commits with 1, 2, 4 groups and a 2-channel fan-out, interleaved", b.groupPuts},
+		{"groups: takes of 4 groups at once and of 1 alone, interleaved", b.groupTakes},
+		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
+		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 	}
 	for _, s := range steps {
 		if sz.only != "" && !strings.Contains(s.name, sz.only) {

@@ -170,7 +170,11 @@ func (b *bench) addRecovery(r Recovery) {
 }
 
 // timedOpen opens cfg, times it, checks it holds want events and closes it.
-func timedOpen(cfg channel.Config, want int) (Recovery, error) {
+func timedOpen(cfg channel.Config, want int) (Recovery, error) { return timedOpenCheck(cfg, want, nil) }
+
+// timedOpenCheck is timedOpen that also runs check (if not nil) on the
+// opened channel, untimed, before closing it.
+func timedOpenCheck(cfg channel.Config, want int, check func(*channel.FileChannel) error) (Recovery, error) {
 	logs, err := logFiles(cfg.DataDirs[0])
 	if err != nil {
 		return Recovery{}, err
@@ -194,6 +198,8 @@ func timedOpen(cfg channel.Config, want int) (Recovery, error) {
 		Millis: ms(d), Records: st.ReplayRecords, Skipped: st.ReplaySkipped, RecoveredFrom: st.RecoveredFrom}
 	if st.Queued != want {
 		err = fmt.Errorf("open found %d events, want %d", st.Queued, want)
+	} else if check != nil {
+		err = check(c)
 	}
 	return r, errors.Join(err, c.Close())
 }

@@ -19,7 +19,10 @@ type Report struct {
 	Latency  []Latency  `json:"latency"`
 	Memory   []Memory   `json:"memory"`
 	Allocs   []Allocs   `json:"allocs"`
-	Targets  []Target   `json:"targets"`
+	// GroupCheckpoints are the checkpoints of channels with consumer
+	// groups (groups.go).
+	GroupCheckpoints []GroupCheckpoint `json:"group_checkpoints"`
+	Targets          []Target          `json:"targets"`
 }
 
 // Result is one throughput measurement.
@@ -35,6 +38,17 @@ type Result struct {
 	EventsPerSec float64 `json:"events_per_sec"`
 	MBPerSec     float64 `json:"mb_per_sec"` // 10^6 bytes
 	Note         string  `json:"note,omitempty"`
+	// Groups is the number of consumer groups (groups.go's measurements;
+	// the fan-out's: its channels).
+	Groups int `json:"groups,omitempty"`
+	// LogBytesPerEvent is what the data dirs grew by per event put or
+	// taken (groups.go's measurements).
+	LogBytesPerEvent float64 `json:"log_bytes_per_event,omitempty"`
+	// CPUSeconds is the process's CPU time (user + system) during the
+	// measurement, MachineCPUSeconds the CPU time the whole machine was
+	// busy meanwhile, other work included (groups.go's measurements).
+	CPUSeconds        float64 `json:"cpu_seconds,omitempty"`
+	MachineCPUSeconds float64 `json:"machine_cpu_seconds,omitempty"`
 }
 
 // Recovery is one timed Open.
@@ -53,6 +67,22 @@ type Recovery struct {
 	Skipped       int64   `json:"skipped"`          // of those, covered by the checkpoint
 	RecoveredFrom string  `json:"recovered_from"`
 	MBPerSec      float64 `json:"mb_per_sec,omitempty"`
+	Groups        int     `json:"groups,omitempty"` // named consumer groups (0: the unnamed group alone)
+}
+
+// GroupCheckpoint is the checkpoints of one channel with consumer groups.
+type GroupCheckpoint struct {
+	Groups      int     `json:"groups"`   // named groups; 0 = the unnamed group alone
+	Queued      int     `json:"queued"`   // in every group
+	Capacity    int     `json:"capacity"` // of every group
+	Churn       int     `json:"churn"`    // events put, and taken by every group, before each checkpoint
+	Checkpoints int     `json:"checkpoints"`
+	Millis      float64 `json:"ms"` // median
+	MinMs       float64 `json:"min_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	Bytes       int64   `json:"bytes"`       // of the files in the checkpoint dir
+	GroupBytes  int64   `json:"group_bytes"` // of one group's files (group-1/; the unnamed group's: the dir's)
+	TopBytes    int64   `json:"top_bytes"`   // with named groups: the dir's own files
 }
 
 // Latency is the put commit latency of one stall run.
@@ -168,6 +198,7 @@ func printReport(w io.Writer, r *Report) {
 		}
 		tw.Flush()
 	}
+	printGroups(w, r)
 	fmt.Fprintln(w)
 	fmt.Fprintln(tw, "allocations\tevents\tallocs/event\tbytes/event\t")
 	for _, a := range r.Allocs {
@@ -179,6 +210,41 @@ func printReport(w io.Writer, r *Report) {
 	fmt.Fprintln(tw, "target\twant\tgot\t")
 	for _, t := range r.Targets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Want, t.Got, t.Status)
+	}
+	tw.Flush()
+}
+
+// printGroups prints the consumer groups' puts with their data-dir bytes,
+// and their checkpoints.
+func printGroups(w io.Writer, r *Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := false
+	for _, x := range r.Results {
+		if x.Groups == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nconsumer groups: puts and takes (cores: CPU time / elapsed, of this process and of the whole machine)")
+			fmt.Fprintln(tw, "op\tbatch\tevents/s\tdata-dir B per event put or taken\tCPU us/event\tprocess cores\tmachine cores busy\t")
+			header = true
+		}
+		bytes := "-"
+		if x.LogBytesPerEvent > 0 {
+			bytes = fmt.Sprintf("%.1f", x.LogBytesPerEvent)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t\n", x.Op, x.Batch, x.EventsPerSec, bytes,
+			x.CPUSeconds*1e6/float64(max(x.Events, 1)), x.CPUSeconds/x.Seconds, x.MachineCPUSeconds/x.Seconds)
+	}
+	tw.Flush()
+	if len(r.GroupCheckpoints) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nconsumer groups: checkpoints")
+	fmt.Fprintln(tw, "groups\tqueued\tcapacity\tchurn\tcheckpoints\tms\trange ms\tms/group\tdir MiB\tper group MiB\tdir's own MiB\t")
+	for _, c := range r.GroupCheckpoints {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.1f-%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t\n", groupsName(c.Groups), c.Queued,
+			c.Capacity, c.Churn, c.Checkpoints, c.Millis, c.MinMs, c.MaxMs, c.Millis/float64(max(c.Groups, 1)),
+			mib(c.Bytes), mib(c.GroupBytes), mib(c.TopBytes))
 	}
 	tw.Flush()
 }

@@ -27,19 +27,25 @@ func targets(r *Report, sz sizes) []Target {
 		}
 		return a / b
 	}
+	// addRatio adds a target on a / b >= least, or "not measured" if a
+	// step that -only left out measures a or b.
+	addRatio := func(name string, a, b, least float64) {
+		if a == 0 || b == 0 {
+			ts = append(ts, Target{Name: name, Want: fmt.Sprintf(">= %g", least), Got: "not measured", Status: "-"})
+			return
+		}
+		q := ratio(a, b)
+		add(name, fmt.Sprintf(">= %g", least), fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, a, b), q >= least)
+	}
 
 	for _, batch := range []int{100, 1000} {
 		fc, disk := rate(fmt.Sprintf("filechannel/put/batch=%d", batch)), rate(fmt.Sprintf("disk/write+fdatasync/batch=%d", batch))
-		q := ratio(fc, disk)
-		add(fmt.Sprintf("puts batch %d / write+fdatasync batch %d", batch, batch), ">= 0.75",
-			fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, fc, disk), q >= 0.75)
+		addRatio(fmt.Sprintf("puts batch %d / write+fdatasync batch %d", batch, batch), fc, disk, 0.75)
 	}
-	p8, p1 := rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10")
-	q := ratio(p8, p1)
-	add("group commit: 8 producers / 1 (batch 10)", ">= 3", fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, p8, p1), q >= 3)
-	tk, dq := rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100")
-	q = ratio(tk, dq)
-	add("takes batch 100 / go-diskqueue reads", ">= 1.5", fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, tk, dq), q >= 1.5)
+	addRatio("group commit: 8 producers / 1 (batch 10)",
+		rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10"), 3)
+	addRatio("takes batch 100 / go-diskqueue reads",
+		rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100"), 1.5)
 
 	// Clean reopen with the channel full at sz.memCap (1,000,000 outside
 	// tests), and whether the time grows with the log bytes at that capacity.
@@ -150,6 +156,89 @@ func targets(r *Report, sz sizes) []Target {
 	}
 	for _, a := range r.Allocs {
 		info("allocations: "+a.Op, fmt.Sprintf("%.2f allocs/event, %.0f B/event", a.PerEvent, a.BytesPerEvt))
+	}
+	ts = append(ts, groupTargets(r)...)
+	return ts
+}
+
+// groupTargets checks the consumer-group targets (issue 14) on the run's
+// numbers, those measured.
+func groupTargets(r *Report) []Target {
+	var ts []Target
+	add := func(name, want, got string, pass bool) {
+		st := "MISS"
+		if pass {
+			st = "PASS"
+		}
+		ts = append(ts, Target{Name: name, Want: want, Got: got, Status: st})
+	}
+	info := func(name, got string) { ts = append(ts, Target{Name: name, Want: "-", Got: got, Status: "INFO"}) }
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return a / b
+	}
+
+	g1, ok1 := r.result("filechannel/groups=1/put/batch=100")
+	g2, _ := r.result("filechannel/groups=2/put/batch=100")
+	g4, ok4 := r.result("filechannel/groups=4/put/batch=100")
+	fan, okf := r.result("filechannel/fanout=2/put/batch=100")
+	if ok1 && ok4 {
+		q := ratio(g4.EventsPerSec, g1.EventsPerSec)
+		add("groups: puts batch 100, 4 groups / 1 group", ">= 0.9",
+			fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, g4.EventsPerSec, g1.EventsPerSec), q >= 0.9)
+		q = ratio(g4.LogBytesPerEvent, g1.LogBytesPerEvent)
+		add("groups: data-dir bytes per event put, 4 groups / 1 group", "<= 1.05",
+			fmt.Sprintf("%.3f (%.1f / %.1f B/event)", q, g4.LogBytesPerEvent, g1.LogBytesPerEvent), q <= 1.05)
+	}
+	t1, okt1 := r.result("filechannel/groups=1/take/batch=100")
+	t4, okt4 := r.result("filechannel/groups=4/take/batch=100")
+	if ok1 && ok4 && okt1 && okt4 {
+		// An event's whole life: its put, and one take by every group.
+		c1 := g1.LogBytesPerEvent + t1.LogBytesPerEvent
+		c4 := g4.LogBytesPerEvent + 4*t4.LogBytesPerEvent
+		q := ratio(c4, c1)
+		add("groups: data-dir bytes per event put and taken by every group, 4 groups / 1 group", "<= 1.05",
+			fmt.Sprintf("%.3f (%.1f + 4 x %.1f / %.1f + %.1f B/event)", q, g4.LogBytesPerEvent, t4.LogBytesPerEvent,
+				g1.LogBytesPerEvent, t1.LogBytesPerEvent), q <= 1.05)
+	}
+	if okf && ok1 {
+		info("groups: 2 groups against the fan-out to 2 channels (puts batch 100)",
+			fmt.Sprintf("%.2fx the events/s (%.0f / %.0f), %.2fx the bytes (%.1f / %.1f B/event); 4 groups: %.2fx, %.2fx",
+				ratio(g2.EventsPerSec, fan.EventsPerSec), g2.EventsPerSec, fan.EventsPerSec,
+				ratio(g2.LogBytesPerEvent, fan.LogBytesPerEvent), g2.LogBytesPerEvent, fan.LogBytesPerEvent,
+				ratio(g4.EventsPerSec, fan.EventsPerSec), ratio(g4.LogBytesPerEvent, fan.LogBytesPerEvent)))
+	}
+	if okt1 && okt4 {
+		q := ratio(t4.EventsPerSec, t1.EventsPerSec)
+		add("groups: takes batch 100, 4 groups at once / 1 group alone", ">= 3",
+			fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, t4.EventsPerSec, t1.EventsPerSec), q >= 3)
+	}
+	if len(r.GroupCheckpoints) > 0 {
+		var parts []string
+		for _, c := range r.GroupCheckpoints {
+			parts = append(parts, fmt.Sprintf("%s: %.1f ms, %.1f MiB (%.1f ms, %.1f MiB per group)", groupsName(c.Groups),
+				c.Millis, mib(c.Bytes), c.Millis/float64(max(c.Groups, 1)), mib(c.GroupBytes)))
+		}
+		info(fmt.Sprintf("groups: checkpoint, %d queued, capacity %d per group", r.GroupCheckpoints[0].Queued,
+			r.GroupCheckpoints[0].Capacity), strings.Join(parts, "; "))
+	}
+	var o1, o4 *Recovery
+	for i := range r.Recovery {
+		switch x := &r.Recovery[i]; {
+		case x.Groups == 1 && strings.HasPrefix(x.Kind, "clean reopen,"):
+			o1 = x
+		case x.Groups == 4 && strings.HasPrefix(x.Kind, "clean reopen,"):
+			o4 = x
+		}
+	}
+	if o4 != nil {
+		got := fmt.Sprintf("%.1f ms (%.1f-%.1f)", o4.Millis, o4.MinMs, o4.MaxMs)
+		if o1 != nil {
+			got += fmt.Sprintf("; 1 group: %.1f ms", o1.Millis)
+		}
+		add(fmt.Sprintf("groups: clean reopen, 4 groups x %d queued", o4.Queued), "<= 50 ms", got, o4.Millis <= 50)
 	}
 	return ts
 }
