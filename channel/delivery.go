@@ -50,19 +50,16 @@ func releaseBlock(gs []*consumer, n int) {
 // it holds none. It allocates nothing: it runs at every Put.
 func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 	c := t.c
-	deadline := time.Now().Add(c.cfg.KeepAlive)
-	wait := c.cfg.KeepAlive
+	var deadline time.Time // set at the first group without room: a Put with room reads no clock
 	groups := c.currentGroups()
-	first := true
 	for i, g := range groups {
-		if g.cfg.WhenFull != Block {
+		if g.cfg.WhenFull != Block || g.gate.tryAcquire(1) {
 			continue
 		}
-		if !first {
-			wait = max(time.Until(deadline), 0)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(c.cfg.KeepAlive)
 		}
-		first = false
-		if err := g.gate.acquire(ctx, 1, wait, c.closing); err != nil {
+		if err := g.gate.acquire(ctx, 1, max(time.Until(deadline), 0), c.closing); err != nil {
 			releaseBlock(groups[:i], 1)
 			if !errors.Is(err, ErrChannelFull) {
 				return nil, err
