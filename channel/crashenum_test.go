@@ -735,6 +735,18 @@ func TestFaultAtEveryOperation(t *testing.T) {
 	if crashLong() {
 		steps = 120
 	}
+	faultAtEveryOperation(t, func(r *crashRun) error {
+		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(7, 42)), n: map[int]int{}}
+		return w.serialOn(steps, true)
+	})
+}
+
+// faultAtEveryOperation runs workload (tolerant of failed operations) once
+// to count its filesystem operations, then once per operation and kind of
+// fault with that operation failing, and checks each run's channel after a
+// clean restart and after a power loss. setup may change the crashRun
+// (its groups) before the workload.
+func faultAtEveryOperation(t *testing.T, workload func(*crashRun) error, setup ...func(*crashRun)) {
 	run := func(fault *vfs.Rule) (*crashRun, *vfs.MemFS, *vfs.FaultFS, error) {
 		mem := vfs.NewMem()
 		ff := vfs.NewFaultFS(mem)
@@ -744,8 +756,10 @@ func TestFaultAtEveryOperation(t *testing.T) {
 		cfg := memConfig(ff, 1)
 		cfg.Capacity, cfg.TransactionCapacity = 300, 40
 		r := &crashRun{t: t, cfg: cfg, fs: mem}
-		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(7, 42)), n: map[int]int{}}
-		return r, mem, ff, w.serialOn(steps, true)
+		for _, f := range setup {
+			f(r)
+		}
+		return r, mem, ff, workload(r)
 	}
 	_, _, ff, err := run(nil)
 	if err != nil {

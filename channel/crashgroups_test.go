@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
-
-	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // The crash-state enumeration and the fault-at-every-operation test with
@@ -299,49 +295,8 @@ func TestFaultAtEveryOperationGroups(t *testing.T) {
 	if crashLong() {
 		steps = 100
 	}
-	run := func(fault *vfs.Rule) (*crashRun, *vfs.MemFS, *vfs.FaultFS, error) {
-		mem := vfs.NewMem()
-		ff := vfs.NewFaultFS(mem)
-		if fault != nil {
-			ff.Add(*fault)
-		}
-		cfg := memConfig(ff, 1)
-		cfg.Capacity, cfg.TransactionCapacity = 300, 40
-		r := groupsCrashRun(&crashRun{t: t, cfg: cfg, fs: mem})
+	faultAtEveryOperation(t, func(r *crashRun) error {
 		w := groupsWorkload{&crashWorkload{r: r, rng: rand.New(rand.NewPCG(11, 42)), n: map[int]int{}}}
-		return r, mem, ff, w.run(steps, true)
-	}
-	_, _, ff, err := run(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := ff.Ops()
-	states := 0
-	for n := int64(1); n <= total; n++ {
-		for _, fault := range []vfs.Rule{
-			{Seq: n, Times: 1, Err: syscall.EIO},
-			{Seq: n, Times: 1, Err: syscall.ENOSPC, Short: vfs.ShortHalf},
-		} {
-			r, mem, ff, err := run(&fault)
-			r.name = fmt.Sprintf("fault %v at op %d of %d", fault.Err, n, total)
-			if err != nil {
-				t.Errorf("%s: the workload could not go on: %v\n%s", r.name, err, strings.Join(ff.Log(), "\n"))
-				continue
-			}
-			snap := r.model.snapshot()
-			for _, img := range []struct {
-				fs   *vfs.MemFS
-				tear bool
-			}{{mem, false}, {mem.CrashClone(true, n), true}} {
-				if err := r.check(crashJob{img: img.fs, snap: snap, seq: n, tear: img.tear}); err != nil {
-					t.Errorf("%s (then power loss: %v): %v\n%s", r.name, img.tear, err, strings.Join(ff.Log(), "\n"))
-				}
-				states++
-			}
-			if t.Failed() {
-				return
-			}
-		}
-	}
-	t.Logf("%d operations, %d faults, %d states checked", total, 2*total, states)
+		return w.run(steps, true)
+	}, func(r *crashRun) { groupsCrashRun(r) })
 }

@@ -38,32 +38,7 @@ func mustGroup(t testing.TB, c *FileChannel, name string) *Group {
 // takeGroup takes and commits up to n events of g in batches.
 func takeGroup(t testing.TB, g *Group, n, batch int) []string {
 	t.Helper()
-	var out []string
-	for len(out) < n {
-		tx, err := g.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := 0
-		for j := 0; j < batch && len(out) < n; j++ {
-			ev, ok, err := tx.Take()
-			if err != nil {
-				t.Fatalf("take from %q: %v", g.Name(), err)
-			}
-			if !ok {
-				break
-			}
-			out = append(out, string(ev.Body))
-			got++
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatalf("commit take from %q: %v", g.Name(), err)
-		}
-		if got == 0 {
-			break
-		}
-	}
-	return out
+	return takeWith(t, g.Begin, n, batch)
 }
 
 // peekGroup returns g's events without taking them (peekAll for a group).

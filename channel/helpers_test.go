@@ -155,9 +155,15 @@ func putN(t testing.TB, c *FileChannel, from, n, batch int) {
 // takeN takes and commits up to n events in batches, returning the bodies.
 func takeN(t testing.TB, c *FileChannel, n, batch int) []string {
 	t.Helper()
+	return takeWith(t, c.Begin, n, batch)
+}
+
+// takeWith is takeN of the transactions begin starts (a group's).
+func takeWith(t testing.TB, begin func() (*Transaction, error), n, batch int) []string {
+	t.Helper()
 	var out []string
 	for len(out) < n {
-		tx, err := c.Begin()
+		tx, err := begin()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,8 +40,11 @@ func putTx(c *channel.FileChannel, ev channel.Event, n int) error {
 
 // takeTx commits one take transaction of up to n events and returns how
 // many it took.
-func takeTx(c *channel.FileChannel, n int) (int, error) {
-	tx, err := c.Begin()
+func takeTx(c *channel.FileChannel, n int) (int, error) { return takeTxOf(c.Begin, n) }
+
+// takeTxOf is takeTx of the transaction begin starts (a group's).
+func takeTxOf(begin func() (*channel.Transaction, error), n int) (int, error) {
+	tx, err := begin()
 	if err != nil {
 		return 0, err
 	}

@@ -85,24 +85,7 @@ func dirBytes(dirs ...string) (int64, error) {
 
 // groupTakeTx commits one take transaction of up to n events of g and
 // returns how many it took.
-func groupTakeTx(g *channel.Group, n int) (int, error) {
-	tx, err := g.Begin()
-	if err != nil {
-		return 0, err
-	}
-	k := 0
-	for k < n {
-		_, ok, err := tx.Take()
-		if err != nil {
-			return k, errors.Join(err, tx.Rollback())
-		}
-		if !ok {
-			break
-		}
-		k++
-	}
-	return k, tx.Commit()
-}
+func groupTakeTx(g *channel.Group, n int) (int, error) { return takeTxOf(g.Begin, n) }
 
 // groupTake takes n events of g in transactions of batch.
 func groupTake(g *channel.Group, n, batch int) error {
