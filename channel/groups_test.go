@@ -461,3 +461,59 @@ func TestRemoveTheLastGroup(t *testing.T) {
 		t.Fatalf("a recreated group holds %d events", n)
 	}
 }
+
+// TestGroupChangeRecordOutlivesOtherDirsActiveFiles: the file holding
+// AddGroup's groups record must outlive the other data dirs' files that
+// were active then, whose later records it governs. Here dir 1's active
+// file gets an event for the new group right after AddGroup, dir 0 rolls
+// past the record's file, every event of that file is taken, and the
+// checkpoint dir is lost: a full replay must still give the new group the
+// event in dir 1.
+func TestGroupChangeRecordOutlivesOtherDirsActiveFiles(t *testing.T) {
+	cfg := groupsConfig(t, GroupConfig{Name: "a"})
+	cfg.MaxFileSize = 8192
+	c := mustOpen(t, cfg)
+	// commitIn commits one event in a transaction of data dir d (the
+	// transactions of the other dir are rolled back, writing nothing).
+	commitIn := func(d int, i int) {
+		t.Helper()
+		for {
+			tx, _ := c.Begin()
+			if tx.dir != d {
+				tx.Rollback()
+				continue
+			}
+			if err := tx.Put(Event{Body: body(i)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	recordFile := c.logs.Active(0).ID()
+	commitIn(1, 0) // in dir 1's file, which was active at the change
+	n := 1
+	for c.logs.Active(0).ID() < recordFile+2 { // dir 0 rolls past the record's file
+		commitIn(0, n)
+		n++
+	}
+	drainGroup(t, c, "a")
+	late := mustGroup(t, c, "late")
+	held, _ := late.Begin() // holds event 0 (dir 1) in flight
+	if _, ok, err := held.Take(); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	wantEvents(t, takeGroup(t, late, n-1, 50), bodies(1, n-1))
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, c)
+	removeCheckpoint(t, cfg)
+	c = mustOpen(t, cfg)
+	wantEvents(t, drainGroup(t, c, "late"), bodies(0, 1))
+}
