@@ -82,11 +82,11 @@ const (
 	newerRecType = maxRecordType + 1
 )
 
-// TestVersions pins what this build writes and reads: it writes version 3
-// (Create, AppendFileHeader) and reads 1, 2 and 3; 4 is newer.
+// TestVersions pins what this build writes and reads: it writes version 4
+// (Create, AppendFileHeader) and reads 1 to 4; 5 is newer.
 func TestVersions(t *testing.T) {
-	if FormatVersion != 3 || newer != 4 || newerRecType != 9 {
-		t.Fatalf("FormatVersion %d, first newer version %d, first newer record type %d; want 3, 4, 9", FormatVersion, newer, newerRecType)
+	if FormatVersion != 4 || newer != 5 || newerRecType != 11 {
+		t.Fatalf("FormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 11", FormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
 	if err != nil {
@@ -99,10 +99,10 @@ func TestVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 3 || len(b) != HeaderSize || w.Framing().Version() != 3 {
-		t.Fatalf("Create wrote version %d, %d bytes, framing %v; want version 3, %d bytes", v, len(b), w.Framing(), HeaderSize)
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 4 || len(b) != HeaderSize || w.Framing().Version() != 4 {
+		t.Fatalf("Create wrote version %d, %d bytes, framing %v; want version 4, %d bytes", v, len(b), w.Framing(), HeaderSize)
 	}
-	for _, fr := range []Framing{framingV1, testFramingV2, testFraming} {
+	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming} {
 		id, got, err := decodeFileHeader(appendFileHeader(nil, 5, fr))
 		if err != nil || id != 5 || got != fr {
 			t.Fatalf("%v: read back as file %d, %v, %v", fr, id, got, err)
@@ -116,13 +116,13 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_4", newerHeader(7, newer), newer},
+		{"version_5", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
-		{"version_4_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
-		{"version_4_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
-		{"version_4_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
+		{"version_5_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
+		{"version_5_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
+		{"version_5_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -205,15 +205,18 @@ func TestUnknownRecordType(t *testing.T) {
 		frame      []byte
 		recordType uint8 // 0: damage, not a newer record
 	}{
-		{"type_9", type9, 9},
+		{"type_11", type9, 11},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_9_no_body", frameOf(payloadHead(newerRecType)), 9},
-		{"commit_of_type_9", commitOf9, 9},
+		{"type_11_no_body", frameOf(payloadHead(newerRecType)), 11},
+		{"commit_of_type_11", commitOf9, 11},
 		{"commit_of_type_200", frameOf(cat(payloadHead(RecordCommit), []byte{200, 1})), 200},
 		// Damage as before: a frame whose checksum does not match, and
-		// type 0, which no release writes. Types 6 to 8 are this build's:
+		// type 0, which no release writes. Types 6 to 10 are this build's:
 		// a bad body of one is damage, and so is a commit of one.
-		{"type_9_bad_checksum", badCRC, 0},
+		{"type_11_bad_checksum", badCRC, 0},
+		{"type_9_no_body", frameOf(payloadHead(RecordDeliver)), 0},
+		{"type_10_no_pointer", frameOf(cat(payloadHead(RecordMove), []byte{1, 0})), 0},
+		{"commit_of_type_9", frameOf(cat(payloadHead(RecordCommit), []byte{9, 1})), 0},
 		{"type_0", frameOf(payloadHead(0)), 0},
 		{"type_6_bad_body", frameOf(cat(payloadHead(typeGroupTake), []byte("a body of a newer kind"))), 0},
 		{"type_8_no_body", frameOf(payloadHead(RecordSkip)), 0},

@@ -1,7 +1,7 @@
 package logfile
 
-// Log file format, versions 1, 2 and 3: this build reads all three and
-// writes version 3. All integers are big-endian, but for the uvarints of
+// Log file format, versions 1 to 4: this build reads all four and writes
+// version 4. All integers are big-endian, but for the uvarints of
 // record bodies. Every checksum is CRC32C (Castagnoli). docs/format.md §3 is
 // the full specification.
 //
@@ -13,10 +13,16 @@ package logfile
 // sealed for its file), so the version tells a reader no more than which
 // release may have written the file.
 //
-// File header, versions 2 and 3 (HeaderSize, 36 bytes, at offset 0):
+// Version 4 is version 3 with dead letters: the same header and frames
+// (but for the version field), two more record types (9 deliver, 10 move)
+// and the dead-letter flag in a groups record's policy byte. A release
+// that reads version 3 refuses a version-4 file as newer, so it never
+// mistakes the flag for damage.
+//
+// File header, versions 2 to 4 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
-//	4  2  format version, uint16 BE = 3 (2 in version 2)
+//	4  2  format version, uint16 BE = 4 (2 or 3 in earlier versions)
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
@@ -35,7 +41,7 @@ package logfile
 // Records follow the header (from offset 36, or 16 in version 1). A
 // record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame, versions 2 and 3 (FrameHeaderSize, 12 bytes, then the payload):
+// Frame, versions 2 to 4 (FrameHeaderSize, 12 bytes, then the payload):
 //
 //	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
 //	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
@@ -60,7 +66,8 @@ package logfile
 //
 // Payload (the same in every version):
 //
-//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding, 6 group take, 7 groups, 8 skip
+//	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding, 6 group take, 7 groups, 8 skip,
+//	      9 deliver, 10 move
 //	1  8  transaction id, uint64 BE (0 for padding and groups)
 //	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
 //	      among the records that are not padding; 0 for padding)
@@ -77,8 +84,13 @@ package logfile
 //	   groups:     uvarint next group id; uvarint entry count; per entry, in strictly increasing id order:
 //	               uvarint id (< next group id), uvarint name len (<= 64), name bytes, uvarint since
 //	               (a write-order id), uvarint capacity, 1 byte policy (0 block, 1 drop oldest,
-//	               2 drop newest), uvarint max deliveries, uvarint dead-letter len (<= 64), dead-letter bytes
+//	               2 drop newest; plus 0x80 for a dead-letter group, version 4), uvarint max deliveries,
+//	               uvarint dead-letter len (<= 64), dead-letter bytes
 //	   skip:       uvarint count n >= 1; n uvarint group ids, strictly increasing
+//	   deliver:    uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: events a Take of
+//	               transaction TxID returned to group g (one delivery each)
+//	   move:       uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: at the commit of
+//	               transaction TxID (a take commit), these events go to the tail of group g
 //
 // A group take is a take by consumer group g, decoded as RecordTake with
 // Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
@@ -90,6 +102,15 @@ package logfile
 // before its commit record. A commit commits puts or takes only, a group
 // take included (CommitType RecordTake). Group ids, max deliveries and the
 // next group id are uint32 in memory: a larger uvarint is corrupt.
+//
+// A deliver record (RecordDeliver, Record.Group and Pointers) counts one
+// delivery of each event to its group; it is applied where it stands, is
+// written without an fsync before Take returns the event, and losing it
+// loses a count (the event is delivered once more than its limit). A move
+// record (RecordMove) belongs to a take transaction whose take records
+// remove the same events from their group: applied at its commit, the
+// events land at the tail of group Group, so that a dead letter, a
+// rejected event or a redrive moves a pointer without copying the event.
 //
 // A padding record takes the place of damaged bytes that a repair
 // (channel.Repair, PadRegion) copied to a .corrupt file, so that no record
@@ -106,8 +127,9 @@ package logfile
 // commit of a type other than put or take, padding with a non-zero
 // transaction id, write-order id or filler byte, a group take of group 0,
 // a groups record with a transaction id, ids out of order or out of range,
-// a name or dead-letter name over 64 bytes or a policy above 2, and a skip
-// record listing no group or its groups out of order.
+// a name or dead-letter name over 64 bytes or a policy above 2 (the
+// dead-letter flag aside), a skip record listing no group or its groups
+// out of order, and a deliver or move record listing no pointer.
 //
 // Compatibility (docs/format.md, "Compatibility"): the magic and the version
 // keep offsets 0 and 4 of the header in every version, and a decoder reads
@@ -115,7 +137,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// maxRecordType: a newer release numbers its new record types from 9 up.
+// maxRecordType: a newer release numbers its new record types from 11 up.
 
 import (
 	"bytes"
@@ -141,6 +163,10 @@ const (
 	RecordPadding  RecordType = 5
 	RecordGroups   RecordType = 7 // version 3: the consumer groups catalog
 	RecordSkip     RecordType = 8 // version 3: the groups a put transaction's events skip
+	RecordDeliver  RecordType = 9 // version 4: events a Take returned to a group (delivery counts)
+	RecordMove     RecordType = 10
+	// RecordMove (version 4): events a take transaction moves to another
+	// group's tail at its commit (dead letters, rejects, redrives).
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
@@ -152,10 +178,10 @@ const typeGroupTake RecordType = 6
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
 const (
-	HeaderSize      = 36       // file header (versions 2 and 3)
-	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 and 3)
+	HeaderSize      = 36       // file header (versions 2 to 4)
+	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 4)
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
-	FormatVersion   = 3        // version written in the file header; versions 1, 2 and 3 are read
+	FormatVersion   = 4        // version written in the file header; versions 1 to 4 are read
 )
 
 // Padding frame sizes of the version this build writes; follow from the
@@ -183,7 +209,7 @@ const (
 
 	// maxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	maxRecordType = RecordSkip
+	maxRecordType = RecordMove
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -209,6 +235,10 @@ func (t RecordType) String() string {
 		return "groups"
 	case RecordSkip:
 		return "skip"
+	case RecordDeliver:
+		return "deliver"
+	case RecordMove:
+		return "move"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -222,8 +252,8 @@ type Record struct {
 	WriteOrderID uint64
 	Headers      map[string]string // put; nil when a decoded put has none
 	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
-	Pointers     []uint64          // take; nil when a decoded take has none
-	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take)
+	Pointers     []uint64          // take, deliver, move; nil when a decoded take has none
+	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
 	CommitType   RecordType        // commit: RecordPut or RecordTake
 	Count        uint64            // commit: events put or taken by the transaction
 	Filler       int               // padding: the number of zero bytes after the fixed fields
@@ -261,6 +291,8 @@ func (r *Record) payloadSize() int {
 		n += groupsSize(r)
 	case RecordSkip:
 		n += skipSize(r.Skip)
+	case RecordDeliver, RecordMove:
+		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	}
 	return n
 }
@@ -282,7 +314,7 @@ func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 }
 
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
-// version 1, 12 in versions 2 and 3) whose checksum fields are zero.
+// version 1, 12 in versions 2 to 4) whose checksum fields are zero.
 func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	typ := r.Type
 	switch r.Type {
@@ -306,6 +338,10 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	case RecordSkip:
 		if err := checkSkip(r.Skip); err != nil {
 			return dst, err
+		}
+	case RecordDeliver, RecordMove:
+		if len(r.Pointers) == 0 {
+			return dst, fmt.Errorf("%w: %v record without pointers", ErrInvalidRecord, r.Type)
 		}
 	default:
 		return dst, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
@@ -343,6 +379,12 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = appendGroups(dst, r)
 	case RecordSkip:
 		dst = appendSkip(dst, r.Skip)
+	case RecordDeliver, RecordMove:
+		dst = binary.AppendUvarint(dst, uint64(r.Group))
+		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
+		for _, p := range r.Pointers {
+			dst = binary.BigEndian.AppendUint64(dst, p)
+		}
 	}
 	return dst, nil
 }
@@ -441,6 +483,8 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 		return decodeGroups(p, r)
 	case RecordSkip:
 		return decodeSkip(p, r, s)
+	case RecordDeliver, RecordMove:
+		return decodeGroupPointers(p, r, s)
 	case RecordRollback:
 		if len(p) != 0 {
 			return "trailing bytes after rollback"

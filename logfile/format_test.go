@@ -357,7 +357,7 @@ func TestFileHeaderRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	want := []byte{'F', 'C', 'L', 'G', 0, 3, 0, 0, 0, 0, 0, 7, 0x5a, 0x17, 0x5a, 0x17, 0x0b, 0xad, 0xf0, 0x0d}
+	want := []byte{'F', 'C', 'L', 'G', 0, 4, 0, 0, 0, 0, 0, 7, 0x5a, 0x17, 0x5a, 0x17, 0x0b, 0xad, 0xf0, 0x0d}
 	if b := testHeader(7); !bytes.Equal(b[:20], want) || !bytes.Equal(b[24:32], want[12:20]) {
 		t.Fatalf("header bytes %x, want %x and the salt again at 24", b, want)
 	}
@@ -430,17 +430,21 @@ func crc32c(b []byte) uint32 {
 // exactly the bytes of testdata/v1/log-0000000001 (a version-1 file, which
 // this build still writes for repairs of such files: padding, a rewritten
 // header) and testdata/v2/log-0000000001 (version 2, with testFraming's
-// salt) for sampleRecords, and testdata/v3/log-0000000001 (version 3, the
-// same salt) for allRecords; and the scanner must read those bytes back.
+// salt) for sampleRecords, testdata/v3/log-0000000001 (version 3, the
+// same salt) for allRecords and testdata/v4/log-0000000001 for
+// allRecordsV4; and the scanner must read those bytes back.
 // Regenerate only for a deliberate format change, and then only the
 // version that changed:
 // go test ./logfile -run TestGolden -update
 func TestGolden(t *testing.T) {
-	for _, fr := range []Framing{framingV1, testFramingV2, testFraming} {
+	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming} {
 		t.Run(fmt.Sprintf("v%d", fr.version), func(t *testing.T) {
 			recs := sampleRecords()
-			if fr.version == 3 {
+			switch fr.version {
+			case 3:
 				recs = allRecords()
+			case 4:
+				recs = allRecordsV4()
 			}
 			path, _ := writeLogWith(t, t.TempDir(), 1, recs, fr)
 			got, err := os.ReadFile(path)

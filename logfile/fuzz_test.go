@@ -17,7 +17,7 @@ import (
 
 // fuzzFramings are the framings every fuzz input is tried with: version 1
 // (the seeds checked in before version 2, still valid as version-1 inputs)
-// and versions 2 and 3 with testFraming's salt (the seeds named v2_...:
+// and versions 2 to 4 with testFraming's salt (the seeds named v2_...:
 // the frames of both versions are the same bytes, only the header the
 // scanner's file starts with differs).
 var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming}
@@ -302,13 +302,15 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 		seeds["payload_groups"] = cat([]byte{byte(RecordGroups)}, make([]byte, 8), payloadHead(RecordGroups)[9:],
 			[]byte{3, 2, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'g', 5, 0x80, 0x01, 1, 3, 1, 'd'})
 		seeds["payload_skip"] = cat(payloadHead(RecordSkip), []byte{2, 0, 0x81, 0x01})
+		seeds["payload_deliver"] = cat(payloadHead(RecordDeliver), []byte{2, 1, 0, 0, 0, 1, 0, 0, 0, 36})
+		seeds["payload_move"] = cat(payloadHead(RecordMove), []byte{0x81, 0x01, 1, 0, 0, 0, 1, 0, 0, 0, 36})
 	}
 	return seeds
 }
 
 func headerSeeds() map[string][]byte {
 	out := headerSeedsOf(framingV1)
-	for _, fr := range []Framing{testFramingV2, testFraming} {
+	for _, fr := range []Framing{testFramingV2, testFramingV3, testFraming} {
 		prefix := fmt.Sprintf("v%d_", fr.version)
 		for name, b := range withPrefix(prefix, headerSeedsOf(fr)) {
 			out[name] = b

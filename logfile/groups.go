@@ -22,7 +22,14 @@ type GroupInfo struct {
 	Policy        uint8 // 0 block, 1 drop oldest, 2 drop newest
 	MaxDeliveries uint32
 	DeadLetter    string
+	// DeadLetterGroup: a group that receives dead letters, not puts
+	// (version 4; encoded as 0x80 in the policy byte).
+	DeadLetterGroup bool
 }
+
+// deadLetterFlag marks a dead-letter group in a groups record's policy
+// byte. Part of the on-disk format.
+const deadLetterFlag = 0x80
 
 // MaxGroupNameLen is the longest name, in bytes, of a consumer group and
 // of its dead-letter group in a groups record. Part of the on-disk format.
@@ -108,7 +115,11 @@ func appendGroups(dst []byte, r *Record) []byte {
 		dst = append(dst, g.Name...)
 		dst = binary.AppendUvarint(dst, g.Since)
 		dst = binary.AppendUvarint(dst, g.Capacity)
-		dst = append(dst, g.Policy)
+		policy := g.Policy
+		if g.DeadLetterGroup {
+			policy |= deadLetterFlag
+		}
+		dst = append(dst, policy)
 		dst = binary.AppendUvarint(dst, uint64(g.MaxDeliveries))
 		dst = binary.AppendUvarint(dst, uint64(len(g.DeadLetter)))
 		dst = append(dst, g.DeadLetter...)
@@ -192,7 +203,8 @@ func decodeGroups(p []byte, r *Record) string {
 		if len(p) == 0 {
 			return "group policy overruns payload"
 		}
-		if g.Policy, p = p[0], p[1:]; g.Policy > maxGroupPolicy {
+		g.Policy, g.DeadLetterGroup, p = p[0]&^deadLetterFlag, p[0]&deadLetterFlag != 0, p[1:]
+		if g.Policy > maxGroupPolicy {
 			return "unknown group policy"
 		}
 		if g.MaxDeliveries, p, ok = readUint32(p); !ok {
@@ -245,6 +257,24 @@ func decodeSkip(p []byte, r *Record, s *scratch) string {
 		return "trailing bytes after skip"
 	}
 	r.Skip = ids
+	return ""
+}
+
+// decodeGroupPointers decodes the body of a deliver or a move record
+// into r: a group id, then at least one pointer (in s's allocation when s
+// is not nil).
+func decodeGroupPointers(p []byte, r *Record, s *scratch) string {
+	g, p, ok := readUint32(p)
+	if !ok {
+		return "bad group id"
+	}
+	r.Group = g
+	if reason := decodeTake(p, r, s); reason != "" {
+		return reason
+	}
+	if len(r.Pointers) == 0 {
+		return r.Type.String() + " record without pointers"
+	}
 	return ""
 }
 

@@ -38,7 +38,7 @@ func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
 }
 
 // saltCopyCRC is the checksum of the second copy of the salt (bytes 24..31
-// of a version-2 or 3 header): CRC32C of the file id, uint32 BE, then the copy.
+// of a version 2 to 4 header): CRC32C of the file id, uint32 BE, then the copy.
 func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], fileID)
@@ -50,7 +50,7 @@ func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 // FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
 // follows. Other errors are *corrupt.Error with File "" and Offset 0
 // (callers fill in the file): short header, bad magic, version 0, checksum
-// mismatch, non-zero reserved bytes, and in versions 2 and 3 salt copies
+// mismatch, non-zero reserved bytes, and in versions 2 to 4 salt copies
 // that disagree or fail their checksum.
 func DecodeFileHeader(b []byte) (fileID uint32, err error) {
 	id, _, err := decodeFileHeader(b)
@@ -80,7 +80,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	}
 	crcAt := size - 4 // version 1: bytes 12..15 over 0..11
 	if v != 1 {
-		crcAt = 20 // versions 2 and 3: bytes 20..23 over 0..19
+		crcAt = 20 // versions 2 to 4: bytes 20..23 over 0..19
 	}
 	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.BigEndian.Uint32(b[crcAt:]); got != want {
 		return 0, Framing{}, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
@@ -118,7 +118,7 @@ func declaredHeaderSize(b []byte) int {
 // the file's salt. It tries, in order:
 //
 //  1. the first copy of the salt, if the checksum over bytes 0..19
-//     matches and the version field says 2 or 3;
+//     matches and the version field says 2 to 4;
 //  2. the second copy, if its own checksum (over the id in the file name
 //     and the copy) matches;
 //  3. version 1, if a valid version-1 frame follows the 16 header bytes;
@@ -131,7 +131,7 @@ func declaredHeaderSize(b []byte) int {
 //     verifies.
 //
 // A salt found in steps 2, 4 or 6 comes with the version the version field
-// says if it is 2 or 3, else FormatVersion (saltedVersion): the frames of
+// says if it is 2 to 4, else FormatVersion (saltedVersion): the frames of
 // both are the same, and a rewritten header keeps a version-2 file at 2.
 //
 // Only I/O errors are returned.
@@ -160,7 +160,7 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 }
 
 // declaresSalted reports whether the header bytes hdr declare a version
-// with a salt this build reads: 2 or 3.
+// with a salt this build reads: 2 to 4.
 func declaresSalted(hdr []byte) bool {
 	if len(hdr) < versionEnd {
 		return false

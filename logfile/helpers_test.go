@@ -69,6 +69,29 @@ func groupRecords() []Record {
 	}
 }
 
+// deadLetterRecords are the records of the types version 4 added, with
+// the edge cases of each body, and write-order ids above groupRecords'.
+func deadLetterRecords() []Record {
+	return []Record{
+		{Type: RecordGroups, WriteOrderID: 31, NextGroupID: 3, Catalog: []GroupInfo{
+			{ID: 0, Capacity: 10, MaxDeliveries: 3, DeadLetter: "dlq"},
+			{ID: 2, Name: "dlq", Since: 31, Capacity: 5, Policy: 1, DeadLetterGroup: true},
+		}},
+		{Type: RecordDeliver, TxID: 7, WriteOrderID: 32, Pointers: []uint64{1<<32 | HeaderSize}},
+		{Type: RecordDeliver, TxID: 7, WriteOrderID: 33, Group: math.MaxUint32, Pointers: []uint64{1, 1<<64 - 1}},
+		{Type: RecordTake, TxID: 8, WriteOrderID: 34, Pointers: []uint64{1<<32 | HeaderSize}},
+		{Type: RecordMove, TxID: 8, WriteOrderID: 35, Group: 2, Pointers: []uint64{1<<32 | HeaderSize}},
+		{Type: RecordCommit, TxID: 8, WriteOrderID: 36, CommitType: RecordTake, Count: 1},
+	}
+}
+
+// allRecordsV4 is the fixed set of records the version-4 golden file
+// holds: allRecords with deadLetterRecords before the last one.
+func allRecordsV4() []Record {
+	s := allRecords()
+	return slices.Concat(s[:len(s)-1], deadLetterRecords(), s[len(s)-1:])
+}
+
 // allRecords is the fixed set of records the version-3 golden file holds:
 // sampleRecords with groupRecords before the last one (whose write-order id
 // is the largest).
@@ -277,6 +300,9 @@ var testFraming = Framing{version: FormatVersion, salt: 0x5a175a17_0badf00d}
 // testFramingV2 is testFraming in a version-2 file: the same frames, a
 // header that says 2.
 var testFramingV2 = Framing{version: 2, salt: testFraming.salt}
+
+// testFramingV3 is testFraming in a version-3 file.
+var testFramingV3 = Framing{version: 3, salt: testFraming.salt}
 
 // testCreate is Create with testFraming's salt.
 func testCreate(fsys vfs.FS, dir string, id uint32) (*Writer, error) {
