@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -388,16 +389,18 @@ func TestCheckFormatGroups(t *testing.T) {
 	golden := goldenFiles(t)
 	cat := EncodeCatalog(goldenCatalog())
 	type tc struct {
-		file string // under /cp
-		b    []byte
+		file               string // under /cp
+		b                  []byte
+		version, supported uint64
 	}
 	cases := map[string]tc{
-		"catalog_version_2":         {CatalogName, put16(versionOffset, 2)(bytes.Clone(cat))},
-		"catalog_version_2_6_bytes": {CatalogName, put16(versionOffset, 2)(bytes.Clone(cat))[:versionEnd]},
+		"catalog_version_3":         {CatalogName, put16(versionOffset, 3)(bytes.Clone(cat)), 3, catalogVersion},
+		"catalog_version_3_6_bytes": {CatalogName, put16(versionOffset, 3)(bytes.Clone(cat))[:versionEnd], 3, catalogVersion},
+		"catalog_v1_as_version_3":   {CatalogName, put16(versionOffset, 3)(encodeCatalogV1(goldenCatalog())), 3, catalogVersion},
 	}
 	for _, name := range checkpointFiles {
-		cases["group_"+name+"_version_2"] = tc{"group-3/" + name, withVersion(name, golden[name], 2)}
-		cases["unlisted_group_"+name+"_version_2"] = tc{"group-9/" + name, withVersion(name, golden[name], 2)}
+		cases["group_"+name+"_version_2"] = tc{"group-3/" + name, withVersion(name, golden[name], 2), 2, formatVersion}
+		cases["unlisted_group_"+name+"_version_2"] = tc{"group-9/" + name, withVersion(name, golden[name], 2), 2, formatVersion}
 	}
 	for what, c := range cases {
 		t.Run(what, func(t *testing.T) {
@@ -416,24 +419,38 @@ func TestCheckFormatGroups(t *testing.T) {
 			before, beforeOther := readTree(t, mem, "/cp"), readTree(t, mem, "/other")
 
 			file := path("/cp", c.file)
-			requireNewer(t, CheckFormat(mem, "/cp"), file, 2)
+			requireNewerThan(t, CheckFormat(mem, "/cp"), file, c.version, c.supported)
 			_, _, err := Open(mem, "/cp")
-			requireNewer(t, err, file, 2)
-			requireNewer(t, RestoreBackup(mem, "/other", "/cp"), file, 2)
+			requireNewerThan(t, err, file, c.version, c.supported)
+			requireNewerThan(t, RestoreBackup(mem, "/other", "/cp"), file, c.version, c.supported)
 			replace(t, mem, path("/cp", BackupCompleteName), nil)
 			before[BackupCompleteName] = nil
-			requireNewer(t, RestoreBackup(mem, "/cp", "/other"), file, 2)
+			requireNewerThan(t, RestoreBackup(mem, "/cp", "/other"), file, c.version, c.supported)
 			if c.file == CatalogName {
 				_, err := ReadCatalog(mem, "/cp")
-				requireNewer(t, err, file, 2)
+				requireNewerThan(t, err, file, c.version, c.supported)
 			}
 			sameTree(t, readTree(t, mem, "/cp"), before)
 			sameTree(t, readTree(t, mem, "/other"), beforeOther)
 		})
 	}
+	// Versions 1 and 2 of the catalog are this build's: not newer.
+	for what, b := range map[string][]byte{"catalog_version_1": encodeCatalogV1(goldenCatalog()), "catalog_version_2": cat} {
+		t.Run(what, func(t *testing.T) {
+			mem := newMem(t, "/cp")
+			writeDir(t, mem, "/cp", golden)
+			replace(t, mem, "/cp/"+CatalogName, b)
+			if err := CheckFormat(mem, "/cp"); err != nil {
+				t.Fatalf("CheckFormat = %v, want nil", err)
+			}
+			if c, err := ReadCatalog(mem, "/cp"); err != nil || !reflect.DeepEqual(c, goldenCatalog()) {
+				t.Fatalf("ReadCatalog = %+v, %v", c, err)
+			}
+		})
+	}
 	t.Run("damage_is_for_open", func(t *testing.T) {
 		mem := newMem(t, "/cp")
-		b := put16(versionOffset, 2)(bytes.Clone(cat))
+		b := put16(versionOffset, 3)(bytes.Clone(cat))
 		b[1] ^= 0x20 // another magic: not a newer catalog
 		replace(t, mem, "/cp/"+CatalogName, b)
 		if err := CheckFormat(mem, "/cp"); err != nil {

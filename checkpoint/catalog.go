@@ -20,6 +20,18 @@ type Group struct {
 	Policy        uint8  // 0 block, 1 drop oldest, 2 drop newest
 	MaxDeliveries uint32
 	DeadLetter    string // at most MaxGroupNameLen bytes
+	// DeadLetterGroup: the group receives dead letters, not puts.
+	DeadLetterGroup bool
+	// Deliveries is the delivery counts of the group's events that were
+	// delivered and not taken for good (groups with MaxDeliveries), in
+	// strictly ascending Pointer order; each Count >= 1.
+	Deliveries []Delivery
+}
+
+// Delivery is one event's delivery count in a group.
+type Delivery struct {
+	Pointer uint64 // the event (an eventqueue.Pointer; never 0)
+	Count   uint32
 }
 
 // Catalog is the content of the groups file: which consumer groups a
@@ -73,7 +85,7 @@ func ReadCatalog(fsys vfs.FS, dir string) (*Catalog, error) {
 func EncodeCatalog(c *Catalog) []byte {
 	dst := make([]byte, 0, catalogFixedLen+len(c.Groups)*(groupFixedLen+16)+crcLen)
 	dst = append(dst, catalogMagic...)
-	dst = binary.BigEndian.AppendUint16(dst, formatVersion)
+	dst = binary.BigEndian.AppendUint16(dst, catalogVersion)
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	dst = binary.BigEndian.AppendUint64(dst, c.WriteOrderID)
 	dst = binary.BigEndian.AppendUint32(dst, c.NextGroupID)
@@ -84,9 +96,18 @@ func EncodeCatalog(c *Catalog) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, g.Since)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(g.Capacity))
 		dst = binary.BigEndian.AppendUint32(dst, g.MaxDeliveries)
-		dst = append(dst, g.Policy, byte(len(g.Name)), byte(len(g.DeadLetter)), 0)
+		var flags byte
+		if g.DeadLetterGroup {
+			flags |= groupFlagDeadLetter
+		}
+		dst = append(dst, g.Policy, byte(len(g.Name)), byte(len(g.DeadLetter)), flags)
 		dst = append(dst, g.Name...)
 		dst = append(dst, g.DeadLetter...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(g.Deliveries)))
+		for _, d := range g.Deliveries {
+			dst = binary.BigEndian.AppendUint64(dst, d.Pointer)
+			dst = binary.BigEndian.AppendUint32(dst, d.Count)
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, crcTable))
 }
@@ -97,7 +118,7 @@ func EncodeCatalog(c *Catalog) []byte {
 func DecodeCatalog(b []byte) (*Catalog, error) { return decodeCatalog(CatalogName, b) }
 
 func decodeCatalog(file string, b []byte) (*Catalog, error) {
-	body, err := checkFrame(file, b, catalogMagic, catalogFixedLen)
+	body, version, err := checkFrameUpTo(file, b, catalogMagic, catalogFixedLen, catalogVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +135,7 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 	names := make(map[string]uint32, n)
 	for i := range c.Groups {
 		g := &c.Groups[i]
-		if err := decodeGroup(file, body, off, g); err != nil {
+		if err := decodeGroup(file, body, off, version, g); err != nil {
 			return nil, err
 		}
 		switch {
@@ -130,6 +151,9 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 			names[g.Name] = g.ID
 		}
 		off += groupFixedLen + len(g.Name) + len(g.DeadLetter)
+		if version >= 2 {
+			off += 4 + deliveryLen*len(g.Deliveries)
+		}
 	}
 	if off != len(body) {
 		return nil, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
@@ -139,7 +163,7 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 
 // decodeGroup decodes into g the entry at body[off:], checking its fields
 // on their own; the caller checks its place in the list.
-func decodeGroup(file string, body []byte, off int, g *Group) error {
+func decodeGroup(file string, body []byte, off int, version uint16, g *Group) error {
 	be := binary.BigEndian
 	e := body[off:]
 	if len(e) < groupFixedLen {
@@ -165,13 +189,44 @@ func decodeGroup(file string, body []byte, off int, g *Group) error {
 		return corrupt.New(file, at(groupOffNameLen), "group %d name length %d out of range", g.ID, a)
 	case b > MaxGroupNameLen:
 		return corrupt.New(file, at(groupOffDeadLetterLen), "group %d dead-letter length %d out of range", g.ID, b)
-	case e[groupOffReserved] != 0:
-		return corrupt.New(file, at(groupOffReserved), "group %d reserved byte %#02x not zero", g.ID, e[groupOffReserved])
+	case version < 2 && e[groupOffFlags] != 0:
+		return corrupt.New(file, at(groupOffFlags), "group %d reserved byte %#02x not zero", g.ID, e[groupOffFlags])
+	case e[groupOffFlags]&^groupFlagDeadLetter != 0:
+		return corrupt.New(file, at(groupOffFlags), "group %d flags %#02x unknown", g.ID, e[groupOffFlags])
 	case len(e)-groupFixedLen < a+b:
 		return corrupt.New(file, int64(off+groupFixedLen), "group %d names truncated: %d bytes, want %d", g.ID, len(e)-groupFixedLen, a+b)
 	}
+	g.DeadLetterGroup = e[groupOffFlags]&groupFlagDeadLetter != 0
 	g.Name = string(e[groupFixedLen : groupFixedLen+a])
 	g.DeadLetter = string(e[groupFixedLen+a : groupFixedLen+a+b])
+	if version < 2 {
+		return nil
+	}
+	dOff := groupFixedLen + a + b
+	if len(e)-dOff < 4 {
+		return corrupt.New(file, int64(off+dOff), "group %d delivery count truncated", g.ID)
+	}
+	n := be.Uint32(e[dOff:])
+	d := e[dOff+4:]
+	if uint64(n) > uint64(len(d))/deliveryLen {
+		return corrupt.New(file, int64(off+dOff), "group %d delivery count %d exceeds the %d bytes left", g.ID, n, len(d))
+	}
+	if n > 0 {
+		g.Deliveries = make([]Delivery, n)
+	}
+	for i := range g.Deliveries {
+		x := &g.Deliveries[i]
+		x.Pointer, x.Count = be.Uint64(d[deliveryLen*i:]), be.Uint32(d[deliveryLen*i+8:])
+		at := int64(off + dOff + 4 + deliveryLen*i)
+		switch {
+		case x.Pointer == 0:
+			return corrupt.New(file, at, "group %d delivery of pointer 0", g.ID)
+		case x.Count == 0:
+			return corrupt.New(file, at+8, "group %d delivery count 0", g.ID)
+		case i > 0 && x.Pointer <= g.Deliveries[i-1].Pointer:
+			return corrupt.New(file, at, "group %d delivery pointers not strictly ascending", g.ID)
+		}
+	}
 	return nil
 }
 
@@ -202,6 +257,13 @@ func validateCatalog(c *Catalog) error {
 			return fmt.Errorf("group %d: capacity %d out of range", g.ID, g.Capacity)
 		case g.Policy > maxPolicy:
 			return fmt.Errorf("group %d: unknown policy %d", g.ID, g.Policy)
+		case uint64(len(g.Deliveries)) > math.MaxUint32:
+			return fmt.Errorf("group %d: %d delivery counts", g.ID, len(g.Deliveries))
+		}
+		for j, d := range g.Deliveries {
+			if d.Pointer == 0 || d.Count == 0 || (j > 0 && d.Pointer <= g.Deliveries[j-1].Pointer) {
+				return fmt.Errorf("group %d: delivery count %d (pointer %#x, count %d) is zero or out of order", g.ID, j, d.Pointer, d.Count)
+			}
 		}
 		if other, dup := names[g.Name]; dup {
 			return fmt.Errorf("groups %d and %d are both named %q", other, g.ID, g.Name)

@@ -130,11 +130,20 @@ func newerCheckpointFile(name string, slot0 uint64) error {
 // first versionEnd or more bytes, holds that magic and a version newer than
 // this build's; nil otherwise.
 func newerFile(file string, b []byte, magic string) error {
+	newest := uint16(formatVersion)
+	if magic == catalogMagic {
+		newest = catalogVersion
+	}
+	return newerFileThan(file, b, magic, newest)
+}
+
+// newerFileThan is newerFile for a file whose newest version is newest.
+func newerFileThan(file string, b []byte, magic string, newest uint16) error {
 	if string(b[:4]) != magic {
 		return nil
 	}
-	if v := binary.BigEndian.Uint16(b[versionOffset:versionEnd]); v > formatVersion {
-		return &corrupt.FormatError{File: file, Offset: versionOffset, Version: uint64(v), Supported: formatVersion}
+	if v := binary.BigEndian.Uint16(b[versionOffset:versionEnd]); v > newest {
+		return &corrupt.FormatError{File: file, Offset: versionOffset, Version: uint64(v), Supported: uint64(newest)}
 	}
 	return nil
 }

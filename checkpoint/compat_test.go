@@ -37,8 +37,16 @@ func withVersion(name string, b []byte, v uint32) []byte {
 }
 
 // requireNewer checks err is a *corrupt.FormatError for file declaring
-// version, and neither corruption nor a bad checkpoint.
+// version, and neither corruption nor a bad checkpoint, with formatVersion
+// the newest supported.
 func requireNewer(t *testing.T, err error, file string, version uint64) {
+	t.Helper()
+	requireNewerThan(t, err, file, version, formatVersion)
+}
+
+// requireNewerThan is requireNewer for a file (the groups catalog) whose
+// newest supported version is supported.
+func requireNewerThan(t *testing.T, err error, file string, version, supported uint64) {
 	t.Helper()
 	var fe *corrupt.FormatError
 	if !errors.As(err, &fe) || !errors.Is(err, corrupt.ErrUnsupportedFormat) {
@@ -47,7 +55,7 @@ func requireNewer(t *testing.T, err error, file string, version uint64) {
 	if errors.Is(err, corrupt.ErrCorrupt) || errors.Is(err, ErrBadCheckpoint) {
 		t.Fatalf("%v matches ErrCorrupt or ErrBadCheckpoint: a newer file is not damage", err)
 	}
-	want := corrupt.FormatError{File: file, Offset: versionOffset, Version: version, Supported: 1}
+	want := corrupt.FormatError{File: file, Offset: versionOffset, Version: version, Supported: supported}
 	if *fe != want {
 		t.Fatalf("got %+v, want %+v", *fe, want)
 	}

@@ -62,7 +62,7 @@ package checkpoint
 //
 //	off  len  field
 //	0    4    magic "FCGR"
-//	4    2    version 1
+//	4    2    version 2 (1 is read too: no flags, no delivery counts)
 //	6    2    reserved, zero
 //	8    8    W (equals the W of the top-level checkpoint and of every
 //	          listed group's checkpoint in group-N)
@@ -77,8 +77,13 @@ package checkpoint
 //	          +24  1  policy: 0 block, 1 drop oldest, 2 drop newest
 //	          +25  1  name length a: 0 for id 0, else 1..64; names distinct
 //	          +26  1  dead-letter length b: 0..64
-//	          +27  1  reserved, zero
+//	          +27  1  flags: bit 0 = a dead-letter group (no put feeds it);
+//	                  the other bits zero (version 1: the whole byte zero)
 //	          +28  a  name bytes, then b dead-letter bytes
+//	          then, version 2 only: 4 delivery count d, then d entries in
+//	          strictly ascending pointer order, each 8 pointer (never 0) |
+//	          4 deliveries (>= 1): the group's events delivered and not yet
+//	          taken for good, as of W
 //	end  4    CRC32C of every byte before it
 //
 // Every file starts with its magic at byte 0 and its version at byte 4 (the
@@ -172,7 +177,14 @@ const (
 	groupOffPolicy        = 24
 	groupOffNameLen       = 25
 	groupOffDeadLetterLen = 26
-	groupOffReserved      = 27
+	groupOffFlags         = 27
+
+	// catalogVersion is the version of the groups file this build
+	// writes; it reads 1 and 2.
+	catalogVersion = 2
+	// groupFlagDeadLetter marks a dead-letter group in an entry's flags.
+	groupFlagDeadLetter = 1
+	deliveryLen         = 12 // a delivery count entry: pointer, count
 )
 
 // crcTable is the CRC32C (Castagnoli) table used by every checksum here.

@@ -18,7 +18,7 @@ import (
 	"github.com/flumego/filechannel/internal/corrupt"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/v1 and the fuzz seeds under testdata/fuzz")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/v1 (but its groups catalog: no release writes version 1 any more), testdata/v2/groups and the fuzz seeds under testdata/fuzz")
 
 // reCRC recomputes the trailing CRC of a meta or inflight file, so a test
 // edit trips the check it targets instead of the checksum.

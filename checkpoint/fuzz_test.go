@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -75,9 +76,16 @@ func FuzzDecodeInflight(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCatalog: an accepted groups file is valid. A version 2 file
+// re-encodes byte for byte; a version 1 file has no flags and no delivery
+// counts, is encodeCatalogV1 of what it decodes to byte for byte, and
+// rewritten (as version 2) decodes to the same catalog.
 func FuzzDecodeCatalog(f *testing.F) {
 	f.Add(EncodeCatalog(sampleCatalog()))
 	f.Add(EncodeCatalog(&Catalog{}))
+	f.Add(EncodeCatalog(goldenCatalogV2()))
+	f.Add(encodeCatalogV1(sampleCatalogV1()))
+	f.Add(encodeCatalogV1(&Catalog{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := DecodeCatalog(b)
 		if err != nil {
@@ -87,8 +95,30 @@ func FuzzDecodeCatalog(f *testing.F) {
 		if err := validateCatalog(c); err != nil {
 			t.Fatalf("decoded an invalid catalog: %v", err)
 		}
-		if !bytes.Equal(EncodeCatalog(c), b) {
-			t.Fatal("decode then encode does not reproduce the input")
+		enc := EncodeCatalog(c)
+		switch v := binary.BigEndian.Uint16(b[versionOffset:]); v {
+		case catalogVersion:
+			if !bytes.Equal(enc, b) {
+				t.Fatal("decode then encode does not reproduce the input")
+			}
+		case 1:
+			for _, g := range c.Groups {
+				if g.DeadLetterGroup || g.Deliveries != nil {
+					t.Fatalf("version 1 gave group %d flags or delivery counts: %+v", g.ID, g)
+				}
+			}
+			if !bytes.Equal(encodeCatalogV1(c), b) {
+				t.Fatal("decode then version 1 encode does not reproduce the input")
+			}
+			again, err := DecodeCatalog(enc)
+			if err != nil {
+				t.Fatalf("version 1 rewritten as version 2: %v", err)
+			}
+			if !reflect.DeepEqual(again, c) {
+				t.Fatalf("version 1 rewritten as version 2 decodes to %+v, want %+v", again, c)
+			}
+		default:
+			t.Fatalf("accepted version %d", v)
 		}
 	})
 }
@@ -243,16 +273,30 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	writeSeed(t, "FuzzDecodeInflight", "valid_takes", quote(EncodeInflight(InflightTakes, 9, sampleInflight()))+"bool(true)\n")
 
 	cat := EncodeCatalog(sampleCatalog())
+	catV1 := encodeCatalogV1(sampleCatalogV1())
 	for name, b := range map[string][]byte{
-		"valid":            cat,
-		"empty":            EncodeCatalog(&Catalog{}),
-		"bad_checksum":     flipNoCRC(30)(bytes.Clone(cat)),
-		"huge_group_count": put32(20, 0xFFFFFFFF)(bytes.Clone(cat)),
-		"names_truncated":  putByte(113, 64)(bytes.Clone(cat)),
-		"duplicate_name":   func(b []byte) []byte { copy(b[116:], "audit"); return reCRC(b) }(bytes.Clone(cat)),
-		"id_not_below":     put32(16, 4)(bytes.Clone(cat)),
-		"trailing_bytes":   appendTrailing(bytes.Clone(cat)),
-		"newer_version":    put16(versionOffset, 2)(bytes.Clone(cat)),
+		"valid":                   cat,
+		"valid_golden":            EncodeCatalog(goldenCatalogV2()),
+		"empty":                   EncodeCatalog(&Catalog{}),
+		"bad_checksum":            flipNoCRC(30)(bytes.Clone(cat)),
+		"huge_group_count":        put32(20, 0xFFFFFFFF)(bytes.Clone(cat)),
+		"names_truncated":         putByte(145, 64)(bytes.Clone(cat)),
+		"duplicate_name":          func(b []byte) []byte { copy(b[148:], "audit"); return reCRC(b) }(bytes.Clone(cat)),
+		"id_not_below":            put32(16, 4)(bytes.Clone(cat)),
+		"trailing_bytes":          appendTrailing(bytes.Clone(cat)),
+		"newer_version":           put16(versionOffset, 3)(bytes.Clone(cat)),
+		"flags_unknown":           putByte(147, 0x03)(bytes.Clone(cat)),
+		"huge_delivery_count":     put32(92, 0xFFFFFFFF)(bytes.Clone(cat)),
+		"delivery_count_past_end": put32(153, 1)(bytes.Clone(cat)),
+		"delivery_pointer_zero":   put64(96, 0)(bytes.Clone(cat)),
+		"delivery_count_zero":     put32(104, 0)(bytes.Clone(cat)),
+		"deliveries_unordered":    put64(108, sampleCatalog().Groups[1].Deliveries[0].Pointer)(bytes.Clone(cat)),
+		"v1_valid":                catV1,
+		"v1_empty":                encodeCatalogV1(&Catalog{}),
+		"v1_flags":                putByte(79, groupFlagDeadLetter)(bytes.Clone(catV1)),
+		"v1_names_truncated":      putByte(113, 64)(bytes.Clone(catV1)),
+		"v1_trailing_bytes":       appendTrailing(bytes.Clone(catV1)),
+		"v1_as_version_2":         put16(versionOffset, 2)(bytes.Clone(catV1)),
 	} {
 		writeSeed(t, "FuzzDecodeCatalog", name, quote(b))
 	}

@@ -164,32 +164,40 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 // plus the CRC, the CRC over everything before it and zero reserved bytes.
 // It returns the bytes before the CRC.
 func checkFrame(file string, b []byte, magic string, fixedLen int) ([]byte, error) {
+	body, _, err := checkFrameUpTo(file, b, magic, fixedLen, formatVersion)
+	return body, err
+}
+
+// checkFrameUpTo is checkFrame for a file whose versions 1 to newest this
+// build reads; it returns the version too.
+func checkFrameUpTo(file string, b []byte, magic string, fixedLen int, newest uint16) ([]byte, uint16, error) {
 	tooShort := func() error {
 		return corrupt.New(file, int64(len(b)), "file too short: %d bytes, want at least %d", len(b), fixedLen+crcLen)
 	}
 	if len(b) < versionEnd {
-		return nil, tooShort()
+		return nil, 0, tooShort()
 	}
 	if string(b[:4]) != magic {
-		return nil, corrupt.New(file, 0, "bad magic %q, want %q", b[:4], magic)
+		return nil, 0, corrupt.New(file, 0, "bad magic %q, want %q", b[:4], magic)
 	}
-	if err := newerFile(file, b, magic); err != nil {
-		return nil, err
+	if err := newerFileThan(file, b, magic, newest); err != nil {
+		return nil, 0, err
 	}
-	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != formatVersion {
-		return nil, corrupt.New(file, versionOffset, "unsupported version %d", v)
+	v := binary.BigEndian.Uint16(b[versionOffset:])
+	if v < 1 || v > newest {
+		return nil, 0, corrupt.New(file, versionOffset, "unsupported version %d", v)
 	}
 	if len(b) < fixedLen+crcLen {
-		return nil, tooShort()
+		return nil, 0, tooShort()
 	}
 	body := b[:len(b)-crcLen]
 	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); want != got {
-		return nil, corrupt.New(file, int64(len(body)), "checksum mismatch: stored %#08x, computed %#08x", want, got)
+		return nil, 0, corrupt.New(file, int64(len(body)), "checksum mismatch: stored %#08x, computed %#08x", want, got)
 	}
 	if r := binary.BigEndian.Uint16(body[6:]); r != 0 {
-		return nil, corrupt.New(file, 6, "reserved bytes %#04x not zero", r)
+		return nil, 0, corrupt.New(file, 6, "reserved bytes %#04x not zero", r)
 	}
-	return body, nil
+	return body, v, nil
 }
 
 // timeToNanos stores the zero Time as 0 (its UnixNano is undefined).
