@@ -16,12 +16,14 @@ type applier struct {
 	spare   [][]eventqueue.Pointer          // emptied slices of txPuts, for reuse
 	txTakes map[uint64][]takePart           // take records seen, per tx and group
 	txSkips map[uint64][]uint32             // skip records seen: the groups a put tx does not reach
+	txMoves map[uint64][]takePart           // move records seen, per tx and the group moved to
 	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
 
 	// groups is the consumer groups as of the record being applied, by id
 	// (catalog records change it); nextGroupID the catalog's next id.
 	groups      map[uint32]*groupState
 	nextGroupID uint32
+	dlqs        []*groupState // the dead-letter groups among them: no put reaches them
 
 	committed []eventqueue.Pointer // committed puts, in commit order
 	res       *Result
@@ -93,6 +95,23 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.txTakes[r.TxID] = parts
 	case logfile.RecordSkip:
 		a.txSkips[r.TxID] = append(a.txSkips[r.TxID], r.Skip...)
+	case logfile.RecordDeliver:
+		a.res.Deliveries += len(r.Pointers)
+		if g := a.groups[r.Group]; g != nil {
+			for _, p := range r.Pointers {
+				g.delivered(eventqueue.Pointer(p), 1)
+			}
+		}
+	case logfile.RecordMove:
+		parts := a.txMoves[r.TxID]
+		if n := len(parts); n == 0 || parts[n-1].group != r.Group {
+			parts = append(parts, takePart{group: r.Group, ptrs: a.spareSlice()})
+		}
+		last := &parts[len(parts)-1]
+		for _, p := range r.Pointers {
+			last.ptrs = append(last.ptrs, eventqueue.Pointer(p))
+		}
+		a.txMoves[r.TxID] = parts
 	case logfile.RecordGroups:
 		a.catalog(r)
 	case logfile.RecordRollback:
@@ -137,15 +156,18 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 	a.forget(a.txPuts, r.TxID)
 	for _, id := range a.txSkips[r.TxID] {
 		if g := a.groups[id]; g != nil {
-			g.skips = append(g.skips, [2]int{start, len(a.committed)})
+			g.skip(start, len(a.committed))
 			a.res.GroupSkips += int64(len(a.committed) - start)
 		}
+	}
+	for _, g := range a.dlqs {
+		g.skip(start, len(a.committed))
 	}
 	delete(a.txSkips, r.TxID)
 	for _, part := range a.txTakes[r.TxID] {
 		if g := a.groups[part.group]; g != nil {
 			for _, p := range part.ptrs {
-				g.taken[p] = struct{}{}
+				g.took(p)
 			}
 			a.res.GroupDrops += int64(len(part.ptrs))
 		}
@@ -181,22 +203,35 @@ func (a *applier) commitTakes(src *source, off int64, r *logfile.Record, log *sl
 		}
 		for _, p := range part.ptrs {
 			a.res.Takes++
-			if !g.takes.RemovePointer(r.TxID, p) {
-				g.taken[p] = struct{}{}
+			if g.takes.RemovePointer(r.TxID, p) {
+				delete(g.deliveries, p)
+			} else {
+				g.took(p)
 			}
+		}
+	}
+	// Its move records: the events it took land in their new group.
+	for _, part := range a.txMoves[r.TxID] {
+		if g := a.groups[part.group]; g != nil {
+			a.moveIn(g, part.ptrs)
+		} else {
+			a.res.TakesOfNoGroup += len(part.ptrs)
 		}
 	}
 	a.forgetTakes(r.TxID)
 }
 
-// forgetTakes drops tx's take records, keeping their slices for reuse.
+// forgetTakes drops tx's take and move records, keeping their slices for
+// reuse.
 func (a *applier) forgetTakes(tx uint64) {
-	for _, part := range a.txTakes[tx] {
-		if cap(part.ptrs) > 0 && len(a.spare) < maxSpare {
-			a.spare = append(a.spare, part.ptrs)
+	for _, m := range []map[uint64][]takePart{a.txTakes, a.txMoves} {
+		for _, part := range m[tx] {
+			if cap(part.ptrs) > 0 && len(a.spare) < maxSpare {
+				a.spare = append(a.spare, part.ptrs)
+			}
 		}
+		delete(m, tx)
 	}
-	delete(a.txTakes, tx)
 }
 
 // damaged reports whether damage may have taken the missing puts of t, and
@@ -267,7 +302,7 @@ func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, er
 			}
 			return nil, err
 		}
-		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded})
+		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded, Deliveries: queuedDeliveries(g)})
 	}
 	a.res.Dropped += a.puts.Len()
 	for _, ps := range a.txPuts {
@@ -283,11 +318,14 @@ func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, er
 // buf is scratch space for the puts; it returns it.
 func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog.Logger) ([]eventqueue.Pointer, error) {
 	q := g.queue
-	puts := a.groupPuts(buf, g)
+	// The takes match the events' occurrences oldest first: in flight at
+	// the checkpoint, then the ring, then what came after.
 	entries := inflightTakes(g)
-	if err := a.removeTaken(g, log); err != nil {
-		return puts, err
+	if err := a.removeTaken(g); err != nil {
+		return buf, err
 	}
+	puts := a.groupPuts(buf, g)
+	a.countMissing(g, log)
 	needed := q.Size() + len(puts)
 	for _, e := range entries {
 		needed += len(e.Pointers)
@@ -320,6 +358,26 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 		}
 	}
 	return puts, nil
+}
+
+// queuedDeliveries returns g's delivery counts of the events its queue
+// holds (a count whose event is gone, its take record lost with a deleted
+// log file or to damage, is dropped), or nil.
+func queuedDeliveries(g *groupState) map[eventqueue.Pointer]uint32 {
+	if len(g.deliveries) == 0 {
+		return nil
+	}
+	out := make(map[eventqueue.Pointer]uint32, len(g.deliveries))
+	for i := range g.queue.Size() {
+		p := g.queue.Get(i)
+		if n, ok := g.deliveries[p]; ok {
+			out[p] = n
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Consumer-group full policies, as groups records number them.
@@ -382,8 +440,7 @@ func inflightTakes(g *groupState) []eventqueue.InflightTx {
 	for i := range entries {
 		ps := entries[i].Pointers[:0:0]
 		for _, p := range entries[i].Pointers {
-			if _, ok := g.taken[p]; ok {
-				delete(g.taken, p)
+			if g.consume(p) {
 				continue
 			}
 			ps = append(ps, p)
@@ -393,21 +450,20 @@ func inflightTakes(g *groupState) []eventqueue.InflightTx {
 	return entries
 }
 
-// removeTaken removes g's remaining taken events from its checkpointed
-// ring. They are almost always near its head: it walks a bounded prefix,
-// then uses the index. A taken event not found is counted in Missing (in
-// MissingDeleted when its file was deleted: normal in a full replay).
-func (a *applier) removeTaken(g *groupState, log *slog.Logger) error {
-	q, taken := g.queue, g.taken
-	if len(taken) == 0 {
+// removeTaken removes g's taken events from its checkpointed ring. They
+// are almost always near its head: it walks a bounded prefix, then uses the
+// index. The takes it does not find there are left for the events after
+// the checkpoint (groupPuts), then counted by countMissing.
+func (a *applier) removeTaken(g *groupState) error {
+	q := g.queue
+	if len(g.taken) == 0 {
 		return nil
 	}
-	limit := 4*len(taken) + 1024
+	limit := 4*len(g.taken) + 1024
 	var kept []eventqueue.Pointer
-	for walked := 0; len(taken) > 0 && walked < limit && q.Size() > 0; walked++ {
+	for walked := 0; len(g.taken) > 0 && walked < limit && q.Size() > 0; walked++ {
 		p, _ := q.RemoveHead()
-		if _, ok := taken[p]; ok {
-			delete(taken, p)
+		if g.consume(p) {
 			continue
 		}
 		kept = append(kept, p)
@@ -417,26 +473,37 @@ func (a *applier) removeTaken(g *groupState, log *slog.Logger) error {
 			return fmt.Errorf("restore queue head: %w", err)
 		}
 	}
-	var unexpected []eventqueue.Pointer
-	for p := range taken {
+	for p := range g.taken {
 		if q.Remove(p) {
-			continue
+			g.consume(p)
 		}
-		a.res.Missing++
+	}
+	q.DropIndex()
+	return nil
+}
+
+// countMissing counts the takes of g that matched no event in Missing (in
+// MissingDeleted when the event's file was deleted: normal in a full
+// replay), and logs the others.
+func (a *applier) countMissing(g *groupState, log *slog.Logger) {
+	var unexpected []eventqueue.Pointer
+	deleted := 0
+	for p, n := range g.taken {
+		a.res.Missing += n
 		if _, ok := a.sources[p.FileID()]; !ok {
 			// The put's file was deleted, as every event in it was taken.
-			a.res.MissingDeleted++
+			a.res.MissingDeleted += n
+			deleted += n
 			continue
 		}
 		unexpected = append(unexpected, p)
 	}
-	q.DropIndex()
-	if a.res.MissingDeleted > 0 {
+	clear(g.taken)
+	if deleted > 0 {
 		log.Info("replay: committed takes of events in deleted log files (normal: a file is deleted once every event in it is taken)",
-			"takes", a.res.MissingDeleted)
+			"takes", deleted)
 	}
 	a.logMissing(unexpected, log)
-	return nil
 }
 
 // takeDamage is the damage blamed for the lost take records of a take

@@ -16,6 +16,9 @@ type GroupSeed struct {
 	Queue *eventqueue.Queue
 	// Inflight is its take transactions in flight at the checkpoint.
 	Inflight []eventqueue.InflightTx
+	// Deliveries is the delivery counts of its events at the checkpoint
+	// (groups with MaxDeliveries); nil for none.
+	Deliveries map[eventqueue.Pointer]uint32
 }
 
 // GroupResult is a consumer group as the end of the logs leaves it.
@@ -26,32 +29,116 @@ type GroupResult struct {
 	// after it, or this is a full replay): Queue came from
 	// Options.NewQueue.
 	New bool
+	// Deliveries is the delivery counts of the events in Queue: the
+	// checkpoint's, plus the deliver records after it, less the events
+	// taken for good or moved since (nil for none). Counts in deleted log
+	// files are lost, in the safe direction: an event is delivered more
+	// often, never dead-lettered early.
+	Deliveries map[eventqueue.Pointer]uint32
 }
 
 // takePart is the pointers of one consumer group that a transaction's take
-// records list: a take transaction has one part; a put transaction has one
-// per group whose oldest events its commit dropped (DropOldest).
+// records list: a take transaction has one part (two when it moves events
+// into a full DropOldest group, whose oldest it drops); a put transaction
+// has one per group whose oldest events its commit dropped (DropOldest).
+// A take transaction's move records are parts too: the group they go to.
 type takePart struct {
 	group uint32
 	ptrs  []eventqueue.Pointer
 }
 
 // groupState is one consumer group during the replay. Its events are the
-// checkpointed ring (seeded groups) followed by the committed puts of
+// checkpointed ring (seeded groups) followed by the pointers of
 // applier.committed from index from on, less the ranges in skips, less
-// what it took.
+// what it took. applier.committed holds the committed puts and the events
+// moved into a group (which every other group skips), in write order.
 type groupState struct {
 	info   logfile.GroupInfo
 	queue  *eventqueue.Queue // nil until finish for a group the logs created
 	seeded bool
-	takes  *eventqueue.Inflight            // its takes in flight at the checkpoint
-	taken  map[eventqueue.Pointer]struct{} // its committed takes (and drops) of events not in flight at the checkpoint
-	from   int                             // index in applier.committed of the first put commit it receives
-	skips  [][2]int                        // ranges of applier.committed it does not receive, ascending
+	takes  *eventqueue.Inflight // its takes in flight at the checkpoint
+	// taken counts its committed takes (and drops) of events not in
+	// flight at the checkpoint: a count, not a set, as an event moved
+	// out and back (a dead letter redriven) is taken twice.
+	taken map[eventqueue.Pointer]int
+	from  int      // index in applier.committed of the first put commit it receives
+	skips [][2]int // ranges of applier.committed it does not receive, ascending
+	// deliveries counts the deliveries of its events (deliver records),
+	// until they are taken for good or moved.
+	deliveries map[eventqueue.Pointer]uint32
 }
 
 func newGroupState(info logfile.GroupInfo, from int) *groupState {
-	return &groupState{info: info, from: from, takes: eventqueue.NewInflight(), taken: map[eventqueue.Pointer]struct{}{}}
+	return &groupState{info: info, from: from, takes: eventqueue.NewInflight(), taken: map[eventqueue.Pointer]int{}}
+}
+
+// skip adds [start, end) of applier.committed to the ranges g does not
+// receive, merging it with the last one when they touch.
+func (g *groupState) skip(start, end int) {
+	if start >= end {
+		return
+	}
+	if n := len(g.skips); n > 0 && g.skips[n-1][1] >= start {
+		g.skips[n-1][1] = max(g.skips[n-1][1], end)
+		return
+	}
+	g.skips = append(g.skips, [2]int{start, end})
+}
+
+// delivered adds n deliveries of p.
+func (g *groupState) delivered(p eventqueue.Pointer, n uint32) {
+	if g.deliveries == nil {
+		g.deliveries = map[eventqueue.Pointer]uint32{}
+	}
+	g.deliveries[p] += n
+}
+
+// took records a committed take (or drop, or move out) of p by g: its
+// delivery count ends with it.
+func (g *groupState) took(p eventqueue.Pointer) {
+	g.taken[p]++
+	delete(g.deliveries, p)
+}
+
+// consume reports whether p is one of g's takes still to match with an
+// occurrence of p in its events, and uses it up.
+func (g *groupState) consume(p eventqueue.Pointer) bool {
+	n, ok := g.taken[p]
+	if !ok {
+		return false
+	}
+	if n <= 1 {
+		delete(g.taken, p)
+	} else {
+		g.taken[p] = n - 1
+	}
+	return true
+}
+
+// noteDeadLetterGroups lists the current groups that receive no puts.
+func (a *applier) noteDeadLetterGroups() {
+	a.dlqs = a.dlqs[:0]
+	for _, g := range a.sortedGroups() {
+		if g.info.DeadLetterGroup {
+			a.dlqs = append(a.dlqs, g)
+		}
+	}
+}
+
+// moveIn appends ptrs, moved into group to by a committed take
+// transaction, to applier.committed as a range that only to receives.
+func (a *applier) moveIn(to *groupState, ptrs []eventqueue.Pointer) {
+	start := len(a.committed)
+	a.committed = append(a.committed, ptrs...)
+	for _, g := range a.groups {
+		if g != to {
+			g.skip(start, len(a.committed))
+		}
+	}
+	for _, p := range ptrs {
+		delete(to.deliveries, p)
+	}
+	a.res.Moved += len(ptrs)
 }
 
 // catalog applies a groups record: the set of groups from its write-order
@@ -77,6 +164,7 @@ func (a *applier) catalog(r *logfile.Record) {
 	}
 	a.groups = next
 	a.nextGroupID = max(a.nextGroupID, r.NextGroupID)
+	a.noteDeadLetterGroups()
 }
 
 // sortedGroups returns the current groups by id.
@@ -102,8 +190,7 @@ func (a *applier) groupPuts(dst []eventqueue.Pointer, g *groupState) []eventqueu
 			continue
 		}
 		p := a.committed[i]
-		if _, ok := g.taken[p]; ok {
-			delete(g.taken, p)
+		if g.consume(p) {
 			continue
 		}
 		dst = append(dst, p)

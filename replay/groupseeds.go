@@ -164,7 +164,7 @@ func GroupSeeds(ck *checkpoint.Checkpoint, st *checkpoint.State, cat *checkpoint
 		if err != nil {
 			return nil, fmt.Errorf("queue of %s: %w", groupName(g.ID, g.Name), err)
 		}
-		seeds = append(seeds, GroupSeed{Info: info, Queue: q, Inflight: gst.InflightTakes})
+		seeds = append(seeds, GroupSeed{Info: info, Queue: q, Inflight: gst.InflightTakes, Deliveries: CatalogDeliveries(g)})
 	}
 	return seeds, nil
 }
@@ -185,7 +185,19 @@ func ringQueue(ck *checkpoint.Checkpoint, st *checkpoint.State) (*eventqueue.Que
 // record lists it.
 func CatalogGroupInfo(g checkpoint.Group) logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy,
-		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter}
+		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, DeadLetterGroup: g.DeadLetterGroup}
+}
+
+// CatalogDeliveries is g's delivery counts as a map (nil without any).
+func CatalogDeliveries(g checkpoint.Group) map[eventqueue.Pointer]uint32 {
+	if len(g.Deliveries) == 0 {
+		return nil
+	}
+	m := make(map[eventqueue.Pointer]uint32, len(g.Deliveries))
+	for _, d := range g.Deliveries {
+		m[eventqueue.Pointer(d.Pointer)] = d.Count
+	}
+	return m
 }
 
 // groupName is how errors and problems name a consumer group: "consumer

@@ -166,6 +166,10 @@ type Result struct {
 	GroupsCreated, GroupsRemoved int
 	GroupSkips, GroupDrops       int64
 	TakesOfNoGroup               int
+	// Deliveries counts the deliveries the deliver records replayed
+	// report; Moved the events committed take transactions moved to
+	// another group (dead letters, rejects, redrives).
+	Deliveries, Moved int
 }
 
 // Place is a damaged place in a log file: a region skipped in the middle,
@@ -295,6 +299,7 @@ func newRun(opts Options) (*run, error) {
 		txPuts:    map[uint64][]eventqueue.Pointer{},
 		txTakes:   map[uint64][]takePart{},
 		txSkips:   map[uint64][]uint32{},
+		txMoves:   map[uint64][]takePart{},
 		puts:      eventqueue.NewInflight(), // spilled puts in flight at W
 		groups:    map[uint32]*groupState{},
 		res:       r.res,
@@ -374,8 +379,12 @@ func (r *run) seedGroups() {
 		g := newGroupState(seed.Info, 0)
 		g.queue, g.seeded = seed.Queue, true
 		g.takes.Load(seed.Inflight)
+		for p, n := range seed.Deliveries {
+			g.delivered(p, n)
+		}
 		a.groups[seed.Info.ID] = g
 	}
+	a.noteDeadLetterGroups()
 }
 
 // peekFiles (7.2) sets the unfinished creates aside and reads the start of
