@@ -19,6 +19,11 @@ import (
 type Event struct {
 	Headers map[string]string
 	Body    []byte
+	// Deliveries is set by Take from a group with MaxDeliveries: how many
+	// times the group has delivered this event, this time included (1 the
+	// first time; a Take of a process that crashed counts). 0 otherwise.
+	// Put ignores it.
+	Deliveries int
 }
 
 // LockFileName is the lock file Open creates in every directory it uses.

@@ -57,24 +57,29 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_4", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_5", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 4)
-		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
+		testutil.SetLogVersion(t, p, 5)
+		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
 	}},
-	{"log_record_of_type_9", func(t *testing.T, cfg Config) FormatError {
+	{"log_record_of_type_11", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
-		off := testutil.AppendRecord(t, p, 9, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 3, Supported: 3, RecordType: 9}
+		off := testutil.AppendRecord(t, p, 11, 1<<40, []byte("a newer kind of record"))
+		return FormatError{File: p, Offset: off, Version: 4, Supported: 4, RecordType: 11}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_4", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_5", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 4, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 5, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
+		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
+	}},
+	{"groups_catalog_version_3", func(t *testing.T, cfg Config) FormatError {
+		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
+		testutil.SetFileVersion(t, p, 3)
+		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
@@ -182,7 +187,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	}
 	p := logPaths(t, cfg)[0]
 	off := firstPut(t, p) // after the groups record every log file starts with
-	testutil.SetRecordType(t, p, off, 9)
+	testutil.SetRecordType(t, p, off, 11)
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 3, Supported: 3, RecordType: 9})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 4, RecordType: 11})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -225,10 +230,10 @@ func firstPut(t *testing.T, p string) int64 {
 	return 0
 }
 
-// TestReadsVersion1LogFiles: this build writes version-3 log files and
+// TestReadsVersion1LogFiles: this build writes version-4 log files and
 // still reads the version-1 files an older release left: a full replay
 // finds their events, takes read them back (a checkpoint then points into
-// them), and new events go to version-3 files beside them.
+// them), and new events go to version-4 files beside them.
 func TestReadsVersion1LogFiles(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
@@ -239,7 +244,7 @@ func TestReadsVersion1LogFiles(t *testing.T) {
 	for _, p := range logPaths(t, cfg) {
 		testutil.DowngradeLogToV1(t, p)
 	}
-	removeCheckpoint(t, cfg) // it points at version-3 offsets
+	removeCheckpoint(t, cfg) // it points at version-4 offsets
 	c = mustOpen(t, cfg)
 	if got := takeN(t, c, 10, 5); !slices.Equal(got, bodies(0, 10)) {
 		t.Fatalf("took %v", got)

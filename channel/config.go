@@ -127,10 +127,19 @@ type Config struct {
 	// Groups are the consumer groups (see GroupConfig): nil = one unnamed
 	// group, exactly a channel without groups. A group listed that does not
 	// exist is created at Open (empty: it receives what is committed from
-	// then on); one that exists takes its Capacity and WhenFull from here;
-	// one not listed is kept (and logged): only RemoveGroup removes a
-	// group, so that a typo here never drops data.
+	// then on); one that exists takes its Capacity, WhenFull,
+	// MaxDeliveries and DeadLetter from here; one not listed is kept (and
+	// logged, unless it is a listed group's dead-letter group): only
+	// RemoveGroup removes a group, so that a typo here never drops data.
 	Groups []GroupConfig
+
+	// OnDeadLetter, if set, is called for every event moved to a
+	// dead-letter group, after the move, with no lock of the channel held,
+	// on the goroutine whose Take, Rollback or Commit moved it: an
+	// application can forward dead letters elsewhere (an alert, another
+	// system). The event stays in the dead-letter group whatever it does.
+	// It must not use the transaction that moved the event.
+	OnDeadLetter func(DeadLetter)
 
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
@@ -166,6 +175,12 @@ func (cfg *Config) checkGroups() []error {
 	var errs []error
 	seen := map[string]bool{}
 	groups := make([]GroupConfig, 0, len(cfg.Groups))
+	deadLetterTargets := map[string]bool{}
+	for _, g := range cfg.Groups {
+		if g, err := g.check(cfg.Capacity); err == nil && g.DeadLetter != "" {
+			deadLetterTargets[g.DeadLetter] = true
+		}
+	}
 	for _, g := range cfg.Groups {
 		g, err := g.check(cfg.Capacity)
 		if err != nil {
@@ -176,9 +191,13 @@ func (cfg *Config) checkGroups() []error {
 			errs = append(errs, fmt.Errorf("consumer %s is listed twice in Groups", groupLabel(g.Name)))
 		}
 		seen[g.Name] = true
-		if cfg.TransactionCapacity > g.Capacity && g.WhenFull == Block {
+		if cfg.TransactionCapacity > g.Capacity && g.WhenFull == Block && !deadLetterTargets[g.Name] {
 			errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds the Capacity %d of consumer %s",
 				cfg.TransactionCapacity, g.Capacity, groupLabel(g.Name)))
+		}
+		if deadLetterTargets[g.Name] && g.DeadLetter != "" {
+			errs = append(errs, fmt.Errorf("consumer %s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
+				groupLabel(g.Name)))
 		}
 		groups = append(groups, g)
 	}

@@ -33,6 +33,15 @@ type consumer struct {
 	gate     *gate                  // capacity permits; taken with no channel lock held
 	avail    signal                 // wakes Wait and TakeContext; no lock held
 	counts   groupCounts
+
+	// dlqOnly: a dead-letter group, which no put feeds. dlq: the group
+	// that receives this one's dead letters (cfg.DeadLetter), nil for
+	// none. deliveries: the delivery counts of its events delivered and
+	// not yet taken for good (groups with MaxDeliveries; nil until the
+	// first).
+	dlqOnly    bool
+	dlq        *consumer
+	deliveries map[eventqueue.Pointer]uint32
 }
 
 // newConsumer builds the consumer over ck's ring: head and size as the
@@ -71,7 +80,18 @@ func newConsumerOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (
 // what its full policy cost it (oldest dropped, put commits missed).
 type groupCounts struct {
 	taken, rollbacks, oldest, newest atomic.Int64
+	// Dead letters: moved out for reaching MaxDeliveries, rejected
+	// (Transaction.Reject), refused by a full Block dead-letter group (and
+	// delivered again), moved out by Redrive.
+	deadMax, deadRejected, deadRefused, redriven atomic.Int64
 }
+
+// fedBlock reports whether puts take capacity permits in g: a Block group
+// that is not a dead-letter group.
+func (q *consumer) fedBlock() bool { return q.cfg.WhenFull == Block && !q.dlqOnly }
+
+// counting reports whether g counts deliveries.
+func (q *consumer) counting() bool { return q.cfg.MaxDeliveries > 0 }
 
 // takeHead moves the event at the head into tx's in-flight takes.
 func (q *consumer) takeHead(tx uint64) (eventqueue.Pointer, bool) {
@@ -99,8 +119,22 @@ func (q *consumer) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
 	return err
 }
 
-// committed ends tx's takes after their commit: the events are gone.
-func (q *consumer) committed(tx uint64) { q.inflight.Remove(tx) }
+// committed ends tx's takes after their commit: the events are gone, and
+// so are their delivery counts.
+func (q *consumer) committed(tx uint64, takes []eventqueue.Pointer) {
+	q.inflight.Remove(tx)
+	q.forgetDeliveries(takes)
+}
+
+// forgetDeliveries drops the delivery counts of ps, which left the group.
+func (q *consumer) forgetDeliveries(ps []eventqueue.Pointer) {
+	if len(q.deliveries) == 0 {
+		return
+	}
+	for _, p := range ps {
+		delete(q.deliveries, p)
+	}
+}
 
 // add appends committed events at the tail.
 func (q *consumer) add(ps []eventqueue.Pointer) error {

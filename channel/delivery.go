@@ -38,7 +38,7 @@ type permit struct {
 // releaseBlock gives n permits back to each Block group of gs.
 func releaseBlock(gs []*consumer, n int) {
 	for _, g := range gs {
-		if g.cfg.WhenFull == Block {
+		if g.fedBlock() {
 			g.gate.release(n)
 		}
 	}
@@ -53,7 +53,7 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 	var deadline time.Time // set at the first group without room: a Put with room reads no clock
 	groups := c.currentGroups()
 	for i, g := range groups {
-		if g.cfg.WhenFull != Block || g.gate.tryAcquire(1) {
+		if !g.fedBlock() || g.gate.tryAcquire(1) {
 			continue
 		}
 		if deadline.IsZero() {
@@ -78,7 +78,7 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 func (t *Transaction) addPermits(gs []*consumer) {
 next:
 	for _, g := range gs {
-		if g.cfg.WhenFull != Block {
+		if !g.fedBlock() {
 			continue
 		}
 		for i := range t.permits {
@@ -125,6 +125,9 @@ func (c *FileChannel) planDelivery(t *Transaction) *delivery {
 	defer c.queueMu.Unlock()
 	d := &delivery{}
 	for _, g := range c.groups {
+		if g.dlqOnly {
+			continue // no put feeds a dead-letter group (replay knows it)
+		}
 		held := t.permitsIn(g)
 		if held >= t.puts {
 			d.to = append(d.to, g)
@@ -222,6 +225,9 @@ func (c *FileChannel) queuePuts(t *Transaction, d *delivery, ptrs []eventqueue.P
 		spilled := c.inflightPuts.Remove(t.id)
 		for _, g := range d.to {
 			err = errors.Join(err, g.add(spilled), g.add(ptrs))
+		}
+		for _, dr := range d.drops {
+			dr.g.forgetDeliveries(dr.ptrs)
 		}
 	}()
 	for _, g := range d.skip {

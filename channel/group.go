@@ -72,9 +72,25 @@ type GroupConfig struct {
 	Name          string     // [a-z0-9._-]{1,64}; "" is the unnamed group
 	Capacity      int        // 0 = Config.Capacity
 	WhenFull      FullPolicy // 0 = Block
-	MaxDeliveries int        // 0 = unlimited (dead letters are not built yet: > 0 is refused)
-	DeadLetter    string     // group that receives dead letters (with MaxDeliveries)
+	MaxDeliveries int        // 0 = unlimited; > 0: after that many deliveries the event is dead-lettered
+	DeadLetter    string     // group that receives dead letters; "" = Name+".dlq" ("dlq" for the unnamed group)
 }
+
+// A group's dead letters (deadletter.go has how they are counted and
+// moved): with MaxDeliveries > 0, an event delivered that many times (each
+// Take that returned it to the group is one delivery, crashes included) is
+// moved to the group's dead-letter group instead of being delivered again.
+// DeadLetter names that group; it defaults to Name+".dlq" ("dlq" for the
+// unnamed group) when MaxDeliveries is set, and may be set alone, for
+// Transaction.Reject without a delivery limit. A dead-letter group is
+// created with the group when missing (with the group's capacity and the
+// Block policy), or listed in Config.Groups to choose its capacity and
+// policy. It is a normal group that no put feeds: its events are only the
+// dead letters (and its policy says what a dead letter that finds it full
+// does: Block keeps the event in its group, delivered again; DropOldest
+// drops the oldest dead letter; DropNewest drops the new one). It has no
+// MaxDeliveries or DeadLetter of its own. FileChannel.Redrive moves its
+// events back.
 
 // ErrNoGroup is returned for a consumer group that does not exist (or was
 // removed), and by a take on c.Begin() when the channel has no unnamed
@@ -109,24 +125,48 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	if g.WhenFull < Block || g.WhenFull > DropNewest {
 		return bad("unknown WhenFull %d", int(g.WhenFull))
 	}
-	if g.MaxDeliveries < 0 {
-		return bad("MaxDeliveries %d is negative", g.MaxDeliveries)
+	if g.MaxDeliveries < 0 || g.MaxDeliveries > maxDeliveriesLimit {
+		return bad("MaxDeliveries %d out of range [0, %d]", g.MaxDeliveries, maxDeliveriesLimit)
 	}
-	if g.MaxDeliveries > 0 || g.DeadLetter != "" {
-		return bad("MaxDeliveries and DeadLetter (dead letters) are not supported by this release yet")
+	if g.MaxDeliveries > 0 && g.DeadLetter == "" {
+		g.DeadLetter = defaultDeadLetter(g.Name)
+		if len(g.DeadLetter) > logfile.MaxGroupNameLen {
+			return bad("the default dead-letter group %q is longer than %d bytes: set DeadLetter", g.DeadLetter, logfile.MaxGroupNameLen)
+		}
+	}
+	if g.DeadLetter != "" && !groupNameRE.MatchString(g.DeadLetter) {
+		return bad("DeadLetter %q: the name must be 1 to 64 of [a-z0-9._-]", g.DeadLetter)
+	}
+	if g.DeadLetter != "" && g.DeadLetter == g.Name {
+		return bad("DeadLetter names the group itself")
 	}
 	return g, nil
+}
+
+// maxDeliveriesLimit is the largest MaxDeliveries (a count is 32 bits on
+// disk).
+const maxDeliveriesLimit = 1<<31 - 1
+
+// defaultDeadLetter is the dead-letter group of the group named name when
+// its config names none.
+func defaultDeadLetter(name string) string {
+	if name == "" {
+		return "dlq"
+	}
+	return name + ".dlq"
 }
 
 // info is g as a groups record lists it.
 func (g *consumer) info() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.id, Name: g.cfg.Name, Since: g.since, Capacity: uint64(g.cfg.Capacity),
-		Policy: uint8(g.cfg.WhenFull)}
+		Policy: uint8(g.cfg.WhenFull), MaxDeliveries: uint32(g.cfg.MaxDeliveries), DeadLetter: g.cfg.DeadLetter,
+		DeadLetterGroup: g.dlqOnly}
 }
 
 // groupConfigOf is the config a groups record gives a group.
 func groupConfigOf(gi logfile.GroupInfo) GroupConfig {
-	return GroupConfig{Name: gi.Name, Capacity: int(gi.Capacity), WhenFull: FullPolicy(gi.Policy)}
+	return GroupConfig{Name: gi.Name, Capacity: int(gi.Capacity), WhenFull: FullPolicy(gi.Policy),
+		MaxDeliveries: int(min(gi.MaxDeliveries, maxDeliveriesLimit)), DeadLetter: gi.DeadLetter}
 }
 
 // Group is a consumer group of a FileChannel: its own queue of the

@@ -43,13 +43,15 @@ func (c *FileChannel) fileStart() []logfile.Record {
 	return nil
 }
 
-// checkpointCatalog returns the catalog of the checkpoint at w.
+// checkpointCatalog returns the catalog of the checkpoint at w. The caller
+// holds queueMu.
 func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
 	cat := &checkpoint.Catalog{WriteOrderID: w, NextGroupID: c.nextGroupID}
 	for _, g := range c.groups {
 		gi := g.info()
 		cat.Groups = append(cat.Groups, checkpoint.Group{ID: gi.ID, Name: gi.Name, Since: gi.Since,
-			Capacity: int(gi.Capacity), Policy: gi.Policy})
+			Capacity: int(gi.Capacity), Policy: gi.Policy, MaxDeliveries: gi.MaxDeliveries, DeadLetter: gi.DeadLetter,
+			DeadLetterGroup: gi.DeadLetterGroup, Deliveries: g.catalogDeliveries()})
 	}
 	return cat
 }
@@ -57,6 +59,9 @@ func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
 // AddGroup creates a consumer group. It receives every event committed
 // after AddGroup returns (none from before), and is durable when AddGroup
 // returns: it survives a crash, and a full replay finds it in the logs.
+// With a DeadLetter (MaxDeliveries sets one by default), that group must
+// be a dead-letter group already, or not exist: then AddGroup creates it
+// too (with gc's capacity and the Block policy), in the same durable step.
 func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	gc, err := gc.check(c.cfg.Capacity)
 	if err != nil {
@@ -70,20 +75,48 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	if _, err := c.Group(gc.Name); err == nil {
 		return nil, fmt.Errorf("filechannel: AddGroup: consumer %s exists already", groupLabel(gc.Name))
 	}
+	var dlq *consumer // a dead-letter group to create with it
+	if gc.DeadLetter != "" {
+		d, err := c.Group(gc.DeadLetter)
+		switch {
+		case err != nil:
+			if dlq, err = c.newGroupRing(GroupConfig{Name: gc.DeadLetter, Capacity: gc.Capacity}); err != nil {
+				return nil, opErr("add group", err)
+			}
+			dlq.dlqOnly = true
+		case !d.g.dlqOnly:
+			return nil, fmt.Errorf("filechannel: AddGroup: consumer %s cannot be the dead-letter group of %s: puts feed it",
+				groupLabel(gc.DeadLetter), groupLabel(gc.Name))
+		}
+	}
 	g, err := c.newGroupRing(gc)
 	if err != nil {
+		if dlq != nil {
+			c.discardGroupRing(dlq)
+		}
 		return nil, opErr("add group", err)
 	}
 	add := func() {
 		g.since = c.logs.LastWriteOrderID() + 1
 		c.groups = insertGroup(c.groups, g)
+		if dlq != nil {
+			dlq.since = g.since
+			c.groups = insertGroup(c.groups, dlq)
+		}
+		c.linkDeadLetters()
 	}
 	if err := c.changeGroups(add); err != nil {
 		c.discardGroupRing(g)
+		if dlq != nil {
+			c.discardGroupRing(dlq)
+		}
 		return nil, err
 	}
 	c.log.Info("consumer group added", "group", gc.Name, "id", g.id, "capacity", gc.Capacity,
-		"when_full", gc.WhenFull.String(), "since", g.since)
+		"when_full", gc.WhenFull.String(), "since", g.since, "max_deliveries", gc.MaxDeliveries, "dead_letter", gc.DeadLetter)
+	if dlq != nil {
+		c.log.Info("dead-letter group added", "group", dlq.cfg.Name, "id", dlq.id, "for", gc.Name, "capacity", dlq.cfg.Capacity)
+	}
 	return &Group{c: c, g: g}, nil
 }
 
@@ -102,6 +135,13 @@ func (c *FileChannel) RemoveGroup(name string) error {
 		return err
 	}
 	g := grp.g
+	c.queueMu.Lock()
+	src := c.namedAsDeadLetter(name, g)
+	c.queueMu.Unlock()
+	if src != nil {
+		return fmt.Errorf("filechannel: RemoveGroup: consumer %s is the dead-letter group of %s: remove that group first",
+			groupLabel(name), groupLabel(src.cfg.Name))
+	}
 	err = c.changeGroups(func() {
 		c.groups = slices.DeleteFunc(c.groups, func(x *consumer) bool { return x == g })
 		g.removed = true

@@ -11,6 +11,7 @@ type groupCollector struct {
 	c                                      *FileChannel
 	queued, capacity, inflight, fill       *prometheus.Desc
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
+	deadLettered, deadRefused, redriven    *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -24,21 +25,25 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, "", name), help, append([]string{"group"}, labels...), nil)
 	}
 	return &groupCollector{
-		c:         c,
-		queued:    desc("group_queue_events", "Events queued for a consumer group: committed, not taken by it."),
-		capacity:  desc("group_capacity_events", "A consumer group's capacity."),
-		inflight:  desc("group_inflight_take_events", "Events a consumer group's open take transactions hold."),
-		fill:      desc("group_fill_ratio", "Events a consumer group holds (queued, taken and uncommitted, put and uncommitted) over its capacity, 0–1."),
-		taken:     desc("group_take_success_total", "Events taken by a consumer group's committed transactions."),
-		rollbacks: desc("group_take_rollbacks_total", "A consumer group's take transactions rolled back."),
-		dropped:   desc("group_dropped_events_total", "Events a full consumer group lost to its WhenFull policy, by reason (drop_oldest: dropped from its head; full: a put commit it missed).", "reason"),
-		waits:     desc("group_put_waits_total", "Put calls that found a Block consumer group full and waited for room, whatever the outcome."),
-		full:      desc("group_puts_full_total", "Put calls refused with ErrChannelFull because a Block consumer group stayed full."),
+		c:            c,
+		queued:       desc("group_queue_events", "Events queued for a consumer group: committed, not taken by it."),
+		capacity:     desc("group_capacity_events", "A consumer group's capacity."),
+		inflight:     desc("group_inflight_take_events", "Events a consumer group's open take transactions hold."),
+		fill:         desc("group_fill_ratio", "Events a consumer group holds (queued, taken and uncommitted, put and uncommitted) over its capacity, 0–1."),
+		taken:        desc("group_take_success_total", "Events taken by a consumer group's committed transactions."),
+		rollbacks:    desc("group_take_rollbacks_total", "A consumer group's take transactions rolled back."),
+		dropped:      desc("group_dropped_events_total", "Events a full consumer group lost to its WhenFull policy, by reason (drop_oldest: dropped from its head; full: a put commit it missed).", "reason"),
+		waits:        desc("group_put_waits_total", "Put calls that found a Block consumer group full and waited for room, whatever the outcome."),
+		full:         desc("group_puts_full_total", "Put calls refused with ErrChannelFull because a Block consumer group stayed full."),
+		deadLettered: desc("group_dead_lettered_total", "Events a consumer group moved to its dead-letter group, by reason (max_deliveries: delivered MaxDeliveries times; rejected: Transaction.Reject).", "reason"),
+		deadRefused:  desc("group_dead_letters_refused_total", "Events that reached MaxDeliveries but found the Block dead-letter group full, and were delivered again."),
+		redriven:     desc("group_redriven_total", "Events Redrive moved out of a dead-letter group."),
 	}
 }
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full} {
+	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
+		g.deadLettered, g.deadRefused, g.redriven} {
 		ch <- d
 	}
 }
@@ -76,5 +81,13 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		w := r.grp.gate.putWaits()
 		counter(g.waits, float64(w.waits), name)
 		counter(g.full, float64(w.full), name)
+		if r.grp.dlq != nil {
+			counter(g.deadLettered, float64(n.deadMax.Load()), name, deadReasonMax)
+			counter(g.deadLettered, float64(n.deadRejected.Load()), name, deadReasonRejected)
+			counter(g.deadRefused, float64(n.deadRefused.Load()), name)
+		}
+		if r.grp.dlqOnly {
+			counter(g.redriven, float64(n.redriven.Load()), name)
+		}
 	}
 }

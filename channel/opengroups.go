@@ -44,7 +44,7 @@ func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
 	}
 	seeds := []replay.GroupSeed{} // not nil: a catalog without groups seeds none
 	for _, g := range c.groups {
-		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue}
+		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue, Deliveries: g.deliveries}
 		if g.id == 0 {
 			seed.Inflight = rc.st.InflightTakes
 		} else {
@@ -86,6 +86,7 @@ func (c *FileChannel) buildGroups(rc *recovery) error {
 			return opErr(fmt.Sprintf("load the queue of consumer %s from its checkpoint", groupLabel(cg.Name)), err)
 		}
 		g.id, g.cfg, g.since = cg.ID, groupConfigOf(replay.CatalogGroupInfo(cg)), cg.Since
+		g.dlqOnly, g.deliveries = cg.DeadLetterGroup, replay.CatalogDeliveries(cg)
 		c.groups = append(c.groups, g)
 		if cg.ID == 0 {
 			c.main = g
@@ -139,6 +140,7 @@ func (c *FileChannel) settleGroups(rc *recovery) error {
 		}
 		delete(byID, gr.Info.ID)
 		g.id, g.cfg, g.since = gr.Info.ID, groupConfigOf(gr.Info), gr.Info.Since
+		g.dlqOnly, g.deliveries = gr.Info.DeadLetterGroup, gr.Deliveries
 		groups = append(groups, g)
 		if g.id == 0 {
 			main = g
@@ -173,9 +175,10 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 		c.main = nil
 		rc.groupsChanged = true
 	}
-	listed := map[string]bool{}
+	listed := map[string]GroupConfig{}
+	created := map[*consumer]bool{}
 	for _, gc := range want {
-		listed[gc.Name] = true
+		listed[gc.Name] = gc
 		var g *consumer
 		for _, x := range c.groups {
 			if x.cfg.Name == gc.Name {
@@ -183,35 +186,67 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 			}
 		}
 		if g == nil {
-			id := uint32(0)
-			if gc.Name != "" {
-				id = c.nextGroupID
-				c.nextGroupID++
-			}
 			var err error
-			if g, err = newMemConsumer(gc.Capacity); err != nil {
-				return opErr("add consumer group", err)
+			if g, err = c.newOpenGroup(gc); err != nil {
+				return err
 			}
-			g.id, g.since = id, c.logs.LastWriteOrderID()+1
-			c.groups = insertGroup(c.groups, g)
-			if id == 0 {
-				c.main = g
-			}
-			c.log.Info("consumer group created", "group", gc.Name, "id", id, "capacity", gc.Capacity)
+			created[g] = true
 			rc.groupsChanged = true
-		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull {
+		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull ||
+			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter {
 			rc.groupsChanged = true
 		}
 		g.cfg = gc
 	}
+	// Dead-letter groups: a group Config lists and creates now that a
+	// group names is one; those missing are created as one.
+	for g := range created {
+		if c.namedAsDeadLetter(g.cfg.Name, g) != nil {
+			g.dlqOnly = true
+		}
+	}
+	missing, err := deadLetterNeeds(c.groups, listed, created)
+	if err != nil {
+		return fmt.Errorf("filechannel: Config.Groups: %w", err)
+	}
+	for _, gc := range missing {
+		g, err := c.newOpenGroup(gc)
+		if err != nil {
+			return err
+		}
+		g.dlqOnly = true
+		rc.groupsChanged = true
+	}
 	for _, g := range c.groups {
-		if !listed[g.cfg.Name] {
+		if _, ok := listed[g.cfg.Name]; !ok && !(g.dlqOnly && c.namedAsDeadLetter(g.cfg.Name, nil) != nil) {
 			c.log.Warn("consumer group not in Config.Groups: kept (only RemoveGroup removes a group)",
 				"group", g.cfg.Name, "queued", g.queue.Size())
 		}
 	}
+	c.linkDeadLetters()
 	c.catalog.Store(c.catalogRecord())
 	return nil
+}
+
+// newOpenGroup creates the group gc at Open (its ring in memory until
+// resizeGroups) and adds it to the groups.
+func (c *FileChannel) newOpenGroup(gc GroupConfig) (*consumer, error) {
+	id := uint32(0)
+	if gc.Name != "" {
+		id = c.nextGroupID
+		c.nextGroupID++
+	}
+	g, err := newMemConsumer(gc.Capacity)
+	if err != nil {
+		return nil, opErr("add consumer group", err)
+	}
+	g.id, g.cfg, g.since = id, gc, c.logs.LastWriteOrderID()+1
+	c.groups = insertGroup(c.groups, g)
+	if id == 0 {
+		c.main = g
+	}
+	c.log.Info("consumer group created", "group", gc.Name, "id", id, "capacity", gc.Capacity)
+	return g, nil
 }
 
 // resizeGroups (step 12) moves each group's queue into a checkpoint file of

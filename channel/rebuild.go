@@ -60,6 +60,13 @@ type RebuildGroup struct {
 	Events   int    // queued for it
 	Capacity int
 	WhenFull FullPolicy
+	// MaxDeliveries and DeadLetter as its last groups record says;
+	// DeadLetterGroup: it is a dead-letter group. (The delivery counts
+	// a rebuild finds in the logs are kept; those only the old
+	// checkpoint had are lost: the events may be delivered more often.)
+	MaxDeliveries   int
+	DeadLetter      string
+	DeadLetterGroup bool
 }
 
 // Rebuild replaces the checkpoint of the closed channel cfg describes with
@@ -221,8 +228,10 @@ func (b *rebuilder) count() error {
 		if g.Info.ID == 0 {
 			capacity = cfg.Capacity
 		}
+		gc := groupConfigOf(g.Info)
 		rep.Groups = append(rep.Groups, RebuildGroup{ID: g.Info.ID, Name: g.Info.Name, Events: g.Queue.Size(),
-			Capacity: capacity, WhenFull: FullPolicy(g.Info.Policy)})
+			Capacity: capacity, WhenFull: gc.WhenFull, MaxDeliveries: gc.MaxDeliveries, DeadLetter: gc.DeadLetter,
+			DeadLetterGroup: g.Info.DeadLetterGroup})
 	}
 	if res.Catalogs > 0 {
 		b.logGroups = slices.Clone(rep.Groups)
@@ -256,7 +265,8 @@ func (b *rebuilder) countQueue(gi logfile.GroupInfo) (*eventqueue.Queue, error) 
 func (b *rebuilder) groupConfigs() []GroupConfig {
 	out := make([]GroupConfig, 0, len(b.logGroups))
 	for _, g := range b.logGroups {
-		out = append(out, GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull})
+		out = append(out, GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull,
+			MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter})
 	}
 	return out
 }

@@ -78,6 +78,23 @@ type GroupStats struct {
 	PutWaitTime time.Duration
 	PutsWaiting int
 	PutsFull    int64
+
+	// Dead letters. MaxDeliveries and DeadLetter are the group's config;
+	// DeadLetterGroup says it is a dead-letter group (no put feeds it).
+	// Counted is the number of its events with a delivery count (delivered,
+	// not yet taken for good). DeadLettered counts the events moved to its
+	// dead-letter group for reaching MaxDeliveries, Rejected those moved by
+	// Transaction.Reject, DeadLetterRefused the moves a full Block
+	// dead-letter group refused (the event was delivered again), Redriven
+	// the events Redrive moved out of this (dead-letter) group.
+	MaxDeliveries     int
+	DeadLetter        string
+	DeadLetterGroup   bool
+	Counted           int
+	DeadLettered      int64
+	Rejected          int64
+	DeadLetterRefused int64
+	Redriven          int64
 }
 
 // Stats returns a snapshot of the group's state and counters.
@@ -94,7 +111,10 @@ func (g *consumer) statsLocked() GroupStats {
 	return GroupStats{Name: g.cfg.Name, WhenFull: g.cfg.WhenFull, Queued: g.queue.Size(), InflightTakes: g.inflight.Len(),
 		Capacity: g.cfg.Capacity, Taken: g.counts.taken.Load(), Rollbacks: g.counts.rollbacks.Load(),
 		DroppedOldest: g.counts.oldest.Load(), Missed: g.counts.newest.Load(),
-		PutWaits: w.waits, PutWaitTime: w.time, PutsWaiting: w.waiting, PutsFull: w.full}
+		PutWaits: w.waits, PutWaitTime: w.time, PutsWaiting: w.waiting, PutsFull: w.full,
+		MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly,
+		Counted: len(g.deliveries), DeadLettered: g.counts.deadMax.Load(), Rejected: g.counts.deadRejected.Load(),
+		DeadLetterRefused: g.counts.deadRefused.Load(), Redriven: g.counts.redriven.Load()}
 }
 
 // Stats returns a snapshot of the channel's state and counters. With

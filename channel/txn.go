@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -39,6 +41,7 @@ type scratch struct {
 	takes  []eventqueue.Pointer
 	files  []uint32
 	perms  []permit
+	bodies []unsafe.Pointer
 }
 
 // Transaction is a put or a take transaction. It belongs to one goroutine:
@@ -79,6 +82,13 @@ type Transaction struct {
 	takeOnly bool
 	takes    []eventqueue.Pointer
 	skipped  int
+	// With a dead-letter group: bodies has, per take, the data of the
+	// Body it returned (nil for none), to find an event Reject is given;
+	// rejected the indexes in takes Reject marked; rejectHeld the
+	// permits they hold in a Block dead-letter group.
+	bodies     []unsafe.Pointer
+	rejected   []int
+	rejectHeld int
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -89,7 +99,7 @@ type Transaction struct {
 func (t *Transaction) scratch() *scratch {
 	if t.s == nil {
 		t.s = t.c.scratch.Get().(*scratch)
-		t.buf, t.frames, t.takes = t.s.buf[:0], t.s.frames[:0], t.s.takes[:0]
+		t.buf, t.frames, t.takes, t.bodies = t.s.buf[:0], t.s.frames[:0], t.s.takes[:0], t.s.bodies[:0]
 		if len(t.permits) == 0 {
 			t.permits = t.s.perms[:0]
 		}
@@ -105,13 +115,15 @@ func (t *Transaction) recycle() {
 	}
 	t.s = nil
 	s.buf, s.frames, s.takes = t.buf[:0], t.frames[:0], t.takes[:0]
+	clear(t.bodies) // no event body outlives its transaction here
+	s.bodies = t.bodies[:0]
 	clear(t.permits[:cap(t.permits)]) // no pointer to a group outlives its transaction
 	s.perms = t.permits[:0]
 	t.permits = nil
 	if cap(s.buf) > maxPooledBuf {
 		s.buf = nil
 	}
-	t.buf, t.frames, t.takes = nil, nil, nil
+	t.buf, t.frames, t.takes, t.bodies = nil, nil, nil, nil
 	t.c.scratch.Put(s)
 }
 
@@ -299,9 +311,26 @@ func (t *Transaction) take() (Event, bool, error) {
 		if err != nil || !ok {
 			return Event{}, false, err
 		}
+		deliveries := 0
+		if t.grp.counting() {
+			n, moved, err := c.deliver(t, p)
+			if moved {
+				continue // it had reached MaxDeliveries: now a dead letter
+			}
+			if err != nil {
+				uerr := c.untake(t.grp, t.id, p)
+				if c.closed.Load() {
+					return Event{}, false, ErrClosed
+				}
+				return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
+			}
+			deliveries = n
+		}
 		t.takes = append(t.takes, p)
 		ev, err := c.readEvent(p)
 		if err == nil {
+			ev.Deliveries = deliveries
+			t.noteBody(ev.Body)
 			return ev, true, nil
 		}
 		if c.closed.Load() || !errors.Is(err, ErrCorrupt) {
@@ -309,12 +338,17 @@ func (t *Transaction) take() (Event, bool, error) {
 			// the file under the read): put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
 			uerr := c.untake(t.grp, t.id, p)
+			if deliveries > 0 {
+				// Counted and not returned: the count errs on the safe side.
+				c.log.Warn("an event counted as delivered was not returned (read failed)", "pointer", p.String())
+			}
 			t.grp.avail.broadcast()
 			if c.closed.Load() {
 				return Event{}, false, ErrClosed
 			}
 			return Event{}, false, opErr("take", errors.Join(err, uerr))
 		}
+		t.noteBody(nil)
 		t.skipped++
 		c.stats.corruptSkipped.Add(1)
 		c.metrics.corruptSkipped.Inc()
@@ -450,43 +484,89 @@ func (t *Transaction) abortPuts() {
 }
 
 func (t *Transaction) commitTakes() error {
-	if err := t.writeTakeCommit(); err != nil {
+	notes, err := t.writeTakeCommit()
+	if err != nil {
 		t.returnTakes()
 		return err
 	}
-	t.grp.gate.release(len(t.takes))
-	t.grp.counts.taken.Add(int64(len(t.takes)))
-	t.takes = t.takes[:0]
+	g := t.grp
+	g.gate.release(len(t.takes))
+	g.counts.taken.Add(int64(len(t.takes) - len(notes)))
+	g.counts.deadRejected.Add(int64(len(notes)))
+	if len(notes) > 0 {
+		t.c.log.Warn("rejected events moved to the dead-letter group", "group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name,
+			"events", len(notes))
+	}
+	t.takes, t.rejected, t.rejectHeld = t.takes[:0], t.rejected[:0], 0
+	t.c.notifyDeadLetters(notes)
 	return nil
 }
 
-// writeTakeCommit writes and syncs t's take and commit records and ends its
-// takes in the queue, all under commitMu shared.
-func (t *Transaction) writeTakeCommit() error {
+// writeTakeCommit writes and syncs t's take and commit records (and the
+// move record of the events it rejected) and ends its takes in the queue,
+// all under commitMu shared. It returns the dead letters it moved.
+func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	c := t.c
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
+	}
+	var m movePlan
+	var rejected []eventqueue.Pointer
+	var counts []int
+	if len(t.rejected) > 0 {
+		var err error
+		if m, rejected, counts, err = t.rejectPlan(); err != nil {
+			return nil, err
+		}
 	}
 	ptrs := t.s.words[:0]
 	for _, p := range t.takes {
 		ptrs = append(ptrs, uint64(p))
 	}
 	t.s.words = ptrs
-	recs := []logfile.Record{
-		{Type: logfile.RecordTake, TxID: t.id, Group: t.grp.id, Pointers: ptrs},
-		{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))},
+	recs := []logfile.Record{{Type: logfile.RecordTake, TxID: t.id, Group: t.grp.id, Pointers: ptrs}}
+	completes := t.takeFiles()
+	if len(m.drops) > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: t.id, Group: m.to.id, Pointers: pointerWords(m.drops)})
+		completes = filesOf(slices.Clone(completes), m.drops)
 	}
-	a, _, err := c.appendRecords(t, recs, nil, t.takeFiles())
+	if m.accept > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: t.id, Group: m.to.id, Pointers: pointerWords(rejected[:m.accept])})
+	}
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake,
+		Count: uint64(len(ptrs) + len(m.drops))})
+	a, _, err := c.appendRecords(t, recs, nil, completes)
 	if err == nil {
 		err = c.sync(a)
 	}
 	if err != nil {
-		return opErrNote("commit", err, " (the taken events were returned to the channel)")
+		if m.to != nil {
+			c.queueMu.Lock()
+			c.undoMove(&m)
+			c.queueMu.Unlock()
+		}
+		return nil, opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
-	c.committedTakes(t.grp, t.id)
-	return nil
+	c.committedTakes(t.grp, t.id, t.takes)
+	if m.to == nil {
+		return nil, nil
+	}
+	moved := rejected[:m.moved()]
+	c.queueMu.Lock()
+	c.landMoved(&m, moved)
+	c.queueMu.Unlock()
+	return deadLetterNotes(t.grp, moved, counts, true), nil
+}
+
+// pointerWords returns ps as a take record's pointers.
+func pointerWords(ps []eventqueue.Pointer) []uint64 {
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		out[i] = uint64(p)
+	}
+	return out
 }
 
 // returnTakes puts the taken events back at the head in their order. After
@@ -498,6 +578,8 @@ func (t *Transaction) returnTakes() {
 	if t.grp == nil {
 		return
 	}
+	t.releaseRejects()
+	notes := t.deadLetterReturned()
 	err := c.returnTakes(t.grp, t.id, t.takes)
 	if len(t.takes) > 0 {
 		t.grp.avail.broadcast()
@@ -506,6 +588,7 @@ func (t *Transaction) returnTakes() {
 		c.log.Error("queue refused returned events", "err", err)
 	}
 	t.takes = t.takes[:0]
+	c.notifyDeadLetters(notes)
 }
 
 // abort ends t without writing anything: its puts are discarded, its takes
@@ -619,10 +702,10 @@ func (c *FileChannel) returnTakes(g *consumer, tx uint64, takes []eventqueue.Poi
 
 // committedTakes ends tx's takes after their commit. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
-func (c *FileChannel) committedTakes(g *consumer, tx uint64) {
+func (c *FileChannel) committedTakes(g *consumer, tx uint64, takes []eventqueue.Pointer) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	g.committed(tx)
+	g.committed(tx, takes)
 }
 
 // unnamedGroup returns the unnamed group, or nil.

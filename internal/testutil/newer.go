@@ -128,19 +128,19 @@ func SetRecordType(t testing.TB, path string, off int64, typ byte) {
 }
 
 // LogSalt returns the salt of the log file whose bytes start with b, and
-// whether it is a salted file (magic "FCLG", version 2 or 3 at offset 4,
-// the salt at 12..19; version 3's header and frames are version 2's).
+// whether it is a salted file (magic "FCLG", version 2 to 4 at offset 4,
+// the salt at 12..19; versions 3 and 4 have version 2's header and frames).
 func LogSalt(b []byte) (salt uint64, v2 bool) {
 	if len(b) < 20 || string(b[:4]) != "FCLG" {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 3 {
+	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 4 {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[12:]), true
 }
 
-// LogFrame returns a version-2 (and 3) frame around payload (at least 17
+// LogFrame returns a version-2 (3, 4) frame around payload (at least 17
 // bytes) sealed with salt, the way a producer who guessed salt (or read it
 // from a file) could build one: length (4), frame header checksum (4: CRC32C of
 // the length then of bytes 8..28, XOR the salt's high half), payload
@@ -208,7 +208,7 @@ func RequireUnchanged(t testing.TB, before map[string][]byte, dirs ...string) {
 	}
 }
 
-// DowngradeLogToV1 rewrites the version-2 or 3 log file at path as the
+// DowngradeLogToV1 rewrites the version-2, 3 or 4 log file at path as the
 // version-1 file an older release would have written with the same records:
 // a 16-byte header (magic, version 1, reserved, file id, CRC32C of bytes 0..11) and
 // every frame with an 8-byte frame header (length, CRC32C of the length then
@@ -223,7 +223,7 @@ func DowngradeLogToV1(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 	if _, v2 := LogSalt(b); !v2 || len(b) < 36 {
-		t.Fatalf("%s is not a version-2 or 3 log file", path)
+		t.Fatalf("%s is not a version-2, 3 or 4 log file", path)
 	}
 	out := append([]byte("FCLG"), 0, 1, 0, 0)
 	out = append(out, b[8:12]...)

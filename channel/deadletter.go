@@ -1,0 +1,647 @@
+package channel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"unsafe"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// How deliveries are counted and dead letters moved (groups with
+// MaxDeliveries or a DeadLetter; GroupConfig has what users see):
+//
+//   - A Take from a group with MaxDeliveries appends a deliver record
+//     (group, pointer) before it returns the event, without an fsync, and
+//     counts the delivery in the group's deliveries map. The record is in
+//     the kernel when Take returns, so a process that crashes holding the
+//     event (killed, or a panic) still counted it; a power loss may lose
+//     the record, and with it a count: the event is delivered once more,
+//     never dead-lettered early. The checkpoint's catalog keeps the counts
+//     as of its write-order id; replay adds the deliver records after it.
+//   - An event whose count has reached MaxDeliveries is not delivered
+//     again: a Rollback that returns it, or the Take that finds it at the
+//     head (after a crash), moves it instead. The move is a take
+//     transaction of its own (a new transaction id): a take record of the
+//     group, a move record naming the dead-letter group, and its commit,
+//     in one write and without an fsync. Replay applies it whole or not
+//     at all; if a crash loses it, the count is still there and the next
+//     Take moves the event again. No copy of the event is written.
+//   - Transaction.Reject marks a taken event; the transaction's commit
+//     writes a move record for it with its take record, under the commit's
+//     fsync. Redrive moves events out of a dead-letter group the same way,
+//     with an fsync.
+//   - A dead-letter group is fed by no put. Its full policy decides what
+//     a move that finds it full does (planMove).
+
+// DeadLetter is an event moved to a dead-letter group, as
+// Config.OnDeadLetter receives it.
+type DeadLetter struct {
+	Group      string // the group it left ("" is the unnamed group)
+	DeadLetter string // the dead-letter group it went to
+	Event      Event
+	// Deliveries is how many times the group delivered it (its Take
+	// that found it at MaxDeliveries is not one).
+	Deliveries int
+	Rejected   bool // moved by Transaction.Reject, not for its deliveries
+
+	ptr eventqueue.Pointer // the event, until notifyDeadLetters reads it
+}
+
+// ErrNotTaken is returned by Transaction.Reject for an event the
+// transaction did not take (or rejected already).
+var ErrNotTaken = errors.New("filechannel: event not taken by this transaction")
+
+// Reasons in the reason label of group_dead_lettered_total.
+const (
+	deadReasonMax      = "max_deliveries" // delivered MaxDeliveries times
+	deadReasonRejected = "rejected"       // Transaction.Reject
+)
+
+// redriveBatch bounds the events one redrive transaction moves.
+const redriveBatch = 4096
+
+// linkDeadLetters points every group at its dead-letter group. The caller
+// holds queueMu (or has the channel to itself, in Open) and has made sure
+// the groups exist.
+func (c *FileChannel) linkDeadLetters() {
+	byName := make(map[string]*consumer, len(c.groups))
+	for _, g := range c.groups {
+		byName[g.cfg.Name] = g
+	}
+	for _, g := range c.groups {
+		g.dlq = nil
+		if g.cfg.DeadLetter != "" {
+			g.dlq = byName[g.cfg.DeadLetter]
+		}
+		if !g.counting() {
+			g.deliveries = nil
+		}
+	}
+}
+
+// deadLetterNeeds checks that the dead-letter groups the groups name can
+// be theirs, and returns the names of those missing, with the config each
+// would be created with (the capacity of the first group naming it).
+// Missing ones that the groups list (Config.Groups at Open) are not
+// returned: the caller creates them, marked as dead-letter groups.
+func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created map[*consumer]bool) ([]GroupConfig, error) {
+	byName := make(map[string]*consumer, len(groups))
+	for _, g := range groups {
+		byName[g.cfg.Name] = g
+	}
+	var missing []GroupConfig
+	for _, g := range groups {
+		name := g.cfg.DeadLetter
+		if name == "" {
+			continue
+		}
+		d := byName[name]
+		switch {
+		case d == nil:
+			if slices.ContainsFunc(missing, func(m GroupConfig) bool { return m.Name == name }) {
+				continue
+			}
+			gc := GroupConfig{Name: name, Capacity: g.cfg.Capacity}
+			if l, ok := listed[name]; ok {
+				gc = l
+			}
+			missing = append(missing, gc)
+		case !d.dlqOnly && !created[d]:
+			return nil, fmt.Errorf("consumer %s cannot be the dead-letter group of %s: puts feed it (a dead-letter group must be created as one)",
+				groupLabel(name), groupLabel(g.cfg.Name))
+		case d.cfg.DeadLetter != "" || d.cfg.MaxDeliveries > 0:
+			return nil, fmt.Errorf("consumer %s is the dead-letter group of %s: it cannot have MaxDeliveries or a DeadLetter of its own",
+				groupLabel(name), groupLabel(g.cfg.Name))
+		}
+	}
+	for _, g := range groups {
+		if g.dlqOnly && (g.cfg.DeadLetter != "" || g.cfg.MaxDeliveries > 0) {
+			return nil, fmt.Errorf("consumer %s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
+				groupLabel(g.cfg.Name))
+		}
+	}
+	return missing, nil
+}
+
+// namedAsDeadLetter reports whether a group other than except names g as
+// its dead-letter group.
+func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer {
+	for _, g := range c.groups {
+		if g != except && !g.removed && g.cfg.DeadLetter == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// movePlan is how events moving into a group fit in it (planMove).
+type movePlan struct {
+	to       *consumer
+	accept   int                  // the first accept events land in the group
+	discard  int                  // the next discard are dropped instead (a full DropNewest group)
+	acquired int                  // permits planMove took (undoMove returns them)
+	drops    []eventqueue.Pointer // the group's oldest, dropped to make room (a full DropOldest group)
+}
+
+// moved is the number of events the plan takes out of their group.
+func (m *movePlan) moved() int { return m.accept + m.discard }
+
+// planMove decides, under queueMu, how n events moving into g fit, held of
+// them with permits already taken (Reject's). With room they all land;
+// without, g's full policy decides: Block takes what fits and refuses the
+// rest (they stay where they are), DropOldest drops g's oldest events to
+// make room (their permits pass to the new ones), DropNewest takes what
+// fits and drops the rest.
+func (g *consumer) planMove(n, held int) movePlan {
+	m := movePlan{to: g}
+	need := n - held
+	if need <= 0 || g.gate.tryAcquire(need) {
+		m.accept, m.acquired = n, max(need, 0)
+		return m
+	}
+	free := min(g.gate.free(), need)
+	for free > 0 && !g.gate.tryAcquire(free) {
+		free = min(g.gate.free(), need) // a Put took some meanwhile
+	}
+	m.accept, m.acquired = held+max(free, 0), max(free, 0)
+	switch g.cfg.WhenFull {
+	case DropOldest:
+		for m.accept < n && g.queue.Size() > 0 {
+			p, _ := g.queue.RemoveHead()
+			m.drops = append(m.drops, p)
+			m.accept++
+		}
+		m.discard = n - m.accept
+	case DropNewest:
+		m.discard = n - m.accept
+	}
+	return m
+}
+
+// undoMove undoes a plan whose write failed. The caller holds queueMu.
+func (c *FileChannel) undoMove(m *movePlan) {
+	g := m.to
+	if !c.released && !g.removed {
+		for i := len(m.drops) - 1; i >= 0; i-- {
+			if err := g.queue.AddHead(m.drops[i]); err != nil {
+				c.log.Error("queue refused an event a failed move had dropped", "group", g.cfg.Name, "err", err)
+			}
+		}
+	}
+	g.gate.release(m.acquired)
+}
+
+// moveRecords returns the records of take transaction tx that move ptrs
+// (taken from group from; the first m.accept land in m.to) and drops
+// m.drops, with its commit if commit is set. Their pointers are in words,
+// which it returns grown.
+func moveRecords(tx uint64, from *consumer, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
+	words = words[:0]
+	for _, p := range ptrs {
+		words = append(words, uint64(p))
+	}
+	for _, p := range m.drops {
+		words = append(words, uint64(p))
+	}
+	taken, dropped := words[:len(ptrs):len(ptrs)], words[len(ptrs):]
+	recs := []logfile.Record{{Type: logfile.RecordTake, TxID: tx, Group: from.id, Pointers: taken}}
+	if len(dropped) > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: m.to.id, Pointers: dropped})
+	}
+	if m.accept > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: tx, Group: m.to.id, Pointers: taken[:m.accept]})
+	}
+	return recs, words
+}
+
+// filesOf appends the log files of ptrs to dst, sorted and without
+// duplicates.
+func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
+	for _, ps := range ptrs {
+		for _, p := range ps {
+			dst = append(dst, p.FileID())
+		}
+	}
+	slices.Sort(dst)
+	return slices.Compact(dst)
+}
+
+// deliver counts one delivery of p, which t just took from its group (one
+// with MaxDeliveries), and returns the count. An event that had reached
+// MaxDeliveries is moved to the dead-letter group instead (moved: Take goes
+// on with the next one), unless that group is full and blocks: then it is
+// delivered once more.
+func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, moved bool, err error) {
+	var notes []DeadLetter
+	defer func() { c.notifyDeadLetters(notes) }()
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	g := t.grp
+	c.queueMu.Lock()
+	count := g.deliveries[p]
+	c.queueMu.Unlock()
+	if int64(count) >= int64(g.cfg.MaxDeliveries) {
+		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
+			return 0, true, nil
+		}
+	}
+	t.s.words = append(t.s.words[:0], uint64(p))
+	recs := [1]logfile.Record{{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: t.s.words}}
+	if _, _, err := c.appendRecords(t, recs[:], nil, nil); err != nil {
+		return 0, false, err
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.deliveries == nil {
+		g.deliveries = map[eventqueue.Pointer]uint32{}
+	}
+	count = g.deliveries[p] + 1
+	g.deliveries[p] = count
+	return int(count), false, nil
+}
+
+// deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
+// dead-letter group, as much of it as the group takes (planMove), with a
+// take transaction of its own written without an fsync (see the top of
+// this file). It returns the dead letters moved; those it does not move
+// stay in flight. The caller holds commitMu shared and saw the channel
+// open.
+func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer) []DeadLetter {
+	g := t.grp
+	c.queueMu.Lock()
+	if g.removed || g.dlq == nil || g.dlq.removed {
+		c.queueMu.Unlock()
+		return nil
+	}
+	m := g.dlq.planMove(len(ptrs), 0)
+	counts := make([]int, len(ptrs))
+	for i, p := range ptrs {
+		counts[i] = int(g.deliveries[p])
+	}
+	c.queueMu.Unlock()
+	if refused := len(ptrs) - m.moved(); refused > 0 {
+		g.counts.deadRefused.Add(int64(refused))
+		c.log.Warn("dead-letter group full: events that reached MaxDeliveries are delivered again",
+			"group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name, "events", refused)
+	}
+	if m.moved() == 0 {
+		c.queueMu.Lock()
+		c.undoMove(&m)
+		c.queueMu.Unlock()
+		return nil
+	}
+	moved := ptrs[:m.moved()]
+	tx := c.nextTxID.Add(1) - 1
+	recs, words := moveRecords(tx, g, moved, &m, t.s.words)
+	t.s.words = words
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
+		Count: uint64(len(moved) + len(m.drops))})
+	_, _, err := c.appendRecords(t, recs, nil, filesOf(nil, moved, m.drops))
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if err != nil {
+		c.undoMove(&m)
+		c.log.Error("move events to the dead-letter group; they stay in their group", "group", g.cfg.Name, "err", err)
+		return nil
+	}
+	for _, p := range moved {
+		g.inflight.RemovePointer(t.id, p)
+	}
+	g.forgetDeliveries(moved)
+	c.landMoved(&m, moved)
+	g.gate.release(len(moved))
+	g.counts.deadMax.Add(int64(len(moved)))
+	c.log.Warn("events reached MaxDeliveries: moved to the dead-letter group", "group", g.cfg.Name,
+		"dead_letter", g.dlq.cfg.Name, "events", len(moved), "max_deliveries", g.cfg.MaxDeliveries)
+	return deadLetterNotes(g, moved, counts, false)
+}
+
+// landMoved queues the events a move plan accepts at its group's tail,
+// counts its drops, and wakes its takers. The caller holds queueMu.
+func (c *FileChannel) landMoved(m *movePlan, moved []eventqueue.Pointer) {
+	to := m.to
+	if err := to.add(moved[:m.accept]); err != nil {
+		c.log.Error("queue refused moved events", "group", to.cfg.Name, "err", err)
+	}
+	to.forgetDeliveries(moved[:m.accept])
+	to.forgetDeliveries(m.drops)
+	if len(m.drops) > 0 {
+		to.counts.oldest.Add(int64(len(m.drops)))
+		c.log.Warn("consumer group full: dropped its oldest events", "group", to.cfg.Name, "events", len(m.drops))
+	}
+	if m.discard > 0 {
+		to.counts.newest.Add(int64(m.discard))
+		c.log.Warn("dead-letter group full: dead letters dropped", "group", to.cfg.Name, "policy", to.cfg.WhenFull.String(),
+			"events", m.discard)
+	}
+	to.avail.broadcast()
+}
+
+// deadLetterNotes returns what Config.OnDeadLetter is told of ptrs, moved
+// from g, whose delivery counts were counts; notifyDeadLetters reads their
+// events.
+func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, rejected bool) []DeadLetter {
+	out := make([]DeadLetter, len(ptrs))
+	for i, p := range ptrs {
+		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected, ptr: p}
+	}
+	return out
+}
+
+// notifyDeadLetters reads the dead letters' events and calls
+// Config.OnDeadLetter with each. The caller holds no lock.
+func (c *FileChannel) notifyDeadLetters(notes []DeadLetter) {
+	f := c.cfg.OnDeadLetter
+	if f == nil || len(notes) == 0 {
+		return
+	}
+	for _, n := range notes {
+		ev, err := c.readEvent(n.ptr)
+		if err != nil {
+			c.log.Warn("read a dead letter for OnDeadLetter", "pointer", n.ptr.String(), "err", err)
+		}
+		n.Event = ev
+		f(n)
+	}
+}
+
+// deadLetterReturned is the first step of returning t's takes in a group
+// with MaxDeliveries: the events that reached it move to the dead-letter
+// group instead of going back to the head (see the top of this file), and
+// leave t.takes. It returns the dead letters moved.
+func (t *Transaction) deadLetterReturned() []DeadLetter {
+	c, g := t.c, t.grp
+	if g == nil || !g.counting() || g.dlq == nil || len(t.takes) == 0 {
+		return nil
+	}
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return nil
+	}
+	var over []eventqueue.Pointer
+	c.queueMu.Lock()
+	for _, p := range t.takes {
+		if int64(g.deliveries[p]) >= int64(g.cfg.MaxDeliveries) {
+			over = append(over, p)
+		}
+	}
+	c.queueMu.Unlock()
+	if len(over) == 0 {
+		return nil
+	}
+	notes := c.deadLetterTakes(t, over)
+	if len(notes) > 0 {
+		gone := make(map[eventqueue.Pointer]bool, len(notes))
+		for _, p := range over[:len(notes)] {
+			gone[p] = true
+		}
+		t.takes = slices.DeleteFunc(t.takes, func(p eventqueue.Pointer) bool { return gone[p] })
+	}
+	return notes
+}
+
+// Reject marks e, an event t took, as a dead letter: when t commits, e
+// moves to the dead-letter group of the group t takes from (which needs
+// MaxDeliveries or DeadLetter) instead of being taken for good; a sink
+// that took 100 events and can deliver 99 commits the 99 and rejects one.
+// If t rolls back, e returns to the head with the others: Rollback
+// dead-letters nothing it rejected. With a Block dead-letter group Reject
+// takes room in it at once, and returns ErrChannelFull if there is none;
+// with the other policies the commit applies the policy.
+//
+// e is found by its Body (the slice Take returned), else by its content.
+// An event the transaction did not take, or rejected already, is
+// ErrNotTaken.
+func (t *Transaction) Reject(e Event) error {
+	if err := t.enter(); err != nil {
+		return err
+	}
+	defer t.leave()
+	if t.done {
+		return ErrTransactionDone
+	}
+	c := t.c
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if t.kind != txTake || t.grp == nil {
+		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
+	}
+	g := t.grp
+	if g.dlq == nil {
+		return fmt.Errorf("%w: consumer %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
+	}
+	i := t.findTake(e)
+	if i < 0 {
+		return fmt.Errorf("%w: Reject: no such event among its %d takes", ErrNotTaken, len(t.takes)-t.skipped-len(t.rejected))
+	}
+	if g.dlq.cfg.WhenFull == Block {
+		c.queueMu.Lock()
+		ok := !g.dlq.removed && g.dlq.gate.tryAcquire(1)
+		c.queueMu.Unlock()
+		if !ok {
+			return fmt.Errorf("%w: dead-letter consumer %s: capacity %d reached", ErrChannelFull, groupLabel(g.dlq.cfg.Name), g.dlq.cfg.Capacity)
+		}
+		t.rejectHeld++
+	}
+	t.rejected = append(t.rejected, i)
+	return nil
+}
+
+// findTake returns the index in t.takes of e, not rejected yet: the take
+// whose Body is e's slice, else the first whose content equals e's, or -1.
+func (t *Transaction) findTake(e Event) int {
+	if len(e.Body) > 0 {
+		want := unsafe.Pointer(unsafe.SliceData(e.Body))
+		for i, b := range t.bodies {
+			if b == want && !slices.Contains(t.rejected, i) {
+				return i
+			}
+		}
+	}
+	for i, p := range t.takes {
+		if slices.Contains(t.rejected, i) {
+			continue
+		}
+		ev, err := t.c.readEvent(p)
+		if err == nil && bytes.Equal(ev.Body, e.Body) && maps.Equal(ev.Headers, e.Headers) {
+			return i
+		}
+	}
+	return -1
+}
+
+// noteBody records the Body of the event t's last take returned, for
+// Reject (only in a group with a dead-letter group); nil for a damaged
+// event skipped.
+func (t *Transaction) noteBody(body []byte) {
+	if t.grp.dlq == nil {
+		return
+	}
+	var b unsafe.Pointer
+	if len(body) > 0 {
+		b = unsafe.Pointer(unsafe.SliceData(body))
+	}
+	t.bodies = append(t.bodies, b)
+}
+
+// rejectPlan plans the move of t's rejected takes into the dead-letter
+// group at its commit, under queueMu: which land there, which its policy
+// drops. It returns the rejected pointers in take order.
+func (t *Transaction) rejectPlan() (movePlan, []eventqueue.Pointer, []int, error) {
+	c, g := t.c, t.grp
+	idx := slices.Clone(t.rejected)
+	slices.Sort(idx)
+	ptrs := make([]eventqueue.Pointer, len(idx))
+	for i, j := range idx {
+		ptrs[i] = t.takes[j]
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.dlq == nil || g.dlq.removed {
+		return movePlan{}, nil, nil, fmt.Errorf("%w: the dead-letter group of consumer %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+	}
+	counts := make([]int, len(ptrs))
+	for i, p := range ptrs {
+		counts[i] = int(g.deliveries[p])
+	}
+	m := g.dlq.planMove(len(ptrs), t.rejectHeld)
+	return m, ptrs, counts, nil
+}
+
+// releaseRejects gives back the permits t's rejects hold in the
+// dead-letter group (a rollback, or a failed commit).
+func (t *Transaction) releaseRejects() {
+	if t.rejectHeld > 0 && t.grp != nil && t.grp.dlq != nil {
+		t.grp.dlq.gate.release(t.rejectHeld)
+	}
+	t.rejectHeld, t.rejected = 0, t.rejected[:0]
+}
+
+// Redrive moves up to n events from the head of the dead-letter group
+// from to the tail of group to (the SQS "redrive"), in their order, and
+// returns how many it moved: fewer when from holds fewer or to has room
+// for fewer (Redrive never drops an event of to to make room). Their
+// delivery counts start again at zero. Events from's open transactions
+// hold are not moved. Each batch of moves is durable (fsync) before the
+// next starts; on an error, the count says how many were moved.
+func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("filechannel: Redrive: n %d is negative", n)
+	}
+	src, err := c.Group(from)
+	if err != nil {
+		return 0, err
+	}
+	dst, err := c.Group(to)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case src.g == dst.g:
+		return 0, fmt.Errorf("filechannel: Redrive: from and to are both %s", groupLabel(from))
+	case !src.g.dlqOnly:
+		return 0, fmt.Errorf("filechannel: Redrive: consumer %s is not a dead-letter group", groupLabel(from))
+	}
+	total := 0
+	for total < n {
+		k, err := c.redrive(src.g, dst.g, min(n-total, redriveBatch))
+		total += k
+		if err != nil {
+			return total, err
+		}
+		if k == 0 {
+			break
+		}
+	}
+	if total > 0 {
+		src.g.counts.redriven.Add(int64(total))
+		c.log.Info("redrive: events moved back", "from", from, "to", to, "events", total)
+	}
+	return total, nil
+}
+
+// redrive moves up to n events from src's head to dst's tail in one
+// durable take transaction.
+func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	c.queueMu.Lock()
+	if src.removed || dst.removed {
+		c.queueMu.Unlock()
+		return 0, fmt.Errorf("%w: a group of the redrive was removed", ErrNoGroup)
+	}
+	k := min(n, src.queue.Size(), dst.gate.free())
+	for k > 0 && !dst.gate.tryAcquire(k) {
+		k = min(n, src.queue.Size(), dst.gate.free())
+	}
+	ptrs := make([]eventqueue.Pointer, 0, max(k, 0))
+	for range k {
+		p, _ := src.queue.RemoveHead()
+		ptrs = append(ptrs, p)
+	}
+	c.queueMu.Unlock()
+	if len(ptrs) == 0 {
+		return 0, nil
+	}
+	tx := c.nextTxID.Add(1) - 1
+	t := &Transaction{c: c, id: tx, dir: int(tx % uint64(c.logs.NumDirs())), kind: txTake}
+	defer t.recycle()
+	m := movePlan{to: dst, accept: len(ptrs), acquired: len(ptrs)}
+	recs, words := moveRecords(tx, src, ptrs, &m, t.scratch().words)
+	t.s.words = words
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))})
+	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, ptrs))
+	if err == nil {
+		err = c.sync(a)
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if err != nil {
+		for i := len(ptrs) - 1; i >= 0; i-- {
+			if aerr := src.queue.AddHead(ptrs[i]); aerr != nil {
+				c.log.Error("queue refused an event a failed redrive had taken", "group", src.cfg.Name, "err", aerr)
+			}
+		}
+		dst.gate.release(len(ptrs))
+		return 0, opErrNote("redrive", err, " (the events stay where they were)")
+	}
+	c.landMoved(&m, ptrs)
+	src.gate.release(len(ptrs))
+	return len(ptrs), nil
+}
+
+// catalogDeliveries returns g's delivery counts as the checkpoint catalog
+// keeps them. The caller holds queueMu.
+func (g *consumer) catalogDeliveries() []checkpoint.Delivery {
+	if !g.counting() || len(g.deliveries) == 0 {
+		return nil
+	}
+	out := make([]checkpoint.Delivery, 0, len(g.deliveries))
+	for p, n := range g.deliveries {
+		out = append(out, checkpoint.Delivery{Pointer: uint64(p), Count: n})
+	}
+	slices.SortFunc(out, func(a, b checkpoint.Delivery) int {
+		switch {
+		case a.Pointer < b.Pointer:
+			return -1
+		case a.Pointer > b.Pointer:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
