@@ -145,6 +145,9 @@ type Config struct {
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
 	// set by this package's tests only. nil = the OS's.
 	fs vfs.FS
+	// keepGroups: Open keeps the groups the channel has, as they are,
+	// whatever Groups says (the offline tools: Redrive).
+	keepGroups bool
 }
 
 // DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.

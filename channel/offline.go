@@ -98,3 +98,26 @@ func refuseForeign(cfg Config, what string) error {
 	}
 	return nil
 }
+
+// Redrive is FileChannel.Redrive on the closed channel cfg describes (the
+// "fcreplay redrive" command): it opens the channel with the groups it has
+// (cfg.Groups is ignored), moves up to n events from the dead-letter group
+// from to the group to, and closes it. While the channel is open, in this
+// process or another, it fails with ErrLocked. A checkpoint dir that does
+// not exist is an error: there is no channel to redrive.
+func Redrive(cfg Config, from, to string, n int) (int, error) {
+	fsys := cfg.fs
+	if fsys == nil {
+		fsys = vfs.OS()
+	}
+	if _, err := fsys.Stat(cfg.CheckpointDir); err != nil {
+		return 0, fmt.Errorf("filechannel: redrive: no channel at %s: %w", cfg.CheckpointDir, err)
+	}
+	cfg.Groups, cfg.keepGroups = nil, true
+	c, err := Open(cfg)
+	if err != nil {
+		return 0, err
+	}
+	k, err := c.Redrive(from, to, n)
+	return k, errors.Join(err, c.Close())
+}

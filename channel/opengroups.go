@@ -166,6 +166,12 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 	if want == nil {
 		want = []GroupConfig{{Capacity: c.cfg.Capacity}}
 	}
+	if c.cfg.keepGroups {
+		want = want[:0:0]
+		for _, g := range c.groups {
+			want = append(want, g.cfg)
+		}
+	}
 	if rc.catalog == nil && rc.res.Catalogs == 0 && c.main != nil && c.main.queue.Size() == 0 &&
 		!slices.ContainsFunc(want, func(g GroupConfig) bool { return g.Name == "" }) {
 		// Neither the checkpoint nor the logs name the groups: a new
