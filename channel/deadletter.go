@@ -68,18 +68,23 @@ const redriveBatch = 4096
 
 // linkDeadLetters points every group at its dead-letter group. The caller
 // holds queueMu (or has the channel to itself, in Open) and has made sure
-// the groups exist.
+// the groups exist. A group's link never changes while the channel is
+// open (only Open changes a group's config), so it writes only the links
+// of new groups: Take reads them without a lock.
 func (c *FileChannel) linkDeadLetters() {
 	byName := make(map[string]*consumer, len(c.groups))
 	for _, g := range c.groups {
 		byName[g.cfg.Name] = g
 	}
 	for _, g := range c.groups {
-		g.dlq = nil
+		var d *consumer
 		if g.cfg.DeadLetter != "" {
-			g.dlq = byName[g.cfg.DeadLetter]
+			d = byName[g.cfg.DeadLetter]
 		}
-		if !g.counting() {
+		if g.dlq != d {
+			g.dlq = d
+		}
+		if !g.counting() && g.deliveries != nil {
 			g.deliveries = nil
 		}
 	}

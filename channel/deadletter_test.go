@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -618,5 +619,133 @@ func TestDeadLetterFilesKept(t *testing.T) {
 	}
 	if _, err := os.Stat(first); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the first log file outlived its last event: %v", err)
+	}
+}
+
+// TestDeadLetterConcurrent: takers of one group compete, roll back, reject
+// and commit while producers put; every event ends up taken for good or in
+// the dead-letter group, exactly once, and an event is a dead letter only
+// if it was rejected or delivered MaxDeliveries times.
+func TestDeadLetterConcurrent(t *testing.T) {
+	const maxD, events, takers = 2, 2000, 4
+	cfg := testConfig(t, 2)
+	cfg.Capacity, cfg.TransactionCapacity = 5000, 20
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: maxD}}
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	a := mustGroup(t, c, "a")
+	var mu sync.Mutex
+	taken := map[string]int{}     // committed takes
+	rejected := map[string]bool{} // rejected by a commit that returned
+	seen := map[string]int{}      // the largest Deliveries seen
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		putN(t, c, 0, events, 10)
+	}()
+	done := make(chan struct{})
+	for w := range takers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tx, err := a.Begin()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var evs []Event
+				for range 1 + (n+w)%7 {
+					ev, ok, err := tx.Take()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						break
+					}
+					evs = append(evs, ev)
+				}
+				mu.Lock()
+				for _, ev := range evs {
+					if ev.Deliveries < 1 || ev.Deliveries > maxD {
+						t.Errorf("%s delivered with Deliveries %d", ev.Body, ev.Deliveries)
+					}
+					seen[string(ev.Body)] = max(seen[string(ev.Body)], ev.Deliveries)
+				}
+				mu.Unlock()
+				switch {
+				case len(evs) == 0:
+					tx.Rollback()
+				case n%3 == 0:
+					if err := tx.Rollback(); err != nil {
+						t.Error(err)
+					}
+				default:
+					var rej string
+					if n%5 == 1 {
+						if err := tx.Reject(evs[0]); err != nil {
+							t.Error(err)
+						}
+						rej = string(evs[0].Body)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Error(err)
+						continue
+					}
+					mu.Lock()
+					for _, ev := range evs {
+						if string(ev.Body) != rej {
+							taken[string(ev.Body)]++
+						}
+					}
+					if rej != "" {
+						rejected[rej] = true
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Minute) // a hang fails, with the counts
+	for {
+		mu.Lock()
+		n := len(taken)
+		mu.Unlock()
+		if n+mustGroup(t, c, "a.dlq").Len() >= events || t.Failed() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stuck: %d events taken, %d dead letters, %d queued", n, mustGroup(t, c, "a.dlq").Len(), a.Len())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(done)
+	wg.Wait()
+	dead := takeGroup(t, mustGroup(t, c, "a.dlq"), 1<<30, 20)
+	if len(dead) <= len(rejected) || len(rejected) == 0 {
+		t.Fatalf("%d dead letters, %d rejected: the test did not dead-letter by deliveries and by Reject", len(dead), len(rejected))
+	}
+	t.Logf("%d taken, %d dead letters (%d rejected)", len(taken), len(dead), len(rejected))
+	count := map[string]int{}
+	for b, n := range taken {
+		count[b] += n
+	}
+	for _, b := range dead {
+		count[b]++
+		if !rejected[b] && seen[b] < maxD {
+			t.Errorf("%s is a dead letter after %d deliveries, not rejected", b, seen[b])
+		}
+	}
+	for i := range events {
+		if b := string(body(i)); count[b] != 1 {
+			t.Errorf("%s: taken %d times, dead letter: %v", b, taken[b], slices.Contains(dead, b))
+		}
 	}
 }

@@ -354,7 +354,8 @@ func rebuiltGroups(c *FileChannel) []RebuildGroup {
 		if err != nil {
 			continue // removed since: nothing runs on c but Open's own work
 		}
-		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: grp.Len(), Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull})
+		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: grp.Len(), Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull,
+			MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly})
 	}
 	return out
 }
