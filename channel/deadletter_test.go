@@ -192,7 +192,7 @@ func TestDeadLetterAfterCrashes(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	crash(t, c) // the move was not synced; the take commit after it was
+	crash(t, c) // after the move and the take commit
 	c = mustOpen(t, cfg)
 	defer c.Close()
 	wantView(t, "after the crash", viewGroups(t, c), map[string]groupView{
