@@ -204,9 +204,9 @@ func (c *FileChannel) undoMove(m *movePlan) {
 }
 
 // moveRecords returns the records of take transaction tx that move ptrs
-// (taken from group from; the first m.accept land in m.to) and drops
-// m.drops, with its commit if commit is set. Their pointers are in words,
-// which it returns grown.
+// (taken from group from; the first m.accept land in m.to) and drop
+// m.drops, without the commit. Their pointers are in words, which it
+// returns grown.
 func moveRecords(tx uint64, from *consumer, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
 	words = words[:0]
 	for _, p := range ptrs {
@@ -277,9 +277,9 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 
 // deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
 // dead-letter group, as much of it as the group takes (planMove), with a
-// take transaction of its own, synced (see the top of this file). It returns the dead letters moved; those it does not move
-// stay in flight. The caller holds commitMu shared and saw the channel
-// open.
+// take transaction of its own, synced (see the top of this file). It
+// returns the dead letters moved; those it does not move stay in flight.
+// The caller holds commitMu shared and saw the channel open.
 func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer) []DeadLetter {
 	g := t.grp
 	c.queueMu.Lock()

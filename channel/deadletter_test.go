@@ -749,3 +749,36 @@ func TestDeadLetterConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestRedriveAcrossCheckpoint: an event the checkpoint has in its group's
+// ring that is dead-lettered and redriven back after it is queued once, at
+// the tail, after a replay from that checkpoint and after a full one.
+func TestRedriveAcrossCheckpoint(t *testing.T) {
+	cfg := dlqConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := takeOne(t, mustGroup(t, c, "a"))
+	tx.Rollback() // event-0 moves to a.dlq
+	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	tx, ev := takeOne(t, mustGroup(t, c, "a"))
+	if string(ev.Body) != "event-1" {
+		t.Fatalf("took %s", ev.Body)
+	}
+	tx.Rollback() // event-1 moves too
+	want := viewGroups(t, c)
+	wantView(t, "live", want, map[string]groupView{
+		"a":     {Queued: []string{"event-2", "event-0"}, Deliveries: map[string]int{}},
+		"a.dlq": {Queued: []string{"event-1"}, Deliveries: map[string]int{}},
+		"b":     {Queued: bodies(0, 3), Deliveries: map[string]int{}},
+	})
+	crash(t, c)
+	c = mustOpen(t, cfg) // from the checkpoint
+	wantView(t, "after a crash", viewGroups(t, c), want)
+	c = reopenBoth(t, c, cfg)
+	c.Close()
+}
