@@ -18,6 +18,7 @@ import (
 // "groups" steps, which docs/benchmarks.md reports. Reproduce with
 //
 //	go test -run '^$' -bench 'Groups(Put|Take)' -benchtime 100000x -count 3 ./channel/
+//	go test -run '^$' -bench 'GroupsTakeMaxDeliveries/.*/batch=100' -benchtime 200000x -count 3 ./channel/
 //	go test -run '^$' -bench GroupsCheckpoint -benchtime 20x ./channel/
 //	go test -run '^$' -bench GroupsReopen -benchtime 5x ./channel/
 //
@@ -251,6 +252,51 @@ func BenchmarkGroupsTake(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(per*n)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkGroupsTakeMaxDeliveries measures durable take commits, batch
+// 1, 10 and 100 × 1 KiB (an fsync per commit), from one named group with
+// MaxDeliveries 16, whose every Take writes a deliver record (one write,
+// unsynced) before it returns the event, and from the same group without
+// (maxdeliveries=0), which writes nothing per Take. One op is one event
+// taken; the events were put just before, so they are read from the page
+// cache. log_B/event is what the data dirs grew by per event taken: the
+// take records, and with MaxDeliveries the deliver records.
+// examples/bench's "groups: take with MaxDeliveries" step compares the two
+// side by side.
+func BenchmarkGroupsTakeMaxDeliveries(b *testing.B) {
+	ev := Event{Body: make([]byte, 1024)}
+	for _, batch := range []int{1, 10, 100} {
+		for _, md := range []int{0, 16} {
+			b.Run(fmt.Sprintf("maxdeliveries=%d/batch=%d", md, batch), func(b *testing.B) {
+				cfg := groupsBenchConfig(b, 1, max(b.N, 10_000))
+				cfg.Groups[0].MaxDeliveries = md
+				c := mustOpen(b, cfg)
+				defer c.Close()
+				g := mustGroup(b, c, "g0")
+				for i := 0; i < b.N; i += 1000 {
+					putBatch(b, c, ev, min(1000, b.N-i))
+				}
+				before := dirBytes(b, cfg.DataDirs...)
+				b.SetBytes(1024)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for left := b.N; left > 0; {
+					k, err := takeBatch(g, min(left, batch))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if k == 0 {
+						b.Fatalf("%s ran dry with %d events to take", groupLabel(g.Name()), left)
+					}
+					left -= k
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(float64(dirBytes(b, cfg.DataDirs...)-before)/float64(b.N), "log_B/event")
+			})
+		}
 	}
 }
 

@@ -55,6 +55,8 @@ func TestHarness(t *testing.T) {
 		"groups: data-dir bytes per event put and taken",
 		"groups: 2 groups against the fan-out", "groups: takes batch 100, 4 groups at once",
 		"groups: checkpoint,", "groups: clean reopen, 4 groups", "consumer groups: checkpoints",
+		"dead letters: take commits batch 100, MaxDeliveries 16 / without", "dead letters: take commits batch 1,",
+		"MaxDeliveries 16: take commit", "group take, MaxDeliveries 16 (batch 100)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

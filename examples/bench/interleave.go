@@ -47,6 +47,22 @@ func (b *bench) interleave(rounds int, budget time.Duration, ms []*meter) error 
 	return nil
 }
 
+// withRounds wraps m's run to add the events per second of each of its
+// slices to m.res.RoundEventsPerSec, for the spread of a ratio over the
+// rounds.
+func withRounds(m *meter) *meter {
+	run := m.run
+	m.run = func(budget time.Duration, max int64) (int64, error) {
+		start := time.Now()
+		n, err := run(budget, max)
+		if s := time.Since(start).Seconds(); s > 0 {
+			m.res.RoundEventsPerSec = append(m.res.RoundEventsPerSec, float64(n)/s)
+		}
+		return n, err
+	}
+	return m
+}
+
 // until reports whether a loop that has done n events of max, and started
 // at start, may do step more within budget. The first step always runs.
 func until(start time.Time, budget time.Duration, n, step, max int64) bool {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -158,6 +159,7 @@ func targets(r *Report, sz sizes) []Target {
 		info("allocations: "+a.Op, fmt.Sprintf("%.2f allocs/event, %.0f B/event", a.PerEvent, a.BytesPerEvt))
 	}
 	ts = append(ts, groupTargets(r)...)
+	ts = append(ts, deliveryTargets(r)...)
 	return ts
 }
 
@@ -241,4 +243,66 @@ func groupTargets(r *Report) []Target {
 		add(fmt.Sprintf("groups: clean reopen, 4 groups x %d queued", o4.Queued), "<= 50 ms", got, o4.Millis <= 50)
 	}
 	return ts
+}
+
+// deliveryTargets checks the dead-letter target on the run's numbers: take
+// commits of batch 100 from a group with MaxDeliveries 16 against the same
+// group without (deadletter.go); batch 10 and 1 are reported, not checked.
+// Each says the ratio of the rates over all rounds (what is checked), the
+// median and range of the rounds' ratios, the CPU per event and the
+// data-dir bytes per event taken of both.
+func deliveryTargets(r *Report) []Target {
+	var ts []Target
+	for _, batch := range slices.Backward(deliveryBatches) {
+		name := fmt.Sprintf("dead letters: take commits batch %d, MaxDeliveries %d / without", batch, deliveryLimit)
+		with, okw := r.result(deliveryID(deliveryLimit, batch))
+		without, oko := r.result(deliveryID(0, batch))
+		if !okw || !oko || without.EventsPerSec == 0 {
+			if batch == 100 {
+				ts = append(ts, Target{Name: name, Want: ">= 0.9", Got: "not measured", Status: "-"})
+			}
+			continue
+		}
+		q := with.EventsPerSec / without.EventsPerSec
+		cpu := func(x Result) float64 { return x.CPUSeconds * 1e6 / float64(max(x.Events, 1)) }
+		got := fmt.Sprintf("%.2f (%.0f / %.0f ev/s)", q, with.EventsPerSec, without.EventsPerSec)
+		if qs := roundRatios(with, without); len(qs) > 0 {
+			got += fmt.Sprintf("; rounds: median %.2f, %.2f-%.2f", median(qs), qs[0], qs[len(qs)-1])
+		}
+		got += fmt.Sprintf("; CPU %.2f / %.2f us/event; %.1f / %.1f data-dir B/event taken",
+			cpu(with), cpu(without), with.LogBytesPerEvent, without.LogBytesPerEvent)
+		switch {
+		case batch == 100:
+			st := "MISS"
+			if q >= 0.9 {
+				st = "PASS"
+			}
+			ts = append(ts, Target{Name: name, Want: ">= 0.9", Got: got, Status: st})
+		default:
+			ts = append(ts, Target{Name: name, Want: "-", Got: got, Status: "INFO"})
+		}
+	}
+	return ts
+}
+
+// roundRatios returns the ratios of a's and b's rates round by round,
+// sorted.
+func roundRatios(a, b Result) []float64 {
+	var qs []float64
+	for i := range min(len(a.RoundEventsPerSec), len(b.RoundEventsPerSec)) {
+		if b.RoundEventsPerSec[i] > 0 {
+			qs = append(qs, a.RoundEventsPerSec[i]/b.RoundEventsPerSec[i])
+		}
+	}
+	slices.Sort(qs)
+	return qs
+}
+
+// median returns the median of sorted, which is not empty.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
