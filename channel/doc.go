@@ -65,6 +65,34 @@
 // at the next Open is kept, never dropped. A slow group keeps the log
 // files of its backlog on disk (docs/operations.md, "Consumer groups").
 //
+// # Dead letters
+//
+// A group with GroupConfig.MaxDeliveries gives up on an event after that
+// many deliveries and moves it to its dead-letter group
+// (GroupConfig.DeadLetter; by default the group's name plus ".dlq", created
+// with it) instead of delivering it again. Every Take that returned the
+// event counts, whether its transaction then rolled back, failed, or died
+// with the process: the count is written to the log before Take returns,
+// so a sink that crashes on an event still gets rid of it. A power loss can
+// lose a count, and then the event is delivered once more, never
+// dead-lettered early. [Transaction.Reject] moves one taken event there
+// when the transaction commits: a sink that took 100 events and can
+// deliver 99 rejects one and commits. A dead-letter group is a group that
+// no put feeds and that never holds up a put; a sink takes from it like
+// from any group, and [FileChannel.Redrive] moves its events back (the
+// package-level [Redrive] on a closed channel). Event.Deliveries tells a
+// sink how often its group has delivered an event, and
+// Config.OnDeadLetter is told of each move ([DeadLetter]). Since every
+// rollback counts for every event of the transaction, retry a transient
+// failure inside the transaction rather than rolling back
+// (docs/operations.md, "Retries and dead letters").
+//
+//	cfg.Groups = []channel.GroupConfig{{Name: "index", MaxDeliveries: 5}} // and "index.dlq"
+//	...
+//	if err := index(ev); errors.Is(err, errRefused) {
+//		err = tx.Reject(ev) // to index.dlq when tx commits
+//	}
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{
