@@ -83,6 +83,9 @@ type FileChannel struct {
 	// staleGroupDirs are the checkpoint subdirs of removed groups, deleted
 	// once a checkpoint without them is written (guarded by ckptMu).
 	staleGroupDirs []uint32
+	// journal is the delivery journal (deliveries.go), nil when no group
+	// counts deliveries. Released with the files.
+	journal *checkpoint.Journal
 	// released: Close released the checkpoint and the log set; the queue's
 	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
 	// any one of them is enough to read it.
@@ -251,6 +254,10 @@ func (c *FileChannel) release() error {
 	var errs []error
 	if c.logs != nil {
 		errs = append(errs, c.logs.Close())
+	}
+	if c.journal != nil {
+		errs = append(errs, c.journal.Close())
+		c.journal = nil
 	}
 	for _, g := range c.groups {
 		if g.ckpt != nil && g.ckpt != c.top {

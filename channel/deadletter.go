@@ -102,11 +102,17 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 		byName[g.cfg.Name] = g
 	}
 	var missing []GroupConfig
+	namedBy := map[string]*consumer{}
 	for _, g := range groups {
 		name := g.cfg.DeadLetter
 		if name == "" {
 			continue
 		}
+		if other := namedBy[name]; other != nil {
+			return nil, fmt.Errorf("consumers %s and %s both name %s as their dead-letter group: each needs its own",
+				groupLabel(other.cfg.Name), groupLabel(g.cfg.Name), groupLabel(name))
+		}
+		namedBy[name] = g
 		d := byName[name]
 		switch {
 		case d == nil:
@@ -239,7 +245,8 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 }
 
 // deliver counts one delivery of p, which t just took from its group (one
-// with MaxDeliveries), and returns the count. An event that had reached
+// with MaxDeliveries), and returns the count, noted where a crash of the
+// process does not lose it (noteDelivery). An event that had reached
 // MaxDeliveries is moved to the dead-letter group instead (moved: Take goes
 // on with the next one), unless that group is full and blocks: then it is
 // delivered once more.
@@ -260,9 +267,9 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 			return 0, true, nil
 		}
 	}
-	t.s.words = append(t.s.words[:0], uint64(p))
-	recs := [1]logfile.Record{{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: t.s.words}}
-	if _, _, err := c.appendRecords(t, recs[:], nil, nil); err != nil {
+	// t holds p: no one else changes its count meanwhile.
+	count++
+	if err := c.noteDelivery(t, g, p, count); err != nil {
 		return 0, false, err
 	}
 	c.queueMu.Lock()
@@ -270,7 +277,6 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 	if g.deliveries == nil {
 		g.deliveries = map[eventqueue.Pointer]uint32{}
 	}
-	count = g.deliveries[p] + 1
 	g.deliveries[p] = count
 	return int(count), false, nil
 }
@@ -537,12 +543,14 @@ func (t *Transaction) releaseRejects() {
 }
 
 // Redrive moves up to n events from the head of the dead-letter group
-// from to the tail of group to (the SQS "redrive"), in their order, and
+// from to the tail of group to, the group whose dead-letter group it is
+// (the SQS "redrive"), in their order, and
 // returns how many it moved: fewer when from holds fewer or to has room
 // for fewer (Redrive never drops an event of to to make room). Their
 // delivery counts start again at zero. Events from's open transactions
-// hold are not moved. Each batch of moves is durable (fsync) before the
-// next starts; on an error, the count says how many were moved.
+// hold are not moved. Each batch of moves is durable (fsync, unless
+// NoSync) before the next starts; on an error, the count says how many
+// were moved.
 func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("filechannel: Redrive: n %d is negative", n)
@@ -556,10 +564,13 @@ func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
 		return 0, err
 	}
 	switch {
-	case src.g == dst.g:
-		return 0, fmt.Errorf("filechannel: Redrive: from and to are both %s", groupLabel(from))
 	case !src.g.dlqOnly:
 		return 0, fmt.Errorf("filechannel: Redrive: consumer %s is not a dead-letter group", groupLabel(from))
+	case dst.g.cfg.DeadLetter != from:
+		// Its events left that group, and that group only: any other
+		// may hold them still (every group receives every put).
+		return 0, fmt.Errorf("filechannel: Redrive: %s is not the dead-letter group of %s: redrive moves dead letters back to the group they left",
+			groupLabel(from), groupLabel(to))
 	}
 	total := 0
 	for total < n {
@@ -612,9 +623,14 @@ func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
 	recs, words := moveRecords(tx, src, ptrs, &m, t.scratch().words)
 	t.s.words = words
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))})
-	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, ptrs))
+	// Their counts in dst start again: no journal entry of an earlier stay
+	// in dst may come back after a crash.
+	err := c.eraseDeliveries(dst, ptrs)
 	if err == nil {
-		err = c.sync(a)
+		var a logfile.Appended
+		if a, _, err = c.appendRecords(t, recs, nil, filesOf(nil, ptrs)); err == nil {
+			err = c.sync(a)
+		}
 	}
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()

@@ -323,6 +323,7 @@ func TestRedrive(t *testing.T) {
 	}{
 		{"a", "a.dlq", 1, nil}, // not a dead-letter group
 		{"a.dlq", "a.dlq", 1, nil},
+		{"a.dlq", "b", 1, nil}, // not the group a.dlq's events left (b holds them still)
 		{"nope", "a", 1, ErrNoGroup},
 		{"a.dlq", "nope", 1, ErrNoGroup},
 		{"a.dlq", "a", -1, nil},
@@ -462,7 +463,9 @@ func TestOnDeadLetter(t *testing.T) {
 }
 
 // TestNoDeliveryWritesWithoutMaxDeliveries: a group that counts no
-// deliveries writes nothing for a Take (and a rollback).
+// deliveries writes nothing for a Take (and a rollback); one that counts
+// notes a Take in the delivery journal, with no log write, and a rollback
+// writes one deliver record.
 func TestNoDeliveryWritesWithoutMaxDeliveries(t *testing.T) {
 	cfg := dlqConfig(t, 3)
 	c := mustOpen(t, cfg)
@@ -474,11 +477,46 @@ func TestNoDeliveryWritesWithoutMaxDeliveries(t *testing.T) {
 	if after := c.Stats().LogBytes; after != before {
 		t.Fatalf("a take and rollback of group b wrote %d bytes", after-before)
 	}
+	if !c.journal.Mapped() {
+		t.Skip("the delivery journal is not mapped here")
+	}
 	tx, _ = takeOne(t, mustGroup(t, c, "a"))
+	if after := c.Stats().LogBytes; after != before {
+		t.Fatalf("a take of group a wrote %d log bytes (the journal is mapped)", after-before)
+	}
 	tx.Rollback()
 	if after := c.Stats().LogBytes; after == before {
-		t.Fatal("a take of group a (MaxDeliveries) wrote no deliver record")
+		t.Fatal("the rollback in group a (MaxDeliveries) wrote no deliver record")
 	}
+}
+
+// TestRedriveErasesJournalCounts: a redriven event's counts start again,
+// after a crash too: the delivery journal's entries of its earlier stay in
+// the group do not come back.
+func TestRedriveErasesJournalCounts(t *testing.T) {
+	cfg := dlqConfig(t, 2)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	a := mustGroup(t, c, "a")
+	for range 2 {
+		tx, _ := takeOne(t, a)
+		tx.Rollback() // the second moves event-0
+	}
+	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	_, ev := takeOne(t, a)
+	if ev.Deliveries != 1 {
+		t.Fatalf("after the redrive: Deliveries %d", ev.Deliveries)
+	}
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, ev := takeOne(t, mustGroup(t, c, "a"))
+	if string(ev.Body) != "event-0" || ev.Deliveries != 2 {
+		t.Fatalf("after a crash: took %s with Deliveries %d, want event-0 with 2 (a count of its first stay came back?)", ev.Body, ev.Deliveries)
+	}
+	tx.Rollback()
 }
 
 // TestDeliveryCountsInTheCheckpoint: the counts the checkpoint keeps are
@@ -531,6 +569,7 @@ func TestDeadLetterConfig(t *testing.T) {
 		{"negative", []GroupConfig{{Name: "a", MaxDeliveries: -1}}},
 		{"default too long", []GroupConfig{{Name: string(slices.Repeat([]byte("x"), 64)), MaxDeliveries: 1}}},
 		{"chain", []GroupConfig{{Name: "a", MaxDeliveries: 1}, {Name: "a.dlq", MaxDeliveries: 1}}},
+		{"shared", []GroupConfig{{Name: "a", MaxDeliveries: 1, DeadLetter: "d"}, {Name: "b", DeadLetter: "d"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t, 1)
@@ -553,6 +592,9 @@ func TestDeadLetterConfig(t *testing.T) {
 	}
 	if mustGroup(t, c, "c.dlq").Stats().DeadLetterGroup != true {
 		t.Fatal("AddGroup did not create c.dlq as a dead-letter group")
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "e", DeadLetter: "c.dlq"}); err == nil {
+		t.Fatal("AddGroup shared c's dead-letter group")
 	}
 	if err := c.RemoveGroup("c.dlq"); err == nil {
 		t.Fatal("RemoveGroup removed the dead-letter group of c")

@@ -87,6 +87,14 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		case !d.g.dlqOnly:
 			return nil, fmt.Errorf("filechannel: AddGroup: consumer %s cannot be the dead-letter group of %s: puts feed it",
 				groupLabel(gc.DeadLetter), groupLabel(gc.Name))
+		default:
+			c.queueMu.Lock()
+			other := c.namedAsDeadLetter(gc.DeadLetter, nil)
+			c.queueMu.Unlock()
+			if other != nil {
+				return nil, fmt.Errorf("filechannel: AddGroup: consumer %s is the dead-letter group of %s already: each group needs its own",
+					groupLabel(gc.DeadLetter), groupLabel(other.cfg.Name))
+			}
 		}
 	}
 	g, err := c.newGroupRing(gc)

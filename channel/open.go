@@ -389,7 +389,8 @@ func (c *FileChannel) startLogs(rc *recovery) error {
 
 // resizeQueue (step 12) moves each group's queue into a checkpoint of its
 // configured capacity where needed, and starts the capacity gates
-// (resizeGroups).
+// (resizeGroups); then it merges the delivery journal's counts and starts
+// a new journal (openJournal).
 func (c *FileChannel) resizeQueue(rc *recovery) error {
 	c.stats.recoveredFrom = rc.source
 	if err := c.resizeGroups(rc); err != nil {
@@ -397,6 +398,9 @@ func (c *FileChannel) resizeQueue(rc *recovery) error {
 	}
 	if rc.groupsChanged && c.stats.recoveredFrom == rc.source {
 		c.stats.recoveredFrom += ", groups changed"
+	}
+	if err := c.openJournal(); err != nil {
+		return err
 	}
 	return c.findStaleGroupDirs()
 }

@@ -42,6 +42,7 @@ type scratch struct {
 	files  []uint32
 	perms  []permit
 	bodies []unsafe.Pointer
+	counts []uint32
 }
 
 // Transaction is a put or a take transaction. It belongs to one goroutine:
@@ -580,6 +581,7 @@ func (t *Transaction) returnTakes() {
 	}
 	t.releaseRejects()
 	notes := t.deadLetterReturned()
+	t.logDeliveries(t.takes)
 	err := c.returnTakes(t.grp, t.id, t.takes)
 	if len(t.takes) > 0 {
 		t.grp.avail.broadcast()

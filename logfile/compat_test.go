@@ -216,6 +216,7 @@ func TestUnknownRecordType(t *testing.T) {
 		{"type_11_bad_checksum", badCRC, 0},
 		{"type_9_no_body", frameOf(payloadHead(RecordDeliver)), 0},
 		{"type_10_no_pointer", frameOf(cat(payloadHead(RecordMove), []byte{1, 0})), 0},
+		{"type_9_count_0", frameOf(cat(payloadHead(RecordDeliver), []byte{1, 1, 0, 0, 0, 1, 0, 0, 0, 36, 0})), 0},
 		{"commit_of_type_9", frameOf(cat(payloadHead(RecordCommit), []byte{9, 1})), 0},
 		{"type_0", frameOf(payloadHead(0)), 0},
 		{"type_6_bad_body", frameOf(cat(payloadHead(typeGroupTake), []byte("a body of a newer kind"))), 0},

@@ -87,8 +87,8 @@ package logfile
 //	               2 drop newest; plus 0x80 for a dead-letter group, version 4), uvarint max deliveries,
 //	               uvarint dead-letter len (<= 64), dead-letter bytes
 //	   skip:       uvarint count n >= 1; n uvarint group ids, strictly increasing
-//	   deliver:    uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: events a Take of
-//	               transaction TxID returned to group g (one delivery each)
+//	   deliver:    uvarint group id g; uvarint n >= 1; n x (uint64 BE pointer, uvarint count >= 1):
+//	               the delivery counts of events group g's transaction TxID returned (rolled back)
 //	   move:       uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: at the commit of
 //	               transaction TxID (a take commit), these events go to the tail of group g
 //
@@ -103,10 +103,11 @@ package logfile
 // take included (CommitType RecordTake). Group ids, max deliveries and the
 // next group id are uint32 in memory: a larger uvarint is corrupt.
 //
-// A deliver record (RecordDeliver, Record.Group and Pointers) counts one
-// delivery of each event to its group; it is applied where it stands, is
-// written without an fsync before Take returns the event, and losing it
-// loses a count (the event is delivered once more than its limit). A move
+// A deliver record (RecordDeliver, Record.Group, Pointers and Counts) says
+// how many times each event had been delivered to its group when a take
+// transaction rolled back; it is applied where it stands (a count only
+// grows: replay keeps the larger), is written without an fsync, and
+// losing it loses counts, never adds any. A move
 // record (RecordMove) belongs to a take transaction whose take records
 // remove the same events from their group: applied at its commit, the
 // events land at the tail of group Group, so that a dead letter, a
@@ -129,7 +130,8 @@ package logfile
 // a groups record with a transaction id, ids out of order or out of range,
 // a name or dead-letter name over 64 bytes or a policy above 2 (the
 // dead-letter flag aside), a skip record listing no group or its groups
-// out of order, and a deliver or move record listing no pointer.
+// out of order, a deliver or move record listing no pointer, and a deliver
+// count of 0.
 //
 // Compatibility (docs/format.md, "Compatibility"): the magic and the version
 // keep offsets 0 and 4 of the header in every version, and a decoder reads
@@ -253,6 +255,7 @@ type Record struct {
 	Headers      map[string]string // put; nil when a decoded put has none
 	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
 	Pointers     []uint64          // take, deliver, move; nil when a decoded take has none
+	Counts       []uint32          // deliver: the delivery count of each of Pointers, >= 1
 	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
 	CommitType   RecordType        // commit: RecordPut or RecordTake
 	Count        uint64            // commit: events put or taken by the transaction
@@ -291,8 +294,13 @@ func (r *Record) payloadSize() int {
 		n += groupsSize(r)
 	case RecordSkip:
 		n += skipSize(r.Skip)
-	case RecordDeliver, RecordMove:
+	case RecordMove:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
+	case RecordDeliver:
+		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
+		for _, c := range r.Counts {
+			n += uvarintLen(uint64(c))
+		}
 	}
 	return n
 }
@@ -339,9 +347,14 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		if err := checkSkip(r.Skip); err != nil {
 			return dst, err
 		}
-	case RecordDeliver, RecordMove:
+	case RecordMove:
 		if len(r.Pointers) == 0 {
 			return dst, fmt.Errorf("%w: %v record without pointers", ErrInvalidRecord, r.Type)
+		}
+	case RecordDeliver:
+		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
+			return dst, fmt.Errorf("%w: deliver record of %d pointers and %d counts (none zero, at least one)", ErrInvalidRecord,
+				len(r.Pointers), len(r.Counts))
 		}
 	default:
 		return dst, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
@@ -379,11 +392,18 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = appendGroups(dst, r)
 	case RecordSkip:
 		dst = appendSkip(dst, r.Skip)
-	case RecordDeliver, RecordMove:
+	case RecordMove:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
 		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
 		for _, p := range r.Pointers {
 			dst = binary.BigEndian.AppendUint64(dst, p)
+		}
+	case RecordDeliver:
+		dst = binary.AppendUvarint(dst, uint64(r.Group))
+		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
+		for i, p := range r.Pointers {
+			dst = binary.BigEndian.AppendUint64(dst, p)
+			dst = binary.AppendUvarint(dst, uint64(r.Counts[i]))
 		}
 	}
 	return dst, nil
@@ -483,8 +503,10 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 		return decodeGroups(p, r)
 	case RecordSkip:
 		return decodeSkip(p, r, s)
-	case RecordDeliver, RecordMove:
+	case RecordMove:
 		return decodeGroupPointers(p, r, s)
+	case RecordDeliver:
+		return decodeDeliver(p, r, s)
 	case RecordRollback:
 		if len(p) != 0 {
 			return "trailing bytes after rollback"

@@ -302,7 +302,7 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 		seeds["payload_groups"] = cat([]byte{byte(RecordGroups)}, make([]byte, 8), payloadHead(RecordGroups)[9:],
 			[]byte{3, 2, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'g', 5, 0x80, 0x01, 1, 3, 1, 'd'})
 		seeds["payload_skip"] = cat(payloadHead(RecordSkip), []byte{2, 0, 0x81, 0x01})
-		seeds["payload_deliver"] = cat(payloadHead(RecordDeliver), []byte{2, 1, 0, 0, 0, 1, 0, 0, 0, 36})
+		seeds["payload_deliver"] = cat(payloadHead(RecordDeliver), []byte{2, 1, 0, 0, 0, 1, 0, 0, 0, 36, 0x81, 0x01})
 		seeds["payload_move"] = cat(payloadHead(RecordMove), []byte{0x81, 0x01, 1, 0, 0, 0, 1, 0, 0, 0, 36})
 	}
 	return seeds

@@ -260,9 +260,8 @@ func decodeSkip(p []byte, r *Record, s *scratch) string {
 	return ""
 }
 
-// decodeGroupPointers decodes the body of a deliver or a move record
-// into r: a group id, then at least one pointer (in s's allocation when s
-// is not nil).
+// decodeGroupPointers decodes the body of a move record into r: a group
+// id, then at least one pointer (in s's allocation when s is not nil).
 func decodeGroupPointers(p []byte, r *Record, s *scratch) string {
 	g, p, ok := readUint32(p)
 	if !ok {
@@ -275,6 +274,52 @@ func decodeGroupPointers(p []byte, r *Record, s *scratch) string {
 	if len(r.Pointers) == 0 {
 		return r.Type.String() + " record without pointers"
 	}
+	return ""
+}
+
+// decodeDeliver decodes the body of a deliver record into r: a group id,
+// then at least one (pointer, count >= 1) pair.
+func decodeDeliver(p []byte, r *Record, s *scratch) string {
+	g, p, ok := readUint32(p)
+	if !ok {
+		return "bad group id"
+	}
+	n, p, ok := readUvarint(p)
+	switch {
+	case !ok:
+		return "bad pointer count"
+	case n == 0:
+		return "deliver record without pointers"
+	case n > uint64(len(p))/9: // a pointer and a one-byte count
+		return "pointer count overruns payload"
+	}
+	r.Group = g
+	var ptrs []uint64
+	if s != nil {
+		ptrs = slices.Grow(s.pointers[:0], int(n))[:n]
+		s.pointers = ptrs
+	} else {
+		ptrs = make([]uint64, n)
+	}
+	counts := make([]uint32, n)
+	for i := range ptrs {
+		if len(p) < 8 {
+			return "pointer overruns payload"
+		}
+		ptrs[i] = binary.BigEndian.Uint64(p)
+		var c uint32
+		if c, p, ok = readUint32(p[8:]); !ok {
+			return "bad delivery count"
+		}
+		if c == 0 {
+			return "delivery count 0"
+		}
+		counts[i] = c
+	}
+	if len(p) != 0 {
+		return "trailing bytes after deliver"
+	}
+	r.Pointers, r.Counts = ptrs, counts
 	return ""
 }
 

@@ -97,9 +97,9 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.txSkips[r.TxID] = append(a.txSkips[r.TxID], r.Skip...)
 	case logfile.RecordDeliver:
 		a.res.Deliveries += len(r.Pointers)
-		if g := a.groups[r.Group]; g != nil {
-			for _, p := range r.Pointers {
-				g.delivered(eventqueue.Pointer(p), 1)
+		if g := a.groups[r.Group]; g != nil && len(r.Counts) == len(r.Pointers) {
+			for i, p := range r.Pointers {
+				g.delivered(eventqueue.Pointer(p), r.Counts[i])
 			}
 		}
 	case logfile.RecordMove:

@@ -63,8 +63,8 @@ type groupState struct {
 	taken map[eventqueue.Pointer]int
 	from  int      // index in applier.committed of the first put commit it receives
 	skips [][2]int // ranges of applier.committed it does not receive, ascending
-	// deliveries counts the deliveries of its events (deliver records),
-	// until they are taken for good or moved.
+	// deliveries is the delivery counts of its events (the checkpoint's,
+	// then deliver records), until they are taken for good or moved.
 	deliveries map[eventqueue.Pointer]uint32
 }
 
@@ -85,12 +85,13 @@ func (g *groupState) skip(start, end int) {
 	g.skips = append(g.skips, [2]int{start, end})
 }
 
-// delivered adds n deliveries of p.
+// delivered records that p had been delivered n times: a count only
+// grows until p leaves the group, so the larger one is kept.
 func (g *groupState) delivered(p eventqueue.Pointer, n uint32) {
 	if g.deliveries == nil {
 		g.deliveries = map[eventqueue.Pointer]uint32{}
 	}
-	g.deliveries[p] += n
+	g.deliveries[p] = max(g.deliveries[p], n)
 }
 
 // took records a committed take (or drop, or move out) of p by g: its

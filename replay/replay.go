@@ -166,8 +166,8 @@ type Result struct {
 	GroupsCreated, GroupsRemoved int
 	GroupSkips, GroupDrops       int64
 	TakesOfNoGroup               int
-	// Deliveries counts the deliveries the deliver records replayed
-	// report; Moved the events committed take transactions moved to
+	// Deliveries counts the delivery counts the deliver records replayed
+	// carry; Moved the events committed take transactions moved to
 	// another group (dead letters, rejects, redrives).
 	Deliveries, Moved int
 }

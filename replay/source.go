@@ -159,9 +159,9 @@ func (s *source) read() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
 			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
-		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip {
+		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip || r.Type == logfile.RecordDeliver {
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID,
-				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip)}
+				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts)}
 		}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
@@ -218,7 +218,7 @@ func (s *source) advance() bool {
 	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count,
 		Group: it.group}
 	if x := it.extra; x != nil {
-		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip = x.NextGroupID, x.Catalog, x.Skip
+		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip, s.rec.Counts = x.NextGroupID, x.Catalog, x.Skip, x.Counts
 	}
 	if it.ptrs[1] > it.ptrs[0] {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]

@@ -1,0 +1,196 @@
+package channel
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Where delivery counts live (groups with MaxDeliveries):
+//
+//   - in memory, consumer.deliveries, under queueMu: the truth while the
+//     channel is open;
+//   - in the delivery journal (checkpoint.Journal, a file of the checkpoint
+//     dir mapped into memory): every Take notes the event's new count there
+//     before it returns, with a store to the mapping and no system call, so
+//     that a process that crashes holding the event (killed, a panic) has
+//     counted it. Never synced;
+//   - in the checkpoint's catalog (as of its write-order id), and in the
+//     deliver records a Rollback writes (unsynced) for the events it
+//     returns: replay rebuilds counts from them.
+//
+// Open merges them: for each event still queued in its group, the largest
+// count the replay or the journal has. Every count any of them holds was
+// true when it was written, and a count only grows while the event stays
+// in its group, so a power loss (which may lose any unsynced part) can
+// only make counts smaller: an event is delivered more often, never
+// dead-lettered early. The one way an event's count goes back to zero while
+// it stays in a group is Redrive, which moves it out and back in: it erases
+// the event's journal entries durably before its own records are written,
+// and replay resets the count at the move.
+
+// openJournal (in Open, once the groups are settled) merges the delivery
+// journal's counts into the groups' and starts a new journal holding them;
+// without a group that counts deliveries it removes the journal.
+func (c *FileChannel) openJournal() error {
+	entries, err := checkpoint.ReadJournal(c.fs, c.cfg.CheckpointDir)
+	if err != nil {
+		return opErr("open", err)
+	}
+	counting := slices.ContainsFunc(c.groups, (*consumer).counting)
+	if !counting {
+		err := c.fs.Remove(c.journalPath())
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return opErr("remove the delivery journal", err)
+		}
+		return nil
+	}
+	merged := c.mergeJournal(entries)
+	if merged > 0 {
+		c.log.Info("delivery counts taken from the delivery journal", "events", merged)
+	}
+	var salt [8]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return opErr("create the delivery journal", err)
+	}
+	j, err := checkpoint.CreateJournal(c.fs, c.cfg.CheckpointDir, 0, binary.BigEndian.Uint64(salt[:]), c.liveDeliveries())
+	if err != nil {
+		return opErr("open", err)
+	}
+	c.journal = j
+	if !j.Mapped() {
+		c.log.Debug("the delivery journal is not mapped into memory: each delivery is a write(2)")
+	}
+	return nil
+}
+
+func (c *FileChannel) journalPath() string {
+	return filepath.Join(c.cfg.CheckpointDir, checkpoint.JournalName)
+}
+
+// mergeJournal raises each queued event's count to the journal's, where
+// that is larger, and returns how many it raised.
+func (c *FileChannel) mergeJournal(entries []checkpoint.JournalEntry) int {
+	byGroup := map[uint32]map[eventqueue.Pointer]uint32{}
+	for _, e := range entries {
+		m := byGroup[e.Group]
+		if m == nil {
+			m = map[eventqueue.Pointer]uint32{}
+			byGroup[e.Group] = m
+		}
+		p := eventqueue.Pointer(e.Pointer)
+		m[p] = max(m[p], e.Count)
+	}
+	raised := 0
+	for _, g := range c.groups {
+		m := byGroup[g.id]
+		if !g.counting() || len(m) == 0 {
+			continue
+		}
+		// Only the events the group still holds: an entry of an event
+		// taken or moved since is stale.
+		for i := range g.queue.Size() {
+			p := g.queue.Get(i)
+			n, ok := m[p]
+			if !ok || n <= g.deliveries[p] {
+				continue
+			}
+			if g.deliveries == nil {
+				g.deliveries = map[eventqueue.Pointer]uint32{}
+			}
+			g.deliveries[p] = n
+			raised++
+		}
+	}
+	return raised
+}
+
+// liveDeliveries returns every counting group's counts as journal
+// entries.
+func (c *FileChannel) liveDeliveries() []checkpoint.JournalEntry {
+	var out []checkpoint.JournalEntry
+	for _, g := range c.groups {
+		if !g.counting() {
+			continue
+		}
+		for p, n := range g.deliveries {
+			out = append(out, checkpoint.JournalEntry{Pointer: uint64(p), Group: g.id, Count: n})
+		}
+	}
+	return out
+}
+
+// noteDelivery makes p's new count n in group g survive a crash of the
+// process before Take returns: a journal entry, or, if the journal cannot
+// take it, a deliver record in the log (a system call). The caller holds
+// commitMu shared and saw the channel open.
+func (c *FileChannel) noteDelivery(t *Transaction, g *consumer, p eventqueue.Pointer, n uint32) error {
+	if j := c.journal; j != nil {
+		err := j.Add(checkpoint.JournalEntry{Pointer: uint64(p), Group: g.id, Count: n})
+		if err == nil {
+			return nil
+		}
+		c.log.Warn("delivery journal refused an entry: writing a deliver record instead", "err", err)
+	}
+	t.s.words = append(t.s.words[:0], uint64(p))
+	t.s.counts = append(t.s.counts[:0], n)
+	recs := [1]logfile.Record{{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: t.s.words, Counts: t.s.counts}}
+	_, _, err := c.appendRecords(t, recs[:], nil, nil)
+	return err
+}
+
+// logDeliveries writes a deliver record of the counts of ptrs (taken by t
+// from a group that counts deliveries), which t is returning to the group,
+// without an fsync: replay then finds them in the logs (the next fsync of
+// the file makes them durable), not only in the journal.
+func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
+	c, g := t.c, t.grp
+	if g == nil || !g.counting() || len(ptrs) == 0 {
+		return
+	}
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	words, counts := t.s.words[:0], t.s.counts[:0]
+	c.queueMu.Lock()
+	for _, p := range ptrs {
+		if n := g.deliveries[p]; n > 0 {
+			words, counts = append(words, uint64(p)), append(counts, n)
+		}
+	}
+	c.queueMu.Unlock()
+	t.s.words, t.s.counts = words, counts
+	if len(words) == 0 {
+		return
+	}
+	recs := [1]logfile.Record{{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: words, Counts: counts}}
+	if _, _, err := c.appendRecords(t, recs[:], nil, nil); err != nil {
+		c.log.Warn("write the delivery counts of a rollback (the journal has them)", "group", g.cfg.Name, "err", err)
+	}
+}
+
+// eraseDeliveries erases the journal entries of ptrs in group g, durably,
+// before a redrive brings them back into g with their counts reset.
+func (c *FileChannel) eraseDeliveries(g *consumer, ptrs []eventqueue.Pointer) error {
+	if c.journal == nil || !g.counting() {
+		return nil
+	}
+	set := make(map[uint64]bool, len(ptrs))
+	for _, p := range ptrs {
+		set[uint64(p)] = true
+	}
+	if err := c.journal.Erase(g.id, set); err != nil {
+		return fmt.Errorf("erase delivery counts: %w", err)
+	}
+	return nil
+}

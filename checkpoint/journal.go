@@ -1,0 +1,332 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"runtime/debug"
+	"sync"
+
+	"github.com/edsrzf/mmap-go"
+
+	"github.com/flumego/filechannel/internal/vfs"
+)
+
+// The delivery journal (JournalName in the checkpoint dir) is where the
+// channel notes each Take of a consumer group that counts deliveries: one
+// entry (group, event, count) per Take, stored through a shared memory
+// mapping of the file, so that noting a delivery costs no system call and
+// is in the kernel (it survives a crash of the process) when Take
+// returns. It is never synced: a power loss may lose, keep or tear any
+// part of it. The channel takes a count from it only if it is larger than
+// the one it has and the event is still queued in that group, and it
+// erases an event's entries (durably) before it redrives the event into a
+// group, so that a count it finds is never larger than the deliveries
+// since the event last arrived in its group.
+//
+// Layout (all integers big-endian):
+//
+//	header, 32 bytes:
+//	0   4  magic "FCDJ"
+//	4   2  version 1
+//	6   2  reserved, zero
+//	8   4  entry count N (journalMinEntries..journalMaxEntries)
+//	12  4  reserved, zero
+//	16  8  salt: random when the file is created
+//	24  4  CRC32C of bytes 0..23
+//	28  4  reserved, zero
+//	N entries of 24 bytes from offset 32, written in turn as a ring:
+//	+0  8  event pointer (0: an empty entry)
+//	+8  4  group id
+//	+12 4  count >= 1
+//	+16 4  CRC32C of the salt (8 bytes, BE) then bytes +0..+15
+//	+20 4  zero
+//
+// An entry whose checksum does not match (never written, torn, erased, or
+// left by an earlier file) is not an entry. A file whose header does not
+// check is none at all: ReadJournal returns no entries.
+
+// JournalName is the delivery journal's file name in a checkpoint dir.
+const JournalName = "deliveries"
+
+// Journal layout; part of the on-disk format.
+const (
+	journalMagic      = "FCDJ"
+	journalVersion    = 1
+	journalHeaderLen  = 32
+	journalEntryLen   = 24
+	journalMinEntries = 16
+	journalMaxEntries = 1 << 24
+	// JournalEntries is the entry count of the journals the channel
+	// creates: 32768 entries (768 KiB), the last 32768 Takes.
+	JournalEntries = 1 << 15
+)
+
+// JournalEntry is one noted delivery: the event's count in the group.
+type JournalEntry struct {
+	Pointer uint64 // never 0
+	Group   uint32
+	Count   uint32 // >= 1
+}
+
+// ReadJournal returns the entries of the delivery journal in dir, in file
+// order, or none if there is none (or its header does not check). Only I/O
+// errors (and a journal that is not a regular file) are errors.
+func ReadJournal(fsys vfs.FS, dir string) ([]JournalEntry, error) {
+	b, err := vfs.ReadFile(fsys, path(dir, JournalName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read delivery journal: %w", err)
+	}
+	salt, n, ok := decodeJournalHeader(b)
+	if !ok {
+		return nil, nil
+	}
+	var out []JournalEntry
+	for i := range n {
+		off := journalHeaderLen + i*journalEntryLen
+		if off+journalEntryLen > len(b) {
+			break
+		}
+		if e, ok := decodeJournalEntry(b[off:off+journalEntryLen], salt); ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func decodeJournalHeader(b []byte) (salt uint64, n int, ok bool) {
+	if len(b) < journalHeaderLen || string(b[:4]) != journalMagic {
+		return 0, 0, false
+	}
+	be := binary.BigEndian
+	if be.Uint16(b[4:]) != journalVersion || be.Uint32(b[24:]) != crc32.Checksum(b[:24], crcTable) {
+		return 0, 0, false
+	}
+	n = int(be.Uint32(b[8:]))
+	if n < journalMinEntries || n > journalMaxEntries {
+		return 0, 0, false
+	}
+	return be.Uint64(b[16:]), n, true
+}
+
+func journalEntryCRC(salt uint64, e []byte) uint32 {
+	var s [8]byte
+	binary.BigEndian.PutUint64(s[:], salt)
+	return crc32.Update(crc32.Checksum(s[:], crcTable), crcTable, e[:16])
+}
+
+func decodeJournalEntry(e []byte, salt uint64) (JournalEntry, bool) {
+	be := binary.BigEndian
+	x := JournalEntry{Pointer: be.Uint64(e), Group: be.Uint32(e[8:]), Count: be.Uint32(e[12:])}
+	if x.Pointer == 0 || x.Count == 0 || be.Uint32(e[20:]) != 0 || be.Uint32(e[16:]) != journalEntryCRC(salt, e) {
+		return JournalEntry{}, false
+	}
+	return x, true
+}
+
+func encodeJournalEntry(dst []byte, x JournalEntry, salt uint64) {
+	be := binary.BigEndian
+	be.PutUint64(dst, x.Pointer)
+	be.PutUint32(dst[8:], x.Group)
+	be.PutUint32(dst[12:], x.Count)
+	be.PutUint32(dst[16:], journalEntryCRC(salt, dst))
+	be.PutUint32(dst[20:], 0)
+}
+
+// Journal is an open delivery journal. Its methods are safe for
+// concurrent use (it has its own lock, taken by no one else).
+type Journal struct {
+	mu   sync.Mutex
+	f    vfs.File
+	m    mmap.MMap // the file mapped read-write; nil: entries are written with WriteAt
+	salt uint64
+	n    int // entries
+	next int // the entry the next Add writes
+	buf  [journalEntryLen]byte
+	// fault is the first fault a store through the mapping took (a full
+	// copy-on-write filesystem): the journal then writes with WriteAt.
+	fault error
+}
+
+// CreateJournal replaces dir's delivery journal with a new one of n
+// entries (JournalEntries if n is 0) holding live, with a new salt: it
+// writes journal.tmp in full (so that every block of it is allocated
+// before it is mapped) and renames it over the old one, syncing neither
+// (the journal is never synced). Entries of live beyond n are left out.
+func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEntry) (*Journal, error) {
+	if n == 0 {
+		n = JournalEntries
+	}
+	if n < journalMinEntries || n > journalMaxEntries {
+		return nil, fmt.Errorf("delivery journal of %d entries, want %d to %d", n, journalMinEntries, journalMaxEntries)
+	}
+	b := make([]byte, journalHeaderLen+n*journalEntryLen)
+	copy(b, journalMagic)
+	be := binary.BigEndian
+	be.PutUint16(b[4:], journalVersion)
+	be.PutUint32(b[8:], uint32(n))
+	be.PutUint64(b[16:], salt)
+	be.PutUint32(b[24:], crc32.Checksum(b[:24], crcTable))
+	live = live[:min(len(live), n)]
+	for i, x := range live {
+		off := journalHeaderLen + i*journalEntryLen
+		encodeJournalEntry(b[off:off+journalEntryLen], x, salt)
+	}
+	name, tmp := path(dir, JournalName), path(dir, JournalName+".tmp")
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("create delivery journal: %w", err)
+	}
+	f, err := fsys.Create(tmp, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create delivery journal: %w", err)
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create delivery journal: %w", err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create delivery journal: %w", err)
+	}
+	j := &Journal{f: f, salt: salt, n: n, next: len(live) % n}
+	if osf, ok := f.(vfs.OSFile); ok {
+		if m, err := mmap.MapRegion(osf.OSFile(), len(b), mmap.RDWR, 0, 0); err == nil {
+			j.m = m
+		}
+		// Without a mapping (an error here), entries are written with
+		// WriteAt: slower, as safe.
+	}
+	return j, nil
+}
+
+// Mapped reports whether entries are stored through a memory mapping
+// (else with WriteAt).
+func (j *Journal) Mapped() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.m != nil
+}
+
+// Add notes an entry, overwriting the oldest once every entry is used.
+func (j *Journal) Add(x JournalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	off := journalHeaderLen + j.next*journalEntryLen
+	encodeJournalEntry(j.buf[:], x, j.salt)
+	if err := j.store(off, j.buf[:]); err != nil {
+		return err
+	}
+	j.next++
+	if j.next == j.n {
+		j.next = 0
+	}
+	return nil
+}
+
+// store writes b at off, through the mapping if there is one. A fault of
+// the mapping (the filesystem could not give the page a block: a full
+// copy-on-write filesystem) is recovered: the journal unmaps the file and
+// writes with WriteAt from then on. The caller holds mu.
+func (j *Journal) store(off int, b []byte) error {
+	if j.m != nil {
+		if err := j.storeMapped(off, b); err == nil {
+			return nil
+		} else {
+			j.fault = err
+			j.m.Unmap()
+			j.m = nil
+		}
+	}
+	if _, err := j.f.WriteAt(b, int64(off)); err != nil {
+		return fmt.Errorf("write delivery journal: %w", err)
+	}
+	return nil
+}
+
+// storeMapped copies b into the mapping at off, turning a fault into an
+// error.
+func (j *Journal) storeMapped(off int, b []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store to the delivery journal's mapping faulted: %v", r)
+		}
+	}()
+	copy(j.m[off:off+len(b)], b)
+	return nil
+}
+
+// Fault returns the fault that made the journal stop using its mapping,
+// or nil.
+func (j *Journal) Fault() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.fault
+}
+
+// Erase erases every entry of group whose pointer is in ptrs, then makes
+// the journal durable (msync, or Sync): after it returns, no power loss
+// brings those entries back.
+func (j *Journal) Erase(group uint32, ptrs map[uint64]bool) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var e [journalEntryLen]byte
+	var zero [journalEntryLen]byte
+	for i := range j.n {
+		off := journalHeaderLen + i*journalEntryLen
+		if err := j.load(off, e[:]); err != nil {
+			return err
+		}
+		x, ok := decodeJournalEntry(e[:], j.salt)
+		if !ok || x.Group != group || !ptrs[x.Pointer] {
+			continue
+		}
+		if err := j.store(off, zero[:]); err != nil {
+			return err
+		}
+	}
+	if j.m != nil {
+		if err := j.m.Flush(); err != nil {
+			return fmt.Errorf("sync delivery journal: %w", err)
+		}
+		return nil
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("sync delivery journal: %w", err)
+	}
+	return nil
+}
+
+// load reads the entry at off. The caller holds mu.
+func (j *Journal) load(off int, dst []byte) error {
+	if j.m != nil {
+		copy(dst, j.m[off:off+len(dst)]) // a page written before: no fault
+		return nil
+	}
+	if _, err := j.f.ReadAt(dst, int64(off)); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read delivery journal: %w", err)
+	}
+	return nil
+}
+
+// Close unmaps and closes the journal; it syncs nothing.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var err error
+	if j.m != nil {
+		err = j.m.Unmap()
+		j.m = nil
+	}
+	if j.f != nil {
+		err = errors.Join(err, j.f.Close())
+		j.f = nil
+	}
+	return err
+}
