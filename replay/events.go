@@ -54,7 +54,7 @@ func (e *NoGroupError) Unwrap() error { return ErrNoGroup }
 // event that does not read back (fn decides whether to go on by its return
 // value). It returns the number of events queued for the group. A channel
 // without an unnamed group is an error matching ErrNoGroup; GroupEvents
-// lists a named group.
+// lists a named group, ListEvents with each event's delivery count.
 //
 // Like Verify it takes no lock and must not run while the channel is open.
 // The err given to fn is a *corrupt.Error (a record that is damaged, is not
@@ -79,35 +79,84 @@ func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Poi
 // unnamed group). A group the recovered channel does not have is a
 // *NoGroupError (matching ErrNoGroup), naming the groups it has.
 func GroupEvents(opts VerifyOptions, group string, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
+	l, err := ListEvents(opts, group, skip, limit, func(e Event) error { return fn(e.Index, e.Pointer, e.Headers, e.Body, e.Err) })
+	return l.Queued, err
+}
+
+// Event is one queued event as ListEvents lists it.
+type Event struct {
+	Index   int                // its position in the group's queue
+	Pointer eventqueue.Pointer // its put record
+	// Headers and Body are nil when Err is set: the event does not read
+	// back (as Events' err).
+	Headers map[string]string
+	Body    []byte
+	Err     error
+	// Deliveries is how many times the group delivered the event without
+	// a committed take of it, as the recovery ends the count
+	// (GroupResult.Deliveries): 0 for none, always 0 in a group that does
+	// not count deliveries (no MaxDeliveries).
+	Deliveries uint32
+	// Group is the group listed, as Listing.Group (the same for every
+	// event): its MaxDeliveries says whether it counts deliveries.
+	Group logfile.GroupInfo
+}
+
+// Listing is what ListEvents recovered besides the events.
+type Listing struct {
+	// Group is the group listed, as the recovery ends it: its
+	// MaxDeliveries says whether it counts deliveries, DeadLetterGroup
+	// whether it is a dead-letter group.
+	Group logfile.GroupInfo
+	// Queued is the number of events queued for it (0 when the recovery
+	// fails or has no such group).
+	Queued int
+	// Groups is every consumer group the recovery ends with, by id (nil
+	// when it fails).
+	Groups []logfile.GroupInfo
+}
+
+// ListEvents is GroupEvents with each event's delivery count; it returns
+// what the recovery found of the group and of the others. limit 0 lists
+// nothing: a look at the groups at the cost of the recovery alone.
+func ListEvents(opts VerifyOptions, group string, skip, limit int, fn func(Event) error) (Listing, error) {
 	if err := opts.check(); err != nil {
-		return 0, fmt.Errorf("events: %w", err)
+		return Listing{}, fmt.Errorf("events: %w", err)
 	}
 	v := newVerifier(opts)
-	n, err := v.events(group, max(skip, 0), limit, fn)
+	var l Listing
+	err := v.events(&l, group, max(skip, 0), limit, fn)
 	if cerr := v.closeAll(); err == nil && cerr != nil {
 		err = fmt.Errorf("events: %w", cerr)
 	}
-	return n, err
+	return l, err
 }
 
-func (v *verifier) events(group string, skip, limit int, fn func(int, eventqueue.Pointer, map[string]string, []byte, error) error) (int, error) {
+// events lists the events of group, filling in l as it learns it.
+func (v *verifier) events(l *Listing, group string, skip, limit int, fn func(Event) error) error {
 	// A channel.id a newer release wrote is refused as every file is; a
 	// foreign or damaged one is Verify's to report: the events are listed.
 	if _, err := ReadOwners(v.ownerOptions()); err != nil {
-		return 0, fmt.Errorf("events: %w", err)
+		return fmt.Errorf("events: %w", err)
 	}
 	groups, err := v.recoverGroups()
 	if err != nil {
-		return 0, fmt.Errorf("events: %w", err)
+		return fmt.Errorf("events: %w", err)
 	}
-	q, err := pickGroup(groups, group)
+	for _, g := range groups {
+		l.Groups = append(l.Groups, g.Info)
+	}
+	g, err := pickGroup(groups, group)
 	if err != nil {
-		return 0, fmt.Errorf("events: %w", err)
+		return fmt.Errorf("events: %w", err)
 	}
+	l.Group = g.Info
 	if err := v.listLogs(); err != nil {
-		return 0, fmt.Errorf("events: %w", err)
+		return fmt.Errorf("events: %w", err)
 	}
+	q := g.Queue
 	n := q.Size()
+	l.Queued = n
 	end := n
 	if limit >= 0 && skip+limit < n {
 		end = skip + limit
@@ -116,22 +165,24 @@ func (v *verifier) events(group string, skip, limit int, fn func(int, eventqueue
 		p := q.Get(i)
 		rec, err := v.readEvent(p)
 		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
-			return n, fmt.Errorf("events: %w", err) // a record a newer release wrote: not a damaged event
+			return fmt.Errorf("events: %w", err) // a record a newer release wrote: not a damaged event
 		}
-		if ferr := fn(i, p, rec.Headers, rec.Body, err); ferr != nil {
-			return n, ferr
+		e := Event{Index: i, Pointer: p, Headers: rec.Headers, Body: rec.Body, Err: err, Deliveries: g.Deliveries[p], Group: g.Info}
+		if ferr := fn(e); ferr != nil {
+			return ferr
 		}
 	}
-	return n, nil
+	return nil
 }
 
-// pickGroup returns the queue of the group named name among groups, or a
+// pickGroup returns the group named name among groups, or a
 // *NoGroupError.
-func pickGroup(groups []GroupResult, name string) (*eventqueue.Queue, error) {
+func pickGroup(groups []GroupResult, name string) (*GroupResult, error) {
 	e := &NoGroupError{Name: name}
-	for _, g := range groups {
+	for i := range groups {
+		g := &groups[i]
 		if g.Info.Name == name {
-			return g.Queue, nil
+			return g, nil
 		}
 		e.Groups = append(e.Groups, GroupRef{ID: g.Info.ID, Name: g.Info.Name})
 	}

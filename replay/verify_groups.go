@@ -22,6 +22,9 @@ import (
 type groupQueue struct {
 	info logfile.GroupInfo
 	ptrs []eventqueue.Pointer
+	// deliveries is a replay's delivery counts of ptrs (nil for a
+	// checkpointed ring).
+	deliveries map[eventqueue.Pointer]uint32
 }
 
 // ckptGroup is one consumer group's part of the checkpoint set used.
@@ -190,7 +193,7 @@ func (v *verifier) fullReplay() ([]groupQueue, *Result, error) {
 func groupQueues(gs []GroupResult) []groupQueue {
 	out := make([]groupQueue, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, groupQueue{info: g.Info, ptrs: g.Queue.Pointers()})
+		out = append(out, groupQueue{info: g.Info, ptrs: g.Queue.Pointers(), deliveries: g.Deliveries})
 	}
 	return out
 }
@@ -253,7 +256,7 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 		if r != nil {
 			gr.Info = r.info
 			if recOK {
-				gr.Queued = len(r.ptrs)
+				gr.Queued, gr.Deliveries = len(r.ptrs), r.deliveries
 			}
 		} else {
 			gr.Info = f.info

@@ -313,6 +313,11 @@ type GroupReport struct {
 	InflightTakes int
 	// Diff is how its recovered queue differs from a full replay's.
 	Diff QueueDiff
+	// Deliveries is the delivery counts of its queued events as the
+	// recovery ends them (GroupResult.Deliveries: groups with
+	// MaxDeliveries); nil for none, and when the recovery fails or does
+	// not have the group.
+	Deliveries map[eventqueue.Pointer]uint32
 }
 
 // Ref names g.

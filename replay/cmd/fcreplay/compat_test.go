@@ -64,6 +64,7 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		{"inspect"}, {"verify"}, {"dump"},
 		{"repair", "--dry-run"}, {"repair"},
 		{"replay", "--dry-run"}, {"replay"},
+		{"redrive", "--from", "dlq", "--to", ""},
 		{"verify", "--json"},
 	}
 	for _, tc := range cases {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -38,9 +37,13 @@ inspect' lists them too).
 Text output: one line per event, "INDEX POINTER {HEADERS} BODY", the body quoted
 as a Go string and cut after --max-body bytes. With --json: one JSON object per
 line, {"index": 0, "pointer": "1:16", "headers": {...}, "body": "..."}, the body
-in base64 (as encoding/json writes []byte). An event that does not read back is
-listed with its error instead ("DAMAGED: ..." in text, "error" in JSON), and the
-exit code is then 1. A summary goes to stderr.`,
+in base64 (as encoding/json writes []byte). In a group with MaxDeliveries each
+event also has its delivery count, how many times the group delivered it
+without a committed take ("INDEX POINTER deliveries=N {HEADERS} BODY" in text,
+"deliveries": N in JSON). A dead-letter group is listed like any group. An
+event that does not read back is listed with its error instead ("DAMAGED: ..."
+in text, "error" in JSON), and the exit code is then 1. A summary goes to
+stderr.`,
 		Example: `  fcreplay dump --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data --limit 10
   fcreplay dump --checkpoint-dir ckpt --data-dirs data --json --skip 1000 --limit 100 > events.jsonl
   fcreplay dump --checkpoint-dir ckpt --data-dirs data --group audit --limit 10`,
@@ -57,11 +60,14 @@ exit code is then 1. A summary goes to stderr.`,
 
 // eventJSON is one line of dump --json.
 type eventJSON struct {
-	Index   int               `json:"index"`
-	Pointer string            `json:"pointer"`
-	Headers map[string]string `json:"headers"` // null for a damaged event
-	Body    []byte            `json:"body"`    // base64; null for a damaged event
-	Error   string            `json:"error,omitempty"`
+	Index   int    `json:"index"`
+	Pointer string `json:"pointer"`
+	// Deliveries is its delivery count, in a group with MaxDeliveries
+	// (absent in the others).
+	Deliveries *uint32           `json:"deliveries,omitempty"`
+	Headers    map[string]string `json:"headers"` // null for a damaged event
+	Body       []byte            `json:"body"`    // base64; null for a damaged event
+	Error      string            `json:"error,omitempty"`
 }
 
 func runDump(o *options, df dumpFlags) error {
@@ -78,27 +84,30 @@ func runDump(o *options, df dumpFlags) error {
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	listed, damaged := 0, 0
-	total, err := replay.GroupEvents(o.verifyOptions(), df.group, df.skip, df.limit,
-		func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error {
-			listed++
-			if err != nil {
-				damaged++
+	l, err := replay.ListEvents(o.verifyOptions(), df.group, df.skip, df.limit, func(ev replay.Event) error {
+		listed++
+		counting := ev.Group.MaxDeliveries > 0
+		if ev.Err != nil {
+			damaged++
+		}
+		if o.json {
+			e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), Error: errString(ev.Err)}
+			if counting {
+				e.Deliveries = &ev.Deliveries
 			}
-			if o.json {
-				e := eventJSON{Index: i, Pointer: p.String(), Error: errString(err)}
-				if err == nil {
-					e.Headers, e.Body = headers, body
-					if e.Headers == nil {
-						e.Headers = map[string]string{}
-					}
-					if e.Body == nil {
-						e.Body = []byte{}
-					}
+			if ev.Err == nil {
+				e.Headers, e.Body = ev.Headers, ev.Body
+				if e.Headers == nil {
+					e.Headers = map[string]string{}
 				}
-				return enc.Encode(e)
+				if e.Body == nil {
+					e.Body = []byte{}
+				}
 			}
-			return writeEventLine(bw, i, p, headers, body, err, df.maxBody)
-		})
+			return enc.Encode(e)
+		}
+		return writeEventLine(bw, &ev, counting, df.maxBody)
+	})
 	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
@@ -109,8 +118,11 @@ func runDump(o *options, df dumpFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.stderr, "fcreplay: listed %d of %d queued events", listed, total)
-	if df.group != "" {
+	fmt.Fprintf(o.stderr, "fcreplay: listed %d of %d queued events", listed, l.Queued)
+	switch {
+	case l.Group.DeadLetterGroup:
+		fmt.Fprintf(o.stderr, " of dead-letter group %q", df.group)
+	case df.group != "":
 		fmt.Fprintf(o.stderr, " of group %q", df.group)
 	}
 	if damaged > 0 {
@@ -146,13 +158,18 @@ func noGroupError(e *replay.NoGroupError) error {
 	return usageErrorf("--group %q: the channel has no consumer group of that name (its groups: %s)", e.Name, has)
 }
 
-// writeEventLine writes "INDEX POINTER {HEADERS} BODY" for one event.
-func writeEventLine(w io.Writer, i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error, maxBody int) error {
-	if err != nil {
-		_, err = fmt.Fprintf(w, "%d %v DAMAGED: %v\n", i, p, err)
+// writeEventLine writes "INDEX POINTER {HEADERS} BODY" for one event, with
+// "deliveries=N" after the pointer in a group that counts deliveries.
+func writeEventLine(w io.Writer, ev *replay.Event, counting bool, maxBody int) error {
+	prefix := fmt.Sprintf("%d %v", ev.Index, ev.Pointer)
+	if counting {
+		prefix += " deliveries=" + strconv.FormatUint(uint64(ev.Deliveries), 10)
+	}
+	if ev.Err != nil {
+		_, err := fmt.Fprintf(w, "%s DAMAGED: %v\n", prefix, ev.Err)
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%d %v %s %s\n", i, p, formatHeaders(headers), formatBody(body, maxBody))
+	_, err := fmt.Fprintf(w, "%s %s %s\n", prefix, formatHeaders(ev.Headers), formatBody(ev.Body, maxBody))
 	return err
 }
 

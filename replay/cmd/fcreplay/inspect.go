@@ -24,8 +24,10 @@ checkpoint's header and metadata (version, write-order id, capacity, head, size,
 marker, complete or not, the consumer groups its catalog lists), the backup's
 state, how the channel would recover and how many events it would hold, every
 consumer group (id, name, events queued, in flight at the checkpoint, capacity,
-policy when full), and every log file with its size, valid end, record counts,
-write-order id range and tail. It scans every log file in full.
+policy when full; and for dead letters its MaxDeliveries and dead-letter group,
+how many of its queued events were delivered before and at most how often, or
+that it is a dead-letter group), and every log file with its size, valid end,
+record counts, write-order id range and tail. It scans every log file in full.
 
 Problems are counted, not listed: run 'fcreplay verify' for the list. The exit
 code is 0 whenever the files could be read, whatever they hold.`,
@@ -135,14 +137,35 @@ type groupJSON struct {
 	// record: an older release's logs).
 	Capacity int    `json:"capacity"`
 	Policy   string `json:"policy"` // when full: block, drop-oldest, drop-newest
+	// Dead letters. MaxDeliveries (0: no limit) and DeadLetter (the group
+	// its dead letters and rejected events go to; "": none) are its
+	// settings; DeadLetterGroup says that it is a dead-letter group, which
+	// no put feeds.
+	MaxDeliveries   uint32 `json:"max_deliveries"`
+	DeadLetter      string `json:"dead_letter"`
+	DeadLetterGroup bool   `json:"dead_letter_group"`
+	// DeliveredBefore counts its queued events that carry a delivery
+	// count after the recovery: delivered, and neither taken for good
+	// nor dead-lettered yet (-1: unknown, that recovery fails).
+	// MaxDeliveryCount is the largest count.
+	DeliveredBefore  int    `json:"delivered_before"`
+	MaxDeliveryCount uint32 `json:"max_delivery_count"`
 }
 
 func groupsFacts(gs []replay.GroupReport) []groupJSON {
 	out := make([]groupJSON, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, groupJSON{ID: g.Info.ID, Name: g.Info.Name, Queued: g.Queued, FullReplayQueued: g.FullReplayQueued,
+		j := groupJSON{ID: g.Info.ID, Name: g.Info.Name, Queued: g.Queued, FullReplayQueued: g.FullReplayQueued,
 			InflightTakes: g.InflightTakes, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
-			Policy: channel.FullPolicy(g.Info.Policy).String()})
+			Policy: channel.FullPolicy(g.Info.Policy).String(), MaxDeliveries: g.Info.MaxDeliveries,
+			DeadLetter: g.Info.DeadLetter, DeadLetterGroup: g.Info.DeadLetterGroup, DeliveredBefore: len(g.Deliveries)}
+		for _, n := range g.Deliveries {
+			j.MaxDeliveryCount = max(j.MaxDeliveryCount, n)
+		}
+		if g.Queued < 0 {
+			j.DeliveredBefore = -1
+		}
+		out = append(out, j)
 	}
 	return out
 }
@@ -387,7 +410,65 @@ func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\t%s\t%s\n", g.ID, groupName(g.ID, g.Name), count(g.Queued), g.InflightTakes,
 			capacity, g.Policy, count(g.FullReplayQueued))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if notes := deadLetterNotes(&g, gs); len(notes) > 0 {
+			fmt.Fprintf(bw, "  group %s: %s\n", groupName(g.ID, g.Name), strings.Join(notes, "; "))
+		}
+	}
+	return nil
+}
+
+// deadLetterNotes says what a group's dead-letter settings are, how many
+// of its queued events were delivered before, and which groups a
+// dead-letter group serves; nothing for a group without dead letters.
+func deadLetterNotes(g *groupJSON, gs []groupJSON) []string {
+	var notes []string
+	switch {
+	case g.MaxDeliveries > 0:
+		notes = append(notes, fmt.Sprintf("dead-letters an event after %s, to %s", deliveries(g.MaxDeliveries), g.DeadLetter))
+	case g.DeadLetter != "":
+		notes = append(notes, fmt.Sprintf("no delivery limit; rejected events go to %s", g.DeadLetter))
+	}
+	switch {
+	case g.DeliveredBefore < 0 && g.MaxDeliveries > 0:
+		notes = append(notes, "delivery counts unknown: this recovery fails (see 'fcreplay verify')")
+	case g.DeliveredBefore > 0:
+		notes = append(notes, fmt.Sprintf("%d of its queued events delivered before, at most %s each",
+			g.DeliveredBefore, plural(int64(g.MaxDeliveryCount), "time")))
+	case g.MaxDeliveries > 0:
+		notes = append(notes, "none of its queued events delivered before")
+	}
+	if g.DeadLetterGroup {
+		var feeders []groupJSON // the groups whose dead letters it receives
+		for _, o := range gs {
+			if o.DeadLetter == g.Name && !o.DeadLetterGroup {
+				feeders = append(feeders, o)
+			}
+		}
+		s, to := "a dead-letter group: no put feeds it", "GROUP"
+		if len(feeders) > 0 {
+			names := make([]string, 0, len(feeders))
+			for _, o := range feeders {
+				if o.ID == 0 {
+					names = append(names, "the unnamed group")
+				} else {
+					names = append(names, o.Name)
+				}
+			}
+			s = "the dead-letter group of " + strings.Join(names, ", ") + ": no put feeds it"
+		}
+		if len(feeders) == 1 {
+			to = strconv.Quote(feeders[0].Name)
+			if feeders[0].Name != "" {
+				to = feeders[0].Name // group names need no quotes in a shell
+			}
+		}
+		notes = append(notes, fmt.Sprintf("%s; 'fcreplay redrive --from %s --to %s' moves its events back", s, g.Name, to))
+	}
+	return notes
 }
 
 // groupName is a group's name in a table: "(unnamed)" for the unnamed
@@ -442,6 +523,14 @@ func costNote(c *costJSON) string {
 		return " [" + s + "]"
 	}
 	return ""
+}
+
+// deliveries is "1 delivery" or "n deliveries".
+func deliveries(n uint32) string {
+	if n == 1 {
+		return "1 delivery"
+	}
+	return strconv.FormatUint(uint64(n), 10) + " deliveries"
 }
 
 // plural is "n word" with an s when n != 1.

@@ -76,13 +76,13 @@ const rootExample = `  # The recovery procedure (docs/operations.md, "Recovering
 func newRootCmd(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fcreplay",
-		Short: "Inspect, verify, dump, repair and rebuild a filechannel's files",
+		Short: "Inspect, verify, dump, repair and rebuild a filechannel's files, and redrive its dead letters",
 		Long: `fcreplay works on the files of a filechannel (github.com/flumego/filechannel):
 its checkpoint directory, its data directories and its backup checkpoint directory,
 given with the same values as the channel's Config.
 
-inspect, verify and dump only read the files. repair and replay change them and
-refuse to run while the channel is open.
+inspect, verify and dump only read the files. repair, replay and redrive change
+them and refuse to run while the channel is open.
 
 Exit codes: 0 done (verify: no problem), 1 problems found or the command failed,
 2 bad command line.`,
@@ -106,7 +106,7 @@ Exit codes: 0 done (verify: no problem), 1 problems found or the command failed,
 	pf.StringVar(&o.backupDir, "backup-checkpoint-dir", "", "the channel's BackupCheckpointDir, if it has one")
 	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON instead of text")
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the library's log lines on stderr")
-	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o))
+	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o), newRedriveCmd(o))
 	return root
 }
 
@@ -286,6 +286,22 @@ func (o *options) verifyOptions() replay.VerifyOptions {
 // without locks. It creates no file: a directory without in_use.lock has
 // no channel open on it. The returned function releases the locks.
 func (o *options) lockForRead() (release func()) {
+	release, err := o.tryLocks()
+	var le *lockedDirError
+	switch {
+	case errors.As(err, &le):
+		o.warnf("the channel is in use (%s is locked by another process): its files may change while they are read, so what follows may be inconsistent", le.dir)
+	case err != nil:
+		o.warnf("cannot tell whether the channel is in use (%v): if it is, its files may change while they are read", err)
+	}
+	return release
+}
+
+// tryLocks takes the locks of the channel's directories that have an
+// in_use.lock file, creating none. It stops at a lock another process
+// holds (a *lockedDirError) or fails to take, having released those it
+// took. The returned function releases the locks it holds.
+func (o *options) tryLocks() (release func(), err error) {
 	var held []io.Closer
 	release = func() {
 		for _, l := range held {
@@ -301,18 +317,24 @@ func (o *options) lockForRead() (release func()) {
 		l, err := o.fs.Lock(name, vfs.FileMode(o.fs))
 		if errors.Is(err, vfs.ErrLocked) {
 			release()
-			o.warnf("the channel is in use (%s is locked by another process): its files may change while they are read, so what follows may be inconsistent", d)
-			return release
+			return release, &lockedDirError{dir: d}
 		}
 		if err != nil {
 			release()
-			o.warnf("cannot tell whether the channel is in use (%v): if it is, its files may change while they are read", err)
-			return release
+			return release, err
 		}
 		held = append(held, l)
 	}
-	return release
+	return release, nil
 }
+
+// lockedDirError is tryLocks' error for a directory whose lock another
+// process holds: the channel is open. It unwraps to channel.ErrLocked.
+type lockedDirError struct{ dir string }
+
+func (e *lockedDirError) Error() string { return fmt.Sprintf("%v: %s", channel.ErrLocked, e.dir) }
+
+func (e *lockedDirError) Unwrap() error { return channel.ErrLocked }
 
 // lockedError turns the error of a write command into the one line it
 // prints when the channel is open; other errors pass unchanged.
