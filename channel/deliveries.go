@@ -27,8 +27,8 @@ import (
 //     deliver records a Rollback writes (unsynced) for the events it
 //     returns: replay rebuilds counts from them.
 //
-// Open merges them: for each event still queued in its group, the largest
-// count the replay or the journal has. Every count any of them holds was
+// Open merges them (replay.Options.Journal): for each event still queued
+// in its group, the largest count the replay or the journal has. Every count any of them holds was
 // true when it was written, and a count only grows while the event stays
 // in its group, so a power loss (which may lose any unsynced part) can
 // only make counts smaller: an event is delivered more often, never
@@ -37,25 +37,17 @@ import (
 // the event's journal entries durably before its own records are written,
 // and replay resets the count at the move.
 
-// openJournal (in Open, once the groups are settled) merges the delivery
-// journal's counts into the groups' and starts a new journal holding them;
-// without a group that counts deliveries it removes the journal.
+// openJournal (in Open, once the groups are settled: replay merged the
+// old journal's counts, Options.Journal) starts a new delivery journal
+// holding the counts; without a group that counts deliveries it removes
+// the journal.
 func (c *FileChannel) openJournal() error {
-	entries, err := checkpoint.ReadJournal(c.fs, c.cfg.CheckpointDir)
-	if err != nil {
-		return opErr("open", err)
-	}
-	counting := slices.ContainsFunc(c.groups, (*consumer).counting)
-	if !counting {
-		err := c.fs.Remove(c.journalPath())
+	if !slices.ContainsFunc(c.groups, (*consumer).counting) {
+		err := c.fs.Remove(filepath.Join(c.cfg.CheckpointDir, checkpoint.JournalName))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return opErr("remove the delivery journal", err)
 		}
 		return nil
-	}
-	merged := c.mergeJournal(entries)
-	if merged > 0 {
-		c.log.Info("delivery counts taken from the delivery journal", "events", merged)
 	}
 	var salt [8]byte
 	if _, err := rand.Read(salt[:]); err != nil {
@@ -70,47 +62,6 @@ func (c *FileChannel) openJournal() error {
 		c.log.Debug("the delivery journal is not mapped into memory: each delivery is a write(2)")
 	}
 	return nil
-}
-
-func (c *FileChannel) journalPath() string {
-	return filepath.Join(c.cfg.CheckpointDir, checkpoint.JournalName)
-}
-
-// mergeJournal raises each queued event's count to the journal's, where
-// that is larger, and returns how many it raised.
-func (c *FileChannel) mergeJournal(entries []checkpoint.JournalEntry) int {
-	byGroup := map[uint32]map[eventqueue.Pointer]uint32{}
-	for _, e := range entries {
-		m := byGroup[e.Group]
-		if m == nil {
-			m = map[eventqueue.Pointer]uint32{}
-			byGroup[e.Group] = m
-		}
-		p := eventqueue.Pointer(e.Pointer)
-		m[p] = max(m[p], e.Count)
-	}
-	raised := 0
-	for _, g := range c.groups {
-		m := byGroup[g.id]
-		if !g.counting() || len(m) == 0 {
-			continue
-		}
-		// Only the events the group still holds: an entry of an event
-		// taken or moved since is stale.
-		for i := range g.queue.Size() {
-			p := g.queue.Get(i)
-			n, ok := m[p]
-			if !ok || n <= g.deliveries[p] {
-				continue
-			}
-			if g.deliveries == nil {
-				g.deliveries = map[eventqueue.Pointer]uint32{}
-			}
-			g.deliveries[p] = n
-			raised++
-		}
-	}
-	return raised
 }
 
 // liveDeliveries returns every counting group's counts as journal

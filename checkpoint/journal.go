@@ -115,27 +115,31 @@ func decodeJournalHeader(b []byte) (salt uint64, n int, ok bool) {
 	return be.Uint64(b[16:]), n, true
 }
 
-func journalEntryCRC(salt uint64, e []byte) uint32 {
-	var s [8]byte
-	binary.BigEndian.PutUint64(s[:], salt)
-	return crc32.Update(crc32.Checksum(s[:], crcTable), crcTable, e[:16])
+// journalEntryCRC is an entry's checksum: CRC32C of the salt then the
+// entry's first 16 bytes, computed in scratch (24 bytes; a caller's
+// buffer, so that Add allocates nothing).
+func journalEntryCRC(salt uint64, e, scratch []byte) uint32 {
+	binary.BigEndian.PutUint64(scratch, salt)
+	copy(scratch[8:24], e[:16])
+	return crc32.Checksum(scratch[:24], crcTable)
 }
 
 func decodeJournalEntry(e []byte, salt uint64) (JournalEntry, bool) {
 	be := binary.BigEndian
 	x := JournalEntry{Pointer: be.Uint64(e), Group: be.Uint32(e[8:]), Count: be.Uint32(e[12:])}
-	if x.Pointer == 0 || x.Count == 0 || be.Uint32(e[20:]) != 0 || be.Uint32(e[16:]) != journalEntryCRC(salt, e) {
+	var scratch [24]byte
+	if x.Pointer == 0 || x.Count == 0 || be.Uint32(e[20:]) != 0 || be.Uint32(e[16:]) != journalEntryCRC(salt, e, scratch[:]) {
 		return JournalEntry{}, false
 	}
 	return x, true
 }
 
-func encodeJournalEntry(dst []byte, x JournalEntry, salt uint64) {
+func encodeJournalEntry(dst []byte, x JournalEntry, salt uint64, scratch []byte) {
 	be := binary.BigEndian
 	be.PutUint64(dst, x.Pointer)
 	be.PutUint32(dst[8:], x.Group)
 	be.PutUint32(dst[12:], x.Count)
-	be.PutUint32(dst[16:], journalEntryCRC(salt, dst))
+	be.PutUint32(dst[16:], journalEntryCRC(salt, dst, scratch))
 	be.PutUint32(dst[20:], 0)
 }
 
@@ -149,6 +153,7 @@ type Journal struct {
 	n    int // entries
 	next int // the entry the next Add writes
 	buf  [journalEntryLen]byte
+	crc  [24]byte // journalEntryCRC's scratch
 	// fault is the first fault a store through the mapping took (a full
 	// copy-on-write filesystem): the journal then writes with WriteAt.
 	fault error
@@ -174,9 +179,10 @@ func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEn
 	be.PutUint64(b[16:], salt)
 	be.PutUint32(b[24:], crc32.Checksum(b[:24], crcTable))
 	live = live[:min(len(live), n)]
+	var scratch [24]byte
 	for i, x := range live {
 		off := journalHeaderLen + i*journalEntryLen
-		encodeJournalEntry(b[off:off+journalEntryLen], x, salt)
+		encodeJournalEntry(b[off:off+journalEntryLen], x, salt, scratch[:])
 	}
 	name, tmp := path(dir, JournalName), path(dir, JournalName+".tmp")
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -218,7 +224,7 @@ func (j *Journal) Add(x JournalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	off := journalHeaderLen + j.next*journalEntryLen
-	encodeJournalEntry(j.buf[:], x, j.salt)
+	encodeJournalEntry(j.buf[:], x, j.salt, j.crc[:])
 	if err := j.store(off, j.buf[:]); err != nil {
 		return err
 	}

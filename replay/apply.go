@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -283,8 +284,10 @@ func (a *applier) damaged(t shortTx) (Place, bool) {
 // finish applies the collected commits to every group's queue (see
 // finishGroup) and returns the groups as the end of the logs leaves them.
 // newQueue makes the queue of a group the checkpoint did not have.
-func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, error), log *slog.Logger) ([]GroupResult, error) {
+func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, error), journal []checkpoint.JournalEntry,
+	log *slog.Logger) ([]GroupResult, error) {
 	a.decideShort(log)
+	noted := journalCounts(journal)
 	var out []GroupResult
 	var buf []eventqueue.Pointer
 	for _, g := range a.sortedGroups() {
@@ -302,7 +305,7 @@ func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, er
 			}
 			return nil, err
 		}
-		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded, Deliveries: queuedDeliveries(g)})
+		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded, Deliveries: queuedDeliveries(g, noted[g.info.ID])})
 	}
 	a.res.Dropped += a.puts.Len()
 	for _, ps := range a.txPuts {
@@ -360,22 +363,39 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 	return puts, nil
 }
 
-// queuedDeliveries returns g's delivery counts of the events its queue
-// holds (a count whose event is gone, its take record lost with a deleted
-// log file or to damage, is dropped), or nil.
-func queuedDeliveries(g *groupState) map[eventqueue.Pointer]uint32 {
-	if len(g.deliveries) == 0 {
+// queuedDeliveries returns the delivery counts of the events g's queue
+// holds, each the larger of the replay's and the journal's (noted), or
+// nil. A count whose event is gone (taken or moved since, or its take
+// record lost with a deleted log file or to damage) is dropped.
+func queuedDeliveries(g *groupState, noted map[eventqueue.Pointer]uint32) map[eventqueue.Pointer]uint32 {
+	if len(g.deliveries) == 0 && len(noted) == 0 {
 		return nil
 	}
 	out := make(map[eventqueue.Pointer]uint32, len(g.deliveries))
 	for i := range g.queue.Size() {
 		p := g.queue.Get(i)
-		if n, ok := g.deliveries[p]; ok {
+		if n := max(g.deliveries[p], noted[p]); n > 0 {
 			out[p] = n
 		}
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// journalCounts returns the journal's largest count of each event, by
+// group.
+func journalCounts(entries []checkpoint.JournalEntry) map[uint32]map[eventqueue.Pointer]uint32 {
+	out := map[uint32]map[eventqueue.Pointer]uint32{}
+	for _, e := range entries {
+		m := out[e.Group]
+		if m == nil {
+			m = map[eventqueue.Pointer]uint32{}
+			out[e.Group] = m
+		}
+		p := eventqueue.Pointer(e.Pointer)
+		m[p] = max(m[p], e.Count)
 	}
 	return out
 }

@@ -18,10 +18,10 @@ import (
 // (2), one data dir.
 //
 //	file 1: groups{a, a.dlq} | put e0 e1 e2 e3, commit (a only)
-//	        | deliver e0 (a), rollback | deliver e0 e1 (a), rollback
+//	        | deliver e0:1 (a), rollback | deliver e0:2 e1:1 (a), rollback
 //	W: a holds e0 e1 e2 e3, e0 delivered twice, e1 once; a.dlq is empty
 //	after W: take e0 (a) and move it to a.dlq, commit
-//	        | deliver e2 (a), take e2, commit | deliver e3 (a), rollback
+//	        | deliver e2:1 (a), take e2, commit | deliver e3:1 e1:1 (a), rollback
 //
 // The channel holds: a e1 (delivered once) e3 (once), a.dlq e0 (its count
 // ended with the move).
@@ -46,9 +46,9 @@ func newDeliveryChannel(t *testing.T) *deliveryChannel {
 	}
 	l.write(1, logfile.Record{Type: logfile.RecordGroups, NextGroupID: 3, Catalog: d.catalog})
 	d.e = l.putCommitted(1, 1, 4)
-	l.deliver(1, 2, 1, d.e[0])
+	l.deliver(1, 2, 1, []ptr{d.e[0]}, 1)
 	l.rollback(1, 2)
-	l.deliver(1, 3, 1, d.e[0], d.e[1])
+	l.deliver(1, 3, 1, []ptr{d.e[0], d.e[1]}, 2, 1)
 	l.rollback(1, 3)
 
 	d.w = l.woid
@@ -64,10 +64,11 @@ func newDeliveryChannel(t *testing.T) *deliveryChannel {
 	l.writeGroupTake(1, 4, 1, d.e[0])
 	l.write(1, logfile.Record{Type: logfile.RecordMove, TxID: 4, Group: 2, Pointers: []uint64{uint64(d.e[0])}})
 	l.commitTake(1, 4)
-	l.deliver(1, 5, 1, d.e[2])
+	l.deliver(1, 5, 1, []ptr{d.e[2]}, 1)
 	l.writeGroupTake(1, 5, 1, d.e[2])
 	l.commitTake(1, 5)
-	l.deliver(1, 6, 1, d.e[3])
+	l.deliver(1, 6, 1, []ptr{d.e[3]}, 1)
+	l.deliver(1, 6, 1, []ptr{d.e[1]}, 1) // a smaller count than the one before: the larger stays
 	l.rollback(1, 6)
 	if err := fault.MkdirAll(vCkptDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -104,37 +105,61 @@ func (d *deliveryChannel) opts() VerifyOptions {
 	return VerifyOptions{FS: d.fault, CheckpointDir: vCkptDir, DataDirs: d.l.dirs}
 }
 
-// deliver writes a deliver record: one delivery of each of ps to group.
-func (l *logSet) deliver(id uint32, tx uint64, group uint32, ps ...ptr) {
+// deliver writes a deliver record: ps had been delivered to group counts
+// times.
+func (l *logSet) deliver(id uint32, tx uint64, group uint32, ps []ptr, counts ...uint32) {
 	raw := make([]uint64, len(ps))
 	for i, p := range ps {
 		raw[i] = uint64(p)
 	}
-	l.write(id, logfile.Record{Type: logfile.RecordDeliver, TxID: tx, Group: group, Pointers: raw})
+	l.write(id, logfile.Record{Type: logfile.RecordDeliver, TxID: tx, Group: group, Pointers: raw, Counts: counts})
 }
 
 // TestEventDeliveries: ListEvents gives each queued event's delivery
 // count, the group it lists and every group (with limit 0, or for a group
 // the channel does not have, without listing an event); Verify's
-// Report.Groups has the same counts. The deliver records add up (on the
-// catalog's counts), a take or a move ends an event's count, and the
+// Report.Groups has the same counts. A deliver record's count replaces a
+// smaller one (the catalog's, or an earlier record's) and never a larger
+// one, a take or a move ends an event's count, and the
 // dead-letter group lists the moved event, with no count. A full replay
 // and a recovery from the checkpoint agree.
 func TestEventDeliveries(t *testing.T) {
-	for _, from := range []string{FromFullReplay, FromCheckpoint} {
-		t.Run(from, func(t *testing.T) {
+	for _, tcase := range []struct {
+		from    string
+		journal bool
+	}{{FromFullReplay, false}, {FromCheckpoint, false}, {FromCheckpoint, true}} {
+		from := tcase.from
+		name := from
+		if tcase.journal {
+			name += "+journal"
+		}
+		t.Run(name, func(t *testing.T) {
 			d := newDeliveryChannel(t)
 			if from == FromCheckpoint {
 				d.writeCheckpoint()
 			}
 			e := d.e
+			e3 := uint32(1)
+			if tcase.journal {
+				// The journal's larger count of e3 wins; its count of e0,
+				// moved since, and its smaller count of e1 do not.
+				j, err := checkpoint.CreateJournal(d.fault, vCkptDir, 16, 42, []checkpoint.JournalEntry{
+					{Pointer: uint64(e[3]), Group: 1, Count: 5}, {Pointer: uint64(e[0]), Group: 1, Count: 9},
+					{Pointer: uint64(e[1]), Group: 1, Count: 1}, {Pointer: uint64(e[3]), Group: 1, Count: 2},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				j.Close()
+				e3 = 5
+			}
 			for _, tc := range []struct {
 				group string
 				info  logfile.GroupInfo
 				want  []ptr
 				count []uint32
 			}{
-				{"a", d.catalog[0], []ptr{e[1], e[3]}, []uint32{1, 1}},
+				{"a", d.catalog[0], []ptr{e[1], e[3]}, []uint32{1, e3}},
 				{"a.dlq", d.catalog[1], []ptr{e[0]}, []uint32{0}},
 			} {
 				var got []ptr
@@ -170,7 +195,7 @@ func TestEventDeliveries(t *testing.T) {
 			if !ok || rep.RecoveredFrom != from {
 				t.Fatalf("verify: recovered from %s, %v", rep.RecoveredFrom, rep)
 			}
-			want := map[string]map[eventqueue.Pointer]uint32{"a": {e[1]: 1, e[3]: 1}, "a.dlq": nil}
+			want := map[string]map[eventqueue.Pointer]uint32{"a": {e[1]: 1, e[3]: e3}, "a.dlq": nil}
 			if len(rep.Groups) != 2 {
 				t.Fatalf("groups %+v", rep.Groups)
 			}

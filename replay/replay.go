@@ -42,7 +42,11 @@ type Options struct {
 	// the checkpoint does not have). nil = in memory, of the group's
 	// capacity.
 	NewQueue func(logfile.GroupInfo) (*eventqueue.Queue, error)
-	Logger   *slog.Logger
+	// Journal is the delivery journal's entries (checkpoint.ReadJournal),
+	// or nil: an event still queued in its group ends with the largest
+	// count the replay or the journal gives it (GroupResult.Deliveries).
+	Journal []checkpoint.JournalEntry
+	Logger  *slog.Logger
 	// ProgressEvery is how often a long replay logs its progress and calls
 	// Progress; 0 = 10s.
 	ProgressEvery time.Duration
@@ -568,7 +572,7 @@ func (r *run) apply() error {
 	if newQueue == nil {
 		newQueue = memQueue
 	}
-	groups, err := r.a.finish(newQueue, r.log)
+	groups, err := r.a.finish(newQueue, r.opts.Journal, r.log)
 	if err != nil {
 		return err
 	}

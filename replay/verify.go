@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -110,6 +111,9 @@ type verifier struct {
 	puts    int64               // put records in every log
 	set     *logfile.Set        // the data dirs' log files, duplicates listed
 	closers []io.Closer
+
+	journalRead    bool
+	journalEntries []checkpoint.JournalEntry // the delivery journal's (journal)
 
 	// The damaged ranges of the log files and the problems naming them,
 	// for the costs (verify_cost.go).
@@ -404,6 +408,20 @@ func ioError(err error) bool {
 	return errors.As(err, &pe) && !errors.Is(err, corrupt.ErrCorrupt)
 }
 
+// journal returns the delivery journal's entries (read once), or none if
+// it cannot be read: its counts only add to what the logs say.
+func (v *verifier) journal() []checkpoint.JournalEntry {
+	if !v.journalRead {
+		v.journalRead = true
+		entries, err := checkpoint.ReadJournal(v.opts.FS, v.opts.CheckpointDir)
+		if err != nil {
+			v.log.Warn("verify: the delivery journal cannot be read: its delivery counts are left out", "err", err)
+		}
+		v.journalEntries = entries
+	}
+	return v.journalEntries
+}
+
 // runReplay runs a replay with opts (the checkpoint and the queues; the
 // logs and the logger are Verify's) and returns its error as it is.
 func (v *verifier) runReplay(what string, opts Options) (*Result, error) {
@@ -414,6 +432,7 @@ func (v *verifier) runReplay(what string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	opts.Logs = v.set
+	opts.Journal = v.journal()
 	res, err := Run(opts)
 	if err != nil {
 		return nil, err

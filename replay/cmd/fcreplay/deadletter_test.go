@@ -209,15 +209,14 @@ func TestRedriveBadCommandLines(t *testing.T) {
 	}
 }
 
-// TestRedriveToAnotherGroupWarns: a --to that does not send its dead
-// letters to --from may hold the events already: redrive warns, and moves.
-func TestRedriveToAnotherGroupWarns(t *testing.T) {
+// TestRedriveToAnotherGroupRefused: a --to that does not send its dead
+// letters to --from may hold the events already: redrive refuses it.
+func TestRedriveToAnotherGroupRefused(t *testing.T) {
 	f := newDeadLetterFixture(t)
 	r := fcreplay(t, f.args("redrive", "--from", "a.dlq", "--to", "", "-n", "1")...)
-	r.wantCode(t, exitOK)
-	want := "fcreplay: warning: the unnamed group does not send its dead letters to \"a.dlq\": an event it still holds would be queued in it twice\n"
-	if r.stderr != want || !strings.HasPrefix(r.stdout, `moved 1 event from dead-letter group "a.dlq" to the unnamed group`+"\n") {
-		t.Errorf("stdout %q, stderr %q; want stderr %q", r.stdout, r.stderr, want)
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, `is not the dead-letter group of the unnamed group`) || r.stdout != "" {
+		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }
 

@@ -33,9 +33,9 @@ most -n of them, all by default. Their delivery counts start again at zero: a
 group with MaxDeliveries delivers each that many times more before it is
 dead-lettered again. A group without room for them all takes what fits (none of
 its events is dropped to make room); the others stay in the dead-letter group.
-Move them back to the group that dead-lettered them: the consumer groups share
-their events, and another group may still hold one, which it would then hold
-twice (redrive warns when --to does not send its dead letters to --from).
+--to must be the group whose dead-letter group --from is: its events left that
+group only, and every other group may still hold them (the consumer groups
+share their events), so a redrive elsewhere is refused.
 'fcreplay inspect' lists the groups and which are dead-letter groups; 'fcreplay
 dump --group NAME' lists a group's events.
 
@@ -156,8 +156,9 @@ func (o *options) redriveGroups(rf redriveFlags) (replay.Listing, error) {
 	}
 	if to.DeadLetter != rf.from {
 		// The groups share events: another group a put fed may still
-		// hold a dead letter's event, and would then hold it twice.
-		o.warnf("%s does not send its dead letters to %q: an event it still holds would be queued in it twice", groupLabel(rf.to), rf.from)
+		// hold a dead letter's event (the channel refuses it too).
+		return l, usageErrorf("--to %q: %q is not the dead-letter group of %s: redrive moves dead letters back to the group they left",
+			rf.to, rf.from, groupLabel(rf.to))
 	}
 	return l, nil
 }
