@@ -134,11 +134,13 @@ type Config struct {
 	Groups []GroupConfig
 
 	// OnDeadLetter, if set, is called for every event moved to a
-	// dead-letter group, after the move, with no lock of the channel held,
-	// on the goroutine whose Take, Rollback or Commit moved it: an
+	// dead-letter group (or dropped by a full DropNewest one:
+	// DeadLetter.Dropped), after the move, with no lock of the channel
+	// held, on the goroutine whose Take, Rollback or Commit moved it: an
 	// application can forward dead letters elsewhere (an alert, another
-	// system). The event stays in the dead-letter group whatever it does.
-	// It must not use the transaction that moved the event.
+	// system). A queued dead letter stays in the dead-letter group
+	// whatever it does. It must not use the transaction that moved the
+	// event.
 	OnDeadLetter func(DeadLetter)
 
 	// fs replaces the operating system's filesystem: the seam the crash,

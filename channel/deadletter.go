@@ -50,6 +50,9 @@ type DeadLetter struct {
 	// that found it at MaxDeliveries is not one).
 	Deliveries int
 	Rejected   bool // moved by Transaction.Reject, not for its deliveries
+	// Dropped: the dead-letter group was full and its policy
+	// (DropNewest) dropped this dead letter instead of queueing it.
+	Dropped bool
 
 	ptr eventqueue.Pointer // the event, until notifyDeadLetters reads it
 }
@@ -196,17 +199,36 @@ func (g *consumer) planMove(n, held int) movePlan {
 	return m
 }
 
-// undoMove undoes a plan whose write failed. The caller holds queueMu.
-func (c *FileChannel) undoMove(m *movePlan) {
+// undoMoveQueue undoes, under queueMu, the queue part of a plan whose
+// write failed: the events it dropped go back to the head. The caller
+// then gives back the permits (m.release) with no lock held.
+func (c *FileChannel) undoMoveQueue(m *movePlan) error {
 	g := m.to
-	if !c.released && !g.removed {
-		for i := len(m.drops) - 1; i >= 0; i-- {
-			if err := g.queue.AddHead(m.drops[i]); err != nil {
-				c.log.Error("queue refused an event a failed move had dropped", "group", g.cfg.Name, "err", err)
-			}
-		}
+	if c.released || g.removed {
+		return nil
 	}
-	g.gate.release(m.acquired)
+	var err error
+	for i := len(m.drops) - 1; i >= 0; i-- {
+		err = errors.Join(err, g.queue.AddHead(m.drops[i]))
+	}
+	return err
+}
+
+// release gives back the permits planMove took.
+func (m *movePlan) release() { m.to.gate.release(m.acquired) }
+
+// undoMove is undoMoveQueue then release, for a caller that holds no lock.
+func (c *FileChannel) undoMove(m *movePlan) {
+	var err error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		err = c.undoMoveQueue(m)
+	}()
+	m.release()
+	if err != nil {
+		c.log.Error("queue refused an event a failed move had dropped", "group", m.to.cfg.Name, "err", err)
+	}
 }
 
 // moveRecords returns the records of take transaction tx that move ptrs
@@ -305,9 +327,7 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 			"group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name, "events", refused)
 	}
 	if m.moved() == 0 {
-		c.queueMu.Lock()
 		c.undoMove(&m)
-		c.queueMu.Unlock()
 		return nil
 	}
 	moved := ptrs[:m.moved()]
@@ -320,34 +340,47 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	if err == nil {
 		err = c.sync(a)
 	}
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
 	if err != nil {
 		c.undoMove(&m)
 		c.log.Error("move events to the dead-letter group; they stay in their group", "group", g.cfg.Name, "err", err)
 		return nil
 	}
-	for _, p := range moved {
-		g.inflight.RemovePointer(t.id, p)
-	}
-	g.forgetDeliveries(moved)
-	c.landMoved(&m, moved)
+	var qerr error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		for _, p := range moved {
+			g.inflight.RemovePointer(t.id, p)
+		}
+		g.forgetDeliveries(moved)
+		qerr = c.landQueue(&m, moved)
+	}()
+	c.landed(&m, qerr)
 	g.gate.release(len(moved))
 	g.counts.deadMax.Add(int64(len(moved)))
 	c.log.Warn("events reached MaxDeliveries: moved to the dead-letter group", "group", g.cfg.Name,
 		"dead_letter", g.dlq.cfg.Name, "events", len(moved), "max_deliveries", g.cfg.MaxDeliveries)
-	return deadLetterNotes(g, moved, counts, false)
+	return deadLetterNotes(g, moved, counts, m.accept, false)
 }
 
-// landMoved queues the events a move plan accepts at its group's tail,
-// counts its drops, and wakes its takers. The caller holds queueMu.
-func (c *FileChannel) landMoved(m *movePlan, moved []eventqueue.Pointer) {
+// landQueue queues, under queueMu, the events a move plan accepts at its
+// group's tail (their counts there start at zero). The caller then calls
+// landed with no lock held.
+func (c *FileChannel) landQueue(m *movePlan, moved []eventqueue.Pointer) error {
 	to := m.to
-	if err := to.add(moved[:m.accept]); err != nil {
-		c.log.Error("queue refused moved events", "group", to.cfg.Name, "err", err)
-	}
 	to.forgetDeliveries(moved[:m.accept])
 	to.forgetDeliveries(m.drops)
+	return to.add(moved[:m.accept])
+}
+
+// landed counts and logs what a move did to its group (drops, dead
+// letters dropped, qerr: the queue's refusal) and wakes its takers. The
+// caller holds no lock.
+func (c *FileChannel) landed(m *movePlan, qerr error) {
+	to := m.to
+	if qerr != nil {
+		c.log.Error("queue refused moved events", "group", to.cfg.Name, "err", qerr)
+	}
 	if len(m.drops) > 0 {
 		to.counts.oldest.Add(int64(len(m.drops)))
 		c.log.Warn("consumer group full: dropped its oldest events", "group", to.cfg.Name, "events", len(m.drops))
@@ -363,10 +396,11 @@ func (c *FileChannel) landMoved(m *movePlan, moved []eventqueue.Pointer) {
 // deadLetterNotes returns what Config.OnDeadLetter is told of ptrs, moved
 // from g, whose delivery counts were counts; notifyDeadLetters reads their
 // events.
-func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, rejected bool) []DeadLetter {
+func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
 	out := make([]DeadLetter, len(ptrs))
 	for i, p := range ptrs {
-		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected, ptr: p}
+		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected,
+			Dropped: i >= accepted, ptr: p}
 	}
 	return out
 }
@@ -632,18 +666,26 @@ func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
 			err = c.sync(a)
 		}
 	}
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	if err != nil {
-		for i := len(ptrs) - 1; i >= 0; i-- {
-			if aerr := src.queue.AddHead(ptrs[i]); aerr != nil {
-				c.log.Error("queue refused an event a failed redrive had taken", "group", src.cfg.Name, "err", aerr)
+	var qerr error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		if err != nil {
+			for i := len(ptrs) - 1; i >= 0; i-- {
+				qerr = errors.Join(qerr, src.queue.AddHead(ptrs[i]))
 			}
+			return
 		}
+		qerr = c.landQueue(&m, ptrs)
+	}()
+	if err != nil {
 		dst.gate.release(len(ptrs))
+		if qerr != nil {
+			c.log.Error("queue refused events a failed redrive had taken", "group", src.cfg.Name, "err", qerr)
+		}
 		return 0, opErrNote("redrive", err, " (the events stay where they were)")
 	}
-	c.landMoved(&m, ptrs)
+	c.landed(&m, qerr)
 	src.gate.release(len(ptrs))
 	return len(ptrs), nil
 }

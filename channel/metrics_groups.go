@@ -36,7 +36,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		waits:        desc("group_put_waits_total", "Put calls that found a Block consumer group full and waited for room, whatever the outcome."),
 		full:         desc("group_puts_full_total", "Put calls refused with ErrChannelFull because a Block consumer group stayed full."),
 		deadLettered: desc("group_dead_lettered_total", "Events a consumer group moved to its dead-letter group, by reason (max_deliveries: delivered MaxDeliveries times; rejected: Transaction.Reject).", "reason"),
-		deadRefused:  desc("group_dead_letters_refused_total", "Events that reached MaxDeliveries but found the Block dead-letter group full, and were delivered again."),
+		deadRefused:  desc("group_dead_letters_refused_total", "Moves of events that reached MaxDeliveries that a full Block dead-letter group refused (each event is delivered again, and refused again at its next rollback or take)."),
 		redriven:     desc("group_redriven_total", "Events Redrive moved out of a dead-letter group."),
 	}
 }

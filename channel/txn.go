@@ -544,9 +544,7 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	}
 	if err != nil {
 		if m.to != nil {
-			c.queueMu.Lock()
 			c.undoMove(&m)
-			c.queueMu.Unlock()
 		}
 		return nil, opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
@@ -555,10 +553,14 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		return nil, nil
 	}
 	moved := rejected[:m.moved()]
-	c.queueMu.Lock()
-	c.landMoved(&m, moved)
-	c.queueMu.Unlock()
-	return deadLetterNotes(t.grp, moved, counts, true), nil
+	var qerr error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		qerr = c.landQueue(&m, moved)
+	}()
+	c.landed(&m, qerr)
+	return deadLetterNotes(t.grp, moved, counts, m.accept, true), nil
 }
 
 // pointerWords returns ps as a take record's pointers.
