@@ -455,3 +455,69 @@ func ExampleFileChannel_Stats() {
 	// log files 1; last Open: full replay, 0 records replayed, 0 torn tails, 0 damaged regions
 	// after rollback: queued 3
 }
+
+// A sink that cannot deliver one event of a batch rejects it and commits
+// the rest; an event that keeps failing is moved to the dead-letter group
+// after MaxDeliveries deliveries; Redrive moves dead letters back once the
+// destination is fixed.
+func ExampleTransaction_Reject() {
+	dir, err := os.MkdirTemp("", "filechannel-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c, err := channel.Open(channel.Config{
+		CheckpointDir: filepath.Join(dir, "checkpoint"),
+		DataDirs:      []string{filepath.Join(dir, "data")},
+		// The unnamed group, with a retry limit; its dead letters go to
+		// the group "dlq", created with it.
+		Groups: []channel.GroupConfig{{MaxDeliveries: 3}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	tx, _ := c.Begin()
+	for _, body := range []string{"ok 1", "malformed", "ok 2"} {
+		if err := tx.Put(channel.Event{Body: []byte(body)}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+
+	tx, _ = c.Begin()
+	for {
+		ev, ok, err := tx.Take()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if strings.HasPrefix(string(ev.Body), "ok") {
+			fmt.Printf("delivered %q (delivery %d)\n", ev.Body, ev.Deliveries)
+			continue
+		}
+		if err := tx.Reject(ev); err != nil { // a dead letter when tx commits
+			log.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	dlq, _ := c.Group("dlq")
+	fmt.Println("dead letters:", dlq.Len())
+
+	n, err := c.Redrive("dlq", "", 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("redriven:", n, "queued again:", c.Len())
+	// Output:
+	// delivered "ok 1" (delivery 1)
+	// delivered "ok 2" (delivery 1)
+	// dead letters: 1
+	// redriven: 1 queued again: 1
+}
