@@ -44,6 +44,7 @@ func modesReachEveryFile(t *testing.T, fileMode, dirMode, wantFile, wantDir fs.F
 	cfg.BackupCheckpointDir = filepath.Join(root, "backup")
 	cfg.DataDirs = []string{filepath.Join(root, "data0"), filepath.Join(root, "data1")}
 	cfg.FileMode, cfg.DirMode = fileMode, dirMode
+	cfg.Groups = []GroupConfig{{MaxDeliveries: 3}} // and its dead-letter group, and the delivery journal
 
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 20, 5)
@@ -103,7 +104,8 @@ func modesReachEveryFile(t *testing.T, fileMode, dirMode, wantFile, wantDir fs.F
 		t.Fatal(err)
 	}
 	for _, k := range []string{"dir", "log", "corrupt", checkpoint.CheckpointName, checkpoint.MetaName,
-		checkpoint.InflightPutsName, checkpoint.InflightTakesName, checkpoint.BackupCompleteName, LockFileName} {
+		checkpoint.InflightPutsName, checkpoint.InflightTakesName, checkpoint.BackupCompleteName, LockFileName,
+		checkpoint.CatalogName, checkpoint.JournalName} {
 		if !slices.Contains(kinds, k) {
 			t.Errorf("no %s file was checked (%v)", k, kinds)
 		}

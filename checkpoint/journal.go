@@ -188,7 +188,7 @@ func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEn
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("create delivery journal: %w", err)
 	}
-	f, err := fsys.Create(tmp, 0o600)
+	f, err := fsys.Create(tmp, vfs.FileMode(fsys))
 	if err != nil {
 		return nil, fmt.Errorf("create delivery journal: %w", err)
 	}
