@@ -16,14 +16,13 @@ import (
 // How deliveries are counted and dead letters moved (groups with
 // MaxDeliveries or a DeadLetter; GroupConfig has what users see):
 //
-//   - A Take from a group with MaxDeliveries appends a deliver record
-//     (group, pointer) before it returns the event, without an fsync, and
-//     counts the delivery in the group's deliveries map. The record is in
-//     the kernel when Take returns, so a process that crashes holding the
-//     event (killed, or a panic) still counted it; a power loss may lose
-//     the record, and with it a count: the event is delivered once more,
-//     never dead-lettered early. The checkpoint's catalog keeps the counts
-//     as of its write-order id; replay adds the deliver records after it.
+//   - A Take from a group with MaxDeliveries counts the delivery in the
+//     group's deliveries map and notes the new count where a crash of the
+//     process does not lose it before it returns the event: in the
+//     delivery journal, else in a deliver record (deliveries.go has where
+//     counts live and why losing any is safe). A power loss may lose
+//     counts: the event is delivered more often, never dead-lettered
+//     early.
 //   - An event whose count has reached MaxDeliveries is not delivered
 //     again: a Rollback that returns it, or the Take that finds it at the
 //     head (after a crash), moves it instead. The move is a take

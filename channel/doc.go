@@ -72,15 +72,18 @@
 // (GroupConfig.DeadLetter; by default the group's name plus ".dlq", created
 // with it) instead of delivering it again. Every Take that returned the
 // event counts, whether its transaction then rolled back, failed, or died
-// with the process: the count is written to the log before Take returns,
-// so a sink that crashes on an event still gets rid of it. A power loss can
-// lose a count, and then the event is delivered once more, never
-// dead-lettered early. [Transaction.Reject] moves one taken event there
+// with the process: before Take returns, the new count is stored in the
+// delivery journal, a file of the checkpoint dir mapped into memory (no
+// system call), so a sink that crashes on an event still gets rid of it. A
+// power loss can lose counts, and then the event is delivered more often,
+// not dead-lettered early (one exception after a Redrive: docs/operations.md,
+// "Known limitations"). [Transaction.Reject] moves one taken event there
 // when the transaction commits: a sink that took 100 events and can
 // deliver 99 rejects one and commits. A dead-letter group is a group that
 // no put feeds and that never holds up a put; a sink takes from it like
-// from any group, and [FileChannel.Redrive] moves its events back (the
-// package-level [Redrive] on a closed channel). Event.Deliveries tells a
+// from any group, and [FileChannel.Redrive] moves its events back to the
+// group it serves (the package-level [Redrive] on a closed channel). Each
+// group needs a dead-letter group of its own. Event.Deliveries tells a
 // sink how often its group has delivered an event, and
 // Config.OnDeadLetter is told of each move ([DeadLetter]). Since every
 // rollback counts for every event of the transaction, retry a transient
@@ -220,7 +223,11 @@
 //
 // In CheckpointDir: checkpoint (the ring of event pointers, (Capacity +
 // 1029) × 8 bytes, fully allocated and mapped read-only), checkpoint.meta,
-// inflightputs, inflighttakes, in_use.lock. In each data dir: log-NNNNNNNNNN
+// inflightputs, inflighttakes, in_use.lock; with consumer groups, groups and
+// a group-N directory per named group; while a group has MaxDeliveries,
+// deliveries, the delivery journal (786,464 bytes, mapped read-write and
+// never synced; it may be deleted while the channel is closed, at the cost
+// of the delivery counts only it holds). In each data dir: log-NNNNNNNNNN
 // data log files (a new one per data dir at every Open and whenever one
 // would pass MaxFileSize), in_use.lock, space.reserve (zeros, removed when
 // the disk fills: Config.SpaceReserve), and the .corrupt files holding
@@ -313,6 +320,9 @@ package channel
 //	Set.mu          the set's files (their sizes and bad headers)
 //	readerCache.mu  the open readers (a leaf, taken under Set.mu by Reader)
 //	Set.depMu       the commit dependencies between files
+//
+// The delivery journal's lock (checkpoint.Journal.mu) is a leaf taken under
+// commitMu, never under queueMu.
 //
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a

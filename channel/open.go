@@ -393,8 +393,8 @@ func (c *FileChannel) startLogs(rc *recovery) error {
 
 // resizeQueue (step 12) moves each group's queue into a checkpoint of its
 // configured capacity where needed, and starts the capacity gates
-// (resizeGroups); then it merges the delivery journal's counts and starts
-// a new journal (openJournal).
+// (resizeGroups); then it starts a new delivery journal holding the
+// recovered counts (openJournal; replay merged the old one's).
 func (c *FileChannel) resizeQueue(rc *recovery) error {
 	c.stats.recoveredFrom = rc.source
 	if err := c.resizeGroups(rc); err != nil {

@@ -29,6 +29,12 @@
 //	                (GroupDir, CreateGroupDir, RemoveGroupDir,
 //	                ListGroupDirs): exactly the four files above, made and
 //	                read with Create, Open and Write
+//	deliveries      the delivery journal (Journal, CreateJournal,
+//	                ReadJournal; journal.go): recent delivery counts,
+//	                mapped read-write and never synced; not part of a
+//	                checkpoint set (Remove, Backup and RestoreBackup leave
+//	                it alone), and a version or header it does not know is
+//	                no journal rather than a newer file
 //	*.tmp           a file being published; a leftover is garbage
 //
 // The top-level four files hold the ring of the unnamed group 0 (a 1-slot
@@ -48,7 +54,8 @@
 // format.go.
 //
 // Every file is created with the permission bits vfs.FileMode of the FS it
-// is given (0600 unless vfs.WithModes set others), the umask applying. No
+// is given (0600 unless vfs.WithModes set others), the umask applying; the
+// delivery journal is the exception (CreateJournal creates it 0600). No
 // file is opened through a symbolic link: a checkpoint file that is a link
 // (or not a regular file) is refused with an error wrapping
 // vfs.ErrNotRegular, which Open returns as ErrBadCheckpoint; a link named
@@ -73,7 +80,10 @@
 // made otherwise (copied sparse by another tool) before mapping it. Writes go
 // through WriteAt and flushes through File.Sync, never through the mapping, so
 // a block that needs allocating at write time (copy-on-write filesystems) is
-// an error from Write. The backup copy is sparse; it is never mapped (Backup
+// an error from Write. The delivery journal is the one file written through
+// its mapping: CreateJournal writes it in full before mapping it, and a store
+// that faults anyway (a copy-on-write filesystem out of space) is recovered
+// (debug.SetPanicOnFault) and the journal goes on with WriteAt. The backup copy is sparse; it is never mapped (Backup
 // validates it with ReadAt). Create costs one write of the whole file: about
 // 10 ms for a 1M-slot ring (8 MB) on ext4 (0.5 ms when it was sparse).
 //

@@ -88,7 +88,7 @@ package logfile
 //	               uvarint dead-letter len (<= 64), dead-letter bytes
 //	   skip:       uvarint count n >= 1; n uvarint group ids, strictly increasing
 //	   deliver:    uvarint group id g; uvarint n >= 1; n x (uint64 BE pointer, uvarint count >= 1):
-//	               the delivery counts of events group g's transaction TxID returned (rolled back)
+//	               the delivery counts in group g of events of take transaction TxID
 //	   move:       uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: at the commit of
 //	               transaction TxID (a take commit), these events go to the tail of group g
 //
@@ -105,10 +105,11 @@ package logfile
 //
 // A deliver record (RecordDeliver, Record.Group, Pointers and Counts) says
 // how many times each event had been delivered to its group when a take
-// transaction rolled back; it is applied where it stands (a count only
-// grows: replay keeps the larger), is written without an fsync, and
-// losing it loses counts, never adds any. A move
-// record (RecordMove) belongs to a take transaction whose take records
+// transaction rolled back (or, when the channel's delivery journal refused
+// an entry, when one Take returned it); it is applied where it stands (a
+// count only grows: replay keeps the larger), is written without an
+// fsync, and losing it loses counts, never adds any. A move record
+// (RecordMove) belongs to a take transaction whose take records
 // remove the same events from their group: applied at its commit, the
 // events land at the tail of group Group, so that a dead letter, a
 // rejected event or a redrive moves a pointer without copying the event.

@@ -29,11 +29,12 @@ type GroupResult struct {
 	// after it, or this is a full replay): Queue came from
 	// Options.NewQueue.
 	New bool
-	// Deliveries is the delivery counts of the events in Queue: the
-	// checkpoint's, plus the deliver records after it, less the events
-	// taken for good or moved since (nil for none). Counts in deleted log
-	// files are lost, in the safe direction: an event is delivered more
-	// often, never dead-lettered early.
+	// Deliveries is the delivery counts of the events in Queue: for each,
+	// the largest of the checkpoint's, the deliver records' after it and
+	// the delivery journal's (Options.Journal); none for the events taken
+	// for good or moved since (nil for none). Counts in deleted log files
+	// are lost, in the safe direction: an event is delivered more often,
+	// never dead-lettered early.
 	Deliveries map[eventqueue.Pointer]uint32
 }
 

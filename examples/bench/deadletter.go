@@ -10,12 +10,13 @@ import (
 )
 
 // The dead-letter measurement: what counting deliveries costs a consumer.
-// A group with GroupConfig.MaxDeliveries writes a deliver record (one
-// write(2), no fsync) in every Take before it returns the event; a group
-// without writes nothing per Take. The step compares take commits of the
-// same named group g0 with MaxDeliveries 16 and without, side by side in
-// one run, at batch 100 (the target) and at batch 10 and 1 (where the
-// per-Take write weighs most against the commit's fsync).
+// A group with GroupConfig.MaxDeliveries stores each event's new count in
+// the delivery journal (a store into a memory mapping, no system call) in
+// every Take before it returns the event; a group without does nothing
+// per Take. The step compares take commits of the same named group g0
+// with MaxDeliveries 16 and without, side by side in one run, at batch 100
+// (the target) and at batch 10 and 1 (where the commit's fsync weighs
+// most).
 
 // deliveryLimit is the MaxDeliveries of the measured group.
 const deliveryLimit = 16
@@ -58,7 +59,8 @@ func (b *bench) deliveryFill(batch int) (fill int, drain bool) {
 // before (so the takes read the page cache), then drained in take
 // transactions of batch by one goroutine. Each result also gets the CPU
 // time it used, its rate in every round, and the bytes its data dir grew
-// by per event taken (the take records, and the deliver records).
+// by per event taken (the take and commit records; the same with
+// MaxDeliveries, whose counts go to the journal in the checkpoint dir).
 func (b *bench) groupDeliveryTakes() error {
 	var ms []*meter
 	var closers []func() error

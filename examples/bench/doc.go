@@ -28,8 +28,9 @@
 //     once against one alone, with the CPU time they used; checkpoint time
 //     and size with 1, 2 and 4 groups; clean reopen with 1 and 4 groups.
 //   - dead letters (deadletter.go): take commits at batch 1, 10 and 100 of
-//     a group with MaxDeliveries 16 (a deliver record written in every
-//     Take) against the same group without, with the CPU time they used.
+//     a group with MaxDeliveries 16 (a delivery-journal entry stored in
+//     every Take) against the same group without, with the CPU time they
+//     used.
 //   - go-diskqueue: puts with SyncEvery=1 and SyncEvery=100, reads.
 //   - goleveldb: sync write batches of 100, reads by iterating.
 //
