@@ -111,7 +111,7 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 			continue
 		}
 		if other := namedBy[name]; other != nil {
-			return nil, fmt.Errorf("consumers %s and %s both name %s as their dead-letter group: each needs its own",
+			return nil, fmt.Errorf("consumer %s and consumer %s both name %s as their dead-letter group: each needs its own",
 				groupLabel(other.cfg.Name), groupLabel(g.cfg.Name), groupLabel(name))
 		}
 		namedBy[name] = g

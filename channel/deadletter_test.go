@@ -13,6 +13,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 func ptrOf(x uint64) eventqueue.Pointer { return eventqueue.Pointer(x) }
@@ -823,4 +824,46 @@ func TestRedriveAcrossCheckpoint(t *testing.T) {
 	wantView(t, "after a crash", viewGroups(t, c), want)
 	c = reopenBoth(t, c, cfg)
 	c.Close()
+}
+
+// TestRedriveCountsAfterPowerLoss: a power loss after a Redrive never
+// brings back the counts of the redriven event's earlier stay in its group,
+// even from the delivery journal Open replaced (its rename must be durable
+// before the Redrive's erase is).
+func TestRedriveCountsAfterPowerLoss(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 2}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	for range 2 {
+		tx, _ := takeOne(t, mustGroup(t, c, "a"))
+		tx.Rollback() // the second moves event-0 to a.dlq
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel wrote the journal back (it is never synced).
+	f, err := mem.OpenReadWrite(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	c = mustOpen(t, cfg) // nothing to replay: no checkpoint; a new journal
+	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	img := mem.CrashClone(false, 1)
+	crash(t, c)
+	cfg.fs = img
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, ev := takeOne(t, mustGroup(t, c, "a"))
+	if string(ev.Body) != "event-0" || ev.Deliveries != 1 {
+		t.Fatalf("after the power loss: took %s with Deliveries %d, want event-0 with 1", ev.Body, ev.Deliveries)
+	}
+	tx.Rollback()
 }

@@ -3,10 +3,7 @@ package channel
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"slices"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -43,25 +40,40 @@ import (
 // the journal.
 func (c *FileChannel) openJournal() error {
 	if !slices.ContainsFunc(c.groups, (*consumer).counting) {
-		err := c.fs.Remove(filepath.Join(c.cfg.CheckpointDir, checkpoint.JournalName))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return opErr("remove the delivery journal", err)
+		if err := checkpoint.RemoveJournal(c.fs, c.cfg.CheckpointDir); err != nil {
+			return opErr("open", err)
 		}
 		return nil
 	}
-	var salt [8]byte
-	if _, err := rand.Read(salt[:]); err != nil {
-		return opErr("create the delivery journal", err)
-	}
-	j, err := checkpoint.CreateJournal(c.fs, c.cfg.CheckpointDir, 0, binary.BigEndian.Uint64(salt[:]), c.liveDeliveries())
+	j, err := c.newJournal(c.liveDeliveries())
 	if err != nil {
 		return opErr("open", err)
 	}
 	c.journal = j
+	return nil
+}
+
+// newJournal writes a new delivery journal holding live: room for the
+// last max(JournalEntries, 4 x TransactionCapacity) deliveries, so that a
+// crash of even the largest take transaction finds every take counted.
+func (c *FileChannel) newJournal(live []checkpoint.JournalEntry) (*checkpoint.Journal, error) {
+	var salt [8]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return nil, fmt.Errorf("delivery journal salt: %w", err)
+	}
+	n := min(max(checkpoint.JournalEntries, 4*c.cfg.TransactionCapacity), checkpoint.JournalMaxEntries)
+	j, err := checkpoint.CreateJournal(c.fs, c.cfg.CheckpointDir, n, binary.BigEndian.Uint64(salt[:]), live)
+	if err != nil {
+		return nil, err
+	}
+	j.OnFault(func(err error) {
+		c.log.Error("the delivery journal's memory mapping faulted (a full copy-on-write filesystem?): each delivery is now a write(2)",
+			"err", err)
+	})
 	if !j.Mapped() {
 		c.log.Debug("the delivery journal is not mapped into memory: each delivery is a write(2)")
 	}
-	return nil
+	return j, nil
 }
 
 // liveDeliveries returns every counting group's counts as journal

@@ -104,6 +104,18 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		}
 		return nil, opErr("add group", err)
 	}
+	// The first group that counts deliveries needs the delivery journal
+	// (Open made none).
+	var journal *checkpoint.Journal
+	if gc.MaxDeliveries > 0 && c.journal == nil {
+		if journal, err = c.newJournal(nil); err != nil {
+			c.discardGroupRing(g)
+			if dlq != nil {
+				c.discardGroupRing(dlq)
+			}
+			return nil, opErr("add group", err)
+		}
+	}
 	add := func() {
 		g.since = c.logs.LastWriteOrderID() + 1
 		c.groups = insertGroup(c.groups, g)
@@ -118,7 +130,13 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		if dlq != nil {
 			c.discardGroupRing(dlq)
 		}
+		if journal != nil {
+			journal.Close()
+		}
 		return nil, err
+	}
+	if journal != nil {
+		c.setJournal(journal)
 	}
 	c.log.Info("consumer group added", "group", gc.Name, "id", g.id, "capacity", gc.Capacity,
 		"when_full", gc.WhenFull.String(), "since", g.since, "max_deliveries", gc.MaxDeliveries, "dead_letter", gc.DeadLetter)
@@ -126,6 +144,18 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		c.log.Info("dead-letter group added", "group", dlq.cfg.Name, "id", dlq.id, "for", gc.Name, "capacity", dlq.cfg.Capacity)
 	}
 	return &Group{c: c, g: g}, nil
+}
+
+// setJournal makes j the channel's delivery journal (until then, Takes of
+// the group AddGroup just added write deliver records).
+func (c *FileChannel) setJournal(j *checkpoint.Journal) {
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if c.closed.Load() {
+		j.Close()
+		return
+	}
+	c.journal = j
 }
 
 // RemoveGroup removes a consumer group and everything queued for it; its

@@ -57,6 +57,15 @@ func CheckFormat(fsys vfs.FS, dir string) error {
 			return err
 		}
 	}
+	name = path(dir, JournalName)
+	if b, err = readPrefix(fsys, name, versionEnd); err != nil {
+		return err
+	}
+	if len(b) >= versionEnd {
+		if err := newerFileThan(name, b, journalMagic, journalVersion); err != nil {
+			return err
+		}
+	}
 	ids, err := listGroupDirs(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -59,7 +59,9 @@ const (
 	journalHeaderLen  = 32
 	journalEntryLen   = 24
 	journalMinEntries = 16
-	journalMaxEntries = 1 << 24
+	journalMaxEntries = JournalMaxEntries
+	// JournalMaxEntries is the largest journal's entry count.
+	JournalMaxEntries = 1 << 24
 	// JournalEntries is the entry count of the journals the channel
 	// creates: 32768 entries (768 KiB), the last 32768 Takes.
 	JournalEntries = 1 << 15
@@ -74,7 +76,8 @@ type JournalEntry struct {
 
 // ReadJournal returns the entries of the delivery journal in dir, in file
 // order, or none if there is none (or its header does not check). Only I/O
-// errors (and a journal that is not a regular file) are errors.
+// errors, a journal that is not a regular file and a newer release's
+// journal (a *corrupt.FormatError) are errors.
 func ReadJournal(fsys vfs.FS, dir string) ([]JournalEntry, error) {
 	b, err := vfs.ReadFile(fsys, path(dir, JournalName))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -82,6 +85,12 @@ func ReadJournal(fsys vfs.FS, dir string) ([]JournalEntry, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read delivery journal: %w", err)
+	}
+	if len(b) >= versionEnd {
+		// A newer release's journal is refused, not taken for damage.
+		if err := newerFileThan(path(dir, JournalName), b, journalMagic, journalVersion); err != nil {
+			return nil, err
+		}
 	}
 	salt, n, ok := decodeJournalHeader(b)
 	if !ok {
@@ -156,14 +165,45 @@ type Journal struct {
 	crc  [24]byte // journalEntryCRC's scratch
 	// fault is the first fault a store through the mapping took (a full
 	// copy-on-write filesystem): the journal then writes with WriteAt.
-	fault error
+	fault   error
+	onFault func(error)
+	// broken is the first failure to make the journal durable (Erase):
+	// every later Erase fails with it, since a later sync that succeeds
+	// says nothing of the pages the failed one lost.
+	broken error
+}
+
+// OnFault sets a function the journal calls (with its lock held: it must
+// not call the journal) when a store through the mapping faults and it
+// falls back to WriteAt.
+func (j *Journal) OnFault(f func(error)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.onFault = f
+}
+
+// RemoveJournal removes dir's delivery journal, if any, durably (a power
+// loss does not bring it back).
+func RemoveJournal(fsys vfs.FS, dir string) error {
+	err := fsys.Remove(path(dir, JournalName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("remove delivery journal: %w", err)
+	}
+	return nil
 }
 
 // CreateJournal replaces dir's delivery journal with a new one of n
 // entries (JournalEntries if n is 0) holding live, with a new salt: it
-// writes journal.tmp in full (so that every block of it is allocated
-// before it is mapped) and renames it over the old one, syncing neither
-// (the journal is never synced). Entries of live beyond n are left out.
+// writes deliveries.tmp in full (so that every block of it is allocated
+// before it is mapped), renames it over the old one and syncs dir (not
+// the file: its entries need no sync). Entries of live beyond n are left
+// out.
 func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEntry) (*Journal, error) {
 	if n == 0 {
 		n = JournalEntries
@@ -197,6 +237,13 @@ func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEn
 		return nil, fmt.Errorf("create delivery journal: %w", err)
 	}
 	if err := fsys.Rename(tmp, name); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create delivery journal: %w", err)
+	}
+	// The rename must be durable before an Erase is: else a power loss
+	// could bring back the old file, with entries an Erase erased only
+	// from the new one. The file's own bytes need no sync.
+	if err := fsys.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("create delivery journal: %w", err)
 	}
@@ -241,12 +288,15 @@ func (j *Journal) Add(x JournalEntry) error {
 // writes with WriteAt from then on. The caller holds mu.
 func (j *Journal) store(off int, b []byte) error {
 	if j.m != nil {
-		if err := j.storeMapped(off, b); err == nil {
+		err := j.storeMapped(off, b)
+		if err == nil {
 			return nil
-		} else {
-			j.fault = err
-			j.m.Unmap()
-			j.m = nil
+		}
+		j.fault = err
+		j.m.Unmap()
+		j.m = nil
+		if j.onFault != nil {
+			j.onFault(err)
 		}
 	}
 	if _, err := j.f.WriteAt(b, int64(off)); err != nil {
@@ -282,6 +332,9 @@ func (j *Journal) Fault() error {
 func (j *Journal) Erase(group uint32, ptrs map[uint64]bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.broken != nil {
+		return j.broken
+	}
 	var e [journalEntryLen]byte
 	var zero [journalEntryLen]byte
 	for i := range j.n {
@@ -297,14 +350,15 @@ func (j *Journal) Erase(group uint32, ptrs map[uint64]bool) error {
 			return err
 		}
 	}
+	var err error
 	if j.m != nil {
-		if err := j.m.Flush(); err != nil {
-			return fmt.Errorf("sync delivery journal: %w", err)
-		}
-		return nil
+		err = j.m.Flush()
+	} else {
+		err = j.f.Sync()
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("sync delivery journal: %w", err)
+	if err != nil {
+		j.broken = fmt.Errorf("sync delivery journal (it stays unusable for erasing until the channel reopens): %w", err)
+		return j.broken
 	}
 	return nil
 }

@@ -122,3 +122,41 @@ func TestJournalMappingFault(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestJournalNewerVersionRefused: a newer release's journal is an error,
+// not a journal to overwrite; CheckFormat says so too.
+func TestJournalNewerVersionRefused(t *testing.T) {
+	dir := t.TempDir()
+	j, err := CreateJournal(vfs.OS(), dir, 16, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	p := filepath.Join(dir, JournalName)
+	b, _ := os.ReadFile(p)
+	b[5] = journalVersion + 1
+	os.WriteFile(p, b, 0o600)
+	requireNewerThan(t, func() error { _, err := ReadJournal(vfs.OS(), dir); return err }(), p, journalVersion+1, journalVersion)
+}
+
+// TestJournalEraseFailureSticks: once a sync of Erase failed, every later
+// Erase fails: a later sync that succeeds says nothing of the lost pages.
+func TestJournalEraseFailureSticks(t *testing.T) {
+	mem := vfs.NewMem()
+	ffs := vfs.NewFaultFS(mem)
+	if err := ffs.MkdirAll("/cp", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j, err := CreateJournal(ffs, "/cp", 16, 3, []JournalEntry{{Pointer: 1, Group: 1, Count: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ffs.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: JournalName + "*", Times: 1})
+	if err := j.Erase(1, map[uint64]bool{1: true}); err == nil {
+		t.Fatal("Erase with a failing sync succeeded")
+	}
+	if err := j.Erase(1, map[uint64]bool{2: true}); err == nil {
+		t.Fatal("Erase after a failed sync succeeded")
+	}
+}

@@ -110,8 +110,8 @@ func (b *bench) groupDeliveryTakes() error {
 				m := &meter{
 					res: Result{ID: deliveryID(md, batch), System: "filechannel", Op: "g0, " + what + ": take commit",
 						Batch: batch, Producers: 1, Groups: len(c.GroupNames()), // g0, and g0.dlq with MaxDeliveries
-						Note: "takes read the log from the page cache; with MaxDeliveries every Take writes a deliver record " +
-							"(unsynced), and the dead-letter group g0.dlq, fed by no put, exists"},
+						Note: "takes read the log from the page cache; with MaxDeliveries every Take notes its count in the " +
+							"delivery journal (a store to a memory mapping), and the dead-letter group g0.dlq, fed by no put, exists"},
 					max: int64(fillN),
 					run: run,
 				}
