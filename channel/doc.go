@@ -76,8 +76,7 @@
 // delivery journal, a file of the checkpoint dir mapped into memory (no
 // system call), so a sink that crashes on an event still gets rid of it. A
 // power loss can lose counts, and then the event is delivered more often,
-// not dead-lettered early (one exception after a Redrive: docs/operations.md,
-// "Known limitations"). [Transaction.Reject] moves one taken event there
+// never dead-lettered early. [Transaction.Reject] moves one taken event there
 // when the transaction commits: a sink that took 100 events and can
 // deliver 99 rejects one and commits. A dead-letter group is a group that
 // no put feeds and that never holds up a put; a sink takes from it like
