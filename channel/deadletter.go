@@ -29,9 +29,15 @@ import (
 //     head (after a crash), moves it instead. The move is a take
 //     transaction of its own (a new transaction id): a take record of the
 //     group, a move record naming the dead-letter group, and its commit,
-//     in one write and without an fsync. Replay applies it whole or not
-//     at all; if a crash loses it, the count is still there and the next
-//     Take moves the event again. No copy of the event is written.
+//     in one write, fsync'd before the event lands in the dead-letter
+//     group. Replay applies it whole or not at all. The fsync keeps a
+//     power loss from undoing a move that durable writes since depend on:
+//     a take commit of the dead-letter group, or a Redrive, may be written
+//     to another data dir, whose fsync does not cover this one's file;
+//     without it the event could come back in its group after a take of
+//     it from the dead-letter group committed, or be queued twice after a
+//     Redrive. Dead letters are rare: an fsync each costs little. No copy
+//     of the event is written.
 //   - Transaction.Reject marks a taken event; the transaction's commit
 //     writes a move record for it with its take record, under the commit's
 //     fsync. Redrive moves events out of a dead-letter group the same way,
@@ -271,8 +277,8 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 
 // deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
 // dead-letter group, as much of it as the group takes (planMove), with a
-// take transaction of its own written without an fsync (see the top of
-// this file). It returns the dead letters moved; those it does not move
+// take transaction of its own, durable before the events land (see the top
+// of this file). It returns the dead letters moved; those it does not move
 // stay in flight. The caller holds commitMu shared and saw the channel
 // open.
 func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer) []DeadLetter {
@@ -305,7 +311,10 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	t.s.words = words
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
 		Count: uint64(len(moved) + len(m.drops))})
-	_, _, err := c.appendRecords(t, recs, nil, filesOf(nil, moved, m.drops))
+	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, moved, m.drops))
+	if err == nil {
+		err = c.sync(a)
+	}
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if err != nil {
