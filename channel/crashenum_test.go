@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 )
 
 // Crash-state enumeration. A workload runs on a vfs.MemFS whose hook sees
@@ -128,6 +131,8 @@ type crashSnap struct {
 	nth        []int
 	groupTakes [][]byte
 	dyn        byte
+	// ext is the snapshot of a workload's own model (crashRun.ext).
+	ext any
 }
 
 func (m *crashModel) snapshot() crashSnap {
@@ -225,8 +230,22 @@ type crashRun struct {
 	groups  []string
 	dynamic bool
 	// every, if above 1, checks only the crash points whose sequence
-	// number it divides (a sample, for the short mode of a costly run).
+	// number it divides (a sample, for the short mode of a costly run);
+	// with syncs, also every crash point right after a log file's fsync
+	// (where a commit became durable, and what other files hold unsynced
+	// is not).
 	every int64
+	syncs bool
+
+	// A workload with a model of its own (crashdeadletter_test.go) sets
+	// these: ext snapshots its model at each crash point (crashSnap.ext),
+	// recover checks a recovered channel against that snapshot instead of
+	// recoveredAll's model, and probe, if set, runs on the channel that
+	// check reopens after the recovery (a sample of the states), which it
+	// may change: nothing reads it afterwards.
+	ext     func() any
+	recover func(c *FileChannel, s crashSnap) ([][]int, error)
+	probe   func(c *FileChannel, s crashSnap) error
 }
 
 const maxCrashFailures = 3
@@ -249,15 +268,24 @@ func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) 
 		go r.checker()
 	}
 	fsys.SetHook(func(p vfs.CrashPoint) {
-		if r.stop.Load() || (r.every > 1 && p.Seq%r.every != 0) {
+		if r.stop.Load() || (r.every > 1 && p.Seq%r.every != 0 && !(r.syncs && isLogSync(p))) {
 			return
 		}
 		snap := r.model.snapshot()
+		if r.ext != nil {
+			snap.ext = r.ext()
+		}
 		r.jobs <- crashJob{img: p.Clone(false, 0), snap: snap, seq: p.Seq, op: p.Op, path: p.Path}
 		r.jobs <- crashJob{img: p.Clone(true, int64(seed)<<20^p.Seq), snap: snap, seq: p.Seq, op: p.Op, path: p.Path, tear: true,
 			recoveryCrashes: p.Seq%recoveryCrashEvery == 0}
 	})
 	return r
+}
+
+// isLogSync reports whether p is the fsync of a log file.
+func isLogSync(p vfs.CrashPoint) bool {
+	_, ok := logfile.ParseLogName(path.Base(p.Path))
+	return ok && p.Op == "sync"
 }
 
 // finish stops taking crash points, waits for the checks and returns how
@@ -344,12 +372,15 @@ func (r *crashRun) check(j crashJob) error {
 			return fmt.Errorf("reopen after recovery: %w", err)
 		}
 		again, err := r.recoveredAll(c, j.snap)
+		if err == nil && !slices.EqualFunc(again, got, slices.Equal) {
+			err = fmt.Errorf("%d events, first recovery had %d", len(again), len(got))
+		}
+		if err == nil && r.probe != nil {
+			err = r.probe(c, j.snap)
+		}
 		c.Close()
 		if err != nil {
 			return fmt.Errorf("reopen after recovery: %w", err)
-		}
-		if !slices.EqualFunc(again, got, slices.Equal) {
-			return fmt.Errorf("reopen after recovery: %d events, first recovery had %d", len(again), len(got))
 		}
 	}
 	return nil
@@ -359,6 +390,9 @@ func (r *crashRun) check(j crashJob) error {
 // returns each group's recovered event ids (the run's groups in order; nil
 // for an absent dynamic group). Without groups it is the unnamed group.
 func (r *crashRun) recoveredAll(c *FileChannel, s crashSnap) ([][]int, error) {
+	if r.recover != nil {
+		return r.recover(c, s)
+	}
 	if r.groups == nil {
 		got, err := r.recovered(c, c.main)
 		if err == nil {
@@ -398,26 +432,32 @@ func (r *crashRun) recoveredAll(c *FileChannel, s crashSnap) ([][]int, error) {
 // recovered returns the ids of the events queued in c's group g, in order,
 // without consuming them; a damaged or foreign event is an error.
 func (r *crashRun) recovered(c *FileChannel, g *consumer) ([]int, error) {
+	ids, _, err := recoveredPointers(c, g)
+	return ids, err
+}
+
+// recoveredPointers is recovered, with the events' pointers.
+func recoveredPointers(c *FileChannel, g *consumer) ([]int, []eventqueue.Pointer, error) {
 	c.queueMu.Lock()
 	ptrs := g.queue.Pointers()
 	inflight := g.inflight.Len() + c.inflightPuts.Len()
 	c.queueMu.Unlock()
 	if inflight != 0 {
-		return nil, fmt.Errorf("%d events in flight right after Open", inflight)
+		return nil, nil, fmt.Errorf("%d events in flight right after Open", inflight)
 	}
 	ids := make([]int, 0, len(ptrs))
 	for _, p := range ptrs {
 		ev, err := c.readEvent(p)
 		if err != nil {
-			return nil, fmt.Errorf("read queued event %v: %w", p, err)
+			return nil, nil, fmt.Errorf("read queued event %v: %w", p, err)
 		}
 		id, prod, n, ok := parseEventID(ev.Body)
 		if !ok || !bytes.Equal(ev.Body, eventBody(id, prod, n)) || ev.Headers["id"] != strconv.Itoa(id) || len(ev.Headers) != 1 {
-			return nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
+			return nil, nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
 		}
 		ids = append(ids, id)
 	}
-	return ids, nil
+	return ids, ptrs, nil
 }
 
 // compareWithModel checks recovered event ids against the model snapshot.

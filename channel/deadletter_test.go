@@ -867,3 +867,57 @@ func TestRedriveCountsAfterPowerLoss(t *testing.T) {
 	}
 	tx.Rollback()
 }
+
+// TestDeadLetterMoveDurableWithTwoDirs: a dead-letter move is durable
+// before its event lands in the dead-letter group. A take commit of the
+// dead-letter group, or a Redrive, may be written to the other data dir,
+// whose fsync does not cover the move's file: a power loss right after
+// them must not undo the move beneath them (the event back in a after its
+// take from a.dlq committed, or queued twice in a after a Redrive).
+// Transaction ids alternate between the dirs; an idle transaction shifts
+// them, so that one of the two runs of each case crosses dirs.
+func TestDeadLetterMoveDurableWithTwoDirs(t *testing.T) {
+	for _, redrive := range []bool{false, true} {
+		for shift := range 2 {
+			t.Run(fmt.Sprintf("redrive=%v/shift=%d", redrive, shift), func(t *testing.T) {
+				fsys := vfs.NewMem()
+				cfg := memConfig(fsys, 2)
+				cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 1}}
+				c := mustOpen(t, cfg)
+				putN(t, c, 0, 2, 2)
+				tx, _ := takeOne(t, mustGroup(t, c, "a"))
+				if err := tx.Rollback(); err != nil { // event-0 dead-lettered
+					t.Fatal(err)
+				}
+				for range shift {
+					idle, _ := c.Begin()
+					idle.Rollback()
+				}
+				want := []string{"event-1"}
+				if redrive {
+					if n, err := c.Redrive("a.dlq", "a", 1); n != 1 || err != nil {
+						t.Fatalf("Redrive = %d, %v", n, err)
+					}
+					want = []string{"event-1", "event-0"}
+				} else {
+					tx, ev := takeOne(t, mustGroup(t, c, "a.dlq"))
+					if string(ev.Body) != "event-0" {
+						t.Fatalf("took %s from a.dlq", ev.Body)
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				cfg.fs = fsys.CrashClone(false, 0) // a power loss
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				c = mustOpen(t, cfg)
+				v := viewGroups(t, c)
+				if !slices.Equal(v["a"].Queued, want) || len(v["a.dlq"].Queued) != 0 {
+					t.Fatalf("after a power loss: a %q, a.dlq %q; want a %q, a.dlq empty", v["a"].Queued, v["a.dlq"].Queued, want)
+				}
+			})
+		}
+	}
+}

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		killGroupsChild(dir) // killgroups_test.go
 		return
 	}
+	if dir := os.Getenv("FILECHANNEL_KILLPOISON_CHILD"); dir != "" {
+		killPoisonChild(dir) // killpoison_test.go; it does not return
+		return
+	}
 	if dir := os.Getenv("FILECHANNEL_LOCK_CHILD"); dir != "" {
 		// Try to open a channel another process holds; report the outcome.
 		c, err := Open(killConfig(dir))
