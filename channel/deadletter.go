@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -699,14 +700,6 @@ func (g *consumer) catalogDeliveries() []checkpoint.Delivery {
 	for p, n := range g.deliveries {
 		out = append(out, checkpoint.Delivery{Pointer: uint64(p), Count: n})
 	}
-	slices.SortFunc(out, func(a, b checkpoint.Delivery) int {
-		switch {
-		case a.Pointer < b.Pointer:
-			return -1
-		case a.Pointer > b.Pointer:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b checkpoint.Delivery) int { return cmp.Compare(a.Pointer, b.Pointer) })
 	return out
 }

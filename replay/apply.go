@@ -85,15 +85,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		}
 		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
 	case logfile.RecordTake:
-		parts := a.txTakes[r.TxID]
-		if n := len(parts); n == 0 || parts[n-1].group != r.Group {
-			parts = append(parts, takePart{group: r.Group, ptrs: a.spareSlice()})
-		}
-		last := &parts[len(parts)-1]
-		for _, p := range r.Pointers {
-			last.ptrs = append(last.ptrs, eventqueue.Pointer(p))
-		}
-		a.txTakes[r.TxID] = parts
+		a.addPart(a.txTakes, r)
 	case logfile.RecordSkip:
 		a.txSkips[r.TxID] = append(a.txSkips[r.TxID], r.Skip...)
 	case logfile.RecordDeliver:
@@ -104,15 +96,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 			}
 		}
 	case logfile.RecordMove:
-		parts := a.txMoves[r.TxID]
-		if n := len(parts); n == 0 || parts[n-1].group != r.Group {
-			parts = append(parts, takePart{group: r.Group, ptrs: a.spareSlice()})
-		}
-		last := &parts[len(parts)-1]
-		for _, p := range r.Pointers {
-			last.ptrs = append(last.ptrs, eventqueue.Pointer(p))
-		}
-		a.txMoves[r.TxID] = parts
+		a.addPart(a.txMoves, r)
 	case logfile.RecordGroups:
 		a.catalog(r)
 	case logfile.RecordRollback:
@@ -130,6 +114,21 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 			a.commitTakes(src, off, r, log)
 		}
 	}
+}
+
+// addPart adds the pointers of take or move record r to its
+// transaction's parts in m: to the last one if it is r's group's, else to
+// a new one.
+func (a *applier) addPart(m map[uint64][]takePart, r *logfile.Record) {
+	parts := m[r.TxID]
+	if n := len(parts); n == 0 || parts[n-1].group != r.Group {
+		parts = append(parts, takePart{group: r.Group, ptrs: a.spareSlice()})
+	}
+	last := &parts[len(parts)-1]
+	for _, p := range r.Pointers {
+		last.ptrs = append(last.ptrs, eventqueue.Pointer(p))
+	}
+	m[r.TxID] = parts
 }
 
 // commitPuts applies a put commit: the transaction's events go to every

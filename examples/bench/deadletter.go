@@ -118,30 +118,10 @@ func (b *bench) groupDeliveryTakes() error {
 				ms = append(ms, withRounds(withCPU(m)))
 			}
 		}
-		before := make([]int64, len(ms))
-		for i, dirs := range dataDirs {
-			var err error
-			if before[i], err = dirBytes(dirs...); err != nil {
-				return err
-			}
-		}
-		first := len(b.rep.Results)
-		if err := b.interleave(b.sz.rounds, b.sz.dur, ms); err != nil {
-			return err
-		}
-		for i, m := range ms {
-			if _, drain := b.deliveryFill(m.res.Batch); drain && m.res.Events != m.max {
-				return fmt.Errorf("%s took %d events of %d", m.res.ID, m.res.Events, m.max)
-			}
-			after, err := dirBytes(dataDirs[i]...)
-			if err != nil {
-				return err
-			}
-			r := &b.rep.Results[first+i]
-			r.LogBytesPerEvent = float64(after-before[i]) / float64(max(r.Events, 1))
-			b.logf("  %-44s %10.1f data-dir bytes per event taken", r.ID, r.LogBytesPerEvent)
-		}
-		return nil
+		return b.interleaveGrowth(b.sz.dur, ms, dataDirs, " taken", func(m *meter) bool {
+			_, drain := b.deliveryFill(m.res.Batch)
+			return !drain || m.res.Events == m.max
+		})
 	}()
 	b.reportAllocs()
 	return errors.Join(err, closeAll(closers))

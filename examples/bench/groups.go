@@ -210,27 +210,7 @@ func (b *bench) groupPuts() error {
 			},
 		}))
 		dataDirs = append(dataDirs, dirs)
-		before := make([]int64, len(ms))
-		for i, dirs := range dataDirs {
-			var err error
-			if before[i], err = dirBytes(dirs...); err != nil {
-				return err
-			}
-		}
-		first := len(b.rep.Results)
-		if err := b.interleave(b.sz.rounds, b.sz.dur, ms); err != nil {
-			return err
-		}
-		for i, dirs := range dataDirs {
-			after, err := dirBytes(dirs...)
-			if err != nil {
-				return err
-			}
-			r := &b.rep.Results[first+i]
-			r.LogBytesPerEvent = float64(after-before[i]) / float64(max(r.Events, 1))
-			b.logf("  %-44s %10.1f data-dir bytes per event", r.ID, r.LogBytesPerEvent)
-		}
-		return nil
+		return b.interleaveGrowth(b.sz.dur, ms, dataDirs, "", nil)
 	}()
 	return errors.Join(err, closeAll(closers))
 }
@@ -293,30 +273,7 @@ func (b *bench) groupTakes() error {
 				},
 			}))
 		}
-		before := make([]int64, len(ms))
-		for i, dirs := range dataDirs {
-			var err error
-			if before[i], err = dirBytes(dirs...); err != nil {
-				return err
-			}
-		}
-		first := len(b.rep.Results)
-		if err := b.interleave(b.sz.rounds, time.Hour, ms); err != nil {
-			return err
-		}
-		for i, m := range ms {
-			if m.res.Events != m.max {
-				return fmt.Errorf("%s took %d events of %d", m.res.ID, m.res.Events, m.max)
-			}
-			after, err := dirBytes(dataDirs[i]...)
-			if err != nil {
-				return err
-			}
-			r := &b.rep.Results[first+i]
-			r.LogBytesPerEvent = float64(after-before[i]) / float64(max(r.Events, 1))
-			b.logf("  %-44s %10.1f data-dir bytes per event taken", r.ID, r.LogBytesPerEvent)
-		}
-		return nil
+		return b.interleaveGrowth(time.Hour, ms, dataDirs, " taken", func(m *meter) bool { return m.res.Events == m.max })
 	}()
 	return errors.Join(err, closeAll(closers))
 }
@@ -484,4 +441,35 @@ func timedGroupsOpen(cfg channel.Config, groups, want int) (Recovery, error) {
 	rec.Kind, rec.Groups = fmt.Sprintf("clean reopen, %d group(s)", groups), groups
 	rec.ID = fmt.Sprintf("open/%s/%d", groupsName(groups), want)
 	return rec, nil
+}
+
+// interleaveGrowth runs ms interleaved (rounds of up to dur each) and sets
+// each result's LogBytesPerEvent: what dataDirs[i] grew by per event of
+// ms[i] (what, " taken" or "", ends the log line). drained, if set, says
+// whether a meter did all its events; one that did not is an error.
+func (b *bench) interleaveGrowth(dur time.Duration, ms []*meter, dataDirs [][]string, what string, drained func(*meter) bool) error {
+	before := make([]int64, len(ms))
+	for i, dirs := range dataDirs {
+		var err error
+		if before[i], err = dirBytes(dirs...); err != nil {
+			return err
+		}
+	}
+	first := len(b.rep.Results)
+	if err := b.interleave(b.sz.rounds, dur, ms); err != nil {
+		return err
+	}
+	for i, m := range ms {
+		if drained != nil && !drained(m) {
+			return fmt.Errorf("%s took %d events of %d", m.res.ID, m.res.Events, m.max)
+		}
+		after, err := dirBytes(dataDirs[i]...)
+		if err != nil {
+			return err
+		}
+		r := &b.rep.Results[first+i]
+		r.LogBytesPerEvent = float64(after-before[i]) / float64(max(r.Events, 1))
+		b.logf("  %-44s %10.1f data-dir bytes per event%s", r.ID, r.LogBytesPerEvent, what)
+	}
+	return nil
 }
