@@ -312,25 +312,29 @@ func (t *Transaction) take() (Event, bool, error) {
 		if err != nil || !ok {
 			return Event{}, false, err
 		}
-		deliveries := 0
-		if t.grp.counting() {
-			n, moved, err := c.deliver(t, p)
-			if moved {
-				continue // it had reached MaxDeliveries: now a dead letter
-			}
-			if err != nil {
-				uerr := c.untake(t.grp, t.id, p)
-				if c.closed.Load() {
-					return Event{}, false, ErrClosed
-				}
-				return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
-			}
-			deliveries = n
-		}
 		t.takes = append(t.takes, p)
 		ev, err := c.readEvent(p)
 		if err == nil {
-			ev.Deliveries = deliveries
+			if t.grp.counting() {
+				// Counted once read, before it is returned: a read that
+				// fails counts nothing.
+				n, moved, err := c.deliver(t, p)
+				if moved || err != nil {
+					t.takes = t.takes[:len(t.takes)-1]
+				}
+				if moved {
+					continue // it had reached MaxDeliveries: now a dead letter
+				}
+				if err != nil {
+					uerr := c.untake(t.grp, t.id, p)
+					t.grp.avail.broadcast()
+					if c.closed.Load() {
+						return Event{}, false, ErrClosed
+					}
+					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
+				}
+				ev.Deliveries = n
+			}
 			t.noteBody(ev.Body)
 			return ev, true, nil
 		}
@@ -339,10 +343,6 @@ func (t *Transaction) take() (Event, bool, error) {
 			// the file under the read): put the event back.
 			t.takes = t.takes[:len(t.takes)-1]
 			uerr := c.untake(t.grp, t.id, p)
-			if deliveries > 0 {
-				// Counted and not returned: the count errs on the safe side.
-				c.log.Warn("an event counted as delivered was not returned (read failed)", "pointer", p.String())
-			}
 			t.grp.avail.broadcast()
 			if c.closed.Load() {
 				return Event{}, false, ErrClosed
