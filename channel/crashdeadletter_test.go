@@ -49,9 +49,13 @@ import (
 //     model made it only when its count had reached dlMax, or a commit
 //     rejected it), and not after a Redrive of it that returned;
 //   - a's delivery count of each of its events no more than the deliveries
-//     the model counted during that stay in a (a power loss may lose
-//     counts, never add any: no event is dead-lettered early), and no less
-//     than a checkpoint that returned held;
+//     the model counted during that stay in a: a power loss may lose
+//     counts, never add any (no event is dead-lettered early). It may lose
+//     more than the unsynced deliver records: a full replay (after a crash
+//     during a checkpoint without a backup) has only the deliver records
+//     of the log files still there, not the counts the checkpoint held.
+//     That counts survive a process crash the live workload checks: after
+//     each one it predicts the Deliveries of the next Takes;
 //   - in b every event whose put happened (as a and a.dlq say), in put
 //     order, each put transaction whole or not at all.
 //
@@ -94,9 +98,8 @@ func (l dlLoc) String() string {
 type dlStep struct {
 	loc dlLoc
 	// In a: the deliveries counted during this stay (deliver records
-	// written, or being written), and of them those a checkpoint that
-	// returned holds.
-	deliv, floor int
+	// written, or being written).
+	deliv int
 }
 
 // dlEvent is an event's history in the model.
@@ -117,7 +120,7 @@ func (e dlEvent) String() string {
 		}
 		b.WriteString(s.loc.String())
 		if s.loc == dlInA {
-			fmt.Fprintf(&b, "(%d delivered, %d checkpointed)", s.deliv, s.floor)
+			fmt.Fprintf(&b, "(%d delivered)", s.deliv)
 		}
 		if i == e.durable {
 			b.WriteString(" [durable]")
@@ -170,16 +173,13 @@ func (m *dlModel) settle(ids ...int) {
 	}
 }
 
-// settleAll marks every event's place and count as durable (a checkpoint
-// returned, or Close).
+// settleAll marks every event's place as durable (a checkpoint returned,
+// or Close).
 func (m *dlModel) settleAll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.events {
-		e := &m.events[i]
-		e.durable = len(e.steps) - 1
-		last := &e.steps[e.durable]
-		last.floor = last.deliv
+		m.events[i].durable = len(m.events[i].steps) - 1
 	}
 }
 
@@ -797,22 +797,14 @@ func dlCheckEvent(id int, e dlEvent, loc dlLoc, count int, inB bool) error {
 	case loc == dlAbsent:
 		what = "not put"
 	}
-	countOK := false
 	for _, st := range e.possible() {
-		if !slices.Contains(want, st.loc) {
-			continue
-		}
-		if loc != dlInA || (st.floor <= count && count <= st.deliv) {
+		if slices.Contains(want, st.loc) && (loc != dlInA || count <= st.deliv) {
 			return nil
 		}
-		countOK = countOK || count <= st.deliv
 	}
 	switch {
 	case loc == dlInA && slices.ContainsFunc(e.possible(), func(st dlStep) bool { return st.loc == dlInA }):
-		if !countOK {
-			return fmt.Errorf("event %d is in a with %d deliveries counted, more than happened: it would be dead-lettered early (%v)", id, count, e)
-		}
-		return fmt.Errorf("event %d is in a with %d deliveries counted, fewer than a checkpoint that returned held (%v)", id, count, e)
+		return fmt.Errorf("event %d is in a with %d deliveries counted, more than happened: it would be dead-lettered early (%v)", id, count, e)
 	case loc == dlAbsent && inB && e.possible()[0].loc == dlInA:
 		return fmt.Errorf("event %d is lost: its put committed, it is in neither a nor a.dlq and no take of it committed (%v)", id, e)
 	case loc == dlAbsent && inB:
@@ -905,9 +897,9 @@ func TestCrashStateEnumerationDeadLetters(t *testing.T) {
 		longSteps, seeds int
 	}
 	configs := []config{
-		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 6, longSteps: 160, seeds: 3},
-		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 10, longSteps: 160, seeds: 3},
-		{name: "deadletters/2dirs+backup", dirs: 2, backup: true, longSteps: 60, seeds: 2},
+		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 6, longSteps: 120, seeds: 2},
+		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 10, longSteps: 120, seeds: 2},
+		{name: "deadletters/2dirs+backup", dirs: 2, backup: true, longSteps: 40, seeds: 1},
 	}
 	var total atomic.Int64
 	for _, cf := range configs {

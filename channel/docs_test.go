@@ -65,3 +65,76 @@ func TestDocTransactionCapacityLimit(t *testing.T) {
 		t.Fatalf("a take record of MaxTransactionCapacity pointers has a %d-byte payload, more than %d", n, logfile.MaxPayloadSize)
 	}
 }
+
+// TestDocLinksResolve: every link between the docs (README.md and docs/*.md)
+// names a file that exists, and its #anchor a heading of that file (as
+// GitHub makes anchors: lower case, punctuation dropped, spaces to
+// hyphens). A doc truncated or a heading renamed fails it.
+func TestDocLinksResolve(t *testing.T) {
+	files := []string{"../README.md"}
+	docs, err := os.ReadDir("../docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if strings.HasSuffix(d.Name(), ".md") {
+			files = append(files, "../docs/"+d.Name())
+		}
+	}
+	heading := regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
+	link := regexp.MustCompile(`\]\(([A-Za-z0-9_./-]*\.md)?(#[^)\s]+)?\)`)
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		a := map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+			a[githubAnchor(m[1])] = true
+		}
+		anchors[path] = a
+		return a
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 1000 {
+			t.Errorf("%s has %d bytes", f, len(b))
+		}
+		dir := f[:strings.LastIndex(f, "/")+1]
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target, frag := f, strings.TrimPrefix(m[2], "#")
+			if m[1] != "" {
+				target = dir + m[1]
+			}
+			a := anchorsOf(target)
+			if a == nil {
+				t.Errorf("%s links to %s, which does not exist", f, m[1])
+				continue
+			}
+			if frag != "" && !a[frag] {
+				t.Errorf("%s links to %s#%s: no such heading", f, target, frag)
+			}
+		}
+	}
+}
+
+// githubAnchor is the anchor GitHub gives a heading.
+func githubAnchor(h string) string {
+	var sb strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			sb.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
