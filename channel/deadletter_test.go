@@ -921,3 +921,34 @@ func TestDeadLetterMoveDurableWithTwoDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestAddGroupCreatesJournal: the first group with MaxDeliveries added at
+// run time gets the delivery journal (its takes then write nothing to the
+// log), and its counts survive a crash.
+func TestAddGroupCreatesJournal(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	g, err := c.AddGroup(GroupConfig{Name: "late", MaxDeliveries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.hasJournal() {
+		t.Fatal("no delivery journal after AddGroup of a group with MaxDeliveries")
+	}
+	putN(t, c, 0, 1, 1)
+	_, ev := takeOne(t, g)
+	if ev.Deliveries != 1 {
+		t.Fatalf("Deliveries %d", ev.Deliveries)
+	}
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, ev := takeOne(t, mustGroup(t, c, "late"))
+	if ev.Deliveries != 2 {
+		t.Fatalf("after a crash: Deliveries %d, want 2", ev.Deliveries)
+	}
+	tx.Rollback() // the second: moved
+	if n := mustGroup(t, c, "late.dlq").Len(); n != 1 {
+		t.Fatalf("late.dlq holds %d", n)
+	}
+}

@@ -107,7 +107,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	// The first group that counts deliveries needs the delivery journal
 	// (Open made none).
 	var journal *checkpoint.Journal
-	if gc.MaxDeliveries > 0 && c.journal == nil {
+	if gc.MaxDeliveries > 0 && !c.hasJournal() {
 		if journal, err = c.newJournal(nil); err != nil {
 			c.discardGroupRing(g)
 			if dlq != nil {
@@ -144,6 +144,13 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		c.log.Info("dead-letter group added", "group", dlq.cfg.Name, "id", dlq.id, "for", gc.Name, "capacity", dlq.cfg.Capacity)
 	}
 	return &Group{c: c, g: g}, nil
+}
+
+// hasJournal reports whether the channel has a delivery journal.
+func (c *FileChannel) hasJournal() bool {
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	return c.journal != nil
 }
 
 // setJournal makes j the channel's delivery journal (until then, Takes of
