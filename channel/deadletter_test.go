@@ -843,15 +843,7 @@ func TestRedriveCountsAfterPowerLoss(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The kernel wrote the journal back (it is never synced).
-	f, err := mem.OpenReadWrite(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	syncJournal(t, mem, cfg) // the kernel wrote the journal back (it is never synced)
 	c = mustOpen(t, cfg) // nothing to replay: no checkpoint; a new journal
 	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
 		t.Fatalf("Redrive = %d, %v", n, err)
@@ -951,4 +943,85 @@ func TestAddGroupCreatesJournal(t *testing.T) {
 	if n := mustGroup(t, c, "late.dlq").Len(); n != 1 {
 		t.Fatalf("late.dlq holds %d", n)
 	}
+}
+
+// syncJournal makes the delivery journal's bytes durable, as the kernel's
+// writeback of the never-synced file would.
+func syncJournal(t *testing.T, mem *vfs.MemFS, cfg Config) {
+	t.Helper()
+	f, err := mem.OpenReadWrite(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRedriveEraseDurable: the entries Redrive erases stay erased after a
+// power loss right after it (fails without the journal's sync in Erase).
+func TestRedriveEraseDurable(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 2}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	for range 2 {
+		tx, _ := takeOne(t, mustGroup(t, c, "a"))
+		tx.Rollback() // the second moves event-0 to a.dlq
+	}
+	syncJournal(t, mem, cfg) // its entries of event-0 (1, 2) written back
+	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	img := mem.CrashClone(false, 1)
+	crash(t, c)
+	cfg.fs = img
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, ev := takeOne(t, mustGroup(t, c, "a"))
+	if string(ev.Body) != "event-0" || ev.Deliveries != 1 {
+		t.Fatalf("after the power loss: took %s with Deliveries %d, want event-0 with 1", ev.Body, ev.Deliveries)
+	}
+	tx.Rollback()
+}
+
+// TestJournalRemovalDurable: an Open without a counting group removes the
+// journal durably: a power loss does not bring its counts back for an event
+// redriven meanwhile. (The Open's checkpoint, written because the groups
+// changed, syncs the checkpoint dir too, so this does not isolate the
+// removal's own dir sync, which matters when that checkpoint fails for
+// space.)
+func TestJournalRemovalDurable(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 2}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	for range 2 {
+		tx, _ := takeOne(t, mustGroup(t, c, "a"))
+		tx.Rollback()
+	}
+	syncJournal(t, mem, cfg)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rejects only: no counting, no journal; the redrive erases nothing.
+	cfg.Groups = []GroupConfig{{Name: "a", DeadLetter: "a.dlq"}}
+	c = mustOpen(t, cfg)
+	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
+		t.Fatalf("Redrive = %d, %v", n, err)
+	}
+	img := mem.CrashClone(false, 1)
+	crash(t, c)
+	cfg.fs = img
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 2}}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	tx, ev := takeOne(t, mustGroup(t, c, "a"))
+	if string(ev.Body) != "event-0" || ev.Deliveries != 1 {
+		t.Fatalf("after the power loss: took %s with Deliveries %d, want event-0 with 1", ev.Body, ev.Deliveries)
+	}
+	tx.Rollback()
 }
