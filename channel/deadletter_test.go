@@ -844,7 +844,7 @@ func TestRedriveCountsAfterPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncJournal(t, mem, cfg) // the kernel wrote the journal back (it is never synced)
-	c = mustOpen(t, cfg) // nothing to replay: no checkpoint; a new journal
+	c = mustOpen(t, cfg)     // nothing to replay: no checkpoint; a new journal
 	if n, err := c.Redrive("a.dlq", "a", 1); err != nil || n != 1 {
 		t.Fatalf("Redrive = %d, %v", n, err)
 	}
