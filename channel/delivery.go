@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -162,11 +161,7 @@ func (c *FileChannel) planDelivery(t *Transaction) *delivery {
 func (d *delivery) records(tx uint64) []logfile.Record {
 	var recs []logfile.Record
 	for _, dr := range d.drops {
-		ps := make([]uint64, len(dr.ptrs))
-		for i, p := range dr.ptrs {
-			ps[i] = uint64(p)
-		}
-		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: dr.g.id, Pointers: ps})
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: dr.g.id, Pointers: pointerWords(dr.ptrs)})
 	}
 	if len(d.skip) > 0 {
 		ids := make([]uint32, len(d.skip))
@@ -181,12 +176,9 @@ func (d *delivery) records(tx uint64) []logfile.Record {
 // dropFiles appends to dst the log files of the events the plan drops.
 func (d *delivery) dropFiles(dst []uint32) []uint32 {
 	for _, dr := range d.drops {
-		for _, p := range dr.ptrs {
-			dst = append(dst, p.FileID())
-		}
+		dst = filesOf(dst, dr.ptrs)
 	}
-	slices.Sort(dst)
-	return slices.Compact(dst)
+	return dst
 }
 
 // undoDelivery undoes a plan whose commit failed: the dropped events go
