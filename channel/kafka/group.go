@@ -1,0 +1,228 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// fetchMaxWait is how long a broker holds a fetch that found no data.
+const fetchMaxWait = 500 * time.Millisecond
+
+// Group is a Kafka consumer group the channel takes for: one member of it,
+// with its own client. Its take transactions hold the member one at a time,
+// and no rebalance moves its partitions while one is open
+// (BlockRebalanceOnPoll); every end of a transaction allows them again.
+type Group struct {
+	c    *Channel
+	name string
+	gm   groupMetrics
+
+	// owner is held (a value in it) by the take transaction that owns the
+	// member, from its first take to its end.
+	owner chan struct{}
+
+	// mu serializes the calls on cl with Close; each call ends promptly
+	// once the channel's context is canceled, so Close never waits long.
+	mu     sync.Mutex
+	cl     *kgo.Client
+	stop   context.CancelFunc // cancels cl's own context, after the leave
+	closed bool
+}
+
+// newGroup joins the consumer group name (the client starts the join at
+// once) and reads committed records only.
+func (c *Channel) newGroup(name string) (*Group, error) {
+	ctx, stop := context.WithCancel(context.Background())
+	opts := append(c.clientOpts(),
+		kgo.WithContext(ctx),
+		kgo.ConsumeTopics(c.cfg.Topic),
+		kgo.ConsumerGroup(name),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Java's fetch.max.wait.ms, not franz-go's 5s: a fetch waiting on
+		// idle partitions holds back partitions of the same broker that
+		// become ready meanwhile (after a join, an offset validation), and
+		// a rewind waits for it too.
+		kgo.FetchMaxWait(fetchMaxWait),
+	)
+	opts = append(opts, c.cfg.KgoOptions...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("filechannel/kafka: group %s: %w", name, err)
+	}
+	c.cfg.Logger.Info("filechannel/kafka: joining consumer group", "topic", c.cfg.Topic, "group", name)
+	return &Group{c: c, name: name, gm: c.m.group(name), owner: make(chan struct{}, 1), cl: cl, stop: stop}, nil
+}
+
+// Name is the consumer group's id.
+func (g *Group) Name() string { return g.name }
+
+// Begin starts a take transaction on the group (Put: ErrMixedTransaction).
+func (g *Group) Begin() (*Transaction, error) {
+	if g.c.closed.Load() {
+		return nil, channel.ErrClosed
+	}
+	return &Transaction{c: g.c, g: g, takeOnly: true}, nil
+}
+
+// acquire makes t the owner of the member, waiting until ctx ends (nil:
+// not at all). It reports whether t owns it.
+func (g *Group) acquire(ctx context.Context) (bool, error) {
+	select {
+	case g.owner <- struct{}{}:
+		return true, nil
+	default:
+	}
+	if ctx == nil {
+		return false, nil
+	}
+	select {
+	case g.owner <- struct{}{}:
+		return true, nil
+	case <-g.c.ctx.Done():
+		return false, channel.ErrClosed
+	case <-ctx.Done():
+		return false, nil
+	}
+}
+
+// poll returns the group's next record, waiting until ctx ends (nil: only
+// what is fetched already). A nil record with a nil error: none came.
+// taken is how many records the owning transaction holds: with none, an
+// empty poll allows rebalances again at once.
+func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, channel.ErrClosed
+	}
+	fs := g.cl.PollRecords(ctx, 1)
+	var rec *kgo.Record
+	fs.EachRecord(func(r *kgo.Record) { rec = r })
+	var ferr error
+	fs.EachError(func(topic string, p int32, err error) {
+		switch {
+		case errors.Is(err, kgo.ErrClientClosed):
+			ferr = channel.ErrClosed
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// our wait ended
+		case ferr == nil:
+			ferr = fmt.Errorf("filechannel/kafka: take from %s[%d] for group %s: %w", topic, p, g.name, err)
+		}
+	})
+	if rec == nil && taken == 0 {
+		g.cl.AllowRebalance() // nothing held: nothing to protect
+	}
+	if rec != nil {
+		if ferr != nil && !errors.Is(ferr, channel.ErrClosed) {
+			g.c.cfg.Logger.Warn("filechannel/kafka: fetch error", "group", g.name, "err", ferr)
+		}
+		return rec, nil
+	}
+	return nil, ferr
+}
+
+// commit commits the group's offsets past recs (in take order) and then
+// releases the member. If the commit fails, the group's position goes back
+// to recs first, so that they come back to its next take.
+func (g *Group) commit(recs []*kgo.Record) error {
+	ctx, cancel := context.WithTimeout(g.c.ctx, g.c.cfg.CommitTimeout)
+	defer cancel()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return channel.ErrClosed
+	}
+	err := g.cl.CommitRecords(ctx, recs...)
+	if err != nil {
+		g.rewindLocked(recs)
+		if g.c.closed.Load() {
+			err = fmt.Errorf("%w (%v)", channel.ErrClosed, err)
+		}
+	}
+	g.releaseLocked()
+	return err
+}
+
+// rollback puts the group's position back at the first record of each
+// partition in recs, and releases the member: the next take of the group
+// gets them again, in order.
+func (g *Group) rollback(recs []*kgo.Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return // nothing committed: they come back from the committed offsets
+	}
+	g.rewindLocked(recs)
+	g.releaseLocked()
+}
+
+// release ends a transaction that took nothing.
+func (g *Group) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.releaseLocked()
+	}
+}
+
+func (g *Group) releaseLocked() {
+	g.cl.AllowRebalance()
+	select {
+	case <-g.owner:
+	default:
+	}
+}
+
+// rewindLocked sets the position of each partition of recs to its first
+// record there. SetOffsets drops what the client fetched beyond it; it is
+// called before AllowRebalance, while the partitions are surely ours.
+func (g *Group) rewindLocked(recs []*kgo.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	to := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range recs {
+		ps := to[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			to[r.Topic] = ps
+		}
+		if _, ok := ps[r.Partition]; !ok {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
+		}
+	}
+	g.cl.SetOffsets(to)
+}
+
+// close leaves the group (up to CloseTimeout) and closes its client. Open
+// transactions' takes are not committed: their events come back to the
+// group. The channel's context is canceled already, so a take or commit
+// in progress gives up mu promptly.
+func (g *Group) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.closed = true
+	g.cl.AllowRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), g.c.cfg.CloseTimeout)
+	if err := g.cl.LeaveGroupContext(ctx); err != nil {
+		g.c.cfg.Logger.Warn("filechannel/kafka: leaving the consumer group did not finish; its partitions move after the session timeout", "group", g.name, "err", err)
+	}
+	cancel()
+	g.stop()
+	g.cl.Close()
+	g.gm.inflight.Set(0)
+}

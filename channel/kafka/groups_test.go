@@ -1,0 +1,251 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestTwoGroupsBothReceiveEverything(t *testing.T) {
+	cl := newCluster(t, 3, 3)
+	ch := open(t, testConfig(t, cl))
+	putN(t, ch, 0, 500, 50)
+	a, err := ch.Group("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ch.Group("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := ch.Group("a"); g != a {
+		t.Fatal("Group(a) twice gave two members")
+	}
+	for _, g := range []*Group{a, b} {
+		seqs := drain(t, g.Begin, 64, 3*time.Second)
+		slices.Sort(seqs)
+		if len(seqs) != 500 || seqs[0] != 0 || seqs[499] != 499 || len(slices.Compact(seqs)) != 500 {
+			t.Fatalf("group %s took %d events (%d distinct), want each of 0..499 once", g.Name(), len(seqs), len(slices.Compact(seqs)))
+		}
+	}
+	// The default group (c.Begin's) is a third one.
+	if seqs := drain(t, ch.Begin, 100, 3*time.Second); len(seqs) != 500 {
+		t.Fatalf("the default group took %d events, want 500", len(seqs))
+	}
+}
+
+// Two channels in one group, taking while the other joins, commits and
+// rolls back: every event is taken (committed) by exactly one of them, and
+// both take some.
+func TestTwoChannelsOneGroupShareTheEvents(t *testing.T) {
+	cl := newCluster(t, 3, 3)
+	cfg := testConfig(t, cl)
+	cfg.KeyHeader = "seq" // events in every partition, so both members get some
+	producer := open(t, cfg)
+	const total = 3000
+	putN(t, producer, 0, total/2, 100)
+	x, y := open(t, cfg), open(t, cfg)
+	var mu sync.Mutex
+	got := map[int]int{} // seq -> takes committed
+	per := make([]int, 2) // events committed per channel
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	for i, ch := range []*Channel{x, y} {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tx, _ := ch.Begin()
+				tctx, tcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+				var seqs []int
+				for len(seqs) < 50 {
+					e, err := tx.TakeContext(tctx)
+					if err != nil {
+						break
+					}
+					seqs = append(seqs, seqOf(t, e))
+				}
+				tcancel()
+				if (n+i)%5 == 0 { // some rollbacks
+					tx.Rollback()
+					continue
+				}
+				if err := tx.Commit(); err != nil {
+					// A rebalance may fence a commit; its events come back.
+					t.Logf("commit: %v", err)
+					continue
+				}
+				mu.Lock()
+				for _, s := range seqs {
+					got[s]++
+				}
+				per[i] += len(seqs)
+				mu.Unlock()
+			}
+		})
+	}
+	// The rest arrives over some seconds: a join takes up to a heartbeat
+	// interval (3s) to reach the other member.
+	for i := total / 2; i < total; i += 100 {
+		putN(t, producer, i, i+100, 100)
+		time.Sleep(300 * time.Millisecond)
+	}
+	deadline := time.Now().Add(50 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == total || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(done)
+	wg.Wait()
+	if len(got) != total {
+		t.Fatalf("%d of %d events taken", len(got), total)
+	}
+	for s, n := range got {
+		if n != 1 {
+			t.Fatalf("#%d committed by %d takes, want 1", s, n)
+		}
+	}
+	t.Logf("committed per channel: %v", per)
+	if per[0] == 0 || per[1] == 0 {
+		t.Fatalf("committed per channel: %v: one member of the group took nothing", per)
+	}
+}
+
+// A take transaction owns the group's member: another transaction of the
+// same channel finds it empty (Take) or waits (TakeContext) until the first
+// ends, and then gets the events in order.
+func TestOneTakeTransactionAtATime(t *testing.T) {
+	cl := newCluster(t, 1, 1)
+	ch := open(t, testConfig(t, cl))
+	putN(t, ch, 0, 10, 10)
+	first, tx1 := takeN(t, ch.Begin, 3, 10*time.Second)
+	if len(first) != 3 {
+		t.Fatalf("took %d", len(first))
+	}
+	tx2, _ := ch.Begin()
+	if _, ok, err := tx2.Take(); ok || err != nil {
+		t.Fatalf("second transaction's Take: ok=%v err=%v, want empty", ok, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	if _, err := tx2.TakeContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second transaction's TakeContext while the first is open: %v", err)
+	}
+	cancel()
+	got := make(chan int, 1)
+	go func() {
+		e, err := tx2.TakeContext(context.Background())
+		if err != nil {
+			got <- -1
+			return
+		}
+		got <- seqOf(t, e)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := tx1.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != 0 {
+			t.Fatalf("after the rollback the next take got #%d, want #0", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TakeContext did not get the member after the first transaction ended")
+	}
+	if err := tx2.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rest := drain(t, ch.Begin, 100, 2*time.Second)
+	if !slices.Equal(rest, []int{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("then took %v, want 1..9", rest)
+	}
+}
+
+// No rebalance moves partitions under an open take transaction: a member
+// joining while one holds events of every partition gets none of them, and
+// the open transaction's commit succeeds after the join.
+func TestNoRebalanceUnderAnOpenTake(t *testing.T) {
+	cl := newCluster(t, 3, 3)
+	cfg := testConfig(t, cl)
+	cfg.KeyHeader = "seq" // events in every partition
+	x := open(t, cfg)
+	putN(t, x, 0, 300, 100)
+	held, tx := takeN(t, x.Begin, 300, 10*time.Second)
+	if len(held) != 300 {
+		t.Fatalf("took %d", len(held))
+	}
+	y := open(t, cfg)
+	// y joins and waits longer than a heartbeat interval (3s) for events.
+	got, ytx := takeN(t, y.Begin, 1000, 5*time.Second)
+	if len(got) > 0 {
+		t.Fatalf("y took %d events (#%d first) that x's open transaction holds", len(got), seqOf(t, got[0]))
+	}
+	ytx.Rollback()
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("x's commit after y joined: %v", err)
+	}
+	// From now on the group shares new events; x's never come back.
+	putN(t, x, 300, 600, 100)
+	all := map[int]bool{}
+	for _, ch := range []*Channel{y, x} {
+		for _, s := range drain(t, ch.Begin, 100, 3*time.Second) {
+			if s < 300 {
+				t.Fatalf("#%d came back after x committed it", s)
+			}
+			all[s] = true
+		}
+	}
+	if len(all) != 300 {
+		t.Fatalf("the group took %d distinct new events, want 300", len(all))
+	}
+}
+
+// A member that is never idle (every take transaction finds events) still
+// lets a joining member in: each transaction's end allows the rebalance.
+func TestBusyMemberLetsAJoinThrough(t *testing.T) {
+	cl := newCluster(t, 1, 3)
+	cfg := testConfig(t, cl)
+	cfg.KeyHeader = "seq"
+	x := open(t, cfg)
+	putN(t, x, 0, 3000, 500)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			evs, tx := takeN(t, x.Begin, 5, 5*time.Second)
+			time.Sleep(20 * time.Millisecond) // "delivering"
+			if err := tx.Commit(); err != nil {
+				t.Logf("x commit: %v", err)
+			}
+			if len(evs) == 0 {
+				return
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	y := open(t, cfg)
+	got, ytx := takeN(t, y.Begin, 1, 15*time.Second)
+	if len(got) == 0 {
+		t.Fatal("a joining member got nothing in 15s while the other was busy")
+	}
+	ytx.Commit()
+}
