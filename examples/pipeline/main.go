@@ -5,6 +5,20 @@
 //	go run ./examples/pipeline                 # runs until Ctrl-C, data in ./fcdata
 //	go run ./examples/pipeline -events 200000  # stops after 200k events are delivered
 //	go run ./examples/pipeline -dir /tmp/p -capacity 2000 -sink-delay 20ms  # a slow sink: the source waits
+//	go run ./examples/pipeline -kafka-fake -events 100000  # the same over Kafka: an in-process fake broker
+//	go run ./examples/pipeline -kafka host1:9092,host2:9092 -topic events  # over a real Kafka cluster
+//
+// The source and the sink are written once, over channel.Tx: the same code
+// drives a FileChannel or a channel on Kafka (package channel/kafka). On
+// Kafka, the channel's events live in the topic (-topic, which must exist
+// on a real cluster; -kafka-fake creates it, with 3 partitions on 3
+// brokers, and loses it at exit). Every event carries the header
+// source=pipeline, which the channel's KeyHeader makes the record key, so
+// they all go to one partition, in order, and the sink's sequence check
+// holds (Kafka orders per partition only). The sink is the consumer group
+// "pipeline-sink". The source's and the sink's positions are kept in -dir
+// as on a FileChannel (under kafka-<topic>/ for a real cluster; not kept
+// for the fake one, which starts empty every run).
 //
 // Every second it prints a line like
 //
@@ -98,6 +112,12 @@ type options struct {
 	// onListen, if set, is called with the server's address once it
 	// listens (tests use it to find a port 0 server).
 	onListen func(addr string)
+	// kafka are the brokers of a Kafka cluster to run on instead of a
+	// FileChannel ("" = the file channel); kafkaFake runs on an in-process
+	// fake cluster. topic is the Kafka topic.
+	kafka     string
+	kafkaFake bool
+	topic     string
 }
 
 func main() {
@@ -112,6 +132,9 @@ func main() {
 	flag.DurationVar(&o.sinkDelay, "sink-delay", 0, "the sink's pause per batch, a slow destination (0 = none)")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz on this address (empty = off)")
+	flag.StringVar(&o.kafka, "kafka", "", "run on this Kafka cluster (comma-separated host:port) instead of a file channel")
+	flag.BoolVar(&o.kafkaFake, "kafka-fake", false, "run on an in-process fake Kafka cluster (franz-go's kfake): no Kafka needed")
+	flag.StringVar(&o.topic, "topic", "filechannel-pipeline", "the Kafka topic of -kafka and -kafka-fake")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -138,6 +161,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-capacity %d: must hold at least one batch (%d)", o.capacity, o.batch)
 	case o.sinkDelay < 0:
 		return fmt.Errorf("-sink-delay %v: must not be negative", o.sinkDelay)
+	case o.kafka != "" && o.kafkaFake:
+		return errors.New("-kafka and -kafka-fake: choose one")
 	}
 	return nil
 }
@@ -166,6 +191,37 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	// process's.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if o.kafka != "" || o.kafkaFake {
+		b, err := openKafka(o, logger, reg, out)
+		if err != nil {
+			return err
+		}
+		return runOn(ctx, o, out, reg, b)
+	}
+	b, err := openFile(o, logger, reg)
+	if err != nil {
+		return err
+	}
+	return runOn(ctx, o, out, reg, b)
+}
+
+// backend is what the pipeline runs on: a FileChannel or a channel on
+// Kafka, through their transactions (T) and a few hooks.
+type backend[T channel.Tx] struct {
+	name      string                    // what the first line says it runs on
+	begin     func() (T, error)         // the source's transactions
+	sinkBegin func() (T, error)         // the sink's
+	queued    func() int                // events waiting at the start (-1: unknown)
+	stats     func() (channel.Stats, bool) // the progress line's fill, log and waits (false: none)
+	health    func() error              // /healthz
+	close     func() error
+	// srcPath and sinkPath keep the source's and the sink's positions
+	// ("" = not kept: the fake Kafka cluster starts empty every run).
+	srcPath, sinkPath string
+}
+
+// openFile opens the durable file channel in o.dir.
+func openFile(o options, logger *slog.Logger, reg *prometheus.Registry) (backend[*channel.Transaction], error) {
 	ch, err := channel.Open(channel.Config{
 		Name:          "pipeline",
 		CheckpointDir: filepath.Join(o.dir, "checkpoint"),
@@ -177,23 +233,42 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		Registerer:    reg,
 	})
 	if err != nil {
-		return err
+		return backend[*channel.Transaction]{}, err
 	}
-	srcPath := filepath.Join(o.dir, "source.next")
-	sinkPath := filepath.Join(o.dir, "sink.next")
-	srcNext, err := counter.Load(srcPath)
+	return backend[*channel.Transaction]{
+		name:      o.dir,
+		begin:     ch.Begin,
+		sinkBegin: ch.Begin,
+		queued:    ch.Len,
+		stats:     func() (channel.Stats, bool) { return ch.Stats(), true },
+		health:    ch.Health,
+		close:     ch.Close,
+		srcPath:   filepath.Join(o.dir, "source.next"),
+		sinkPath:  filepath.Join(o.dir, "sink.next"),
+	}, nil
+}
+
+// runOn runs the source and the sink on b until ctx ends, the sink has
+// delivered o.events, or one of them fails, with a progress line every
+// second.
+func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *prometheus.Registry, b backend[T]) error {
+	srcNext, err := counter.Load(b.srcPath)
 	if err != nil {
-		return errors.Join(err, ch.Close())
+		return errors.Join(err, b.close())
 	}
-	sinkNext, err := counter.Load(sinkPath)
+	sinkNext, err := counter.Load(b.sinkPath)
 	if err != nil {
-		return errors.Join(err, ch.Close())
+		return errors.Join(err, b.close())
 	}
-	sink := &sinkState{path: sinkPath, next: sinkNext}
-	fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", o.dir, ch.Len(), srcNext, sink.next)
-	srv, served, err := serveMetrics(o, reg, ch, out)
+	sink := &sinkState{path: b.sinkPath, next: sinkNext}
+	if n := b.queued(); n >= 0 {
+		fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", b.name, n, srcNext, sink.next)
+	} else {
+		fmt.Fprintf(out, "pipeline: on %s; source resumes at #%d, sink expects #%d\n", b.name, srcNext, sink.next)
+	}
+	srv, served, err := serveMetrics(o, reg, b.health, out)
 	if err != nil {
-		return errors.Join(err, ch.Close())
+		return errors.Join(err, b.close())
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -202,10 +277,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); errs <- source(ctx, ch, o, srcNext, srcPath, &put) }()
+	go func() { defer wg.Done(); errs <- source(ctx, b.begin, o, srcNext, b.srcPath, &put) }()
 	go func() {
 		defer wg.Done()
-		errs <- sinkLoop(ctx, ch, o, sink, &took, &dups, &gaps, cancel)
+		errs <- sinkLoop(ctx, b.sinkBegin, o, sink, &took, &dups, &gaps, cancel)
 	}()
 
 	start := time.Now()
@@ -215,7 +290,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	lastT := start
 	report := func(final bool) {
 		now := time.Now()
-		cur := progressCounts{put: put.Load(), took: took.Load(), ch: ch.Stats()}
+		cur := progressCounts{put: put.Load(), took: took.Load()}
+		var ok bool
+		cur.ch, ok = b.stats()
+		cur.noStats = !ok
 		label, since, prev := "progress", now.Sub(lastT), last
 		if final {
 			label, since, prev = "total   ", now.Sub(start), progressCounts{}
@@ -260,10 +338,15 @@ loop:
 			<-served // http.ErrServerClosed
 		}
 	}
-	if err := ch.Close(); err != nil && firstErr == nil {
+	left := b.queued()
+	if err := b.close(); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	fmt.Fprintf(out, "pipeline: stopped cleanly; %d events wait in the channel for the next run\n", ch.Len())
+	if left >= 0 {
+		fmt.Fprintf(out, "pipeline: stopped cleanly; %d events wait in the channel for the next run\n", left)
+	} else {
+		fmt.Fprintf(out, "pipeline: stopped cleanly; the sink resumes at #%d\n", sink.next)
+	}
 	if gaps.Load() > 0 && firstErr == nil {
 		firstErr = fmt.Errorf("sink saw %d gaps: events were lost", gaps.Load())
 	}
@@ -278,6 +361,9 @@ type progressCounts struct {
 	// time of Puts that waited for room (the source is the only one that
 	// puts), kept by the channel since Open.
 	ch channel.Stats
+	// noStats: the backend has no Stats (Kafka: its depth is the
+	// consumer group's lag, which Kafka's own tools show).
+	noStats bool
 }
 
 // progressLine is one line of progress: counts so far, rates and the
@@ -285,6 +371,12 @@ type progressCounts struct {
 // to cur), and the channel's fill and log size now.
 func progressLine(label string, since time.Duration, prev, cur progressCounts, size int, gaps, dups int64) string {
 	st, puts := cur.ch, float64(cur.put-prev.put)
+	if cur.noStats {
+		return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  gaps %d  redelivered %d",
+			label, cur.put, progress.Rate(progress.PerSecond(puts, since), 8), progress.Bytes(progress.PerSecond(puts*float64(size), since)),
+			cur.took, progress.Rate(progress.PerSecond(float64(cur.took-prev.took), since), 8),
+			gaps, dups)
+	}
 	return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  queued %7d/%d fill %3.0f%%  log %s  source waited %s (blocked %s)  gaps %d  redelivered %d",
 		label, cur.put, progress.Rate(progress.PerSecond(puts, since), 8), progress.Bytes(progress.PerSecond(puts*float64(size), since)),
 		cur.took, progress.Rate(progress.PerSecond(float64(cur.took-prev.took), since), 8),
@@ -296,7 +388,7 @@ func progressLine(label string, since time.Duration, prev, cur progressCounts, s
 // serveMetrics starts the HTTP server of /metrics and /healthz on
 // o.metricsAddr, unless it is empty (then it returns a nil server and a nil
 // channel). served receives Serve's error when the server stops.
-func serveMetrics(o options, reg *prometheus.Registry, ch *channel.FileChannel, out io.Writer) (*http.Server, chan error, error) {
+func serveMetrics(o options, reg *prometheus.Registry, health func() error, out io.Writer) (*http.Server, chan error, error) {
 	if o.metricsAddr == "" {
 		return nil, nil, nil
 	}
@@ -307,7 +399,7 @@ func serveMetrics(o options, reg *prometheus.Registry, ch *channel.FileChannel, 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ch.Health(); err != nil {
+		if err := health(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -327,7 +419,7 @@ func serveMetrics(o options, reg *prometheus.Registry, ch *channel.FileChannel, 
 // source produces numbered events in transactions of o.batch. A Put
 // waits up to KeepAlive for room in a full channel; the channel counts
 // and times the wait (Stats.PutWaits, PutWaitTime).
-func source(ctx context.Context, ch *channel.FileChannel, o options, next int64, statePath string, put *atomic.Int64) error {
+func source[T channel.Tx](ctx context.Context, begin func() (T, error), o options, next int64, statePath string, put *atomic.Int64) error {
 	payload := make([]byte, o.size)
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
@@ -345,7 +437,7 @@ func source(ctx context.Context, ch *channel.FileChannel, o options, next int64,
 				return nil
 			}
 		}
-		tx, err := ch.Begin()
+		tx, err := begin()
 		if err != nil {
 			return err
 		}
@@ -385,9 +477,9 @@ func source(ctx context.Context, ch *channel.FileChannel, o options, next int64,
 // sequence numbers. It blocks in TakeContext for a batch's first event, then
 // takes what else is there without waiting: a batch is never held back to
 // fill up, and an idle sink sleeps until a put commits.
-func sinkLoop(ctx context.Context, ch *channel.FileChannel, o options, s *sinkState, took, dups, gaps *atomic.Int64, done context.CancelFunc) error {
+func sinkLoop[T channel.Tx](ctx context.Context, begin func() (T, error), o options, s *sinkState, took, dups, gaps *atomic.Int64, done context.CancelFunc) error {
 	for ctx.Err() == nil {
-		tx, err := ch.Begin()
+		tx, err := begin()
 		if err != nil {
 			return err
 		}

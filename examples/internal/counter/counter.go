@@ -14,9 +14,13 @@ import (
 	"strings"
 )
 
-// Load reads the counter in path; a missing file means 0. A file
-// that does not hold a counter is an error, not a silent restart from 0.
+// Load reads the counter in path; a missing file means 0, and so does an
+// empty path (a counter that is not kept). A file that does not hold a
+// counter is an error, not a silent restart from 0.
 func Load(path string) (int64, error) {
+	if path == "" {
+		return 0, nil
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -33,8 +37,11 @@ func Load(path string) (int64, error) {
 
 // Save replaces the counter in path: it writes path.tmp, fsyncs it,
 // renames it over path and fsyncs the directory, so the new value survives
-// a power loss once Save returns.
+// a power loss once Save returns. An empty path keeps nothing.
 func Save(path string, n int64) error {
+	if path == "" {
+		return nil
+	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
