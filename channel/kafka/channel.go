@@ -71,12 +71,20 @@ func Open(cfg Config) (*Channel, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.OpenTimeout)
 	defer cancel()
 	if c.partitions, err = topicPartitions(ctx, cl, cfg.Topic); err != nil {
-		c.prod.discard()
+		c.prod.close(cfg.CloseTimeout)
 		c.cancel()
 		return nil, fmt.Errorf("filechannel/kafka: open %s: %w", cfg.Topic, err)
 	}
+	// Initializing the transactional producer now checks that the cluster
+	// allows it, and fences a previous run with the same TransactionalID:
+	// Kafka aborts the transaction it left open at once.
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		c.prod.close(cfg.CloseTimeout)
+		c.cancel()
+		return nil, fmt.Errorf("filechannel/kafka: open %s: initialize the transactional producer %s: %w", cfg.Topic, cfg.TransactionalID, err)
+	}
 	if err := c.m.register(cfg.Registerer, cfg.Name); err != nil {
-		c.prod.discard()
+		c.prod.close(cfg.CloseTimeout)
 		c.cancel()
 		return nil, err
 	}
@@ -173,7 +181,7 @@ func (c *Channel) Close() error {
 		case <-time.After(c.cfg.CloseTimeout):
 			c.cfg.Logger.Warn("filechannel/kafka: close: a put commit is still running; closing its client under it")
 		}
-		c.prod.discard()
+		c.prod.close(c.cfg.CloseTimeout)
 		c.m.unregister()
 		c.cfg.Logger.Info("filechannel/kafka: closed", "topic", c.cfg.Topic)
 	})
@@ -197,6 +205,8 @@ type producer struct {
 	token chan struct{}
 	mu    sync.Mutex
 	cl    *kgo.Client // nil after a failure that left it in doubt
+
+	closing sync.WaitGroup // discarded clients being closed
 }
 
 // client returns the producer's client, making one if the last one was
@@ -238,7 +248,20 @@ func (p *producer) discard() {
 	p.cl = nil
 	p.mu.Unlock()
 	if cl != nil {
-		go cl.Close()
+		p.closing.Go(cl.Close)
+	}
+}
+
+// close closes the client and waits up to timeout for it and for the
+// clients discarded earlier to be closed.
+func (p *producer) close(timeout time.Duration) {
+	p.discard()
+	done := make(chan struct{})
+	go func() { p.closing.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		p.c.cfg.Logger.Warn("filechannel/kafka: close: the producer's client did not close in time", "timeout", timeout)
 	}
 }
 
@@ -352,10 +375,10 @@ func (p *producer) run(ctx context.Context, recs []*kgo.Record, stage *atomic.In
 // cause. If the abort fails too, the client is discarded: its successor
 // fences it, and Kafka aborts what it left open.
 func (p *producer) abort(cl *kgo.Client, cause error) error {
+	// Not cut short by Close: a transaction left open holds back every
+	// read_committed reader of its partitions until Kafka times it out.
 	ctx, cancel := context.WithTimeout(context.Background(), p.c.cfg.CloseTimeout)
 	defer cancel()
-	stop := context.AfterFunc(p.c.ctx, cancel)
-	defer stop()
 	err := cl.AbortBufferedRecords(ctx)
 	if err == nil {
 		err = cl.EndTransaction(ctx, kgo.TryAbort)

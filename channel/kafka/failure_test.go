@@ -188,6 +188,7 @@ func TestConcurrentUseOfOneTransaction(t *testing.T) {
 // within the commit timeout, never a success, and Take returns promptly.
 func TestBrokerStoppedMidRun(t *testing.T) {
 	cl := newCluster(t, 3, 3)
+	fake := cl.fake(t)
 	cfg := testConfig(t, cl)
 	cfg.CommitTimeout = 2 * time.Second
 	ch := open(t, cfg)
@@ -196,7 +197,7 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 	if len(evs) != 10 {
 		t.Fatalf("took %d", len(evs))
 	}
-	cl.Close()
+	fake.Close()
 	for i := range 3 {
 		tx, _ := ch.Begin()
 		for j := range 10 {
@@ -238,8 +239,9 @@ func TestOneBrokerRemoved(t *testing.T) {
 	cfg := testConfig(t, cl)
 	ch := open(t, cfg)
 	putN(t, ch, 0, 300, 50)
-	leader := cl.LeaderFor(testTopic, 0)
-	if err := cl.RemoveNode(leader); err != nil {
+	fake := cl.fake(t)
+	leader := fake.LeaderFor(testTopic, 0)
+	if err := fake.RemoveNode(leader); err != nil {
 		t.Fatal(err)
 	}
 	committed := 300
@@ -265,7 +267,7 @@ func TestOneBrokerRemoved(t *testing.T) {
 
 func TestRawValuesOfAForeignTopic(t *testing.T) {
 	cl := newCluster(t, 1, 1)
-	raw, err := kgo.NewClient(kgo.SeedBrokers(cl.ListenAddrs()...), kgo.DefaultProduceTopic(testTopic))
+	raw, err := kgo.NewClient(kgo.SeedBrokers(cl.brokers...), kgo.DefaultProduceTopic(cl.topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,7 @@ func TestRawValuesOfAForeignTopic(t *testing.T) {
 		t.Fatalf("took %d", len(evs))
 	}
 	e := evs[0]
-	want := map[string]string{"h": "v", HeaderTopic: testTopic, HeaderPartition: "0", HeaderOffset: "0", HeaderTimestamp: "1700000000123", HeaderKey: "k1"}
+	want := map[string]string{"h": "v", HeaderTopic: cl.topic, HeaderPartition: "0", HeaderOffset: "0", HeaderTimestamp: "1700000000123", HeaderKey: "k1"}
 	if string(e.Body) != "plain bytes" || len(e.Headers) != len(want) {
 		t.Fatalf("event %+v, want body %q and headers %v", e, "plain bytes", want)
 	}
@@ -395,4 +397,34 @@ func mustCollector(t *testing.T, reg *prometheus.Registry, name string) promethe
 	}
 	t.Fatalf("no metric %s", name)
 	return nil
+}
+
+// A run that died inside a put commit leaves its Kafka transaction open,
+// and read_committed readers of its partitions wait behind it. Opening a
+// channel with the same TransactionalID fences it: Kafka aborts it at once
+// (not after its transaction timeout), its events are never seen, and the
+// new channel's events flow.
+func TestStableTransactionalIDFencesADeadRun(t *testing.T) {
+	cl := newCluster(t, 1, 1)
+	cfg := testConfig(t, cl)
+	cfg.TransactionalID = "agent-1"
+	dead, err := kgo.NewClient(kgo.SeedBrokers(cl.brokers...), kgo.DefaultProduceTopic(cl.topic),
+		kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if err := dead.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.ProduceSync(context.Background(), &kgo.Record{Value: []byte("never visible"), Headers: []kgo.RecordHeader{{Key: "seq", Value: []byte("-1")}}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// dead "crashes" here: its transaction stays open.
+	ch := open(t, cfg)
+	putN(t, ch, 0, 10, 10)
+	seqs := drain(t, ch.Begin, 100, 3*time.Second)
+	if len(seqs) != 10 || seqs[0] != 0 {
+		t.Fatalf("took %v, want 0..9 (and never the dead run's event)", seqs)
+	}
 }

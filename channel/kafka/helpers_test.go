@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,16 +18,39 @@ import (
 
 const testTopic = "events"
 
+// cluster is where a test runs: a kfake cluster of its own, or, with
+// KAFKA_BROKERS set, the real cluster there (realcluster_test.go) with a
+// topic made for the test.
+type cluster struct {
+	*kfake.Cluster // nil on a real cluster
+	brokers        []string
+	topic          string
+}
+
 // newCluster starts a kfake cluster of brokers brokers with testTopic of
-// partitions partitions, closed at the end of the test.
-func newCluster(t testing.TB, brokers, partitions int) *kfake.Cluster {
+// partitions partitions, closed at the end of the test; with KAFKA_BROKERS
+// set it makes a new topic of partitions partitions there instead.
+func newCluster(t testing.TB, brokers, partitions int) *cluster {
 	t.Helper()
+	if real := os.Getenv("KAFKA_BROKERS"); real != "" {
+		return realCluster(t, strings.Split(real, ","), partitions)
+	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(int32(partitions), testTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c
+	return &cluster{Cluster: c, brokers: c.ListenAddrs(), topic: testTopic}
+}
+
+// fake skips a test that injects faults into the cluster when it runs on a
+// real one.
+func (c *cluster) fake(t testing.TB) *kfake.Cluster {
+	t.Helper()
+	if c.Cluster == nil {
+		t.Skip("needs a kfake cluster (it stops or changes brokers)")
+	}
+	return c.Cluster
 }
 
 // testLogger logs to the test's output with -v and FC_KAFKA_LOG set.
@@ -42,10 +66,10 @@ type tbWriter struct{ t testing.TB }
 func (w tbWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // testConfig is a Config for cluster c with short timeouts.
-func testConfig(t testing.TB, c *kfake.Cluster) Config {
+func testConfig(t testing.TB, c *cluster) Config {
 	return Config{
-		Brokers:       c.ListenAddrs(),
-		Topic:         testTopic,
+		Brokers:       c.brokers,
+		Topic:         c.topic,
 		CommitTimeout: 10 * time.Second,
 		OpenTimeout:   5 * time.Second,
 		CloseTimeout:  2 * time.Second,
