@@ -49,7 +49,7 @@ func TestTwoChannelsOneGroupShareTheEvents(t *testing.T) {
 	putN(t, producer, 0, total/2, 100)
 	x, y := open(t, cfg), open(t, cfg)
 	var mu sync.Mutex
-	got := map[int]int{} // seq -> takes committed
+	got := map[int]int{}  // seq -> takes committed
 	per := make([]int, 2) // events committed per channel
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -208,12 +208,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // backend is what the pipeline runs on: a FileChannel or a channel on
 // Kafka, through their transactions (T) and a few hooks.
 type backend[T channel.Tx] struct {
-	name      string                    // what the first line says it runs on
-	begin     func() (T, error)         // the source's transactions
-	sinkBegin func() (T, error)         // the sink's
-	queued    func() int                // events waiting at the start (-1: unknown)
+	name      string                       // what the first line says it runs on
+	begin     func() (T, error)            // the source's transactions
+	sinkBegin func() (T, error)            // the sink's
+	queued    func() int                   // events waiting at the start (-1: unknown)
 	stats     func() (channel.Stats, bool) // the progress line's fill, log and waits (false: none)
-	health    func() error              // /healthz
+	health    func() error                 // /healthz
 	close     func() error
 	// srcPath and sinkPath keep the source's and the sink's positions
 	// ("" = not kept: the fake Kafka cluster starts empty every run).
