@@ -15,6 +15,7 @@ import (
 )
 
 func TestBadConfig(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	good := testConfig(t, cl)
 	for _, tc := range []struct {
@@ -77,6 +78,7 @@ func TestBadConfig(t *testing.T) {
 }
 
 func TestMisuse(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	cfg := testConfig(t, cl)
 	cfg.TransactionCapacity = 3
@@ -167,6 +169,7 @@ func TestMisuse(t *testing.T) {
 }
 
 func TestConcurrentUseOfOneTransaction(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	ch := open(t, testConfig(t, cl))
 	tx, _ := ch.Begin()
@@ -187,6 +190,7 @@ func TestConcurrentUseOfOneTransaction(t *testing.T) {
 // The cluster goes away under a running channel: Commit returns an error
 // within the commit timeout, never a success, and Take returns promptly.
 func TestBrokerStoppedMidRun(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	fake := cl.fake(t)
 	cfg := testConfig(t, cl)
@@ -235,6 +239,7 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 // One broker of three goes away: partitions it led move, and the channel
 // goes on; every committed event is delivered.
 func TestOneBrokerRemoved(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	cfg := testConfig(t, cl)
 	ch := open(t, cfg)
@@ -266,6 +271,7 @@ func TestOneBrokerRemoved(t *testing.T) {
 }
 
 func TestRawValuesOfAForeignTopic(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	raw, err := kgo.NewClient(kgo.SeedBrokers(cl.brokers...), kgo.DefaultProduceTopic(cl.topic))
 	if err != nil {
@@ -304,6 +310,7 @@ func TestRawValuesOfAForeignTopic(t *testing.T) {
 
 // KeyHeader: events with one key value land in one partition, in order.
 func TestKeyHeaderPartitions(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 3)
 	cfg := testConfig(t, cl)
 	cfg.KeyHeader = "user"
@@ -345,6 +352,7 @@ func TestKeyHeaderPartitions(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	cfg := testConfig(t, cl)
 	reg := prometheus.NewPedanticRegistry()
@@ -405,6 +413,7 @@ func mustCollector(t *testing.T, reg *prometheus.Registry, name string) promethe
 // (not after its transaction timeout), its events are never seen, and the
 // new channel's events flow.
 func TestStableTransactionalIDFencesADeadRun(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	cfg := testConfig(t, cl)
 	cfg.TransactionalID = "agent-1"

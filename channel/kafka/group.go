@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flumego/filechannel/channel"
@@ -34,12 +36,19 @@ type Group struct {
 	cl     *kgo.Client
 	stop   context.CancelFunc // cancels cl's own context, after the leave
 	closed bool
+
+	// outside: a commit learned that the group moved on without this
+	// member (it held a transaction past the rebalance timeout). Until the
+	// client has joined again (its next assignment), takes get nothing:
+	// what it would fetch belongs to another member now.
+	outside atomic.Bool
 }
 
 // newGroup joins the consumer group name (the client starts the join at
 // once) and reads committed records only.
 func (c *Channel) newGroup(name string) (*Group, error) {
 	ctx, stop := context.WithCancel(context.Background())
+	g := &Group{c: c, name: name, gm: c.m.group(name), owner: make(chan struct{}, 1), stop: stop}
 	opts := append(c.clientOpts(),
 		kgo.WithContext(ctx),
 		kgo.ConsumeTopics(c.cfg.Topic),
@@ -53,6 +62,13 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 		// become ready meanwhile (after a join, an offset validation), and
 		// a rewind waits for it too.
 		kgo.FetchMaxWait(fetchMaxWait),
+		// Called after every join (gated by BlockRebalanceOnPoll, so never
+		// under an open take transaction), with the partitions added.
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			if g.outside.Swap(false) {
+				c.cfg.Logger.Info("filechannel/kafka: back in the consumer group", "group", name)
+			}
+		}),
 	)
 	opts = append(opts, c.cfg.KgoOptions...)
 	cl, err := kgo.NewClient(opts...)
@@ -60,8 +76,9 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 		stop()
 		return nil, fmt.Errorf("filechannel/kafka: group %s: %w", name, err)
 	}
+	g.cl = cl
 	c.cfg.Logger.Info("filechannel/kafka: joining consumer group", "topic", c.cfg.Topic, "group", name)
-	return &Group{c: c, name: name, gm: c.m.group(name), owner: make(chan struct{}, 1), cl: cl, stop: stop}, nil
+	return g, nil
 }
 
 // Name is the consumer group's id.
@@ -106,6 +123,12 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 	if g.closed {
 		return nil, channel.ErrClosed
 	}
+	if g.outside.Load() {
+		if taken == 0 {
+			g.cl.AllowRebalance() // let the join through
+		}
+		return nil, nil
+	}
 	fs := g.cl.PollRecords(ctx, 1)
 	var rec *kgo.Record
 	fs.EachRecord(func(r *kgo.Record) { rec = r })
@@ -134,7 +157,9 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 
 // commit commits the group's offsets past recs (in take order) and then
 // releases the member. If the commit fails, the group's position goes back
-// to recs first, so that they come back to its next take.
+// to recs first, so that they come back to its next take; unless the
+// group no longer counts this member in (it took too long): then the
+// partitions are someone else's, who resumes from the committed offsets.
 func (g *Group) commit(recs []*kgo.Record) error {
 	ctx, cancel := context.WithTimeout(g.c.ctx, g.c.cfg.CommitTimeout)
 	defer cancel()
@@ -145,13 +170,25 @@ func (g *Group) commit(recs []*kgo.Record) error {
 	}
 	err := g.cl.CommitRecords(ctx, recs...)
 	if err != nil {
-		g.rewindLocked(recs)
+		if lostMembership(err) {
+			g.outside.Store(true)
+			g.c.cfg.Logger.Warn("filechannel/kafka: the consumer group moved on without this member (a take transaction outlived the rebalance timeout); its takes get nothing until it has joined again", "group", g.name, "err", err)
+		} else {
+			g.rewindLocked(recs)
+		}
 		if g.c.closed.Load() {
 			err = fmt.Errorf("%w (%v)", channel.ErrClosed, err)
 		}
 	}
 	g.releaseLocked()
 	return err
+}
+
+// lostMembership tells the errors of a commit from a member the group has
+// moved on without.
+func lostMembership(err error) bool {
+	return errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID)
 }
 
 // rollback puts the group's position back at the first record of each

@@ -7,9 +7,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestTwoGroupsBothReceiveEverything(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	ch := open(t, testConfig(t, cl))
 	putN(t, ch, 0, 500, 50)
@@ -41,6 +44,7 @@ func TestTwoGroupsBothReceiveEverything(t *testing.T) {
 // rolls back: every event is taken (committed) by exactly one of them, and
 // both take some.
 func TestTwoChannelsOneGroupShareTheEvents(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	cfg := testConfig(t, cl)
 	cfg.KeyHeader = "seq" // events in every partition, so both members get some
@@ -128,6 +132,7 @@ func TestTwoChannelsOneGroupShareTheEvents(t *testing.T) {
 // same channel finds it empty (Take) or waits (TakeContext) until the first
 // ends, and then gets the events in order.
 func TestOneTakeTransactionAtATime(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	ch := open(t, testConfig(t, cl))
 	putN(t, ch, 0, 10, 10)
@@ -178,6 +183,7 @@ func TestOneTakeTransactionAtATime(t *testing.T) {
 // joining while one holds events of every partition gets none of them, and
 // the open transaction's commit succeeds after the join.
 func TestNoRebalanceUnderAnOpenTake(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	cfg := testConfig(t, cl)
 	cfg.KeyHeader = "seq" // events in every partition
@@ -216,6 +222,7 @@ func TestNoRebalanceUnderAnOpenTake(t *testing.T) {
 // A member that is never idle (every take transaction finds events) still
 // lets a joining member in: each transaction's end allows the rebalance.
 func TestBusyMemberLetsAJoinThrough(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 3)
 	cfg := testConfig(t, cl)
 	cfg.KeyHeader = "seq"
@@ -248,4 +255,49 @@ func TestBusyMemberLetsAJoinThrough(t *testing.T) {
 		t.Fatal("a joining member got nothing in 15s while the other was busy")
 	}
 	ytx.Commit()
+}
+
+// A take transaction held past the group's rebalance timeout while another
+// member waits to join: Kafka removes the slow member, its Commit returns
+// the error (Flume's KafkaChannel logs and swallows it), and its events go
+// to the member that took over.
+func TestTakeCommitAfterLosingThePartitionsFails(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
+	cl := newCluster(t, 1, 1)
+	cl.fake(t)
+	cfg := testConfig(t, cl)
+	cfg.KgoOptions = []kgo.Opt{kgo.RebalanceTimeout(2 * time.Second), kgo.SessionTimeout(6 * time.Second), kgo.HeartbeatInterval(500 * time.Millisecond)}
+	x := open(t, cfg)
+	putN(t, x, 0, 10, 10)
+	held, tx := takeN(t, x.Begin, 10, 10*time.Second)
+	if len(held) != 10 {
+		t.Fatalf("took %d", len(held))
+	}
+	y := open(t, cfg)
+	got, ytx := takeN(t, y.Begin, 10, 20*time.Second)
+	if len(got) != 10 || seqOf(t, got[0]) != 0 {
+		t.Fatalf("the member that took over got %d events, want x's 10 from #0", len(got))
+	}
+	if err := ytx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Fatal("x's take commit succeeded after the group removed x")
+	} else {
+		t.Logf("x's commit: %v", err)
+	}
+	// x rejoins; the group goes on with both.
+	putN(t, x, 10, 20, 10)
+	seen := map[int]bool{}
+	for _, ch := range []*Channel{x, y} {
+		for _, s := range drain(t, ch.Begin, 100, 3*time.Second) {
+			if s < 10 || seen[s] {
+				t.Fatalf("#%d delivered again", s)
+			}
+			seen[s] = true
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("after x's failed commit the group took %d of the 10 new events", len(seen))
+	}
 }

@@ -10,6 +10,7 @@ import (
 )
 
 func TestRoundTripHeaders(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	for _, parts := range []int{1, 3} {
 		t.Run(map[int]string{1: "1 partition", 3: "3 partitions"}[parts], func(t *testing.T) {
 			cl := newCluster(t, 3, parts)
@@ -58,6 +59,7 @@ func TestRoundTripHeaders(t *testing.T) {
 }
 
 func TestRolledBackPutInvisible(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	ch := open(t, testConfig(t, cl))
 	tx, _ := ch.Begin()
@@ -80,12 +82,13 @@ func TestRolledBackPutInvisible(t *testing.T) {
 }
 
 func TestTakeRollbackRedeliversInOrder(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 1)
 	ch := open(t, testConfig(t, cl))
 	putN(t, ch, 0, 2000, 100)
 	next := 0
 	for round := 0; next < 2000; round++ {
-		evs, tx := takeN(t, ch.Begin, 150, 10*time.Second)
+		evs, tx := takeN(t, ch.Begin, min(150, 2000-next), 10*time.Second)
 		for i, e := range evs {
 			if s := seqOf(t, e); s != next+i {
 				t.Fatalf("round %d: event %d is #%d, want #%d", round, i, s, next+i)
@@ -105,6 +108,7 @@ func TestTakeRollbackRedeliversInOrder(t *testing.T) {
 }
 
 func TestCommittedTakesDoNotComeBackAfterReopen(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 3, 3)
 	cfg := testConfig(t, cl)
 	ch := open(t, cfg)
@@ -140,6 +144,7 @@ func TestCommittedTakesDoNotComeBackAfterReopen(t *testing.T) {
 }
 
 func TestCloseWithOpenTransactions(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
 	cl := newCluster(t, 1, 1)
 	cfg := testConfig(t, cl)
 	ch := open(t, cfg)
