@@ -168,6 +168,21 @@
 // ExampleTransaction_TakeContext); examples/pipeline is a complete program
 // with metrics, a health check and graceful shutdown.
 //
+// # One source and one sink, two backends
+//
+// [Tx] is the transaction of any backend: a [*Transaction] here, a
+// *kafka.Transaction of package channel/kafka, which runs the same
+// transactions over a Kafka topic when one machine is not enough
+// (docs/kafka.md). Write a source or a sink once, generic over the
+// transaction type, and pass it a begin function:
+//
+//	func sink[T channel.Tx](ctx context.Context, begin func() (T, error)) error
+//
+//	sink(ctx, fc.Begin) // on a FileChannel; g.Begin for one of its groups
+//	sink(ctx, kc.Begin) // on Kafka
+//
+// examples/pipeline runs its source and sink on either (-kafka, -kafka-fake).
+//
 // # Metrics and health
 //
 // With Config.Registerer set, Open registers the channel's Prometheus
