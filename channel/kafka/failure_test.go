@@ -126,7 +126,8 @@ func TestMisuse(t *testing.T) {
 	if _, _, err := take.Take(); !errors.Is(err, channel.ErrTransactionFull) {
 		t.Fatalf("fourth Take: %v", err)
 	}
-	if _, err := take.TakeContext(nil); err == nil { //nolint:staticcheck // nil on purpose
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, err := take.TakeContext(nil); err == nil {
 		t.Fatal("TakeContext(nil) succeeded")
 	}
 	if err := take.Commit(); err != nil {
@@ -363,9 +364,9 @@ func TestMetrics(t *testing.T) {
 	tx, _ := ch.Begin()
 	tx.Put(ev(99))
 	tx.Rollback()
-	evs, take := takeN(t, ch.Begin, 5, 10*time.Second)
+	_, take := takeN(t, ch.Begin, 5, 10*time.Second)
 	take.Rollback()
-	evs, take = takeN(t, ch.Begin, 20, 10*time.Second)
+	evs, take := takeN(t, ch.Begin, 20, 10*time.Second)
 	take.Commit()
 	if len(evs) != 20 {
 		t.Fatalf("took %d", len(evs))
