@@ -371,16 +371,36 @@ func TestMetrics(t *testing.T) {
 	if len(evs) != 20 {
 		t.Fatalf("took %d", len(evs))
 	}
-	for name, want := range map[string]float64{
-		"filechannel_put_success_total":  20,
-		"filechannel_take_success_total": 20,
+	m := ch.m
+	for name, c := range map[string]struct {
+		got  prometheus.Collector
+		want float64
+	}{
+		"put_attempts":         {m.putAttempts, 21},
+		"put_success":          {m.putSuccess, 20},
+		"take_success":         {m.takeSuccess, 20},
+		"put rollbacks":        {m.rollbacks.WithLabelValues(typePut), 1},
+		"take rollbacks":       {m.rollbacks.WithLabelValues(typeTake), 1},
+		"put commit errors":    {m.commitErrors.WithLabelValues(typePut), 0},
+		"group take success":   {m.groupTaken.WithLabelValues(DefaultGroup), 20},
+		"group take rollbacks": {m.groupRollbacks.WithLabelValues(DefaultGroup), 1},
+		"group inflight":       {m.groupInflight.WithLabelValues(DefaultGroup), 0},
 	} {
-		if got := testutil.ToFloat64(mustCollector(t, reg, name)); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
+		if got := testutil.ToFloat64(c.got); got != c.want {
+			t.Errorf("%s = %v, want %v", name, got, c.want)
 		}
 	}
-	if n, err := testutil.GatherAndCount(reg, "filechannel_rollbacks_total", "filechannel_group_take_success_total", "filechannel_commit_duration_seconds"); err != nil || n == 0 {
+	// Registered with the FileChannel's names, labelled with Config.Name.
+	if n, err := testutil.GatherAndCount(reg, "filechannel_put_success_total", "filechannel_rollbacks_total",
+		"filechannel_group_take_success_total", "filechannel_commit_duration_seconds"); err != nil || n < 5 {
 		t.Fatalf("gather: %d series, %v", n, err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP filechannel_put_success_total Events put by committed transactions.
+# TYPE filechannel_put_success_total counter
+filechannel_put_success_total{channel_name="k"} 20
+`), "filechannel_put_success_total"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "already registered") {
 		t.Fatalf("a second channel of the same name on the registry: %v", err)
@@ -388,53 +408,4 @@ func TestMetrics(t *testing.T) {
 	ch.Close()
 	again := open(t, cfg) // Close unregistered
 	again.Close()
-}
-
-// mustCollector finds the one metric family name on reg as a collector of
-// its single series.
-func mustCollector(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.Metric) == 1 {
-			v := mf.Metric[0].GetCounter().GetValue()
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x", Help: "x"}, func() float64 { return v })
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return nil
-}
-
-// A run that died inside a put commit leaves its Kafka transaction open,
-// and read_committed readers of its partitions wait behind it. Opening a
-// channel with the same TransactionalID fences it: Kafka aborts it at once
-// (not after its transaction timeout), its events are never seen, and the
-// new channel's events flow.
-func TestStableTransactionalIDFencesADeadRun(t *testing.T) {
-	t.Parallel() // each test has a cluster of its own; most of their time is waiting
-	cl := newCluster(t, 1, 1)
-	cfg := testConfig(t, cl)
-	cfg.TransactionalID = "agent-1"
-	dead, err := kgo.NewClient(kgo.SeedBrokers(cl.brokers...), kgo.DefaultProduceTopic(cl.topic),
-		kgo.TransactionalID(cfg.TransactionalID), kgo.TransactionTimeout(5*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dead.Close()
-	if err := dead.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.ProduceSync(context.Background(), &kgo.Record{Value: []byte("never visible"), Headers: []kgo.RecordHeader{{Key: "seq", Value: []byte("-1")}}}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	// dead "crashes" here: its transaction stays open.
-	ch := open(t, cfg)
-	putN(t, ch, 0, 10, 10)
-	seqs := drain(t, ch.Begin, 100, 3*time.Second)
-	if len(seqs) != 10 || seqs[0] != 0 {
-		t.Fatalf("took %v, want 0..9 (and never the dead run's event)", seqs)
-	}
 }
