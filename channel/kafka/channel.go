@@ -36,7 +36,7 @@ type Channel struct {
 	cancel context.CancelFunc
 	closed atomic.Bool
 	close  sync.Once
-	wg     sync.WaitGroup // put commits still running in the background
+	wg     sync.WaitGroup // the producer's loop, until its commit in progress is done
 
 	prod *producer
 
@@ -62,7 +62,7 @@ func Open(cfg Config) (*Channel, error) {
 	c := &Channel{cfg: cfg, groups: map[string]*Group{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.m = newMetrics(c)
-	c.prod = &producer{c: c, token: make(chan struct{}, 1)}
+	c.prod = &producer{c: c, reqs: make(chan *commitReq)}
 	cl, err := c.prod.client()
 	if err != nil {
 		c.cancel()
@@ -88,6 +88,7 @@ func Open(cfg Config) (*Channel, error) {
 		c.cancel()
 		return nil, err
 	}
+	c.wg.Go(c.prod.loop)
 	cfg.Logger.Info("filechannel/kafka: open", "topic", cfg.Topic, "partitions", c.partitions,
 		"group", cfg.Group, "transactional_id", cfg.TransactionalID)
 	return c, nil
@@ -199,11 +200,11 @@ func (c *Channel) clientOpts() []kgo.Opt {
 
 // producer is the channel's transactional client. Kafka runs one
 // transaction at a time per transactional id, so put commits take turns:
-// token is held from BeginTransaction to EndTransaction.
+// one goroutine (loop) runs them, from BeginTransaction to EndTransaction.
 type producer struct {
-	c     *Channel
-	token chan struct{}
-	mu    sync.Mutex
+	c    *Channel
+	reqs chan *commitReq
+	mu   sync.Mutex
 	cl    *kgo.Client // nil after a failure that left it in doubt
 
 	closing sync.WaitGroup // discarded clients being closed
@@ -225,6 +226,9 @@ func (p *producer) client() (*kgo.Client, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MaxBufferedRecords(max(10_000, cfg.TransactionCapacity)),
 		kgo.RecordDeliveryTimeout(cfg.CommitTimeout),
+		// Commit produces all of a transaction's records at once and then
+		// waits for them: lingering for more only delays it.
+		kgo.ProducerLinger(0),
 	)
 	if cfg.MaxEventSize > DefaultMaxEventSize {
 		// A batch must hold the largest event; the topic's
@@ -272,43 +276,56 @@ const (
 	stageAbandoned       // the deadline passed first: it will not be asked
 )
 
+// commitReq is one put commit handed to the producer's loop.
+type commitReq struct {
+	ctx   context.Context // its deadline
+	recs  []*kgo.Record
+	stage atomic.Int32
+	res   chan error
+}
+
+// loop runs the channel's put commits one after another until Close. One
+// long-lived goroutine: its stack has grown to what a commit needs once.
+func (p *producer) loop() {
+	for {
+		select {
+		case req := <-p.reqs:
+			req.res <- p.run(req.ctx, req.recs, &req.stage)
+		case <-p.c.ctx.Done():
+			return
+		}
+	}
+}
+
 // commit runs recs as one Kafka transaction and returns once Kafka
 // committed it, or with an error by the deadline at the latest. The
-// transaction runs in a goroutine of its own that holds the token, so a
-// franz-go call that does not honour its context delays the next commit,
-// never the return of this one.
+// transaction runs on the producer's loop, so a franz-go call that does
+// not honour its context delays the next commit, never the return of this
+// one.
 func (p *producer) commit(recs []*kgo.Record) error {
 	c := p.c
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CommitTimeout)
+	defer cancel()
+	req := &commitReq{ctx: ctx, recs: recs, res: make(chan error, 1)}
 	select {
-	case p.token <- struct{}{}:
+	case p.reqs <- req:
 	case <-ctx.Done():
-		cancel()
 		if c.closed.Load() {
 			return channel.ErrClosed
 		}
 		return fmt.Errorf("filechannel/kafka: commit: the previous put commit did not finish within the commit timeout (%v); nothing was sent: %w", c.cfg.CommitTimeout, ctx.Err())
 	}
-	var stage atomic.Int32
-	res := make(chan error, 1)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer func() { <-p.token }()
-		defer cancel()
-		res <- p.run(ctx, recs, &stage)
-	}()
 	select {
-	case err := <-res:
+	case err := <-req.res:
 		return err
 	case <-ctx.Done():
 	}
 	select {
-	case err := <-res: // it finished as the deadline passed
+	case err := <-req.res: // it finished as the deadline passed
 		return err
 	default:
 	}
-	if stage.CompareAndSwap(stageProducing, stageAbandoned) {
+	if req.stage.CompareAndSwap(stageProducing, stageAbandoned) {
 		if c.closed.Load() {
 			return fmt.Errorf("filechannel/kafka: commit: %w (the transaction is aborted, none of its events will be visible)", channel.ErrClosed)
 		}

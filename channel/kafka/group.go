@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,13 @@ type Group struct {
 	// client has joined again (its next assignment), takes get nothing:
 	// what it would fetch belongs to another member now.
 	outside atomic.Bool
+
+	// buf[head:] are records polled and not taken yet (under mu). While
+	// there are some, rebalances stay blocked between transactions too;
+	// rebalance is set when one waits for this member.
+	buf       []*kgo.Record
+	head      int
+	rebalance atomic.Bool
 }
 
 // newGroup joins the consumer group name (the client starts the join at
@@ -64,6 +72,7 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 		kgo.FetchMaxWait(fetchMaxWait),
 		// Called after every join (gated by BlockRebalanceOnPoll, so never
 		// under an open take transaction), with the partitions added.
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { g.rebalanceBlocked() }),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
 			if g.outside.Swap(false) {
 				c.cfg.Logger.Info("filechannel/kafka: back in the consumer group", "group", name)
@@ -113,10 +122,14 @@ func (g *Group) acquire(ctx context.Context) (bool, error) {
 	}
 }
 
-// poll returns the group's next record, waiting until ctx ends (nil: only
-// what is fetched already). A nil record with a nil error: none came.
-// taken is how many records the owning transaction holds: with none, an
-// empty poll allows rebalances again at once.
+// pollBatch is the most records one poll fetches into the member's buffer.
+const pollBatch = 256
+
+// poll returns the group's next record: the next of the member's buffer,
+// or of a poll that refills it, waiting until ctx ends (nil: only what the
+// client has fetched already). A nil record with a nil error: none came.
+// taken is how many records the owning transaction holds: with none and an
+// empty buffer, an empty poll allows rebalances again at once.
 func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -129,9 +142,11 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 		}
 		return nil, nil
 	}
-	fs := g.cl.PollRecords(ctx, 1)
-	var rec *kgo.Record
-	fs.EachRecord(func(r *kgo.Record) { rec = r })
+	if r := g.next(); r != nil {
+		return r, nil
+	}
+	fs := g.cl.PollRecords(ctx, pollBatch)
+	fs.EachRecord(func(r *kgo.Record) { g.buf = append(g.buf, r) })
 	var ferr error
 	fs.EachError(func(topic string, p int32, err error) {
 		switch {
@@ -143,16 +158,41 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 			ferr = fmt.Errorf("filechannel/kafka: take from %s[%d] for group %s: %w", topic, p, g.name, err)
 		}
 	})
-	if rec == nil && taken == 0 {
-		g.cl.AllowRebalance() // nothing held: nothing to protect
-	}
-	if rec != nil {
-		if ferr != nil && !errors.Is(ferr, channel.ErrClosed) {
-			g.c.cfg.Logger.Warn("filechannel/kafka: fetch error", "group", g.name, "err", ferr)
+	r := g.next()
+	if r == nil {
+		if taken == 0 {
+			g.cl.AllowRebalance() // nothing held: nothing to protect
 		}
-		return rec, nil
+		return nil, ferr
 	}
-	return nil, ferr
+	if ferr != nil && !errors.Is(ferr, channel.ErrClosed) {
+		g.c.cfg.Logger.Warn("filechannel/kafka: fetch error", "group", g.name, "err", ferr)
+	}
+	return r, nil
+}
+
+// next pops the buffer's first record (nil: empty).
+func (g *Group) next() *kgo.Record {
+	if g.head == len(g.buf) {
+		return nil
+	}
+	r := g.buf[g.head]
+	g.buf[g.head] = nil
+	g.head++
+	if g.head == len(g.buf) {
+		g.buf, g.head = g.buf[:0], 0
+	}
+	return r
+}
+
+// buffered is the records fetched and not taken yet, in fetch order.
+func (g *Group) buffered() []*kgo.Record { return g.buf[g.head:] }
+
+// dropBuffer forgets the buffered records (the position is moved back, or
+// the partitions are someone else's).
+func (g *Group) dropBuffer() {
+	clear(g.buf)
+	g.buf, g.head = g.buf[:0], 0
 }
 
 // commit commits the group's offsets past recs (in take order) and then
@@ -172,6 +212,7 @@ func (g *Group) commit(recs []*kgo.Record) error {
 	if err != nil {
 		if lostMembership(err) {
 			g.outside.Store(true)
+			g.dropBuffer()
 			g.c.cfg.Logger.Warn("filechannel/kafka: the consumer group moved on without this member (a take transaction outlived the rebalance timeout); its takes get nothing until it has joined again", "group", g.name, "err", err)
 		} else {
 			g.rewindLocked(recs)
@@ -192,8 +233,8 @@ func lostMembership(err error) bool {
 }
 
 // rollback puts the group's position back at the first record of each
-// partition in recs, and releases the member: the next take of the group
-// gets them again, in order.
+// partition in recs (or in the buffer), and releases the member: the next
+// take of the group gets them again, in order.
 func (g *Group) rollback(recs []*kgo.Record) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -213,23 +254,57 @@ func (g *Group) release() {
 	}
 }
 
+// releaseLocked ends the owner's hold on the member. With records still
+// buffered, rebalances stay blocked, so that the next transaction takes
+// them; the member gives them back (settle) when a rebalance asks for it.
 func (g *Group) releaseLocked() {
-	g.cl.AllowRebalance()
+	if len(g.buffered()) == 0 || g.rebalance.Load() {
+		g.settleLocked()
+	}
 	select {
 	case <-g.owner:
 	default:
 	}
 }
 
-// rewindLocked sets the position of each partition of recs to its first
-// record there. SetOffsets drops what the client fetched beyond it; it is
-// called before AllowRebalance, while the partitions are surely ours.
+// settleLocked lets a rebalance through: the buffered records go back (the
+// position of their partitions moves back to them), then rebalances are
+// allowed. Only with no transaction holding the member.
+func (g *Group) settleLocked() {
+	g.rewindLocked(nil)
+	g.rebalance.Store(false)
+	g.cl.AllowRebalance()
+}
+
+// rebalanceBlocked is called (in a goroutine of its own) when a rebalance
+// waits for this member. If a transaction holds the member, its end
+// settles; otherwise this does, once no transaction holds it.
+func (g *Group) rebalanceBlocked() {
+	g.rebalance.Store(true)
+	select {
+	case g.owner <- struct{}{}:
+	case <-g.c.ctx.Done():
+		return
+	}
+	g.mu.Lock()
+	if !g.closed && g.rebalance.Load() {
+		g.settleLocked()
+	}
+	g.mu.Unlock()
+	<-g.owner
+}
+
+// rewindLocked sets the position of each partition of recs and of the
+// buffer to its first record there, and empties the buffer. SetOffsets
+// drops what the client fetched beyond it; it is called before
+// AllowRebalance, while the partitions are surely ours.
 func (g *Group) rewindLocked(recs []*kgo.Record) {
-	if len(recs) == 0 {
+	buf := g.buffered()
+	if len(recs) == 0 && len(buf) == 0 {
 		return
 	}
 	to := map[string]map[int32]kgo.EpochOffset{}
-	for _, r := range recs {
+	for _, r := range slices.Concat(recs, buf) {
 		ps := to[r.Topic]
 		if ps == nil {
 			ps = map[int32]kgo.EpochOffset{}
@@ -239,6 +314,7 @@ func (g *Group) rewindLocked(recs []*kgo.Record) {
 			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
 		}
 	}
+	g.dropBuffer()
 	g.cl.SetOffsets(to)
 }
 
@@ -261,5 +337,10 @@ func (g *Group) close() {
 	cancel()
 	g.stop()
 	g.cl.Close()
+	// Close's last step is a poll (PollFetches(nil), to drain fetches),
+	// which counts as a poller under BlockRebalanceOnPoll. A leave still
+	// running in the background (its context ran out: a cluster gone)
+	// waits for pollers to end, and would wait forever.
+	g.cl.AllowRebalance()
 	g.gm.inflight.Set(0)
 }

@@ -301,3 +301,46 @@ func TestTakeCommitAfterLosingThePartitionsFails(t *testing.T) {
 		t.Fatalf("after x's failed commit the group took %d of the 10 new events", len(seen))
 	}
 }
+
+// A member keeps what it fetched beyond its takes for its next transaction,
+// with rebalances blocked meanwhile. Idle with such records, it must still
+// let a joining member in (it gives them back when the rebalance asks), and
+// what it gave back is neither lost nor delivered twice.
+func TestIdleMemberWithFetchedRecordsLetsAJoinThrough(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
+	cl := newCluster(t, 1, 3)
+	cfg := testConfig(t, cl)
+	cfg.KeyHeader = "seq" // events in every partition
+	x := open(t, cfg)
+	putN(t, x, 0, 300, 100)
+	first, tx := takeN(t, x.Begin, 1, 10*time.Second)
+	if len(first) != 1 {
+		t.Fatal("took nothing")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(x.groups[DefaultGroup].buffered()); n == 0 {
+		t.Fatal("x fetched nothing beyond its take: the test needs records held back")
+	}
+	y := open(t, cfg)
+	got, ytx := takeN(t, y.Begin, 1, 20*time.Second)
+	if len(got) == 0 {
+		t.Fatal("a joining member got nothing in 20s while the other sat on fetched records")
+	}
+	if err := ytx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{seqOf(t, first[0]): true, seqOf(t, got[0]): true}
+	for _, ch := range []*Channel{x, y, x} {
+		for _, s := range drain(t, ch.Begin, 50, 3*time.Second) {
+			if seen[s] {
+				t.Fatalf("#%d delivered twice", s)
+			}
+			seen[s] = true
+		}
+	}
+	if len(seen) != 300 {
+		t.Fatalf("%d of 300 events delivered", len(seen))
+	}
+}

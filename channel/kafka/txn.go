@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ type Transaction struct {
 	takeOnly bool
 
 	puts  []*kgo.Record
+	arena []byte        // the bytes of puts (copyBytes)
 	recs  []*kgo.Record // taken, in take order
 	owns  bool          // t holds g's member
 	done  bool
@@ -76,7 +76,7 @@ func (t *Transaction) PutContext(ctx context.Context, e channel.Event) error {
 		c.m.putErrors.WithLabelValues(reasonCanceled).Inc()
 		return ctx.Err()
 	}
-	r, err := c.record(e)
+	r, err := t.record(e)
 	if err != nil {
 		c.m.putErrors.WithLabelValues(reasonTooLarge).Inc()
 		return err
@@ -90,7 +90,8 @@ func (t *Transaction) PutContext(ctx context.Context, e channel.Event) error {
 
 // record is e as a Kafka record: the body is the value, the headers are
 // record headers (sorted by name), and the KeyHeader's value is the key.
-func (c *Channel) record(e channel.Event) (*kgo.Record, error) {
+func (t *Transaction) record(e channel.Event) (*kgo.Record, error) {
+	c := t.c
 	size := len(e.Body)
 	for k, v := range e.Headers {
 		size += len(k) + len(v)
@@ -98,20 +99,51 @@ func (c *Channel) record(e channel.Event) (*kgo.Record, error) {
 	if size > c.cfg.MaxEventSize {
 		return nil, fmt.Errorf("%w: %d bytes of body and headers; Config.MaxEventSize is %d", channel.ErrEventTooLarge, size, c.cfg.MaxEventSize)
 	}
-	r := &kgo.Record{Topic: c.cfg.Topic, Value: bytes.Clone(e.Body)}
+	r := &kgo.Record{Topic: c.cfg.Topic}
+	if e.Body != nil {
+		r.Value = t.copyBytes(e.Body)
+	}
 	if len(e.Headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, 0, len(e.Headers))
 		for k, v := range e.Headers {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: t.copyString(v)})
 		}
 		slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return compareStrings(a.Key, b.Key) })
 		if c.cfg.KeyHeader != "" {
 			if v, ok := e.Headers[c.cfg.KeyHeader]; ok {
-				r.Key = []byte(v)
+				r.Key = t.copyString(v)
 			}
 		}
 	}
 	return r, nil
+}
+
+// arenaChunk is the size of the blocks a put transaction copies its events'
+// bytes into: one allocation for many events, not one per body.
+const arenaChunk = 64 << 10
+
+// copyBytes copies b into the transaction's arena.
+func (t *Transaction) copyBytes(b []byte) []byte {
+	n := len(b)
+	if n == 0 {
+		return []byte{} // empty, not null
+	}
+	if cap(t.arena)-len(t.arena) < n {
+		t.arena = make([]byte, 0, max(arenaChunk, n))
+	}
+	off := len(t.arena)
+	t.arena = append(t.arena, b...)
+	return t.arena[off : off+n : off+n]
+}
+
+func (t *Transaction) copyString(s string) []byte {
+	n := len(s)
+	if cap(t.arena)-len(t.arena) < n {
+		t.arena = make([]byte, 0, max(arenaChunk, n))
+	}
+	off := len(t.arena)
+	t.arena = append(t.arena, s...)
+	return t.arena[off : off+n : off+n]
 }
 
 func compareStrings(a, b string) int {
