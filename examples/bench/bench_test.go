@@ -33,6 +33,7 @@ func tinySizes() sizes {
 		stallFill: 1000, stallTxs: 20,
 		memCap: 4000, memBacklog: 4000 << 10,
 		ckptRounds: 2, ckptChurn: 200, groupFill: 2000,
+		kafkaTakes: 1000,
 	}
 }
 
@@ -57,6 +58,10 @@ func TestHarness(t *testing.T) {
 		"groups: checkpoint,", "groups: clean reopen, 4 groups", "consumer groups: checkpoints",
 		"dead letters: take commits batch 100, MaxDeliveries 16 / without", "dead letters: take commits batch 1,",
 		"MaxDeliveries 16: take commit", "group take, MaxDeliveries 16 (batch 100)",
+		"kafka.Channel: put commit", "raw transactional produce", "kafka.Channel: take commit", "raw poll + offset commit",
+		"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions",
+		"kafka: put commits batch 100 with ProducerLinger(0) on both",
+		"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

@@ -25,6 +25,7 @@ type sizes struct {
 	ckptRounds int           // consumer groups: checkpoints timed per channel
 	ckptChurn  int           // consumer groups: events put and taken before each
 	groupFill  int           // consumer groups: events in every group for the clean reopen
+	kafkaTakes int           // Kafka: events each take side drains (kafka.go)
 	only       string        // run only the steps whose name contains it
 }
 
@@ -38,6 +39,7 @@ func quickSizes() sizes {
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
 		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
+		kafkaTakes: 200_000,
 	}
 }
 
@@ -49,6 +51,7 @@ func fullSizes() sizes {
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
 		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
+		kafkaTakes: 1_000_000,
 	}
 }
 
@@ -110,6 +113,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: take with MaxDeliveries 16 and without, batch 1, 10, 100, interleaved", b.groupDeliveryTakes},
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
+		{"kafka: put and take commits of kafka.Channel and of raw franz-go on a kfake cluster, interleaved", b.kafkaBench},
 	}
 	for _, s := range steps {
 		if sz.only != "" && !strings.Contains(s.name, sz.only) {

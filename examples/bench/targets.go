@@ -160,6 +160,7 @@ func targets(r *Report, sz sizes) []Target {
 	}
 	ts = append(ts, groupTargets(r)...)
 	ts = append(ts, deliveryTargets(r)...)
+	ts = append(ts, kafkaTargets(r)...)
 	return ts
 }
 
@@ -281,6 +282,57 @@ func deliveryTargets(r *Report) []Target {
 		default:
 			ts = append(ts, Target{Name: name, Want: "-", Got: got, Status: "INFO"})
 		}
+	}
+	return ts
+}
+
+// kafkaTargets checks the Kafka targets on the run's numbers (kafka.go):
+// put commits and take commits of batch 100 through a kafka.Channel against
+// raw franz-go doing the same, each >= 0.8; the put commits with
+// ProducerLinger(0) on both sides are reported, not checked. Each says the
+// median of the rounds' ratios (what is checked: a round that the shared
+// machine slowed on one side moves it less than the ratio over all rounds)
+// and their range, the ratio over all rounds, and the CPU per event of
+// both (the whole process's: the in-process brokers' work included).
+func kafkaTargets(r *Report) []Target {
+	var ts []Target
+	for _, x := range []struct {
+		name, op string
+		least    float64 // 0: reported, not checked
+	}{
+		{"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions", "put", 0.8},
+		{"kafka: put commits batch 100 with ProducerLinger(0) on both, kafka.Channel / raw franz-go", "put/linger=0", 0},
+		{"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit", "take", 0.8},
+	} {
+		want := "-"
+		if x.least > 0 {
+			want = fmt.Sprintf("median >= %.1f", x.least)
+		}
+		ch, okc := r.result(kafkaID("channel", x.op))
+		raw, okr := r.result(kafkaID("raw", x.op))
+		if !okc || !okr || raw.EventsPerSec == 0 {
+			if x.least > 0 {
+				ts = append(ts, Target{Name: x.name, Want: want, Got: "not measured", Status: "-"})
+			}
+			continue
+		}
+		all := ch.EventsPerSec / raw.EventsPerSec
+		q, got := all, ""
+		if qs := roundRatios(ch, raw); len(qs) > 0 {
+			q = median(qs)
+			got = fmt.Sprintf("rounds: median %.2f, %.2f-%.2f; ", q, qs[0], qs[len(qs)-1])
+		}
+		cpu := func(x Result) float64 { return x.CPUSeconds * 1e6 / float64(max(x.Events, 1)) }
+		got += fmt.Sprintf("all rounds %.2f (%.0f / %.0f ev/s); CPU %.2f / %.2f us/event",
+			all, ch.EventsPerSec, raw.EventsPerSec, cpu(ch), cpu(raw))
+		st := "INFO"
+		switch {
+		case x.least > 0 && q >= x.least:
+			st = "PASS"
+		case x.least > 0:
+			st = "MISS"
+		}
+		ts = append(ts, Target{Name: x.name, Want: want, Got: got, Status: st})
 	}
 	return ts
 }
