@@ -205,7 +205,7 @@ type producer struct {
 	c    *Channel
 	reqs chan *commitReq
 	mu   sync.Mutex
-	cl    *kgo.Client // nil after a failure that left it in doubt
+	cl   *kgo.Client // nil after a failure that left it in doubt
 
 	closing sync.WaitGroup // discarded clients being closed
 }
