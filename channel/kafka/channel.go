@@ -280,6 +280,7 @@ const (
 type commitReq struct {
 	ctx   context.Context // its deadline
 	recs  []*kgo.Record
+	arena arena // their bodies' bytes
 	stage atomic.Int32
 	res   chan error
 }
@@ -290,7 +291,14 @@ func (p *producer) loop() {
 	for {
 		select {
 		case req := <-p.reqs:
-			req.res <- p.run(req.ctx, req.recs, &req.stage)
+			err := p.run(req.ctx, req.recs, &req.stage)
+			if err == nil {
+				// Every record was acknowledged: franz-go is done with
+				// their bytes. After a failure it may not be (a client
+				// discarded under records in flight): those go to the GC.
+				req.arena.free()
+			}
+			req.res <- err
 		case <-p.c.ctx.Done():
 			return
 		}
@@ -302,11 +310,11 @@ func (p *producer) loop() {
 // transaction runs on the producer's loop, so a franz-go call that does
 // not honour its context delays the next commit, never the return of this
 // one.
-func (p *producer) commit(recs []*kgo.Record) error {
+func (p *producer) commit(recs []*kgo.Record, a arena) error {
 	c := p.c
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CommitTimeout)
 	defer cancel()
-	req := &commitReq{ctx: ctx, recs: recs, res: make(chan error, 1)}
+	req := &commitReq{ctx: ctx, recs: recs, arena: a, res: make(chan error, 1)}
 	select {
 	case p.reqs <- req:
 	case <-ctx.Done():
@@ -351,15 +359,16 @@ func (p *producer) run(ctx context.Context, recs []*kgo.Record, stage *atomic.In
 		acked   = make(chan struct{})
 	)
 	left.Store(int64(len(recs)))
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			errOnce.Do(func() { first = err })
+		}
+		if left.Add(-1) == 0 {
+			close(acked)
+		}
+	}
 	for _, r := range recs {
-		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				errOnce.Do(func() { first = err })
-			}
-			if left.Add(-1) == 0 {
-				close(acked)
-			}
-		})
+		cl.Produce(ctx, r, promise)
 	}
 	select {
 	case <-acked:

@@ -188,3 +188,56 @@ func TestCloseWithOpenTransactions(t *testing.T) {
 		t.Fatalf("after Close the open take's events: %v, want 0..9 back (and never #99)", seqs)
 	}
 }
+
+// Put copies the event: the caller may reuse its buffers at once, and the
+// copies of a rolled-back or committed transaction (whose buffers are
+// recycled) never show up in another transaction's events.
+func TestPutCopiesTheEvent(t *testing.T) {
+	t.Parallel() // each test has a cluster of its own; most of their time is waiting
+	cl := newCluster(t, 1, 1)
+	ch := open(t, testConfig(t, cl))
+	buf := make([]byte, 40<<10)
+	want := map[int][]byte{}
+	for round := range 6 {
+		tx, _ := ch.Begin()
+		for i := range 20 {
+			seq := round*20 + i
+			n := []int{0, 1, 1000, 20 << 10, 40 << 10}[i%5] // small, chunk-sized and large bodies
+			body := buf[:n]
+			for j := range body {
+				body[j] = byte(seq + j)
+			}
+			e := ev(seq)
+			e.Body = body
+			if err := tx.Put(e); err != nil {
+				t.Fatal(err)
+			}
+			clear(buf) // reused at once
+			want[seq] = bytes.Clone(body)
+			for j := range want[seq] {
+				want[seq][j] = byte(seq + j)
+			}
+		}
+		if round%3 == 1 {
+			tx.Rollback()
+			for i := range 20 {
+				delete(want, round*20+i)
+			}
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, tx := takeN(t, ch.Begin, len(want), 10*time.Second)
+	defer tx.Commit()
+	if len(got) != len(want) {
+		t.Fatalf("took %d events, want %d", len(got), len(want))
+	}
+	for _, e := range got {
+		s := seqOf(t, e)
+		if !bytes.Equal(e.Body, want[s]) {
+			t.Fatalf("event #%d: body of %d bytes differs from what was put (%d bytes)", s, len(e.Body), len(want[s]))
+		}
+	}
+}

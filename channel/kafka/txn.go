@@ -24,7 +24,7 @@ type Transaction struct {
 	takeOnly bool
 
 	puts  []*kgo.Record
-	arena []byte        // the bytes of puts (copyBytes)
+	arena arena         // the bytes of puts' bodies
 	recs  []*kgo.Record // taken, in take order
 	owns  bool          // t holds g's member
 	done  bool
@@ -83,6 +83,9 @@ func (t *Transaction) PutContext(ctx context.Context, e channel.Event) error {
 	}
 	if len(t.puts) == 0 {
 		t.start = time.Now()
+		if t.puts == nil {
+			t.puts = make([]*kgo.Record, 0, 128)
+		}
 	}
 	t.puts = append(t.puts, r)
 	return nil
@@ -101,49 +104,21 @@ func (t *Transaction) record(e channel.Event) (*kgo.Record, error) {
 	}
 	r := &kgo.Record{Topic: c.cfg.Topic}
 	if e.Body != nil {
-		r.Value = t.copyBytes(e.Body)
+		r.Value = t.arena.copy(e.Body)
 	}
 	if len(e.Headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, 0, len(e.Headers))
 		for k, v := range e.Headers {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: t.copyString(v)})
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		}
 		slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return compareStrings(a.Key, b.Key) })
 		if c.cfg.KeyHeader != "" {
 			if v, ok := e.Headers[c.cfg.KeyHeader]; ok {
-				r.Key = t.copyString(v)
+				r.Key = []byte(v)
 			}
 		}
 	}
 	return r, nil
-}
-
-// arenaChunk is the size of the blocks a put transaction copies its events'
-// bytes into: one allocation for many events, not one per body.
-const arenaChunk = 64 << 10
-
-// copyBytes copies b into the transaction's arena.
-func (t *Transaction) copyBytes(b []byte) []byte {
-	n := len(b)
-	if n == 0 {
-		return []byte{} // empty, not null
-	}
-	if cap(t.arena)-len(t.arena) < n {
-		t.arena = make([]byte, 0, max(arenaChunk, n))
-	}
-	off := len(t.arena)
-	t.arena = append(t.arena, b...)
-	return t.arena[off : off+n : off+n]
-}
-
-func (t *Transaction) copyString(s string) []byte {
-	n := len(s)
-	if cap(t.arena)-len(t.arena) < n {
-		t.arena = make([]byte, 0, max(arenaChunk, n))
-	}
-	off := len(t.arena)
-	t.arena = append(t.arena, s...)
-	return t.arena[off : off+n : off+n]
 }
 
 func compareStrings(a, b string) int {
@@ -339,13 +314,13 @@ func (t *Transaction) Commit() error {
 	c := t.c
 	switch {
 	case len(t.puts) > 0:
-		puts := t.puts
-		t.puts = nil
+		puts, a := t.puts, t.arena
+		t.puts, t.arena = nil, arena{}
 		if c.closed.Load() {
 			c.m.commitErrors.WithLabelValues(typePut).Inc()
 			return channel.ErrClosed
 		}
-		if err := c.prod.commit(puts); err != nil {
+		if err := c.prod.commit(puts, a); err != nil {
 			c.m.commitErrors.WithLabelValues(typePut).Inc()
 			c.cfg.Logger.Warn("filechannel/kafka: put commit failed", "events", len(puts), "err", err)
 			return err
@@ -387,6 +362,7 @@ func (t *Transaction) Rollback() error {
 	switch {
 	case len(t.puts) > 0:
 		t.puts = nil
+		t.arena.free() // never handed to franz-go
 		c.m.rollbacks.WithLabelValues(typePut).Inc()
 	case t.owns:
 		recs := t.recs
