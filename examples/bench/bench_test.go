@@ -60,7 +60,6 @@ func TestHarness(t *testing.T) {
 		"MaxDeliveries 16: take commit", "group take, MaxDeliveries 16 (batch 100)",
 		"kafka.Channel: put commit", "raw transactional produce", "kafka.Channel: take commit", "raw poll + offset commit",
 		"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions",
-		"kafka: put commits batch 100 with ProducerLinger(0) on both",
 		"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit",
 	} {
 		if !strings.Contains(text, want) {

@@ -33,8 +33,8 @@
 //     used.
 //   - Kafka (kafka.go): on one in-process kfake cluster of 3 brokers, put
 //     commits of batch 100 through channel/kafka against raw franz-go
-//     transactions of the same batches (franz-go's default linger, and
-//     ProducerLinger(0) on both), and take commits of batch 100 against a
+//     transactions of the same batches (with no producer linger on both),
+//     and take commits of batch 100 against a
 //     raw consumer-group client's poll and offset commit, each draining
 //     the same backlog in its own group.
 //   - go-diskqueue: puts with SyncEvery=1 and SyncEvery=100, reads.

@@ -18,12 +18,21 @@ type meter struct {
 }
 
 // interleave runs the meters in rounds of budget/rounds each and adds
-// their results: the events and the time summed over the rounds.
+// their results: the events and the time summed over the rounds. Odd
+// rounds run the meters in the reverse order, so that no meter always
+// follows the same one (and inherits its leftover work: a garbage
+// collection it started, writes the kernel or an in-process server still
+// has to do).
 func (b *bench) interleave(rounds int, budget time.Duration, ms []*meter) error {
 	slice := budget / time.Duration(rounds)
 	var elapsed = make([]time.Duration, len(ms))
 	for r := range rounds {
-		for i, m := range ms {
+		for j := range ms {
+			i := j
+			if r%2 == 1 {
+				i = len(ms) - 1 - j
+			}
+			m := ms[i]
 			limit := int64(1 << 62)
 			if m.max > 0 {
 				limit = (m.max - m.res.Events) / int64(rounds-r)

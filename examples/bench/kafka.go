@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,11 +24,10 @@ import (
 //     Puts, Commit) against a raw transactional kgo.Client doing what a put
 //     commit does (BeginTransaction, 100 Produces with a promise, wait for
 //     every ack, EndTransaction(TryCommit)), into the same 1-partition
-//     topic; both with franz-go's default producer linger (10 ms, which a
-//     transaction of one batch waits out before its records are sent: the
-//     target's pair), and both with ProducerLinger(0) (the channel's through
-//     Config.KgoOptions), where the commits run at the speed of the
-//     brokers' answers and the channel's own work shows;
+//     topic. The raw client gets ProducerLinger(0), as the channel's has:
+//     with franz-go's default linger (10 ms) every transaction of one batch
+//     would wait it out before its records are sent, on both sides alike,
+//     and the channel's own work would not show;
 //   - take commits of batch 100 through a kafka.Channel (TakeContext for the
 //     first event, Take for the rest up to 100, Commit) against a raw
 //     consumer-group kgo.Client (PollRecords(ctx, 100), CommitRecords,
@@ -68,8 +66,8 @@ const kafkaWait = 30 * time.Second
 // the raw consumer too.
 const kafkaFetchMaxWait = 500 * time.Millisecond
 
-// kafkaID is the ID of the result of side (channel or raw) and op (put,
-// put/linger=0 or take).
+// kafkaID is the ID of the result of side (channel or raw) and op (put or
+// take).
 func kafkaID(side, op string) string {
 	return fmt.Sprintf("kafka/%s/%s/batch=%d", side, op, kafkaBatch)
 }
@@ -98,10 +96,8 @@ func (b *bench) kafkaBench() error {
 	err = func() error {
 		brokers := cluster.ListenAddrs()
 		// Without client telemetry, on every client of both sides:
-		// kafka.Channel.Close closes its producer's client in the
-		// background (channel/kafka's producer.discard), and franz-go's
-		// Close gives its final telemetry push up to a second, which
-		// against the brokers closed just after would outlive the step.
+		// franz-go's Close gives its final telemetry push up to a second,
+		// for nothing here.
 		noMetrics := kgo.DisableClientMetrics()
 		open := func(topic, group string, opts ...kgo.Opt) (*kafka.Channel, error) {
 			c, err := kafka.Open(kafka.Config{Brokers: brokers, Topic: topic, Group: group,
@@ -123,51 +119,42 @@ func (b *bench) kafkaBench() error {
 				kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
 		}
 
-		// Puts: the default linger, then linger 0, of each side.
+		// Puts.
 		ev := channel.Event{Body: b.body}
 		var puts []*meter
-		for _, linger := range []bool{false, true} {
-			var opts []kgo.Opt
-			op, suffix, note := "put", "", "an in-process kfake cluster of 3 brokers; franz-go's default "+
-				"producer linger (10 ms), which each transaction waits out"
-			if linger {
-				opts = []kgo.Opt{kgo.ProducerLinger(0)}
-				op, suffix, note = "put/linger=0", ", ProducerLinger(0)", "ProducerLinger(0) on both sides"
+		c, err := open(kafkaPutTopic, "bench-unused")
+		if err != nil {
+			return err
+		}
+		raw, err := producer(kafkaPutTopic, "bench-raw-put", kgo.ProducerLinger(0))
+		if err != nil {
+			return err
+		}
+		for _, side := range []struct {
+			name, op string
+			put      func() error
+		}{
+			{"channel", "kafka.Channel: put commit", func() error { return kafkaPutTx(c, ev, kafkaBatch) }},
+			{"raw", "raw transactional produce, ProducerLinger(0)", func() error { return rawPutTx(raw, b.body, kafkaBatch) }},
+		} {
+			if err := side.put(); err != nil {
+				return fmt.Errorf("warm-up put commit, %s: %w", side.op, err)
 			}
-			c, err := open(kafkaPutTopic, "bench-unused", opts...)
-			if err != nil {
-				return err
-			}
-			raw, err := producer(kafkaPutTopic, "bench-raw-"+strings.ReplaceAll(op, "/", "-"), opts...)
-			if err != nil {
-				return err
-			}
-			for _, side := range []struct {
-				name, op string
-				put      func() error
-			}{
-				{"channel", "kafka.Channel: put commit" + suffix, func() error { return kafkaPutTx(c, ev, kafkaBatch) }},
-				{"raw", "raw transactional produce" + suffix, func() error { return rawPutTx(raw, b.body, kafkaBatch) }},
-			} {
-				if err := side.put(); err != nil {
-					return fmt.Errorf("warm-up put commit, %s: %w", side.op, err)
-				}
-				put := side.put
-				puts = append(puts, withRounds(withCPU(&meter{
-					res: Result{ID: kafkaID(side.name, op), System: kafkaSystem(side.name), Op: side.op,
-						Batch: kafkaBatch, Producers: 1, Note: note},
-					max: b.sz.maxEvents,
-					run: func(budget time.Duration, max int64) (int64, error) {
-						var n int64
-						for start := time.Now(); until(start, budget, n, kafkaBatch, max); n += kafkaBatch {
-							if err := put(); err != nil {
-								return n, err
-							}
+			put := side.put
+			puts = append(puts, withRounds(withCPU(&meter{
+				res: Result{ID: kafkaID(side.name, "put"), System: kafkaSystem(side.name), Op: side.op,
+					Batch: kafkaBatch, Producers: 1, Note: "an in-process kfake cluster of 3 brokers, a 1-partition topic"},
+				max: b.sz.maxEvents,
+				run: func(budget time.Duration, max int64) (int64, error) {
+					var n int64
+					for start := time.Now(); until(start, budget, n, kafkaBatch, max); n += kafkaBatch {
+						if err := put(); err != nil {
+							return n, err
 						}
-						return n, nil
-					},
-				})))
-			}
+					}
+					return n, nil
+				},
+			})))
 		}
 		if err := b.interleave(b.sz.rounds, b.sz.dur, puts); err != nil {
 			return err

@@ -288,8 +288,7 @@ func deliveryTargets(r *Report) []Target {
 
 // kafkaTargets checks the Kafka targets on the run's numbers (kafka.go):
 // put commits and take commits of batch 100 through a kafka.Channel against
-// raw franz-go doing the same, each >= 0.8; the put commits with
-// ProducerLinger(0) on both sides are reported, not checked. Each says the
+// raw franz-go doing the same, each >= 0.8. Each says the
 // median of the rounds' ratios (what is checked: a round that the shared
 // machine slowed on one side moves it less than the ratio over all rounds)
 // and their range, the ratio over all rounds, and the CPU per event of
@@ -301,7 +300,6 @@ func kafkaTargets(r *Report) []Target {
 		least    float64 // 0: reported, not checked
 	}{
 		{"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions", "put", 0.8},
-		{"kafka: put commits batch 100 with ProducerLinger(0) on both, kafka.Channel / raw franz-go", "put/linger=0", 0},
 		{"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit", "take", 0.8},
 	} {
 		want := "-"
