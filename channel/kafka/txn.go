@@ -292,6 +292,9 @@ func (t *Transaction) take(ctx context.Context) (*kgo.Record, error) {
 		return nil, err
 	}
 	if r != nil {
+		if t.recs == nil {
+			t.recs = make([]*kgo.Record, 0, min(128, c.cfg.TransactionCapacity))
+		}
 		t.recs = append(t.recs, r)
 		g.gm.inflight.Inc()
 	}
