@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flumego/filechannel/internal/promreg"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -195,35 +196,21 @@ func b2f(b bool) float64 {
 // register registers every collector on reg, labelled with the channel's
 // name. On failure it unregisters what it registered.
 func (m *metrics) register(reg prometheus.Registerer, name string) error {
-	if reg == nil {
-		return nil
+	r, err := promreg.Register(reg, name, m.all)
+	if errors.Is(err, promreg.ErrNameTaken) {
+		return fmt.Errorf("filechannel: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
 	}
-	reg = prometheus.WrapRegistererWith(prometheus.Labels{"channel_name": name}, reg)
-	for i, x := range m.all {
-		if err := reg.Register(x); err != nil {
-			for _, y := range m.all[:i] {
-				reg.Unregister(y)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return fmt.Errorf("filechannel: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
-			}
-			return opErr("register metrics", err)
-		}
+	if err != nil {
+		return opErr("register metrics", err)
 	}
-	m.reg = reg
+	m.reg = r
 	return nil
 }
 
 // unregister removes every collector from the Registerer, so that a channel
 // reopened on it can register again.
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, x := range m.all {
-		m.reg.Unregister(x)
-	}
+	promreg.Unregister(m.reg, m.all)
 	m.reg = nil
 }
 

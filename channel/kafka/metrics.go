@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flumego/filechannel/internal/promreg"
 )
 
 // The metrics have the FileChannel's names (namespace filechannel, label
@@ -106,34 +108,22 @@ func (m *metrics) observeCommit(typ string, start time.Time, n int) {
 }
 
 // register registers every collector on reg, labelled with the channel's
-// name; on failure it unregisters what it registered.
+// name. On failure it unregisters what it registered.
 func (m *metrics) register(reg prometheus.Registerer, name string) error {
-	if reg == nil {
-		return nil
+	r, err := promreg.Register(reg, name, m.all)
+	if errors.Is(err, promreg.ErrNameTaken) {
+		return fmt.Errorf("filechannel/kafka: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
 	}
-	reg = prometheus.WrapRegistererWith(prometheus.Labels{"channel_name": name}, reg)
-	for i, x := range m.all {
-		if err := reg.Register(x); err != nil {
-			for _, y := range m.all[:i] {
-				reg.Unregister(y)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return fmt.Errorf("filechannel/kafka: register metrics: a channel named %q is already registered on this Registerer; give each channel its own Config.Name: %w", name, err)
-			}
-			return fmt.Errorf("filechannel/kafka: register metrics: %w", err)
-		}
+	if err != nil {
+		return fmt.Errorf("filechannel/kafka: register metrics: %w", err)
 	}
-	m.reg = reg
+	m.reg = r
 	return nil
 }
 
+// unregister removes every collector from the Registerer, so that a channel
+// reopened on it can register again.
 func (m *metrics) unregister() {
-	if m.reg == nil {
-		return
-	}
-	for _, x := range m.all {
-		m.reg.Unregister(x)
-	}
+	promreg.Unregister(m.reg, m.all)
 	m.reg = nil
 }
