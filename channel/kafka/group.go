@@ -18,10 +18,16 @@ import (
 // fetchMaxWait is how long a broker holds a fetch that found no data.
 const fetchMaxWait = 500 * time.Millisecond
 
+// outsideWait is how long a waiting take sleeps, while the member is
+// outside the group, before it looks again.
+const outsideWait = 100 * time.Millisecond
+
 // Group is a Kafka consumer group the channel takes for: one member of it,
 // with its own client. Its take transactions hold the member one at a time,
 // and no rebalance moves its partitions while one is open
-// (BlockRebalanceOnPoll); every end of a transaction allows them again.
+// (BlockRebalanceOnPoll). The end of a transaction allows them again; if
+// the member fetched records that transaction did not take, it keeps them
+// for the next one and gives them back as soon as a rebalance waits.
 type Group struct {
 	c    *Channel
 	name string
@@ -70,9 +76,11 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 		// become ready meanwhile (after a join, an offset validation), and
 		// a rewind waits for it too.
 		kgo.FetchMaxWait(fetchMaxWait),
+		// Called (in a goroutine of its own) when a rebalance waits for
+		// this member to allow it.
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { g.rebalanceBlocked() }),
 		// Called after every join (gated by BlockRebalanceOnPoll, so never
 		// under an open take transaction), with the partitions added.
-		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { g.rebalanceBlocked() }),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
 			if g.outside.Swap(false) {
 				c.cfg.Logger.Info("filechannel/kafka: back in the consumer group", "group", name)
@@ -139,6 +147,14 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 	if g.outside.Load() {
 		if taken == 0 {
 			g.cl.AllowRebalance() // let the join through
+		}
+		if ctx != nil { // a waiting take: not a busy loop until the join
+			t := time.NewTimer(outsideWait)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		return nil, nil
 	}
