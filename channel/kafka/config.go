@@ -67,7 +67,8 @@ type Config struct {
 	// CommitTimeout bounds each Commit; 0 = 30s. A Commit that runs out of
 	// time returns an error; it never reports a success it did not see.
 	CommitTimeout time.Duration
-	// OpenTimeout bounds Open's check of the brokers and the topic; 0 = 10s.
+	// OpenTimeout bounds Open's check of the brokers and the topic, and the
+	// initialization of the transactional producer; 0 = 10s.
 	OpenTimeout time.Duration
 	// CloseTimeout bounds how long Close waits for each consumer group to
 	// be left (so that its partitions move at once, not after the session
@@ -81,7 +82,8 @@ type Config struct {
 	// KgoOptions are added to every franz-go client the channel makes,
 	// after the channel's own (TLS, SASL, client id, timeouts...). Do not
 	// override what the channel relies on: isolation level, auto-commit,
-	// BlockRebalanceOnPoll, consumer group, topics or transactional id.
+	// BlockRebalanceOnPoll, OnPartitionsAssigned, OnPartitionsCallbackBlocked,
+	// consumer group, topics or transactional id.
 	KgoOptions []kgo.Opt
 
 	Name       string                // label for metrics and logs; "" = Topic
