@@ -13,37 +13,82 @@ import (
 // batches are the batch sizes of the put and baseline write measurements.
 var batches = []int{1, 10, 100, 1000}
 
-// appender is the disk baseline: batch × 1 KiB appended to one file, each
-// batch with one write and one fdatasync.
-type appender struct {
-	f   *os.File
-	buf []byte
+// diskWriter is a disk baseline: batch × 1 KiB written to one file, each
+// batch with one write and one fdatasync. An appender (newAppender) appends
+// to an empty file opened O_APPEND: each fdatasync also makes the file's
+// new size and blocks durable. An overwriter (newOverwriter) pwrites into a
+// file written and fsynced earlier, going round its region: the blocks are
+// allocated and the size does not change, so the fdatasync carries the data
+// alone (what a log written into preallocated or recycled files would pay).
+type diskWriter struct {
+	f      *os.File
+	buf    []byte
+	region int64 // overwriter: the bytes written earlier, overwritten in turn; 0 for an appender
+	off    int64 // overwriter: where the next batch goes
 }
 
-func newAppender(path string, batch int) (*appender, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+func newAppender(path string, batch int) (*diskWriter, error) {
+	return openDiskWriter(path, batch, os.O_APPEND)
+}
+
+// newOverwriter writes a file of region bytes (rounded down to whole
+// batches, at least one), fsyncs it and returns a diskWriter that
+// overwrites it. The file's pages stay in the page cache, as those of a
+// file written just before do.
+func newOverwriter(path string, batch int, region int64) (*diskWriter, error) {
+	w, err := openDiskWriter(path, batch, 0)
 	if err != nil {
 		return nil, err
 	}
-	a := &appender{f: f, buf: make([]byte, batch*1024)}
-	for i := range a.buf {
-		a.buf[i] = byte(i)
+	w.region = max(1, region/int64(len(w.buf))) * int64(len(w.buf))
+	for off := int64(0); off < w.region; off += int64(len(w.buf)) {
+		if _, err := w.f.Write(w.buf); err != nil {
+			return nil, errors.Join(err, w.close())
+		}
 	}
-	return a, nil
+	if err := w.f.Sync(); err != nil {
+		return nil, errors.Join(err, w.close())
+	}
+	return w, nil
 }
 
-// meter appends batches until budget passes or max events are written.
-func (a *appender) meter(batch int) *meter {
+func openDiskWriter(path string, batch, flag int) (*diskWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|flag, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	w := &diskWriter{f: f, buf: make([]byte, batch*1024)}
+	for i := range w.buf {
+		w.buf[i] = byte(i)
+	}
+	return w, nil
+}
+
+// diskID is the ID of the disk baseline at batch: an appender's
+// (overwrite false) or an overwriter's.
+func diskID(overwrite bool, batch int) string {
+	if overwrite {
+		return fmt.Sprintf("disk/overwrite+fdatasync/batch=%d", batch)
+	}
+	return fmt.Sprintf("disk/write+fdatasync/batch=%d", batch)
+}
+
+// meter writes batches until budget passes or max events are written.
+func (w *diskWriter) meter() *meter {
+	batch := len(w.buf) / 1024
+	op := "write+fdatasync"
+	if w.region > 0 {
+		op = "pwrite+fdatasync, overwrite"
+	}
 	return &meter{
-		res: Result{ID: fmt.Sprintf("disk/write+fdatasync/batch=%d", batch), System: "disk",
-			Op: "write+fdatasync", Batch: batch, Producers: 1},
+		res: Result{ID: diskID(w.region > 0, batch), System: "disk", Op: op, Batch: batch, Producers: 1},
 		run: func(budget time.Duration, max int64) (int64, error) {
 			var n int64
 			for start := time.Now(); until(start, budget, n, int64(batch), max); n += int64(batch) {
-				if _, err := a.f.Write(a.buf); err != nil {
+				if err := w.write(); err != nil {
 					return n, err
 				}
-				if err := unix.Fdatasync(int(a.f.Fd())); err != nil {
+				if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
 					return n, fmt.Errorf("fdatasync: %w", err)
 				}
 			}
@@ -52,9 +97,23 @@ func (a *appender) meter(batch int) *meter {
 	}
 }
 
+// write writes one batch: appended, or over the region's next batch.
+func (w *diskWriter) write() error {
+	if w.region == 0 {
+		_, err := w.f.Write(w.buf)
+		return err
+	}
+	if w.off+int64(len(w.buf)) > w.region {
+		w.off = 0
+	}
+	_, err := w.f.WriteAt(w.buf, w.off)
+	w.off += int64(len(w.buf))
+	return err
+}
+
 // close closes and removes the file.
-func (a *appender) close() error {
-	return errors.Join(a.f.Close(), os.Remove(a.f.Name()))
+func (w *diskWriter) close() error {
+	return errors.Join(w.f.Close(), os.Remove(w.f.Name()))
 }
 
 // readFiles reads every file in paths from start to end, 1 MiB at a time

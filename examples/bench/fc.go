@@ -82,21 +82,26 @@ func (b *bench) fresh(name string) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-// puts measures the disk baseline, put commits of one producer at each
-// batch size, and the peers' puts, interleaved.
+// puts measures the disk baselines (append at each batch size, overwrite
+// at overwriteBatches), put commits of one producer at each batch size, and
+// the peers' puts, interleaved.
 func (b *bench) puts() error {
 	var ms []*meter
 	var closers []func() error
 	err := func() error {
 		for _, batch := range batches {
-			a, err := newAppender(filepath.Join(b.root, fmt.Sprintf("baseline-%d", batch)), batch)
+			base, err := b.diskMeter(&closers, false, batch, "")
 			if err != nil {
 				return err
 			}
-			closers = append(closers, a.close)
-			base := a.meter(batch)
-			base.max = b.sz.maxEvents
 			ms = append(ms, base)
+			if slices.Contains(overwriteBatches, batch) {
+				over, err := b.diskMeter(&closers, true, batch, "")
+				if err != nil {
+					return err
+				}
+				ms = append(ms, over)
+			}
 			c, closeC, err := b.openChannel(fmt.Sprintf("put-%d", batch), nil)
 			if err != nil {
 				return err
@@ -107,7 +112,7 @@ func (b *bench) puts() error {
 			if batch == 100 {
 				m.run = b.countAllocs("filechannel put (batch 100)", m.run)
 			}
-			ms = append(ms, m)
+			ms = append(ms, withRounds(m))
 		}
 		peers, pc, err := b.peerPutMeters()
 		closers = append(closers, pc...)
@@ -120,23 +125,65 @@ func (b *bench) puts() error {
 	return errors.Join(err, closeAll(closers))
 }
 
+// overwriteBatches are the batch sizes of the overwrite baseline beside the
+// puts (the producers step adds batch groupCommitBatch).
+var overwriteBatches = []int{10, 100, 1000}
+
+// groupCommitBatch is the batch of the overwrite baseline the group commit
+// of 8 producers at batch 10 is compared with: what one fsync covers when
+// it serves all 8.
+const groupCommitBatch = 80
+
+// diskMeter returns a disk baseline meter at batch (an overwriter's if
+// overwrite, else an appender's), capped at maxEvents and recording its
+// rounds, with its file closed and removed by a function added to
+// closers. A non-empty beside ("producers") goes into its ID and op.
+func (b *bench) diskMeter(closers *[]func() error, overwrite bool, batch int, beside string) (*meter, error) {
+	path := filepath.Join(b.root, fmt.Sprintf("baseline-%d", batch))
+	if overwrite {
+		path += "-overwrite"
+	}
+	if beside != "" {
+		path += "-" + beside
+	}
+	var w *diskWriter
+	var err error
+	if overwrite {
+		w, err = newOverwriter(path, batch, b.sz.overwrite)
+	} else {
+		w, err = newAppender(path, batch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	*closers = append(*closers, w.close)
+	m := w.meter()
+	m.max = b.sz.maxEvents
+	if beside != "" {
+		m.res.ID += "/beside-" + beside
+		m.res.Op += " (beside " + beside + ")"
+	}
+	return withRounds(m), nil
+}
+
 // producers measures 1, 2, 4 and 8 producers committing batches of 10,
 // interleaved with the disk baseline at batch 10 (one write+fdatasync
-// stream) for the chart.
+// stream, for the chart) and the overwrite baseline at batch
+// groupCommitBatch (for the group commit target).
 func (b *bench) producers() error {
 	var ms []*meter
 	var closers []func() error
 	err := func() error {
-		a, err := newAppender(filepath.Join(b.root, "baseline-producers"), 10)
-		if err != nil {
-			return err
+		for _, base := range []struct {
+			overwrite bool
+			batch     int
+		}{{false, 10}, {true, groupCommitBatch}} {
+			m, err := b.diskMeter(&closers, base.overwrite, base.batch, "producers")
+			if err != nil {
+				return err
+			}
+			ms = append(ms, m)
 		}
-		closers = append(closers, a.close)
-		base := a.meter(10)
-		base.max = b.sz.maxEvents
-		base.res.ID += "/beside-producers"
-		base.res.Op += " (beside producers)"
-		ms = append(ms, base)
 		for _, producers := range []int{1, 2, 4, 8} {
 			c, closeC, err := b.openChannel(fmt.Sprintf("producers-%d", producers), nil)
 			if err != nil {
@@ -145,7 +192,7 @@ func (b *bench) producers() error {
 			closers = append(closers, closeC)
 			m := b.putMeter(c, 10, producers)
 			m.res.ID = fmt.Sprintf("filechannel/put/producers=%d/batch=10", producers)
-			ms = append(ms, m)
+			ms = append(ms, withRounds(m))
 		}
 		return b.interleave(b.sz.rounds, b.sz.dur, ms)
 	}()

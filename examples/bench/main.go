@@ -15,6 +15,7 @@ type sizes struct {
 	dur        time.Duration // time budget of one throughput measurement
 	rounds     int           // interleaved rounds it is split into
 	maxEvents  int64         // cap on the events of one throughput measurement
+	overwrite  int64         // bytes of the file each overwrite baseline writes first, then overwrites in turn
 	takeEvents int           // events queued, then taken (filechannel and peers)
 	replay     []int         // events in the log for reopen and full replay
 	crash      []crashCase   // events before and after the last checkpoint
@@ -34,6 +35,7 @@ type crashCase struct{ before, after int }
 func quickSizes() sizes {
 	return sizes{
 		mode: "quick", dur: 500 * time.Millisecond, rounds: 2, maxEvents: 300_000, takeEvents: 200_000,
+		overwrite: 32 << 20,
 		replay:    []int{250_000, 1_000_000},
 		crash:     []crashCase{{100_000, 20_000}, {400_000, 20_000}, {400_000, 80_000}},
 		stallFill: 200_000, stallTxs: 300,
@@ -46,6 +48,7 @@ func quickSizes() sizes {
 func fullSizes() sizes {
 	return sizes{
 		mode: "full", dur: 3 * time.Second, rounds: 5, maxEvents: 900_000, takeEvents: 500_000,
+		overwrite: 128 << 20,
 		replay:    []int{1_000_000, 4_000_000},
 		crash:     []crashCase{{200_000, 50_000}, {800_000, 50_000}, {800_000, 200_000}},
 		stallFill: 400_000, stallTxs: 2000,

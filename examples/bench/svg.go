@@ -7,7 +7,8 @@ import (
 )
 
 // chart draws two panels as a hand-written SVG: events/s against batch size
-// (log-log: filechannel puts, the disk's write+fdatasync and the peers), and
+// (log-log: filechannel puts, the disk's write+fdatasync and overwrite
+// baselines, and the peers), and
 // against the number of producers at batch 10.
 func chart(r *Report) string {
 	var s strings.Builder
@@ -20,7 +21,7 @@ func chart(r *Report) string {
 	const x0, y0, pw, ph = 70.0, 40.0, 320.0, 260.0
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, x := range r.Results {
-		if x.Op == "put commit" || strings.HasPrefix(x.Op, "write") || strings.HasPrefix(x.Op, "put,") || x.Op == "sync write batch" {
+		if x.Op == "put commit" || strings.HasPrefix(x.Op, "write") || strings.HasPrefix(x.Op, "pwrite") || strings.HasPrefix(x.Op, "put,") || x.Op == "sync write batch" {
 			lo, hi = min(lo, x.EventsPerSec), max(hi, x.EventsPerSec)
 		}
 	}
@@ -37,6 +38,7 @@ func chart(r *Report) string {
 	}
 	series := []struct{ op, label, color string }{
 		{"write+fdatasync", "disk: write+fdatasync", "#888"},
+		{"pwrite+fdatasync, overwrite", "disk: pwrite+fdatasync into a written file", "#b0b0b0"},
 		{"put commit", "filechannel put", "#1f5fbf"},
 		{"put, SyncEvery", "go-diskqueue put (returns before fsync)", "#d97a00"},
 		{"sync write batch", "goleveldb sync batch", "#2a9d3a"},
