@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 func tinySizes() sizes {
 	return sizes{
 		mode: "tiny", dur: 20 * time.Millisecond, rounds: 2, maxEvents: 2000, takeEvents: 2000,
-		overwrite: 256 << 10,
+		overwrite: 256 << 10, coldEvents: 2000,
 		replay:    []int{1000, 4000},
 		crash:     []crashCase{{1000, 200}, {2000, 400}},
 		stallFill: 1000, stallTxs: 20,
@@ -62,11 +62,12 @@ func TestHarness(t *testing.T) {
 		"kafka.Channel: put commit", "raw transactional produce", "kafka.Channel: take commit", "raw poll + offset commit",
 		"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions",
 		"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit",
-		// Performance II: the overwrite baseline.
-		"pwrite+fdatasync, overwrite",
+		// Performance II: the overwrite baseline, the cold takes.
+		"pwrite+fdatasync, overwrite", "take commit, log dropped from the page cache", "read logs, dropped, beside the cold takes",
 		"puts batch 10 / write+fdatasync batch 10", "puts batch 10 / overwrite+fdatasync batch 10",
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
 		"group commit: 8 producers batch 10 / overwrite+fdatasync batch 80",
+		"cold takes: drain batch 100 / plain read of the same log",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

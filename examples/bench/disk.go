@@ -120,31 +120,58 @@ func (w *diskWriter) close() error {
 // with pread (as the channel's log scanner does), and returns the bytes
 // read and the time it took.
 func readFiles(paths []string) (int64, time.Duration, error) {
-	buf := make([]byte, 1<<20)
-	var total int64
+	r := &seqReader{paths: paths}
 	start := time.Now()
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return 0, 0, err
-		}
-		for off := int64(0); ; {
-			n, err := f.ReadAt(buf, off)
-			off += int64(n)
-			total += int64(n)
-			if errors.Is(err, io.EOF) {
-				break
-			}
+	n, err := r.read(1 << 62)
+	return n, time.Since(start), errors.Join(err, r.close())
+}
+
+// seqReader reads files one after another, each from start to end, in
+// 1 MiB preads, a given number of bytes at a time.
+type seqReader struct {
+	paths []string
+	f     *os.File // paths[0], open, read up to off
+	off   int64
+	buf   []byte
+}
+
+// read reads up to n more bytes (fewer at the end of the last file) and
+// returns how many it read.
+func (r *seqReader) read(n int64) (int64, error) {
+	if r.buf == nil {
+		r.buf = make([]byte, 1<<20)
+	}
+	var total int64
+	for total < n && len(r.paths) > 0 {
+		if r.f == nil {
+			f, err := os.Open(r.paths[0])
 			if err != nil {
-				f.Close()
-				return 0, 0, err
+				return total, err
 			}
+			r.f, r.off = f, 0
 		}
-		if err := f.Close(); err != nil {
-			return 0, 0, err
+		k, err := r.f.ReadAt(r.buf[:min(int64(len(r.buf)), n-total)], r.off)
+		r.off += int64(k)
+		total += int64(k)
+		if errors.Is(err, io.EOF) {
+			err = r.f.Close()
+			r.f, r.paths = nil, r.paths[1:]
+		}
+		if err != nil {
+			return total, err
 		}
 	}
-	return total, time.Since(start), nil
+	return total, nil
+}
+
+// close closes the file being read, if any.
+func (r *seqReader) close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
 }
 
 // dropCache asks the kernel to drop the page cache of each file

@@ -40,10 +40,11 @@ func putTx(c *channel.FileChannel, ev channel.Event, n int) error {
 
 // takeTx commits one take transaction of up to n events and returns how
 // many it took.
-func takeTx(c *channel.FileChannel, n int) (int, error) { return takeTxOf(c.Begin, n) }
+func takeTx(c *channel.FileChannel, n int) (int, error) { return takeTxOf(c.Begin, n, nil) }
 
-// takeTxOf is takeTx of the transaction begin starts (a group's).
-func takeTxOf(begin func() (*channel.Transaction, error), n int) (int, error) {
+// takeTxOf is takeTx of the transaction begin starts (a group's). If
+// commitTime is not nil, the time Commit took is added to it.
+func takeTxOf(begin func() (*channel.Transaction, error), n int, commitTime *time.Duration) (int, error) {
 	tx, err := begin()
 	if err != nil {
 		return 0, err
@@ -59,7 +60,13 @@ func takeTxOf(begin func() (*channel.Transaction, error), n int) (int, error) {
 		}
 		k++
 	}
-	return k, tx.Commit()
+	if commitTime == nil {
+		return k, tx.Commit()
+	}
+	start := time.Now()
+	err = tx.Commit()
+	*commitTime += time.Since(start)
+	return k, err
 }
 
 // fill puts n events of body in transactions of batch events.
@@ -298,17 +305,7 @@ func (b *bench) takes() error {
 			res: Result{ID: "filechannel/take/batch=100", System: "filechannel", Op: "take commit", Batch: 100,
 				Producers: 1, Note: "takes read the log from the page cache"},
 			max: n,
-			run: b.countAllocs("filechannel take (batch 100)", func(_ time.Duration, max int64) (int64, error) {
-				var n int64
-				for n < max {
-					k, err := takeTx(c, int(min(100, max-n)))
-					n += int64(k)
-					if err != nil || k == 0 {
-						return n, err
-					}
-				}
-				return n, nil
-			}),
+			run: b.countAllocs("filechannel take (batch 100)", drain(c, 100, nil)),
 		}
 		read := &meter{
 			res: Result{ID: "go-diskqueue/read/syncevery=100", System: "go-diskqueue", Op: "read, SyncEvery=100",
@@ -334,6 +331,23 @@ func (b *bench) takes() error {
 	}()
 	b.reportAllocs()
 	return errors.Join(err, dq.Close(), os.RemoveAll(dir), closeC())
+}
+
+// drain returns a meter's run that takes max events from c in take
+// commits of batch (or fewer: it stops if c runs dry), adding the time
+// the commits took to commitTime if it is not nil.
+func drain(c *channel.FileChannel, batch int, commitTime *time.Duration) func(time.Duration, int64) (int64, error) {
+	return func(_ time.Duration, max int64) (int64, error) {
+		var n int64
+		for n < max {
+			k, err := takeTxOf(c.Begin, int(min(int64(batch), max-n)), commitTime)
+			n += int64(k)
+			if err != nil || k == 0 {
+				return n, err
+			}
+		}
+		return n, nil
+	}
 }
 
 // countAllocs wraps run to count the allocations it makes (of the whole

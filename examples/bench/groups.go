@@ -85,7 +85,7 @@ func dirBytes(dirs ...string) (int64, error) {
 
 // groupTakeTx commits one take transaction of up to n events of g and
 // returns how many it took.
-func groupTakeTx(g *channel.Group, n int) (int, error) { return takeTxOf(g.Begin, n) }
+func groupTakeTx(g *channel.Group, n int) (int, error) { return takeTxOf(g.Begin, n, nil) }
 
 // groupTake takes n events of g in transactions of batch.
 func groupTake(g *channel.Group, n, batch int) error {

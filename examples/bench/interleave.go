@@ -15,6 +15,9 @@ type meter struct {
 	run func(budget time.Duration, max int64) (int64, error)
 	// max caps the meter's events over all rounds (0 = no cap).
 	max int64
+	// before, if set, runs before each of the meter's slices, untimed
+	// (to drop files from the page cache, say).
+	before func() error
 }
 
 // interleave runs the meters in rounds of budget/rounds each and adds
@@ -36,6 +39,11 @@ func (b *bench) interleave(rounds int, budget time.Duration, ms []*meter) error 
 			limit := int64(1 << 62)
 			if m.max > 0 {
 				limit = (m.max - m.res.Events) / int64(rounds-r)
+			}
+			if m.before != nil {
+				if err := m.before(); err != nil {
+					return err
+				}
 			}
 			start := time.Now()
 			n, err := m.run(slice, limit)

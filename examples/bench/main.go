@@ -17,6 +17,7 @@ type sizes struct {
 	maxEvents  int64         // cap on the events of one throughput measurement
 	overwrite  int64         // bytes of the file each overwrite baseline writes first, then overwrites in turn
 	takeEvents int           // events queued, then taken (filechannel and peers)
+	coldEvents int           // events queued, then taken from log files dropped from the page cache
 	replay     []int         // events in the log for reopen and full replay
 	crash      []crashCase   // events before and after the last checkpoint
 	stallFill  int           // events queued before the checkpoint stall runs
@@ -35,7 +36,7 @@ type crashCase struct{ before, after int }
 func quickSizes() sizes {
 	return sizes{
 		mode: "quick", dur: 500 * time.Millisecond, rounds: 2, maxEvents: 300_000, takeEvents: 200_000,
-		overwrite: 32 << 20,
+		overwrite: 32 << 20, coldEvents: 1 << 18,
 		replay:    []int{250_000, 1_000_000},
 		crash:     []crashCase{{100_000, 20_000}, {400_000, 20_000}, {400_000, 80_000}},
 		stallFill: 200_000, stallTxs: 300,
@@ -48,7 +49,7 @@ func quickSizes() sizes {
 func fullSizes() sizes {
 	return sizes{
 		mode: "full", dur: 3 * time.Second, rounds: 5, maxEvents: 900_000, takeEvents: 500_000,
-		overwrite: 128 << 20,
+		overwrite: 128 << 20, coldEvents: 1 << 20,
 		replay:    []int{1_000_000, 4_000_000},
 		crash:     []crashCase{{200_000, 50_000}, {800_000, 50_000}, {800_000, 200_000}},
 		stallFill: 400_000, stallTxs: 2000,
@@ -106,6 +107,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"puts: disk baseline, filechannel, peers, interleaved", b.puts},
 		{"filechannel group commit: producers, interleaved", b.producers},
 		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
+		{"cold takes: filechannel drain and plain read of the log, dropped from the page cache, interleaved", b.coldTakes},
 		{"filechannel reopen and full replay", b.fcReplay},
 		{"filechannel crash replay", b.fcCrash},
 		{"filechannel checkpoint stall", b.fcStall},

@@ -49,6 +49,9 @@ type Result struct {
 	// busy meanwhile, other work included (groups.go's measurements).
 	CPUSeconds        float64 `json:"cpu_seconds,omitempty"`
 	MachineCPUSeconds float64 `json:"machine_cpu_seconds,omitempty"`
+	// CommitSeconds is the part of Seconds spent in Commit, the rest
+	// being Begin and the Takes (the cold takes').
+	CommitSeconds float64 `json:"commit_seconds,omitempty"`
 	// RoundEventsPerSec is the rate of each interleaved round, in order
 	// (the dead-letter measurement's).
 	RoundEventsPerSec []float64 `json:"round_events_per_sec,omitempty"`

@@ -86,6 +86,20 @@ func targets(r *Report, sz sizes) []Target {
 		"filechannel/put/producers=8/batch=10", diskID(true, groupCommitBatch)+"/beside-producers", 0.8, nil)
 	addRatio("takes batch 100 / go-diskqueue reads",
 		rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100"), 1.5)
+	// Takes from cold log files against a plain read of the same bytes
+	// from cold (cold.go), with the log bytes per second of both and the
+	// process's CPU per event.
+	addRates("cold takes: drain batch 100 / plain read of the same log, both dropped from the page cache",
+		"filechannel/take/cold/batch=100", "disk/read/cold-takes", 0.7, func(take, read Result) string {
+			perEvent := float64(read.Bytes) / float64(max(read.Events, 1))
+			cpu := func(x Result) float64 { return x.CPUSeconds * 1e6 / float64(max(x.Events, 1)) }
+			commits := float64(max(take.Events/int64(max(take.Batch, 1)), 1))
+			return fmt.Sprintf("%.0f MiB of log, %.0f / %.0f MB/s; CPU %.2f / %.2f us/event; "+
+				"the takes' time: %.2f us/event in Take, %.0f us per Commit (%.0f%%)", mib(read.Bytes),
+				take.EventsPerSec*perEvent/1e6, read.MBPerSec, cpu(take), cpu(read),
+				(take.Seconds-take.CommitSeconds)*1e6/float64(max(take.Events, 1)), take.CommitSeconds*1e6/commits,
+				100*take.CommitSeconds/take.Seconds)
+		})
 
 	// Clean reopen with the channel full at sz.memCap (1,000,000 outside
 	// tests), and whether the time grows with the log bytes at that capacity.
