@@ -62,12 +62,15 @@ func TestHarness(t *testing.T) {
 		"kafka.Channel: put commit", "raw transactional produce", "kafka.Channel: take commit", "raw poll + offset commit",
 		"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions",
 		"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit",
-		// Performance II: the overwrite baseline, the cold takes.
+		// Performance II: the overwrite baseline, the cold takes, the
+		// checkpoint stall.
 		"pwrite+fdatasync, overwrite", "take commit, log dropped from the page cache", "read logs, dropped, beside the cold takes",
 		"puts batch 10 / write+fdatasync batch 10", "puts batch 10 / overwrite+fdatasync batch 10",
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
 		"group commit: 8 producers batch 10 / overwrite+fdatasync batch 80",
 		"cold takes: drain batch 100 / plain read of the same log",
+		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
+		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

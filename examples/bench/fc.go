@@ -382,10 +382,13 @@ func (b *bench) reportAllocs() {
 }
 
 // fcStall measures put commit latency (batch 100) on a channel of the
-// default capacity (1,000,000 slots) holding stallFill events, first with
-// no checkpoint running, then with a goroutine calling Checkpoint in a loop.
-// The periodic checkpoint is pushed out of the way (CheckpointInterval 1h)
-// so the first run has none.
+// default capacity (1,000,000 slots) holding stallFill events: stallTxs
+// commits with no checkpoint running and stallTxs with a goroutine calling
+// Checkpoint back to back, interleaved (rounds of stallTxs/rounds commits
+// each, the checkpoint goroutine running through the slices of the second
+// only; a slice ends once its last checkpoint has too). The periodic
+// checkpoint is pushed out of the way (CheckpointInterval 1h) so the
+// first has none.
 func (b *bench) fcStall() error {
 	edit := func(cfg *channel.Config) { cfg.CheckpointInterval = time.Hour }
 	return b.withChannel("stall", edit, func(c *channel.FileChannel) error {
@@ -393,57 +396,72 @@ func (b *bench) fcStall() error {
 			return err
 		}
 		ev := channel.Event{Body: b.body}
-		for _, withCkpt := range []bool{false, true} {
-			stop := make(chan struct{})
-			var done int
+		var meters []*meter
+		var lats []Latency
+		var durs [][]time.Duration
+		for i, withCkpt := range []bool{false, true} {
+			l, id := Latency{ID: "without checkpoints", Checkpoints: withCkpt, Batch: 100}, "none"
+			if withCkpt {
+				l.ID, id = "with Checkpoint() in a loop", "loop"
+			}
+			lats, durs = append(lats, l), append(durs, nil)
 			var ckptTime time.Duration
-			var ckptErr error
-			var wg sync.WaitGroup
-			if withCkpt {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						t := time.Now()
-						if err := c.Checkpoint(); err != nil {
-							ckptErr = err
-							return
-						}
-						ckptTime += time.Since(t)
-						done++
+			meters = append(meters, &meter{
+				res: Result{ID: "filechannel/put/batch=100/stall/checkpoints=" + id, System: "filechannel",
+					Op: "checkpoint stall: put commit, " + l.ID, Batch: 100, Producers: 1,
+					Note: "checkpoint stall: one commit at a time, timed one by one; with checkpoints, a slice also waits for its last checkpoint"},
+				max: int64(b.sz.stallTxs) * 100,
+				run: func(_ time.Duration, max int64) (int64, error) {
+					stop := make(chan struct{})
+					var ckptErr error
+					var wg sync.WaitGroup
+					if withCkpt {
+						wg.Go(func() {
+							for {
+								select {
+								case <-stop:
+									return
+								default:
+								}
+								t := time.Now()
+								if err := c.Checkpoint(); err != nil {
+									ckptErr = err
+									return
+								}
+								ckptTime += time.Since(t)
+								lats[i].Done++
+							}
+						})
 					}
-				}()
-			}
-			lat := make([]time.Duration, b.sz.stallTxs)
-			var err error
-			for i := range lat {
-				t := time.Now()
-				if err = putTx(c, ev, 100); err != nil {
-					break
-				}
-				lat[i] = time.Since(t)
-			}
-			close(stop)
-			wg.Wait()
-			if err := errors.Join(err, ckptErr); err != nil {
-				return err
-			}
-			l := Latency{ID: "without checkpoints", Checkpoints: withCkpt, Commits: len(lat), Batch: 100, Done: done}
-			if withCkpt {
-				l.ID = "with Checkpoint() in a loop"
-				if done > 0 {
-					l.CkptMillis = ms(ckptTime) / float64(done)
-				}
-			}
+					var n int64
+					var err error
+					for n == 0 || n+100 <= max {
+						t := time.Now()
+						if err = putTx(c, ev, 100); err != nil {
+							break
+						}
+						durs[i] = append(durs[i], time.Since(t))
+						n += 100
+					}
+					close(stop)
+					wg.Wait()
+					if lats[i].Done > 0 {
+						lats[i].CkptMillis = ms(ckptTime) / float64(lats[i].Done)
+					}
+					return n, errors.Join(err, ckptErr)
+				},
+			})
+		}
+		if err := b.interleave(b.sz.rounds, time.Hour, meters); err != nil {
+			return err
+		}
+		for i, l := range lats {
+			lat := durs[i]
 			slices.Sort(lat)
+			l.Commits = len(lat)
 			l.P50, l.P99, l.Max = ms(pct(lat, 0.50)), ms(pct(lat, 0.99)), ms(lat[len(lat)-1])
 			b.rep.Latency = append(b.rep.Latency, l)
-			b.logf("  %-44s p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d checkpoints", l.ID, l.P50, l.P99, l.Max, done)
+			b.logf("  %-44s p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d checkpoints", l.ID, l.P50, l.P99, l.Max, l.Done)
 		}
 		return nil
 	})
