@@ -161,9 +161,14 @@ func targets(r *Report, sz sizes) []Target {
 		after, _ := r.result(fmt.Sprintf("disk/read/events=%d/%s/after", x.Queued, x.Cache))
 		read := max(before.MBPerSec, after.MBPerSec)
 		q := ratio(x.MBPerSec, read)
-		add(fmt.Sprintf("full replay %d events (%s) / plain read", x.Queued, x.Cache), ">= 0.4",
+		// From the page cache, Performance II's 0.5; dropped, issue 5's 0.4.
+		least := 0.4
+		if x.Cache == "page cache" {
+			least = 0.5
+		}
+		add(fmt.Sprintf("full replay %d events (%s) / plain read", x.Queued, x.Cache), fmt.Sprintf(">= %g", least),
 			fmt.Sprintf("%.2f (%.0f / %.0f MB/s; reads %.0f before, %.0f after)", q, x.MBPerSec, read,
-				before.MBPerSec, after.MBPerSec), q >= 0.4)
+				before.MBPerSec, after.MBPerSec), q >= least)
 		if x.Cache == "page cache" {
 			if first == nil {
 				first = x
