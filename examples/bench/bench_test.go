@@ -63,7 +63,7 @@ func TestHarness(t *testing.T) {
 		"kafka: put commits batch 100, kafka.Channel / raw franz-go transactions",
 		"kafka: take commits batch 100, kafka.Channel / raw franz-go poll + offset commit",
 		// Performance II: the overwrite baseline, the cold takes, the
-		// checkpoint stall.
+		// checkpoint stall and the memory of 4 groups.
 		"pwrite+fdatasync, overwrite", "take commit, log dropped from the page cache", "read logs, dropped, beside the cold takes",
 		"puts batch 10 / write+fdatasync batch 10", "puts batch 10 / overwrite+fdatasync batch 10",
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
@@ -71,6 +71,7 @@ func TestHarness(t *testing.T) {
 		"cold takes: drain batch 100 / plain read of the same log",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
 		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",
+		"memory: VmRSS, 4 groups x capacity", "4 groups, each holding every event",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

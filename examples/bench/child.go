@@ -28,6 +28,7 @@ type childArgs struct {
 	After     int // crash: events after it
 	Capacity  int // memory: also the events queued
 	EventSize int // memory
+	Groups    int // memory: named groups (0: the unnamed group alone), each of Capacity
 }
 
 func isChild() bool { return os.Getenv(childEnv) != "" }
@@ -117,18 +118,20 @@ func killedChild(a childArgs) error {
 	return nil
 }
 
-// memoryChild fills a channel of a.Capacity with a.Capacity events of
+// memoryChild fills a channel of a.Capacity (with a.Groups named groups:
+// each of a.Capacity, each holding every event) with a.Capacity events of
 // a.EventSize bytes and reports the process's memory at a quarter, half and
 // all of it, after a checkpoint, after a clean reopen, and after taking a
-// tenth, as JSON on stdout.
+// tenth (from every group), as JSON on stdout.
 func memoryChild(a childArgs) error {
 	cfg := fcConfig(a.Dir)
 	cfg.Capacity = a.Capacity
+	cfg.Groups = groupConfigs(a.Groups)
 	c, err := channel.Open(cfg)
 	if err != nil {
 		return err
 	}
-	m := Memory{Capacity: a.Capacity, EventSize: a.EventSize}
+	m := Memory{Capacity: a.Capacity, EventSize: a.EventSize, Groups: a.Groups}
 	events := a.Capacity
 	point := func(label string) error {
 		p, err := memPoint(label)
@@ -163,6 +166,9 @@ func memoryChild(a childArgs) error {
 	if err != nil {
 		return err
 	}
+	if a.Groups > 0 {
+		rec.Kind, rec.Groups = fmt.Sprintf("clean reopen (memory child, %d groups)", a.Groups), a.Groups
+	}
 	m.Reopen = rec
 	if c, err = channel.Open(cfg); err != nil {
 		return err
@@ -170,12 +176,24 @@ func memoryChild(a childArgs) error {
 	if err := point("reopened"); err != nil {
 		return err
 	}
-	for taken := 0; taken < events/10; {
-		k, err := takeTx(c, 100)
+	if a.Groups == 0 {
+		for taken := 0; taken < events/10; {
+			k, err := takeTx(c, 100)
+			if err != nil {
+				return err
+			}
+			taken += k
+		}
+	} else {
+		gs, err := groupsOf(c)
 		if err != nil {
 			return err
 		}
-		taken += k
+		for _, g := range gs {
+			if err := groupTake(g, events/10, 100); err != nil {
+				return err
+			}
+		}
 	}
 	if err := point("took 1/10"); err != nil {
 		return err
@@ -224,18 +242,24 @@ func memPoint(label string) (MemPoint, error) {
 	return p, nil
 }
 
-// fcMemory runs the memory child twice with the same number of events
-// (sz.memCap, the capacity): once with sz.memBacklog bytes queued, once with
-// a quarter of that, so that what grows with the backlog's bytes shows apart
-// from what grows with its event count.
+// memGroups is the number of named groups of the memory measurement's
+// third child.
+const memGroups = 4
+
+// fcMemory runs the memory child three times with the same number of
+// events (sz.memCap, the capacity): with sz.memBacklog bytes queued and
+// with a quarter of that, so that what grows with the backlog's bytes
+// shows apart from what grows with its event count, and with
+// sz.memBacklog bytes queued in a channel of memGroups named groups of
+// sz.memCap each (every group holding every event).
 func (b *bench) fcMemory() error {
 	size := int(max(256, b.sz.memBacklog/int64(b.sz.memCap)))
-	for _, size := range []int{size / 4, size} {
+	for _, run := range []struct{ size, groups int }{{size / 4, 0}, {size, 0}, {size, memGroups}} {
 		dir, err := b.fresh("memory")
 		if err != nil {
 			return err
 		}
-		cmd, err := childCmd(childArgs{Mode: "memory", Dir: dir, Capacity: b.sz.memCap, EventSize: size})
+		cmd, err := childCmd(childArgs{Mode: "memory", Dir: dir, Capacity: b.sz.memCap, EventSize: run.size, Groups: run.groups})
 		if err != nil {
 			return err
 		}

@@ -106,7 +106,8 @@ type Latency struct {
 
 // Memory is what the memory child measured.
 type Memory struct {
-	Capacity  int        `json:"capacity"`
+	Capacity  int        `json:"capacity"`         // of every group
+	Groups    int        `json:"groups,omitempty"` // named groups (0: the unnamed group alone)
 	EventSize int        `json:"event_size"`
 	Points    []MemPoint `json:"points"`
 	Reopen    Recovery   `json:"reopen"` // clean reopen with the whole backlog
@@ -196,7 +197,11 @@ func printReport(w io.Writer, r *Report) {
 	}
 	tw.Flush()
 	for _, m := range r.Memory {
-		fmt.Fprintf(w, "\nmemory (capacity %d, %d-byte events; after debug.FreeOSMemory)\n", m.Capacity, m.EventSize)
+		groups := ""
+		if m.Groups > 0 {
+			groups = fmt.Sprintf("%d groups, each holding every event, ", m.Groups)
+		}
+		fmt.Fprintf(w, "\nmemory (%scapacity %d, %d-byte events; after debug.FreeOSMemory)\n", groups, m.Capacity, m.EventSize)
 		fmt.Fprintln(tw, "when\tqueued\tbacklog MiB\tVmRSS MiB\tRssAnon MiB\tRssFile MiB\theap MiB\t")
 		for _, p := range m.Points {
 			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.Label, p.Queued, mib(p.Backlog),

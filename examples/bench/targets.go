@@ -197,14 +197,24 @@ func targets(r *Report, sz sizes) []Target {
 		notMeasured("checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none", "<= 1.5")
 		notMeasured("checkpoint stall: max put commit (batch 100), checkpoints in a loop", "<= 10 ms")
 	}
-	if len(r.Memory) == 2 {
-		small, big := r.Memory[0], r.Memory[1]
+	var mem1 []Memory
+	for _, m := range r.Memory {
+		if m.Groups == 0 {
+			mem1 = append(mem1, m)
+		}
+	}
+	peakOf := func(ms ...Memory) int64 {
 		var peak int64
-		for _, m := range r.Memory {
+		for _, m := range ms {
 			for _, p := range m.Points {
 				peak = max(peak, p.VmRSS)
 			}
 		}
+		return peak
+	}
+	if len(mem1) == 2 {
+		small, big := mem1[0], mem1[1]
+		peak := peakOf(small, big)
 		// Compared after a checkpoint: before one, the heap holds about 8
 		// bytes per event put since the last checkpoint (see the INFO row),
 		// and a periodic checkpoint may or may not have run during a fill.
@@ -221,6 +231,18 @@ func targets(r *Report, sz sizes) []Target {
 			fmt.Sprintf("VmRSS %.1f B/event (%.1f -> %.1f MiB), heap %.1f B/event; %.1f MiB after Checkpoint",
 				per(q1.VmRSS, q4.VmRSS), mib(q1.VmRSS), mib(q4.VmRSS), per(int64(q1.HeapInuse), int64(q4.HeapInuse)),
 				mib(small.point("4/4, checkpointed").VmRSS)))
+	}
+	if len(r.Memory) == len(mem1) {
+		notMeasured(fmt.Sprintf("memory: VmRSS, %d groups x capacity %d", memGroups, sz.memCap), "< 100 MiB")
+	}
+	for _, m := range r.Memory {
+		if m.Groups == 0 {
+			continue
+		}
+		peak, full := peakOf(m), m.point("4/4 backlog")
+		add(fmt.Sprintf("memory: VmRSS, %d groups x capacity %d, backlog up to %.0f MiB", m.Groups, m.Capacity, mib(full.Backlog)),
+			"< 100 MiB", fmt.Sprintf("%.1f MiB peak (%.1f MiB full, %.1f after Checkpoint)", mib(peak), mib(full.VmRSS),
+				mib(m.point("4/4, checkpointed").VmRSS)), peak < 100<<20)
 	}
 	for _, a := range r.Allocs {
 		info("allocations: "+a.Op, fmt.Sprintf("%.2f allocs/event, %.0f B/event", a.PerEvent, a.BytesPerEvt))
