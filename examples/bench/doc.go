@@ -1,7 +1,8 @@
 // Command bench measures filechannel side by side with the disk it runs on
 // and with two peers (go-diskqueue v1.1.0, goleveldb v1.0.0), in one process,
 // one measurement after another on the same disk, and checks the targets of
-// issue 5 as ratios between numbers of the same run.
+// issue 5 and of Performance II (targets.go) as ratios between numbers of
+// the same run.
 //
 //	cd examples/bench && go run . -quick            # < 1 minute, smaller sizes
 //	cd examples/bench && go run . -json r.json -svg ../../docs/benchmarks-throughput.svg
@@ -13,15 +14,22 @@
 // # What it measures
 //
 //   - disk: write+fdatasync of batch × 1 KiB appended to a file (batches
-//     1/10/100/1000), and a plain sequential read of the channel's log files,
-//     from the page cache and after posix_fadvise(DONTNEED).
+//     1/10/100/1000; the append baseline), pwrite of batch × 1 KiB into a
+//     file written and fsynced earlier, then fdatasync (batches 10/100/1000
+//     beside the puts, 80 beside the producers; the overwrite baseline:
+//     no size or block allocation to make durable), and a plain sequential
+//     read of the channel's log files, from the page cache and after
+//     posix_fadvise(DONTNEED).
 //   - filechannel (channel package, default durable config): put commits at
 //     batch 1/10/100/1000; 1, 2, 4 and 8 producers at batch 10; take commits
-//     at batch 100; Open after a clean Close (reopen), after a SIGKILL
+//     at batch 100, from the page cache and (cold takes, cold.go) from log
+//     files dropped from it, beside a plain read of the same bytes dropped
+//     the same way; Open after a clean Close (reopen), after a SIGKILL
 //     (crash replay, in a child process), and without a checkpoint (full
-//     replay); p50/p99 put commit latency with and without checkpoints
-//     running; resident memory with a large backlog (in child processes);
-//     allocations per put and per take.
+//     replay); p50/p99/max put commit latency with and without checkpoints
+//     running back to back, interleaved; resident memory with a large
+//     backlog, with the unnamed group and with 4 named groups (in child
+//     processes); allocations per put and per take.
 //   - filechannel consumer groups (groups.go): put commits at batch 100 to
 //     channels with 1, 2 and 4 groups and to a fan-out of 2 channels, with
 //     the data-dir bytes per event; take commits of 4 groups draining at
