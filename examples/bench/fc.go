@@ -24,9 +24,10 @@ func fcConfig(dir string) channel.Config {
 	}
 }
 
-// putTx commits one put transaction of n copies of ev.
-func putTx(c *channel.FileChannel, ev channel.Event, n int) error {
-	tx, err := c.Begin()
+// putTx commits one put transaction of n copies of ev, begun by begin (a
+// FileChannel's or a kafka.Channel's Begin).
+func putTx[T channel.Tx](begin func() (T, error), ev channel.Event, n int) error {
+	tx, err := begin()
 	if err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func takeTxOf(begin func() (*channel.Transaction, error), n int, commitTime *tim
 func fill(c *channel.FileChannel, body []byte, n, batch int) error {
 	ev := channel.Event{Body: body}
 	for i := 0; i < n; i += batch {
-		if err := putTx(c, ev, min(batch, n-i)); err != nil {
+		if err := putTx(c.Begin, ev, min(batch, n-i)); err != nil {
 			return fmt.Errorf("fill: %w", err)
 		}
 	}
@@ -238,7 +239,7 @@ func concurrentPuts(c *channel.FileChannel, ev channel.Event, producers, batch i
 		go func() {
 			defer wg.Done()
 			for until(start, budget, n.Load(), int64(batch), max) {
-				if err := putTx(c, ev, batch); err != nil {
+				if err := putTx(c.Begin, ev, batch); err != nil {
 					errs[p] = err
 					return
 				}
@@ -437,7 +438,7 @@ func (b *bench) fcStall() error {
 					var err error
 					for n == 0 || n+100 <= max {
 						t := time.Now()
-						if err = putTx(c, ev, 100); err != nil {
+						if err = putTx(c.Begin, ev, 100); err != nil {
 							break
 						}
 						durs[i] = append(durs[i], time.Since(t))

@@ -201,7 +201,7 @@ func (b *bench) groupPuts() error {
 				var n int64
 				for start := time.Now(); until(start, budget, n, batch, max); n += batch {
 					for _, c := range fan {
-						if err := putTx(c, ev, batch); err != nil {
+						if err := putTx(c.Begin, ev, batch); err != nil {
 							return n, err
 						}
 					}

@@ -134,7 +134,7 @@ func (b *bench) kafkaBench() error {
 			name, op string
 			put      func() error
 		}{
-			{"channel", "kafka.Channel: put commit", func() error { return kafkaPutTx(c, ev, kafkaBatch) }},
+			{"channel", "kafka.Channel: put commit", func() error { return putTx(c.Begin, ev, kafkaBatch) }},
 			{"raw", "raw transactional produce, ProducerLinger(0)", func() error { return rawPutTx(raw, b.body, kafkaBatch) }},
 		} {
 			if err := side.put(); err != nil {
@@ -241,20 +241,6 @@ func (b *bench) kafkaBench() error {
 	}
 	cluster.Close()
 	return err
-}
-
-// kafkaPutTx commits one put transaction of n copies of ev on c.
-func kafkaPutTx(c *kafka.Channel, ev channel.Event, n int) error {
-	tx, err := c.Begin()
-	if err != nil {
-		return err
-	}
-	for range n {
-		if err := tx.Put(ev); err != nil {
-			return errors.Join(err, tx.Rollback())
-		}
-	}
-	return tx.Commit()
 }
 
 // rawPutTx is what a put commit of n events of body does, on cl, a
