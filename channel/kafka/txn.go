@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -111,7 +112,7 @@ func (t *Transaction) record(e channel.Event) (*kgo.Record, error) {
 		for k, v := range e.Headers {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 		}
-		slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return compareStrings(a.Key, b.Key) })
+		slices.SortFunc(r.Headers, func(a, b kgo.RecordHeader) int { return strings.Compare(a.Key, b.Key) })
 		if c.cfg.KeyHeader != "" {
 			if v, ok := e.Headers[c.cfg.KeyHeader]; ok {
 				r.Key = []byte(v)
@@ -119,16 +120,6 @@ func (t *Transaction) record(e channel.Event) (*kgo.Record, error) {
 		}
 	}
 	return r, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Metadata headers of RawValues.
