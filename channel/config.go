@@ -35,6 +35,12 @@ const (
 	// MinMaxFileSize is the smallest MaxFileSize accepted.
 	MinMaxFileSize = 4096
 
+	// DefaultPreallocate is how far ahead of its writes each active log
+	// file is laid out unless Config.Preallocate says otherwise, and
+	// MinPreallocate the smallest Preallocate accepted.
+	DefaultPreallocate = 4 << 20
+	MinPreallocate     = 16 << 10
+
 	// DefaultFileMode and DefaultDirMode are the permission bits of the
 	// files and directories the channel creates unless Config.FileMode and
 	// Config.DirMode say otherwise: the owner's only.
@@ -94,6 +100,21 @@ type Config struct {
 	// most 32 MiB; negative = none (and a reserve file left by an earlier
 	// Open is removed).
 	SpaceReserve int64
+
+	// Preallocate is how many bytes of each data dir's active log file
+	// are kept laid out ahead of its writes: a background goroutine writes
+	// zeros there, a quarter of it at a time, and fdatasyncs them, so that
+	// a commit's fdatasync overwrites blocks that are already allocated
+	// instead of growing the file (which also commits the new size
+	// through the filesystem's journal): on ext4, durable commits of 100
+	// KiB are about 1.3x as fast. The zeros cost disk bandwidth, off the
+	// commit path, and at most Preallocate bytes of space per data dir; a
+	// file is trimmed back to its records when the channel rolls away
+	// from it. None is laid out where the free space would fall below
+	// MinimumRequiredSpace plus SpaceReserve. 0 = 4 MiB
+	// (DefaultPreallocate); negative = none (every commit appends); at
+	// least 16 KiB otherwise.
+	Preallocate int64
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
@@ -242,6 +263,9 @@ func (cfg *Config) checkRanges() []error {
 	if cfg.MaxFileSize < 0 || (cfg.MaxFileSize > 0 && cfg.MaxFileSize < MinMaxFileSize) || cfg.MaxFileSize > math.MaxUint32 {
 		bad("MaxFileSize %d is outside [%d, %d]", cfg.MaxFileSize, MinMaxFileSize, uint64(math.MaxUint32))
 	}
+	if cfg.Preallocate > 0 && cfg.Preallocate < MinPreallocate {
+		bad("Preallocate %d is below %d (negative = none)", cfg.Preallocate, MinPreallocate)
+	}
 	if cfg.TransactionCapacity > MaxTransactionCapacity {
 		bad("TransactionCapacity %d exceeds %d (a take commit's record lists every event it took and must fit %d bytes)",
 			cfg.TransactionCapacity, MaxTransactionCapacity, logfile.MaxPayloadSize)
@@ -280,6 +304,9 @@ func (cfg *Config) applyDefaults() {
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.Preallocate == 0 {
+		cfg.Preallocate = DefaultPreallocate
 	}
 	if cfg.MaxOpenLogFiles == 0 {
 		cfg.MaxOpenLogFiles = DefaultMaxOpenLogFiles

@@ -283,7 +283,8 @@ func (c *FileChannel) replay(rc *recovery) error {
 	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, Logger: c.log,
 		MaxFileSize: c.cfg.MaxFileSize, MaxOpenReaders: c.cfg.MaxOpenLogFiles,
 		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
-		Reserve: max(c.cfg.SpaceReserve, 0)})
+		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
+		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

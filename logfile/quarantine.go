@@ -12,6 +12,7 @@ import (
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/internal/zeros"
 )
 
 // The functions here change a log file in place after copying the bytes they
@@ -25,6 +26,9 @@ import (
 // truncated and fsynced, so a crash at any point leaves the bytes in one of
 // the two places; running CutTail again finishes the job. It returns the
 // path of the copy. A file no longer than end is left alone ("" and nil).
+// Zeros at the end of the tail (space laid out ahead of the writes) are
+// not copied: the copy ends at the tail's last non-zero byte, and a tail of
+// zeros only is truncated without one ("").
 func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 	id, ok := ParseLogName(filepath.Base(path))
 	if !ok {
@@ -41,9 +45,15 @@ func CutTail(fsys vfs.FS, path string, end int64) (string, error) {
 	if fi.Size() <= end {
 		return "", f.Close()
 	}
-	keep, err := keepBytes(fsys, filepath.Dir(path), id, end, f, fi.Size()-end)
+	last, err := lastNonZero(f, end, fi.Size())
 	if err != nil {
-		return "", errors.Join(fmt.Errorf("cut tail: keep the bytes of %s: %w", path, err), f.Close())
+		return "", errors.Join(fmt.Errorf("cut tail: read %s: %w", path, err), f.Close())
+	}
+	keep := ""
+	if last > end {
+		if keep, err = keepBytes(fsys, filepath.Dir(path), id, end, f, last-end); err != nil {
+			return "", errors.Join(fmt.Errorf("cut tail: keep the bytes of %s: %w", path, err), f.Close())
+		}
 	}
 	if err := f.Truncate(end); err != nil {
 		return "", errors.Join(fmt.Errorf("cut tail: truncate %s: %w", path, err), f.Close())
@@ -343,4 +353,28 @@ func fileFraming(f io.ReaderAt, id uint32, path string) (Framing, error) {
 		return Framing{}, inFile(derr, path)
 	}
 	return recoverFraming(f, id, hdr)
+}
+
+// lastNonZero returns the offset just past the last non-zero byte of f in
+// [from, to), or from if there is none, reading backwards a MiB at a time.
+func lastNonZero(f io.ReaderAt, from, to int64) (int64, error) {
+	buf := make([]byte, min(to-from, 1<<20))
+	for to > from {
+		n := min(int64(len(buf)), to-from)
+		b := buf[:n]
+		if _, err := f.ReadAt(b, to-n); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if zeros.All(b) {
+			to -= n
+			continue
+		}
+		for i := n - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return to - n + i + 1, nil
+			}
+		}
+		to -= n
+	}
+	return from, nil
 }

@@ -102,6 +102,12 @@ type Scanner struct {
 	tailErr  error
 	err      error
 
+	// tearFrom: from this offset on, the file may be the one that was being
+	// written when the process stopped, so a frame torn the way a crash
+	// tears an overwrite ends the scan instead of being skipped (see
+	// tornOverwrite). math.MaxInt64 (never) unless Set.Scan sets it.
+	tearFrom int64
+
 	// resyncPayload counts the payload bytes resync checksummed for
 	// candidates that passed the O(1) checks: the work that would make a
 	// resync quadratic if those checks let bad candidates through.
@@ -181,8 +187,9 @@ func newScanner(f vfs.File, id uint32, path string, start int64, fr Framing) *Sc
 		buf:    make([]byte, bufSize),
 		bufOff: start,
 		pos:    start,
-		recOff: start,
-		size:   -1,
+		recOff:   start,
+		size:     -1,
+		tearFrom: math.MaxInt64,
 	}
 }
 
@@ -312,6 +319,18 @@ func (s *Scanner) Next() bool {
 		// Off the chain of frames the checker follows: check every CRC
 		// from here on.
 		s.stopAhead()
+		if s.pos >= s.tearFrom {
+			torn, err := s.tornOverwrite(s.pos)
+			if err != nil {
+				s.err = err
+				s.done = true
+				return false
+			}
+			if torn {
+				s.stop(bad)
+				return false
+			}
+		}
 		next, m, err := s.resync(bad)
 		if err != nil {
 			s.err = err
@@ -402,6 +421,56 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 	}
 	return 0, 0, nil
 }
+
+// tornOverwrite reports whether the invalid frame at off looks like a write
+// that a crash tore in space that was laid out (zeros) before: its length
+// reads 0, or some sector of what it claims to cover (a 512-byte sector cut
+// to the frame) is all zero. A disk persists each sector of an overwrite
+// whole, old or new, in any order, so such a frame is one whose write had
+// not been made durable, and so is every record after it: they were written
+// after it, and an fdatasync that returned would have covered it too. A
+// frame damaged otherwise (no zero sector) is left to resync. A length
+// beyond the maximum (a length field across two sectors, one of them old)
+// is checked for its first MiB.
+func (s *Scanner) tornOverwrite(off int64) (bool, error) {
+	fhs := int64(s.fr.FrameHeaderSize())
+	b, err := s.window(off, int(fhs))
+	if err != nil || len(b) < 4 {
+		return false, err
+	}
+	l := int64(binary.BigEndian.Uint32(b))
+	if l == 0 {
+		return true, nil
+	}
+	size, err := s.Size()
+	if err != nil {
+		return false, err
+	}
+	end := off + fhs + l
+	if l > MaxPayloadSize {
+		end = off + fhs + 1<<20
+	}
+	end = min(end, size)
+	for a := off; a < end; {
+		e := min((a/sectorSize+1)*sectorSize, end)
+		b, err := s.window(a, int(e-a))
+		if err != nil {
+			return false, err
+		}
+		if int64(len(b)) < e-a {
+			return false, nil // the file shrank under us
+		}
+		if zeros.All(b[:e-a]) {
+			return true, nil
+		}
+		a = e
+	}
+	return false, nil
+}
+
+// sectorSize is the unit a disk persists whole: an overwrite torn by a
+// crash leaves each sector old or new (tornOverwrite).
+const sectorSize = 512
 
 // Size returns the size of the file, read once: the end of a torn tail.
 func (s *Scanner) Size() (int64, error) {

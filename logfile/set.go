@@ -54,6 +54,11 @@ type Set struct {
 
 	nextWOID   atomic.Uint64 // the next write-order id to hand out
 	nextFileID atomic.Uint32 // the next log file id to create
+
+	layouter layouter // zero-fills ahead of the active writers (layout.go)
+
+	lastOnce sync.Once
+	lastIDs  map[string]uint32 // data dir -> largest id listed (lastInDir)
 }
 
 // SetOptions configures OpenSet.
@@ -87,6 +92,16 @@ type SetOptions struct {
 	// use stays open until released, so up to one more per concurrent
 	// user can be open. The active writers' files are not counted.
 	MaxOpenReaders int
+	// Preallocate is how many bytes the live set keeps laid out (zeros
+	// written and fdatasynced, by a background goroutine) ahead of each
+	// active file's write position, so that commits overwrite allocated
+	// blocks instead of growing the file; 0 = none (layout.go). The zeros
+	// are written in chunks of Preallocate/4, and never past MaxFileSize.
+	Preallocate int64
+	// PreallocateMinFree: no zeros are laid out in a dir whose free space
+	// would fall below this (the channel's MinimumRequiredSpace, plus the
+	// space reserve).
+	PreallocateMinFree int64
 }
 
 // File is a log file found in a data dir.
@@ -221,13 +236,33 @@ func (s *Set) Missing() []string { return slices.Clone(s.missing) }
 // Scan opens a scanner on f positioned at start (a file's header is read
 // either way). A damaged header is stepped over (salvaged reports it, and
 // the scanner's first Skip covers it); a valid header naming another file
-// id is a *corrupt.Error.
+// id is a *corrupt.Error. In the last file of each data dir (lastInDir), a
+// frame torn the way a crash tears an overwrite ends the scan as a torn
+// tail, records after it included (Scanner.tornOverwrite): there they are
+// writes no fsync covered, not records to resync to.
 func (s *Set) Scan(f File, start int64) (sc *Scanner, salvaged bool, err error) {
 	sc, salvaged, err = OpenScanner(s.fs, f.Path, start)
 	if err != nil {
 		return nil, false, fmt.Errorf("open %s: %w", f.Path, err)
 	}
+	if s.lastInDir(f) {
+		sc.tearFrom = 0
+	}
 	return sc, salvaged, nil
+}
+
+// lastInDir reports whether f has the largest id of the log files its data
+// dir held when the set was opened (unfinished creates included): the only
+// file of the dir that can have been written to, unsynced, when the process
+// stopped. A roll fsyncs the old file before it creates the next one.
+func (s *Set) lastInDir(f File) bool {
+	s.lastOnce.Do(func() {
+		s.lastIDs = map[string]uint32{}
+		for _, g := range s.listed {
+			s.lastIDs[g.Dir] = max(s.lastIDs[g.Dir], g.ID)
+		}
+	})
+	return f.ID >= s.lastIDs[f.Dir]
 }
 
 // ValidEnd scans f from its header and returns the end of its last valid
@@ -319,6 +354,7 @@ func (s *Set) CutTail(f File, end int64) (string, error) {
 // are closed as they are released). A writer that had
 // already failed is only logged: its failure went to the commit it failed.
 func (s *Set) Close() error {
+	s.layouter.stop()
 	var errs []error
 	for _, d := range s.dirs {
 		errs = append(errs, s.closeWriter(d))
@@ -344,6 +380,7 @@ func (s *Set) closeWriter(d *dir) error {
 	d.w = nil
 	failed := w.Err() != nil
 	err := w.Close()
+	s.layouter.retire(w)
 	if err != nil && failed {
 		s.log.Warn("closed a log writer that had failed", "file", w.Path(), "err", err)
 		return nil

@@ -84,6 +84,7 @@ func (s *Set) Start(rec Recovered) error {
 	}
 	s.nextFileID.Store(maxID + 1)
 	s.startReserves()
+	s.startLayouter()
 	return nil
 }
 
@@ -150,7 +151,9 @@ func (s *Set) rollLocked(d *dir) error {
 	size := int64(0)
 	if old != nil {
 		size = old.Size()
-		if err := old.Close(); err != nil || old.Err() != nil {
+		err := old.Close()
+		s.layouter.retire(old)
+		if err != nil || old.Err() != nil {
 			// What the old file did not sync may be lost; the commits of
 			// it have not returned (they sync after writing and see the
 			// same sticky error). The file is valid only as far as its
@@ -168,6 +171,7 @@ func (s *Set) rollLocked(d *dir) error {
 	}
 	s.mu.Unlock()
 	d.w, d.start = w, w.Size()
+	s.layouter.kick()
 	if old != nil {
 		s.log.Info("rolled log file", "dir", d.path, "old", filepath.Base(old.Path()), "new", filepath.Base(w.Path()))
 	}
@@ -304,6 +308,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 		return Appended{}, fmt.Errorf("write %s: %w", w.Path(), err)
 	}
 	d.free.Add(-int64(len(b.Buf)))
+	s.layouter.kick()
 	return Appended{W: w, Base: base, End: off + int64(len(b.Buf)), FirstWOID: first}, nil
 }
 

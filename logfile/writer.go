@@ -49,6 +49,8 @@ type Writer struct {
 	syncing  bool       // a SyncTo leader has an fsync in flight
 	err      error      // sticky write or fsync failure
 	closed   bool
+
+	lay layState // zero-fills ahead of the writes (layout.go)
 }
 
 // Create creates dir/LogName(id), which must not exist, with the
@@ -72,6 +74,8 @@ func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 	}
 	w := &Writer{f: f, id: id, path: path, fr: fr, synced: fr.HeaderSize()}
 	w.syncDone = sync.NewCond(&w.mu)
+	w.lay.done = sync.NewCond(&w.lay.mu)
+	w.lay.reserved = fr.HeaderSize()
 	w.size.Store(fr.HeaderSize())
 	return w, nil
 }
@@ -139,6 +143,7 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 	if int64(len(p)) > MaxFileSize-off {
 		return 0, fmt.Errorf("write log %d: %d bytes at offset %d: %w", w.id, len(p), off, ErrFileFull)
 	}
+	w.claim(off + int64(len(p)))
 	n, err := w.f.WriteAt(p, off)
 	if err == nil && n != len(p) {
 		err = io.ErrShortWrite
@@ -147,6 +152,7 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 		err = fmt.Errorf("write log %d at offset %d: %w", w.id, off, err)
 		// Take back whatever part of p landed, so the file still ends with a
 		// whole frame; the failure stays sticky either way.
+		w.stopLayout()
 		if terr := w.f.Truncate(off); terr != nil {
 			err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, off, terr))
 		}
@@ -222,6 +228,7 @@ func (w *Writer) SyncTo(off int64) error {
 			// first; later ones see w.err.
 			synced := w.synced
 			w.mu.Unlock()
+			w.stopLayout()
 			w.writing.Lock()
 			terr := w.f.Truncate(synced)
 			w.writing.Unlock()
@@ -257,6 +264,10 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("close log %d: %w", w.id, ErrClosed)
 	}
 	w.mu.Unlock()
+	w.stopLayout()
+	if w.Err() == nil {
+		w.trim()
+	}
 	serr := w.Sync()
 	w.mu.Lock()
 	for w.syncing {

@@ -124,6 +124,9 @@ func (f *fixture) config() channel.Config {
 		CheckpointInterval:   time.Hour,
 		MinimumRequiredSpace: -1,
 		KeepAlive:            -1,
+		// No zero-fills: a test that holds the channel open compares the
+		// files' hashes before and after a refused command.
+		Preallocate: -1,
 	}
 	if f.backup != "" {
 		cfg.BackupCheckpointDir = f.backup
