@@ -180,13 +180,13 @@ func newScanner(f vfs.File, id uint32, path string, start int64, fr Framing) *Sc
 		bufSize = min(bufSize, max(fi.Size()-start, 4096))
 	}
 	return &Scanner{
-		f:      f,
-		id:     id,
-		path:   path,
-		fr:     fr,
-		buf:    make([]byte, bufSize),
-		bufOff: start,
-		pos:    start,
+		f:        f,
+		id:       id,
+		path:     path,
+		fr:       fr,
+		buf:      make([]byte, bufSize),
+		bufOff:   start,
+		pos:      start,
 		recOff:   start,
 		size:     -1,
 		tearFrom: math.MaxInt64,
