@@ -102,6 +102,12 @@ func newMetrics(c *FileChannel) *metrics {
 	counterFunc := func(name, help string, f func() float64) {
 		m.all = append(m.all, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help}, f))
 	}
+	counterFunc("log_laid_out_bytes_total", "Zeros written and synced ahead of the log writes (Config.Preallocate).", func() float64 {
+		return float64(c.logs.LayoutStats().LaidOut)
+	})
+	counterFunc("log_layout_waits_total", "Log appends that caught up with a zero-fill in flight and waited for it.", func() float64 {
+		return float64(c.logs.LayoutStats().Waits)
+	})
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
@@ -154,6 +160,13 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.logs.Len())
 	})
 	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logs.Bytes()) })
+	gauge("log_preallocated_bytes", "Zeros laid out past the records of the active log files (Config.Preallocate).", func() float64 {
+		var n int64
+		for _, d := range c.logs.DirStates() {
+			n += d.LaidOut
+		}
+		return float64(n)
+	})
 	gauge("last_checkpoint_timestamp_seconds", "Unix time of the last successful checkpoint (0 before the first).", func() float64 {
 		if t := c.lastCkptTime.Load(); t != 0 {
 			return float64(t) / 1e9

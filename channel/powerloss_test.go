@@ -21,8 +21,9 @@ func memConfig(fsys vfs.FS, dirs int) Config {
 		CheckpointDir:        "/fc/checkpoint",
 		Capacity:             500,
 		TransactionCapacity:  50,
-		CheckpointInterval:   1 << 62, // checkpoints only where the test says
-		MaxFileSize:          4096,    // roll often
+		CheckpointInterval:   1 << 62,        // checkpoints only where the test says
+		MaxFileSize:          4096,           // roll often
+		Preallocate:          MinPreallocate, // every file laid out: records overwrite zeros
 		MinimumRequiredSpace: -1,
 		SpaceReserve:         -1,
 		KeepAlive:            -1,

@@ -14,6 +14,12 @@ type Stats struct {
 	Capacity      int
 	LogFiles      int   // data log files the channel holds (at most MaxOpenLogFiles of them open)
 	LogBytes      int64 // bytes in those files (taken events stay until their file is deleted)
+	// LogPreallocated is the zeros laid out past the records of the active
+	// log files (Config.Preallocate): disk space they hold beyond LogBytes.
+	LogPreallocated int64
+	// LayoutWaits counts the appends that caught up with a zero-fill in
+	// flight and waited for it: Preallocate is too small for the rate.
+	LayoutWaits int64
 
 	// PutWaits counts the Puts (Put and PutContext) that found the channel
 	// at capacity and waited for room, whatever came of it: room, or
@@ -126,6 +132,10 @@ func (c *FileChannel) Stats() Stats {
 	s := c.queueStats()
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
+	for _, d := range c.logs.DirStates() {
+		s.LogPreallocated += d.LaidOut
+	}
+	s.LayoutWaits = c.logs.LayoutStats().Waits
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped

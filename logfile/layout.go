@@ -72,7 +72,8 @@ func (w *Writer) stopLayout() {
 // layOut zero-fills and fdatasyncs the next chunk of w's file (at most
 // chunk bytes, never past limit) if less than ahead bytes are laid out
 // ahead of the writes. It returns the bytes laid out (0: nothing to do).
-// When the writes have caught up with the laid-out space, the chunk starts
+// The first chunk of a file starts at the sector after its writes; when
+// the writes have caught up with the laid-out space later, the chunk starts
 // one chunk past them, leaving the writes room to go on (into a hole)
 // without waiting. A failure (a full disk, an I/O error) stops the
 // zero-fills of this file: the writes go on as appends, and report their
@@ -86,9 +87,12 @@ func (w *Writer) layOut(ahead, chunk, limit int64, zero []byte) (int64, error) {
 	}
 	from := l.laidTo
 	if l.reserved >= from {
-		from = l.reserved + chunk
+		from = l.reserved
+		if l.laidTo > 0 {
+			from += chunk
+		}
 	}
-	from = (from + 4095) &^ 4095 // whole pages
+	from = (from + sectorSize - 1) &^ (sectorSize - 1)
 	to := min(from+chunk, limit)
 	if from-l.reserved >= ahead || to <= from {
 		l.mu.Unlock()
@@ -138,6 +142,13 @@ func (w *Writer) LaidOut() (bytes, waits int64) {
 	w.lay.mu.Lock()
 	defer w.lay.mu.Unlock()
 	return w.lay.laid, w.lay.waits
+}
+
+// laidAhead returns the bytes laid out past the file's writes.
+func (w *Writer) laidAhead() int64 {
+	w.lay.mu.Lock()
+	defer w.lay.mu.Unlock()
+	return max(w.lay.laidTo-w.size.Load(), 0)
 }
 
 // trim shrinks the file back to its writes when zeros were laid out

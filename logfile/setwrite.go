@@ -118,6 +118,13 @@ func (s *Set) Roll(i int) error {
 
 // rollLocked is Roll with d.mu held.
 func (s *Set) rollLocked(d *dir) error {
+	if d.w != nil {
+		// Sync the old file before the new one exists: recovery counts on
+		// every file of a dir but the last being synced to its end (a crash
+		// tears an unsynced overwrite sector by sector; Set.Scan). A
+		// failure is the writer's, sticky: Close below reports it.
+		_ = d.w.Sync()
+	}
 	id := s.nextFileID.Add(1) - 1
 	w, err := Create(s.fs, d.path, id)
 	if err != nil {
@@ -417,8 +424,11 @@ type DirState struct {
 	LowSpace  bool  // short of space: a SpaceOK refused, and the room has not come back (see SpaceOK)
 	Full      bool  // without its space reserve: only take commits are written there (see Full)
 	WriterErr error // its active writer failed (the next Append rolls)
-	Size      int64 // its active file's size
-	ActiveID  uint32
+	Size      int64 // its active file's size: its records, not the zeros laid out past them
+	// LaidOut is the zeros laid out in the active file past its records
+	// (SetOptions.Preallocate): disk space the file holds beyond Size.
+	LaidOut  int64
+	ActiveID uint32
 	Active    bool // it has an active writer
 	// RollErr: the last roll could not create a new log file (too many
 	// open files, a full disk...); every Append tries again, and fails
@@ -436,6 +446,7 @@ func (s *Set) DirStates() []DirState {
 		if d.w != nil {
 			out[i].WriterErr, out[i].Size = d.w.Err(), d.w.Size()
 			out[i].ActiveID, out[i].Active = d.w.ID(), true
+			out[i].LaidOut = d.w.laidAhead()
 		}
 		d.mu.Unlock()
 	}
@@ -496,6 +507,7 @@ func (s *Set) Active(i int) *Writer {
 // killed process leaves its files: crash tests use it to check that what
 // was not synced is not counted on. The set must not be appended to after.
 func (s *Set) Abandon() {
+	s.layouter.stop()
 	for _, d := range s.dirs {
 		d.mu.Lock()
 		d.w = nil
