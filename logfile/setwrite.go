@@ -429,7 +429,7 @@ type DirState struct {
 	// (SetOptions.Preallocate): disk space the file holds beyond Size.
 	LaidOut  int64
 	ActiveID uint32
-	Active    bool // it has an active writer
+	Active   bool // it has an active writer
 	// RollErr: the last roll could not create a new log file (too many
 	// open files, a full disk...); every Append tries again, and fails
 	// until one succeeds.
