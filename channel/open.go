@@ -333,9 +333,21 @@ func (c *FileChannel) removeUnfinished(*recovery) error {
 // cutTornTails (step 9) cuts the torn tail of every log file whose scan
 // ended on bytes that are not a record: a write that a crash cut short, or
 // damage after the last record. The bytes are kept for the operator, and
-// later replays and readers see a clean end.
+// later replays and readers see a clean end. It also trims the zeros that
+// a run which did not close a file left laid out after its records.
 func (c *FileChannel) cutTornTails(rc *recovery) error {
 	for _, l := range rc.res.Logs {
+		if l.Tail == logfile.TailClean && l.Size > l.End {
+			// Zeros laid out ahead of the writes of a run that did not
+			// close the file (Config.Preallocate): give the space back.
+			// Best effort: zeros are a clean end whether or not they go.
+			if _, err := c.logs.CutTail(l.File(), l.End); err != nil {
+				c.log.Warn("cannot trim the zeros after a log file's records", "file", l.Path, "valid_end", l.End, "err", err)
+			} else {
+				c.log.Info("trimmed the zeros laid out after a log file's records", "file", l.Path, "valid_end", l.End, "bytes", l.Size-l.End)
+			}
+			continue
+		}
 		if l.Tail != logfile.TailTorn {
 			continue
 		}

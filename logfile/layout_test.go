@@ -250,3 +250,70 @@ func scanImage(img *vfs.MemFS, dir string) (int64, error) {
 	}
 	return next, nil
 }
+
+// TestTornOverwriteEndsOnlyTheLastFile: a record with a zeroed sector
+// followed by valid records ends the scan of a dir's last file (the
+// records after it were never synced), but is a damaged region stepped
+// over in an earlier file (synced to its end before the next was made),
+// and so is non-zero damage in the last file.
+func TestTornOverwriteEndsOnlyTheLastFile(t *testing.T) {
+	recs := make([]Record, 6)
+	for i := range recs {
+		recs[i] = Record{Type: RecordPut, TxID: uint64(i + 1), WriteOrderID: uint64(i + 1), Body: bytes.Repeat([]byte{byte('a' + i)}, 1500)}
+	}
+	for _, tc := range []struct {
+		name     string
+		last     bool
+		zero     bool // zero a sector of record 2, else flip bytes in it
+		wantRecs int
+		wantSkip int
+		wantTail Tail
+	}{
+		{"last file, zeroed sector", true, true, 2, 0, TailTorn},
+		{"earlier file, zeroed sector", false, true, 5, 1, TailClean},
+		{"last file, garbage", true, false, 5, 1, TailClean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, offs := writeLog(t, dir, 1, recs)
+			if !tc.last {
+				writeLog(t, dir, 2, recs[:1])
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sector := (offs[2]/sectorSize + 1) * sectorSize // a whole sector inside record 2
+			fill := make([]byte, sectorSize)
+			if !tc.zero {
+				for i := range fill {
+					fill[i] = 0xa5
+				}
+			}
+			if _, err := f.WriteAt(fill, sector); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			s, err := OpenSet(SetOptions{Dirs: []string{dir}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sc, _, err := s.Scan(s.Files()[0], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			n := 0
+			for sc.Next() {
+				n++
+			}
+			if n != tc.wantRecs || len(sc.Skipped()) != tc.wantSkip || sc.Tail() != tc.wantTail {
+				t.Fatalf("%d records, %d skipped, tail %v; want %d, %d, %v", n, len(sc.Skipped()), sc.Tail(), tc.wantRecs, tc.wantSkip, tc.wantTail)
+			}
+			if tc.wantTail == TailTorn && sc.End() != offs[2] {
+				t.Fatalf("end %d, want the torn record's offset %d", sc.End(), offs[2])
+			}
+		})
+	}
+}

@@ -70,4 +70,50 @@ func TestCutTailKeepsTheBytesAndTruncates(t *testing.T) {
 	}
 }
 
+// TestCutTailLeavesTheLaidOutZeros: the zeros after a torn tail (space laid
+// out ahead of the writes) are truncated with it but not copied; a tail of
+// zeros only leaves no .corrupt file.
+func TestCutTailLeavesTheLaidOutZeros(t *testing.T) {
+	fsys := vfs.NewMem()
+	w, err := testCreate(fsys, "/", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(mustAppend(t, nil, &sampleRecords()[0])); err != nil {
+		t.Fatal(err)
+	}
+	end := w.Size()
+	torn := []byte("torn\x00\x00 record")
+	if _, err := w.Write(append(torn, make([]byte, 3<<20)...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keep, err := CutTail(fsys, w.Path(), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vfs.ReadFile(fsys, keep); err != nil || !bytes.Equal(got, torn) {
+		t.Fatalf("kept %d bytes %q, %v; want %q", len(got), got[:min(len(got), 32)], err, torn)
+	}
+	if fi, _ := fsys.Stat(w.Path()); fi.Size() != end {
+		t.Fatalf("size %d after the cut, want %d", fi.Size(), end)
+	}
+	f, err := fsys.OpenReadWrite(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(end + 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if keep, err := CutTail(fsys, w.Path(), end); keep != "" || err != nil {
+		t.Fatalf("cut of zeros only: %q, %v; want no copy", keep, err)
+	}
+	if fi, _ := fsys.Stat(w.Path()); fi.Size() != end {
+		t.Fatalf("size %d after cutting zeros, want %d", fi.Size(), end)
+	}
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
