@@ -32,6 +32,7 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 	fsys := vfs.NewMem()
 	cfg := memConfig(fsys, 1)
 	cfg.MaxFileSize = 1 << 20 // no roll: every byte written is counted below
+	cfg.Preallocate = -1      // nor zeros laid out: the file sizes are what puts wrote
 	cfg.MinimumRequiredSpace = minFree
 	fsys.SetFreeSpace(minFree + headroom)
 	c := mustOpen(t, cfg)

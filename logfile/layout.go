@@ -144,6 +144,14 @@ func (w *Writer) LaidOut() (bytes, waits int64) {
 	return w.lay.laid, w.lay.waits
 }
 
+// beyondLaidOut returns how many bytes of [from, to) lie past the laid-out
+// space: the part of a write that takes new disk space.
+func (w *Writer) beyondLaidOut(from, to int64) int64 {
+	w.lay.mu.Lock()
+	defer w.lay.mu.Unlock()
+	return to - max(from, min(to, w.lay.laidTo))
+}
+
 // laidAhead returns the bytes laid out past the file's writes.
 func (w *Writer) laidAhead() int64 {
 	w.lay.mu.Lock()

@@ -317,3 +317,39 @@ func TestTornOverwriteEndsOnlyTheLastFile(t *testing.T) {
 		})
 	}
 }
+
+// TestNoZerosLaidOutWithoutRoom: a dir whose free space would fall below
+// PreallocateMinFree gets no zeros; the same dir with room does.
+func TestNoZerosLaidOutWithoutRoom(t *testing.T) {
+	const ahead, minFree = 64 << 10, 1 << 20
+	for _, tc := range []struct {
+		free int64
+		want bool
+	}{{minFree + ahead/4 - 1, false}, {minFree + 4*ahead, true}} {
+		mem := vfs.NewMem()
+		mem.SetFreeSpace(tc.free)
+		s, err := OpenSet(SetOptions{FS: mem, Dirs: []string{"/"}, Preallocate: ahead, PreallocateMinFree: minFree})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(Recovered{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Roll(0); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for tc.want && s.LayoutStats().LaidOut == 0 && time.Now().Before(deadline) {
+			s.layouter.kick()
+			time.Sleep(time.Millisecond)
+		}
+		s.layouter.kick()
+		time.Sleep(10 * time.Millisecond) // a zero-fill that should not happen has had its chance
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.LayoutStats().LaidOut > 0; got != tc.want {
+			t.Errorf("free %d: laid out %v, want %v", tc.free, got, tc.want)
+		}
+	}
+}

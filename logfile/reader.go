@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -17,6 +18,10 @@ const readGuess = 4 << 10
 
 var readBufPool = sync.Pool{New: func() any { b := make([]byte, readGuess); return &b }}
 
+// readAhead is how far ahead of a record read the Reader asks the kernel to
+// read the file (vfs.WillNeed), renewed each time the reads pass half of it.
+const readAhead = 8 << 20
+
 // Reader reads records by offset (takes). It is safe for concurrent use: it
 // only uses ReadAt.
 type Reader struct {
@@ -24,6 +29,9 @@ type Reader struct {
 	id   uint32
 	path string
 	fr   Framing
+
+	// advised is the end of the range last handed to vfs.WillNeed.
+	advised atomic.Int64
 }
 
 // OpenReader opens the log file at path and validates its header: a bad
@@ -146,6 +154,7 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	if off < r.fr.HeaderSize() {
 		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
 	}
+	r.readAhead(off)
 	bp := readBufPool.Get().(*[]byte)
 	defer readBufPool.Put(bp)
 	buf := *bp
@@ -178,6 +187,21 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		rec.Body = append([]byte(nil), rec.Body...)
 	}
 	return rec, nil
+}
+
+// readAhead asks the kernel to read the file ahead of a read at off, when
+// off is past half of the range asked for last, or far behind it (another
+// taker, or a rollback): takes read a file's records in order, one small
+// read each, which from a cold file would each wait for the disk.
+func (r *Reader) readAhead(off int64) {
+	a := r.advised.Load()
+	if (off+readAhead/2 > a || off+readAhead < a) && r.advised.CompareAndSwap(a, off+readAhead) {
+		from := off
+		if a > off && a < off+readAhead {
+			from = a // the part before a was asked for already
+		}
+		vfs.WillNeed(r.f, from, off+readAhead-from)
+	}
 }
 
 // corruptAt turns a decodeFrame error for the frame at off in path into a

@@ -314,7 +314,9 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	if err != nil {
 		return Appended{}, fmt.Errorf("write %s: %w", w.Path(), err)
 	}
-	d.free.Add(-int64(len(b.Buf)))
+	// Bytes written over laid-out zeros take no more space: the
+	// layouter counted them.
+	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.Buf))))
 	s.layouter.kick()
 	return Appended{W: w, Base: base, End: off + int64(len(b.Buf)), FirstWOID: first}, nil
 }

@@ -121,6 +121,18 @@ func (b *bench) puts() error {
 				m.run = b.countAllocs("filechannel put (batch 100)", m.run)
 			}
 			ms = append(ms, withRounds(m))
+			if batch == 100 {
+				// The same puts with every commit appending (no zeros laid
+				// out ahead, Config.Preallocate < 0): what laying out buys.
+				c, closeC, err := b.openChannel("put-100-appending", func(cfg *channel.Config) { cfg.Preallocate = -1 })
+				if err != nil {
+					return err
+				}
+				closers = append(closers, closeC)
+				m := b.putMeter(c, batch, 1)
+				m.res.ID = "filechannel/put/batch=100/appending"
+				ms = append(ms, withRounds(m))
+			}
 		}
 		peers, pc, err := b.peerPutMeters()
 		closers = append(closers, pc...)
