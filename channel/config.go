@@ -111,9 +111,10 @@ type Config struct {
 	// commit path, and at most Preallocate bytes of space per data dir; a
 	// file is trimmed back to its records when the channel rolls away
 	// from it. None is laid out where the free space would fall below
-	// MinimumRequiredSpace plus SpaceReserve. 0 = 4 MiB
-	// (DefaultPreallocate); negative = none (every commit appends); at
-	// least 16 KiB otherwise.
+	// MinimumRequiredSpace plus SpaceReserve. On a copy-on-write
+	// filesystem (btrfs, ZFS) an overwrite allocates new blocks anyway:
+	// set it negative there. 0 = 4 MiB (DefaultPreallocate); negative =
+	// none (every commit appends); at least 16 KiB otherwise.
 	Preallocate int64
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
