@@ -32,6 +32,20 @@ type Reader struct {
 
 	// advised is the end of the range last handed to vfs.WillNeed.
 	advised atomic.Int64
+	blk     readBlock
+}
+
+// blockSize is the read of a Reader whose records are read in order: one
+// pread serves the records of a block.
+const blockSize = 64 << 10
+
+// readBlock is the last block a Reader read for records read in order.
+type readBlock struct {
+	mu   sync.Mutex
+	buf  []byte // allocated at the first read in order
+	off  int64  // the file offset of buf[0]
+	n    int    // bytes of buf read (0: none)
+	next int64  // where the frame read last ends: the next read in order
 }
 
 // OpenReader opens the log file at path and validates its header: a bad
@@ -155,6 +169,9 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
 	}
 	r.readAhead(off)
+	if rec, ok := r.readInBlock(off); ok {
+		return rec, nil
+	}
 	bp := readBufPool.Get().(*[]byte)
 	defer readBufPool.Put(bp)
 	buf := *bp
@@ -177,7 +194,8 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		}
 	}
 	var rec Record
-	if _, err := decodeFrame(frame, &rec, nil, 0, r.fr); err != nil {
+	n, err = decodeFrame(frame, &rec, nil, 0, r.fr)
+	if err != nil {
 		if fe := newerAt(r.path, off, err); fe != nil {
 			return Record{}, fe
 		}
@@ -186,7 +204,66 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	if !owned && rec.Body != nil {
 		rec.Body = append([]byte(nil), rec.Body...)
 	}
+	r.setNext(off + int64(n))
 	return rec, nil
+}
+
+// readInBlock reads the record at off from the reader's block when the
+// reads go in order: off is in the block, or is where the last frame read
+// ended (then the block is read from off). ok is false when it could not:
+// not in order, a frame longer than a block, or a frame that does not check
+// out even in a block read from off. The block may be stale where the file
+// was written after it was read (a record appended since, over zeros laid
+// out ahead), so a bad frame in it is never reported: the block is read
+// again from off, and if the frame is still bad, ReadRecord reads it from
+// the file the usual way, which decides.
+func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
+	b := &r.blk
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inBlock := b.n > 0 && off >= b.off && off < b.off+int64(b.n)
+	if !inBlock && off != b.next {
+		return Record{}, false
+	}
+	for {
+		if !inBlock {
+			if b.buf == nil {
+				b.buf = make([]byte, blockSize)
+			}
+			m, err := r.f.ReadAt(b.buf, off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				b.n = 0
+				return Record{}, false
+			}
+			b.off, b.n = off, m
+		}
+		frame := b.buf[off-b.off : b.n]
+		need := 0
+		if len(frame) >= r.fr.FrameHeaderSize() {
+			need, _ = r.fr.frameLen(frame)
+		}
+		if need > 0 && need <= len(frame) {
+			if _, err := decodeFrame(frame[:need], &rec, nil, 0, r.fr); err == nil {
+				if rec.Body != nil {
+					rec.Body = append([]byte(nil), rec.Body...)
+				}
+				b.next = off + int64(need)
+				return rec, true
+			}
+		}
+		b.n = 0
+		if b.off == off || need > blockSize {
+			return Record{}, false
+		}
+		inBlock = false
+	}
+}
+
+// setNext records where the frame read last ends.
+func (r *Reader) setNext(end int64) {
+	r.blk.mu.Lock()
+	r.blk.next = end
+	r.blk.mu.Unlock()
 }
 
 // readAhead asks the kernel to read the file ahead of a read at off, when
