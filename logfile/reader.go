@@ -32,20 +32,31 @@ type Reader struct {
 
 	// advised is the end of the range last handed to vfs.WillNeed.
 	advised atomic.Int64
-	blk     readBlock
+
+	// blkMu guards blks and uses: the blocks of the takers reading the
+	// file in order (one per consumer group at its own position).
+	blkMu sync.Mutex
+	blks  [readStreams]readBlock
+	uses  uint64 // a clock for the blocks' last use
 }
 
 // blockSize is the read of a Reader whose records are read in order: one
-// pread serves the records of a block.
-const blockSize = 64 << 10
+// pread serves the records of a block. readStreams is how many readers in
+// order (takers at different positions of the file, such as consumer
+// groups) a Reader keeps a block for: at most readStreams × blockSize of
+// memory per Reader, allocated as they are used.
+const (
+	blockSize   = 64 << 10
+	readStreams = 4
+)
 
-// readBlock is the last block a Reader read for records read in order.
+// readBlock is the last block one taker read in order.
 type readBlock struct {
-	mu   sync.Mutex
 	buf  []byte // allocated at the first read in order
 	off  int64  // the file offset of buf[0]
 	n    int    // bytes of buf read (0: none)
-	next int64  // where the frame read last ends: the next read in order
+	next int64  // where the frame read last ends: the next read in order (0: none)
+	used uint64 // Reader.uses at its last use
 }
 
 // OpenReader opens the log file at path and validates its header: a bad
@@ -218,13 +229,25 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 // again from off, and if the frame is still bad, ReadRecord reads it from
 // the file the usual way, which decides.
 func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
-	b := &r.blk
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	inBlock := b.n > 0 && off >= b.off && off < b.off+int64(b.n)
-	if !inBlock && off != b.next {
+	r.blkMu.Lock()
+	defer r.blkMu.Unlock()
+	var b *readBlock
+	inBlock := false
+	for i := range r.blks {
+		c := &r.blks[i]
+		if c.n > 0 && off >= c.off && off < c.off+int64(c.n) {
+			b, inBlock = c, true
+			break
+		}
+		if c.next == off && off > 0 {
+			b = c
+		}
+	}
+	if b == nil {
 		return Record{}, false
 	}
+	r.uses++
+	b.used = r.uses
 	for {
 		if !inBlock {
 			if b.buf == nil {
@@ -259,11 +282,24 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 	}
 }
 
-// setNext records where the frame read last ends.
+// setNext records where a frame read alone (not from a block) ends, in the
+// block used least recently: a taker reading in order gets a block at its
+// next read.
 func (r *Reader) setNext(end int64) {
-	r.blk.mu.Lock()
-	r.blk.next = end
-	r.blk.mu.Unlock()
+	r.blkMu.Lock()
+	defer r.blkMu.Unlock()
+	lru := &r.blks[0]
+	for i := range r.blks {
+		c := &r.blks[i]
+		if c.next == end {
+			return // already someone's next read
+		}
+		if c.used < lru.used {
+			lru = c
+		}
+	}
+	r.uses++
+	lru.next, lru.n, lru.used = end, 0, r.uses
 }
 
 // readAhead asks the kernel to read the file ahead of a read at off, when

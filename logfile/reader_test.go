@@ -314,6 +314,21 @@ func TestReaderReadsInOrderThroughBlocks(t *testing.T) {
 	if max := int64(len(recs) / 20); reads > max {
 		t.Errorf("%d reads for %d records read in order, want at most %d", reads, len(recs), max)
 	}
+	// Four takers at their own positions, in turn (consumer groups):
+	// each keeps its own block.
+	reads = 0
+	starts := []int{0, 100, 230, 340}
+	for k := range 40 {
+		for _, s := range starts {
+			i := s + k
+			if got, err := r.ReadRecord(offs[i]); err != nil || !bytes.Equal(got.Body, recs[i].Body) {
+				t.Fatalf("record %d of a taker at %d: %v", i, s, err)
+			}
+		}
+	}
+	if reads > 20 {
+		t.Errorf("%d reads for 4 takers reading 40 records each in order, want at most 20", reads)
+	}
 	for i := len(recs) - 1; i >= 0; i -= 7 { // backwards
 		if i == 300 {
 			continue
