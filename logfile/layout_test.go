@@ -151,17 +151,9 @@ func TestPreallocatedLogCrashStates(t *testing.T) {
 		images = append(images, p.Clone(false, seed), p.Clone(true, seed))
 		wantAtLeast = append(wantAtLeast, n, n)
 	})
-	s, err := OpenSet(SetOptions{FS: mem, Dirs: []string{"/d"}, MaxFileSize: 48 << 10, Preallocate: 16 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(Recovered{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Roll(0); err != nil {
-		t.Fatal(err)
-	}
+	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/d"}, MaxFileSize: 48 << 10, Preallocate: 16 << 10}, Recovered{})
 	next := int64(0)
+	var err error
 	for batch := range 60 {
 		var b Batch
 		k := 1 + batch%5
@@ -328,16 +320,7 @@ func TestNoZerosLaidOutWithoutRoom(t *testing.T) {
 	}{{minFree + ahead/4 - 1, false}, {minFree + 4*ahead, true}} {
 		mem := vfs.NewMem()
 		mem.SetFreeSpace(tc.free)
-		s, err := OpenSet(SetOptions{FS: mem, Dirs: []string{"/"}, Preallocate: ahead, PreallocateMinFree: minFree})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Start(Recovered{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Roll(0); err != nil {
-			t.Fatal(err)
-		}
+		s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/"}, Preallocate: ahead, PreallocateMinFree: minFree}, Recovered{})
 		deadline := time.Now().Add(10 * time.Second)
 		for tc.want && s.LayoutStats().LaidOut == 0 && time.Now().Before(deadline) {
 			s.layouter.kick()
