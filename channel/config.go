@@ -113,8 +113,9 @@ type Config struct {
 	// from it. None is laid out where the free space would fall below
 	// MinimumRequiredSpace plus SpaceReserve. On a copy-on-write
 	// filesystem (btrfs, ZFS) an overwrite allocates new blocks anyway:
-	// set it negative there. 0 = 4 MiB (DefaultPreallocate); negative =
-	// none (every commit appends); at least 16 KiB otherwise.
+	// set it negative there. 0 = 4 MiB (DefaultPreallocate), or none with
+	// NoSync (commits do not fsync, so there is nothing to gain); negative
+	// = none (every commit appends); at least 16 KiB otherwise.
 	Preallocate int64
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
@@ -306,7 +307,10 @@ func (cfg *Config) applyDefaults() {
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
-	if cfg.Preallocate == 0 {
+	switch {
+	case cfg.Preallocate == 0 && cfg.NoSync:
+		cfg.Preallocate = -1 // no commit fsyncs: nothing to gain, the zeros' writes to pay
+	case cfg.Preallocate == 0:
 		cfg.Preallocate = DefaultPreallocate
 	}
 	if cfg.MaxOpenLogFiles == 0 {
