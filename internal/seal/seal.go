@@ -1,0 +1,128 @@
+package seal
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Part of the on-disk format; never change.
+const (
+	// KeySize is the size of a master key.
+	KeySize = 32
+	// CheckSize is the size of a key-check value.
+	CheckSize = 16
+	// Overhead is what sealing adds to a body: the GCM tag.
+	Overhead = 16
+
+	saltLabel  = "filechannel log keys v1"
+	infoRecord = "record encryption"
+	infoCheck  = "key check"
+	adMagic    = "FCRE"
+	adSize     = 33
+)
+
+// ErrOpen is returned by Open for a sealed body that does not authenticate:
+// damaged or changed bytes, a record moved to another offset or file, or
+// the wrong key.
+var ErrOpen = errors.New("record does not authenticate")
+
+// FileKeys are the keys of one encrypted log file. They are safe for
+// concurrent use.
+type FileKeys struct {
+	fileID uint32
+	aead   cipher.AEAD
+	check  [CheckSize]byte
+}
+
+// Derive returns the keys of log file fileID with header salt salt, from
+// master (KeySize bytes).
+func Derive(master []byte, fileID uint32, salt uint64) (*FileKeys, error) {
+	if len(master) != KeySize {
+		return nil, fmt.Errorf("seal: a key is %d bytes, not %d", len(master), KeySize)
+	}
+	prk, err := hkdf.Extract(sha256.New, master, hkdfSalt(fileID, salt))
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	key, err := hkdf.Expand(sha256.New, prk, infoRecord, 32)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	check, err := hkdf.Expand(sha256.New, prk, infoCheck, CheckSize)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	k := &FileKeys{fileID: fileID, aead: aead}
+	copy(k.check[:], check)
+	return k, nil
+}
+
+// hkdfSalt is the HKDF salt of a file's keys.
+func hkdfSalt(fileID uint32, salt uint64) []byte {
+	b := append([]byte(saltLabel), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	n := len(saltLabel)
+	binary.BigEndian.PutUint32(b[n:], fileID)
+	binary.BigEndian.PutUint64(b[n+4:], salt)
+	return b
+}
+
+// Check returns the file's key-check value.
+func (k *FileKeys) Check() [CheckSize]byte { return k.check }
+
+// Fields are a record's fixed fields that sealing binds: where the frame
+// is, how long its payload is, and the record's type and ids.
+type Fields struct {
+	Offset       uint32 // the frame's offset in the file
+	PayloadLen   uint32 // the frame's payload length, the sealed body and its tag included
+	Type         uint8
+	TxID         uint64
+	WriteOrderID uint64
+}
+
+// Seal appends body, sealed for the record described by f, to dst and
+// returns the extended slice: len(body) + Overhead bytes. dst may be
+// body[:0] to seal in place if body has Overhead bytes of capacity to
+// spare.
+func (k *FileKeys) Seal(dst, body []byte, f Fields) []byte {
+	nonce, ad := k.nonceAD(f)
+	return k.aead.Seal(dst, nonce[:], body, ad[:])
+}
+
+// Open appends the body sealed in sealed (ciphertext and tag) for the
+// record described by f to dst and returns the extended slice, or ErrOpen.
+// dst may be sealed[:0] to open in place.
+func (k *FileKeys) Open(dst, sealed []byte, f Fields) ([]byte, error) {
+	nonce, ad := k.nonceAD(f)
+	out, err := k.aead.Open(dst, nonce[:], sealed, ad[:])
+	if err != nil {
+		return nil, ErrOpen
+	}
+	return out, nil
+}
+
+// nonceAD returns the nonce and additional data of a record (doc.go).
+func (k *FileKeys) nonceAD(f Fields) (nonce [12]byte, ad [adSize]byte) {
+	binary.BigEndian.PutUint32(nonce[0:4], f.Offset)
+	binary.BigEndian.PutUint64(nonce[4:12], f.WriteOrderID)
+	copy(ad[0:4], adMagic)
+	binary.BigEndian.PutUint32(ad[4:8], k.fileID)
+	binary.BigEndian.PutUint32(ad[8:12], f.Offset)
+	binary.BigEndian.PutUint32(ad[12:16], f.PayloadLen)
+	ad[16] = f.Type
+	binary.BigEndian.PutUint64(ad[17:25], f.TxID)
+	binary.BigEndian.PutUint64(ad[25:33], f.WriteOrderID)
+	return nonce, ad
+}
