@@ -355,6 +355,25 @@ func fileFraming(f io.ReaderAt, id uint32, path string) (Framing, error) {
 	return recoverFraming(f, id, hdr)
 }
 
+// NonZeroEnd returns the offset just past the last non-zero byte of the
+// file at path from offset from on, or from if only zeros follow it: where
+// a torn tail's bytes end, before the zeros laid out ahead of the writes.
+func NonZeroEnd(fsys vfs.FS, path string, from int64) (int64, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if fi.Size() <= from {
+		return from, nil
+	}
+	return lastNonZero(f, from, fi.Size())
+}
+
 // lastNonZero returns the offset just past the last non-zero byte of f in
 // [from, to), or from if there is none, reading backwards a MiB at a time.
 func lastNonZero(f io.ReaderAt, from, to int64) (int64, error) {

@@ -90,6 +90,9 @@ func TestCutTailLeavesTheLaidOutZeros(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if nz, err := NonZeroEnd(fsys, w.Path(), end); err != nil || nz != end+int64(len(torn)) {
+		t.Fatalf("NonZeroEnd = %d, %v; want %d", nz, err, end+int64(len(torn)))
+	}
 	keep, err := CutTail(fsys, w.Path(), end)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +111,9 @@ func TestCutTailLeavesTheLaidOutZeros(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
+	if nz, err := NonZeroEnd(fsys, w.Path(), end); err != nil || nz != end {
+		t.Fatalf("NonZeroEnd over zeros only = %d, %v; want %d", nz, err, end)
+	}
 	if keep, err := CutTail(fsys, w.Path(), end); keep != "" || err != nil {
 		t.Fatalf("cut of zeros only: %q, %v; want no copy", keep, err)
 	}

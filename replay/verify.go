@@ -338,6 +338,13 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 	v.puts += info.Puts
 	info.LastWOID = lastWOID
 	info.End, info.Tail, info.TailErr = sc.End(), sc.Tail(), sc.TailError()
+	if info.Tail == logfile.TailTorn {
+		nz, err := logfile.NonZeroEnd(fsys, path, info.End)
+		if err != nil {
+			return info, err
+		}
+		info.TornBytes = nz - info.End
+	}
 	if info.Size, err = sc.Size(); err != nil {
 		return info, err
 	}
@@ -372,7 +379,7 @@ func (v *verifier) tailProblems(used *loadedCheckpoint) {
 		}
 		torn := ""
 		if l.Tail == logfile.TailTorn {
-			torn = fmt.Sprintf("; %d bytes after it are not a record: %v", l.Size-l.End, l.TailErr)
+			torn = fmt.Sprintf("; %d bytes after it are not a record: %v", l.TornBytes, l.TailErr)
 		}
 		switch pos := positions[l.ID]; {
 		case l.End < pos:
@@ -380,10 +387,18 @@ func (v *verifier) tailProblems(used *loadedCheckpoint) {
 				"the valid records end here, below offset %d, the length the checkpoint recorded (file size %d%s): records that were synced and checkpointed were cut off or overwritten; not a crash's torn tail",
 				pos, l.Size, torn))
 		case l.Tail == logfile.TailTorn:
-			v.addTail(l.Path, l.End, v.rep.add(ProblemTornTail, l.Path, l.End, "%d bytes that are not a record up to the file size %d: %v",
-				l.Size-l.End, l.Size, l.TailErr))
+			v.addTail(l.Path, l.End, v.rep.add(ProblemTornTail, l.Path, l.End, "%d bytes that are not a record (file size %d%s): %v",
+				l.TornBytes, l.Size, zerosAfter(l), l.TailErr))
 		}
 	}
+}
+
+// zerosAfter describes the zeros after a torn tail's bytes, if any.
+func zerosAfter(l *LogInfo) string {
+	if z := l.Size - l.End - l.TornBytes; z > 0 {
+		return fmt.Sprintf(", with %d zero bytes after them", z)
+	}
+	return ""
 }
 
 // replay runs a replay with opts as the channel would (see runReplay). A

@@ -340,6 +340,10 @@ type LogInfo struct {
 
 	Tail    logfile.Tail
 	TailErr error // why the bytes at End are not a record, for a torn tail
+	// TornBytes is, for a torn tail, how many bytes from End on are not
+	// zero: the torn write, without the zeros laid out after it
+	// (Config.Preallocate), which Size counts.
+	TornBytes int64
 	// HeaderErr is a damaged header: the file was salvaged, or skipped if
 	// the header names another file id.
 	HeaderErr error

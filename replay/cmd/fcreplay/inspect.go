@@ -186,6 +186,9 @@ type logJSON struct {
 	LastWriteOrderID  uint64 `json:"last_write_order_id"`
 	Tail              string `json:"tail"` // clean or torn
 	TailError         string `json:"tail_error,omitempty"`
+	// TornBytes: for a torn tail, its bytes up to the last non-zero one
+	// (the zeros laid out after it are not counted).
+	TornBytes int64 `json:"torn_bytes,omitempty"`
 	// Truncated: the valid records end below the length the checkpoint
 	// recorded for the file (verify's truncated-log): committed data was
 	// cut off. TailCost is what the tail costs, torn or truncated.
@@ -249,7 +252,7 @@ func logFacts(l replay.LogInfo, damage map[place]replay.Problem) logJSON {
 	j := logJSON{ID: l.ID, Dir: l.Dir, Path: l.Path, Size: l.Size, End: l.End, Records: l.Records,
 		Puts: l.Puts, Takes: l.Takes, Commits: l.Commits, Rollbacks: l.Rollbacks,
 		FirstWriteOrderID: l.FirstWOID, LastWriteOrderID: l.LastWOID, Tail: l.Tail.String(),
-		TailError: errString(l.TailErr), HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished}
+		TailError: errString(l.TailErr), TornBytes: l.TornBytes, HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished}
 	for _, s := range l.Skipped {
 		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err),
 			costJSON: costFacts(damage[place{l.Path, s.Offset}].Cost)})
@@ -509,7 +512,7 @@ func logNotes(l *logJSON) []string {
 		notes = append(notes, fmt.Sprintf("truncated: the valid records end at offset %d, below the length the checkpoint recorded; committed data was cut off, not a crash's torn tail%s",
 			l.End, costNote(l.TailCost)))
 	case l.Tail == "torn":
-		notes = append(notes, fmt.Sprintf("torn tail: %d bytes after offset %d are not a record (normal after a crash)%s", l.Size-l.End, l.End, costNote(l.TailCost)))
+		notes = append(notes, fmt.Sprintf("torn tail: %d bytes after offset %d are not a record (normal after a crash)%s", l.TornBytes, l.End, costNote(l.TailCost)))
 	}
 	return notes
 }
