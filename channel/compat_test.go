@@ -57,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_5", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_6", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 5)
-		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
+		testutil.SetLogVersion(t, p, 6)
+		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
 	}},
-	{"log_record_of_type_11", func(t *testing.T, cfg Config) FormatError {
+	{"log_record_of_type_12", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
-		off := testutil.AppendRecord(t, p, 11, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 4, Supported: 4, RecordType: 11}
+		off := testutil.AppendRecord(t, p, 12, 1<<40, []byte("a newer kind of record"))
+		return FormatError{File: p, Offset: off, Version: 4, Supported: 5, RecordType: 12}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_5", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_6", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 5, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 6, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
+		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
 	}},
 	{"groups_catalog_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
@@ -187,7 +187,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	}
 	p := logPaths(t, cfg)[0]
 	off := firstPut(t, p) // after the groups record every log file starts with
-	testutil.SetRecordType(t, p, off, 11)
+	testutil.SetRecordType(t, p, off, 12)
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 4, RecordType: 11})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 5, RecordType: 12})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}

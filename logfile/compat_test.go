@@ -29,9 +29,9 @@ func requireNewer(t testing.TB, err error, file string, off int64, version uint6
 	if errors.Is(err, corrupt.ErrCorrupt) {
 		t.Fatalf("%v matches ErrCorrupt: a newer file is not damage", err)
 	}
-	if fe.File != file || fe.Offset != off || fe.Version != version || fe.Supported != FormatVersion || fe.RecordType != recordType {
+	if fe.File != file || fe.Offset != off || fe.Version != version || fe.Supported != MaxFormatVersion || fe.RecordType != recordType {
 		t.Fatalf("got %+v, want file %q offset %d version %d supported %d record type %d",
-			fe, file, off, version, FormatVersion, recordType)
+			fe, file, off, version, MaxFormatVersion, recordType)
 	}
 }
 
@@ -78,15 +78,17 @@ func newerHeader(id uint32, v uint16) []byte {
 // newer is the first format version this build does not read, and
 // newerRecType the first record type it does not know.
 const (
-	newer        = FormatVersion + 1
+	newer        = MaxFormatVersion + 1
 	newerRecType = maxRecordType + 1
 )
 
 // TestVersions pins what this build writes and reads: it writes version 4
-// (Create, AppendFileHeader) and reads 1 to 4; 5 is newer.
+// (Create, AppendFileHeader) without encryption, 5 with it, and reads 1 to
+// 5; 6 is newer.
 func TestVersions(t *testing.T) {
-	if FormatVersion != 4 || newer != 5 || newerRecType != 11 {
-		t.Fatalf("FormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 11", FormatVersion, newer, newerRecType)
+	if FormatVersion != 4 || MaxFormatVersion != 5 || newer != 6 || newerRecType != 12 {
+		t.Fatalf("FormatVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 12",
+			FormatVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
 	if err != nil {
@@ -116,13 +118,13 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_5", newerHeader(7, newer), newer},
+		{"version_6", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
-		{"version_5_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
-		{"version_5_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
-		{"version_5_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
+		{"version_6_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
+		{"version_6_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
+		{"version_6_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)
@@ -205,10 +207,10 @@ func TestUnknownRecordType(t *testing.T) {
 		frame      []byte
 		recordType uint8 // 0: damage, not a newer record
 	}{
-		{"type_11", type9, 11},
+		{"type_12", type9, 12},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_11_no_body", frameOf(payloadHead(newerRecType)), 11},
-		{"commit_of_type_11", commitOf9, 11},
+		{"type_12_no_body", frameOf(payloadHead(newerRecType)), 12},
+		{"commit_of_type_12", commitOf9, 12},
 		{"commit_of_type_200", frameOf(cat(payloadHead(RecordCommit), []byte{200, 1})), 200},
 		// Damage as before: a frame whose checksum does not match, and
 		// type 0, which no release writes. Types 6 to 10 are this build's:

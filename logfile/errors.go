@@ -23,4 +23,9 @@ var (
 	// ErrClosed is returned by the methods of a closed Writer, Reader or
 	// Scanner.
 	ErrClosed = errors.New("logfile: closed")
+
+	// ErrKey is returned (wrapped, naming the file and the key id) when an
+	// encrypted log file's key is missing (no Keys, or Keys does not have
+	// it) or wrong (its check value differs from the file's): never damage.
+	ErrKey = errors.New("logfile: the key of an encrypted log file is missing or wrong")
 )

@@ -151,6 +151,8 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/seal"
 	"github.com/flumego/filechannel/internal/zeros"
 )
 
@@ -170,6 +172,10 @@ const (
 	RecordMove     RecordType = 10
 	// RecordMove (version 4): events a take transaction moves to another
 	// group's tail at its commit (dead letters, rejects, redrives).
+	RecordKey RecordType = 11
+	// RecordKey (version 5): the first record of an encrypted file: the
+	// id of the key its put bodies are sealed with, and that key's check
+	// value (internal/seal).
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
@@ -184,7 +190,14 @@ const (
 	HeaderSize      = 36       // file header (versions 2 to 4)
 	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 4)
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
-	FormatVersion   = 4        // version written in the file header; versions 1 to 4 are read
+	FormatVersion   = 4        // version written in the header of a file without encryption
+	// EncryptedVersion is the version of a file whose put bodies are
+	// encrypted (SetOptions.Keys): version 4 with a key record first and
+	// sealed put bodies. MaxFormatVersion is the newest version read.
+	EncryptedVersion = 5
+	MaxFormatVersion = EncryptedVersion
+	// MaxKeyIDLen is the longest key id a key record holds.
+	MaxKeyIDLen = 64
 )
 
 // Padding frame sizes of the version this build writes; follow from the
@@ -212,7 +225,7 @@ const (
 
 	// maxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	maxRecordType = RecordMove
+	maxRecordType = RecordKey
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -242,6 +255,8 @@ func (t RecordType) String() string {
 		return "deliver"
 	case RecordMove:
 		return "move"
+	case RecordKey:
+		return "key"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -264,6 +279,12 @@ type Record struct {
 	NextGroupID  uint32            // groups: the id the next consumer group created gets; above every Catalog ID
 	Catalog      []GroupInfo       // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
 	Skip         []uint32          // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
+	KeyID        string            // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
+	KeyCheck     [seal.CheckSize]byte // key: that key's check value for this file
+	// Sealed is a put of an encrypted file (version 5) decoded without its
+	// key: its body sealed (ciphertext and tag), Headers and Body nil. It
+	// aliases the buffer it was decoded from.
+	Sealed []byte
 }
 
 // EncodedSize returns the size of the whole frame r takes in the version
@@ -297,6 +318,8 @@ func (r *Record) payloadSize() int {
 		n += skipSize(r.Skip)
 	case RecordMove:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
+	case RecordKey:
+		n += uvarintLen(uint64(len(r.KeyID))) + len(r.KeyID) + seal.CheckSize
 	case RecordDeliver:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 		for _, c := range r.Counts {
@@ -320,6 +343,25 @@ func uvarintLen(x uint64) int {
 // those of Framing.AppendRecord.
 func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 	return appendUnsealed(dst, r, FrameHeaderSize)
+}
+
+// AppendUnsealedEncrypted is AppendUnsealed for a file whose put bodies are
+// encrypted (EncryptedVersion): a put's frame has room for the seal's tag
+// (seal.Overhead zero bytes after its body, counted in its length), which
+// Set.Append fills when it seals the body in place. Other records are
+// AppendUnsealed's.
+func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
+	start := len(dst)
+	dst, err := appendUnsealed(dst, r, FrameHeaderSize)
+	if err != nil || r.Type != RecordPut {
+		return dst, err
+	}
+	n := binary.BigEndian.Uint32(dst[start:]) + seal.Overhead
+	if n > MaxPayloadSize {
+		return dst[:start], fmt.Errorf("%w: payload of %d bytes, limit %d", ErrTooLarge, n, MaxPayloadSize)
+	}
+	binary.BigEndian.PutUint32(dst[start:], n)
+	return append(dst, make([]byte, seal.Overhead)...), nil
 }
 
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
@@ -351,6 +393,11 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	case RecordMove:
 		if len(r.Pointers) == 0 {
 			return dst, fmt.Errorf("%w: %v record without pointers", ErrInvalidRecord, r.Type)
+		}
+	case RecordKey:
+		if r.TxID != 0 || len(r.KeyID) == 0 || len(r.KeyID) > MaxKeyIDLen {
+			return dst, fmt.Errorf("%w: key record with transaction id %d and a key id of %d bytes (1 to %d)", ErrInvalidRecord,
+				r.TxID, len(r.KeyID), MaxKeyIDLen)
 		}
 	case RecordDeliver:
 		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
@@ -406,6 +453,10 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 			dst = binary.BigEndian.AppendUint64(dst, p)
 			dst = binary.AppendUvarint(dst, uint64(r.Counts[i]))
 		}
+	case RecordKey:
+		dst = binary.AppendUvarint(dst, uint64(len(r.KeyID)))
+		dst = append(dst, r.KeyID...)
+		dst = append(dst, r.KeyCheck[:]...)
 	}
 	return dst, nil
 }
@@ -484,6 +535,13 @@ func newerType(p []byte) RecordType {
 // decodePayload decodes a checksummed payload into r. It returns a reason
 // for the corruption, or "" if the payload is valid.
 func decodePayload(p []byte, r *Record, s *scratch) string {
+	return decodePayloadOf(p, r, s, false)
+}
+
+// decodePayloadOf is decodePayload for a file whose put bodies are sealed
+// (sealed, EncryptedVersion) or not: a sealed put's body is kept in
+// r.Sealed, undecoded (its tag, checked when it is opened, covers it).
+func decodePayloadOf(p []byte, r *Record, s *scratch, sealed bool) string {
 	if len(p) < payloadHeaderSize {
 		return "payload shorter than its fixed fields"
 	}
@@ -495,7 +553,16 @@ func decodePayload(p []byte, r *Record, s *scratch) string {
 	p = p[payloadHeaderSize:]
 	switch r.Type {
 	case RecordPut:
+		if sealed {
+			if len(p) < seal.Overhead {
+				return "sealed put body shorter than its tag"
+			}
+			r.Sealed = p
+			return ""
+		}
 		return decodePut(p, r, s)
+	case RecordKey:
+		return decodeKey(p, r)
 	case RecordTake:
 		return decodeTake(p, r, s)
 	case typeGroupTake:
@@ -635,4 +702,28 @@ func readBytes(b []byte) ([]byte, []byte, bool) {
 		return nil, b, false
 	}
 	return b[:l], b[l:], true
+}
+
+// decodeKey decodes a key record's body: the key id and its check value.
+func decodeKey(p []byte, r *Record) string {
+	if r.TxID != 0 {
+		return "key record with a transaction id"
+	}
+	n, p, ok := readUvarint(p)
+	if !ok || n == 0 || n > MaxKeyIDLen || uint64(len(p)) != n+seal.CheckSize {
+		return "bad key record"
+	}
+	r.KeyID = string(p[:n])
+	copy(r.KeyCheck[:], p[n:])
+	return ""
+}
+
+// DecodePutBody decodes the body of a put (its headers and event body, as
+// an encrypted file's put holds them once opened) into r, whose fixed fields
+// are set. Body aliases b.
+func DecodePutBody(b []byte, r *Record) error {
+	if reason := decodePut(b, r, nil); reason != "" {
+		return &corrupt.Error{Offset: -1, Reason: reason}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/seal"
 )
 
 // Framing is how the frames of one log file are laid out and checksummed:
@@ -35,6 +36,14 @@ type Framing struct {
 	// recovering its salt (both copies gone and its first two records
 	// unusable): no frame of it can be verified.
 	lost bool
+
+	// Encrypted files (EncryptedVersion): the id of the key their put
+	// bodies are sealed with and its check value, from the file's key
+	// record (zero when that is unknown), and the file's keys once derived
+	// from that key (nil: the bodies stay sealed, Record.Sealed).
+	keyID    string
+	keyCheck [seal.CheckSize]byte
+	keys     *seal.FileKeys
 }
 
 // framingV1 is the framing of every version-1 file: no salt.
@@ -50,6 +59,55 @@ func newFraming() Framing {
 
 // Version returns the format version of the file the framing belongs to.
 func (f Framing) Version() uint16 { return f.version }
+
+// Encrypted reports whether the file's put bodies are sealed
+// (EncryptedVersion), and KeyID names the key they are sealed with ("" if
+// the file's key record was not read).
+func (f Framing) Encrypted() bool { return f.version >= EncryptedVersion }
+
+// KeyID returns the id of the key an encrypted file's put bodies are
+// sealed with, from its key record ("" if unknown).
+func (f Framing) KeyID() string { return f.keyID }
+
+// sealFrame gives the frame at the start of frame (AppendUnsealed's, or
+// AppendUnsealedEncrypted's for an encrypted file) its write-order id, seals
+// a put's body for its place (the frame's file offset off) when the file is
+// encrypted, and computes its checksums.
+func (f Framing) sealFrame(frame []byte, off int64, woid uint64) error {
+	fhs := f.FrameHeaderSize()
+	binary.BigEndian.PutUint64(frame[fhs+9:fhs+17], woid)
+	if f.Encrypted() && RecordType(frame[fhs]) == RecordPut {
+		if f.keys == nil {
+			return fmt.Errorf("seal a put in an encrypted log file: no key")
+		}
+		l := int(binary.BigEndian.Uint32(frame[0:4]))
+		body := frame[fhs+payloadHeaderSize : fhs+l-seal.Overhead]
+		f.keys.Seal(body[:0], body, f.sealFields(frame, off))
+	}
+	f.seal(frame)
+	return nil
+}
+
+// sealFields are what a put's seal binds: the frame's place, its length and
+// its fixed fields.
+func (f Framing) sealFields(frame []byte, off int64) seal.Fields {
+	fhs := f.FrameHeaderSize()
+	p := frame[fhs:]
+	return seal.Fields{Offset: uint32(off), PayloadLen: binary.BigEndian.Uint32(frame[0:4]), Type: p[0],
+		TxID: binary.BigEndian.Uint64(p[1:9]), WriteOrderID: binary.BigEndian.Uint64(p[9:17])}
+}
+
+// openPut opens rec, a sealed put decoded from frame (at file offset off):
+// its headers and body are decoded from the opened bytes, a fresh buffer.
+// A body that does not authenticate is a *corrupt.Error.
+func (f Framing) openPut(rec *Record, frame []byte, off int64) error {
+	plain, err := f.keys.Open(nil, rec.Sealed, f.sealFields(frame, off))
+	if err != nil {
+		return corrupt.New("", -1, "%v (damaged or changed bytes, a record moved, or another key)", err)
+	}
+	rec.Sealed = nil
+	return DecodePutBody(plain, rec)
+}
 
 // HeaderSize returns the size of the file header, the offset of the first
 // record: 16 in version 1, 36 (HeaderSize) in versions 2 to 4.
@@ -294,9 +352,9 @@ func decodeFrame(b []byte, r *Record, s *scratch, checked int64, f Framing) (int
 	}
 	payload := b[f.FrameHeaderSize():n]
 	if t := newerType(payload); t != 0 {
-		return 0, &corrupt.FormatError{Offset: -1, Version: uint64(f.version), Supported: FormatVersion, RecordType: uint8(t)}
+		return 0, &corrupt.FormatError{Offset: -1, Version: uint64(f.version), Supported: MaxFormatVersion, RecordType: uint8(t)}
 	}
-	if reason := decodePayload(payload, r, s); reason != "" {
+	if reason := decodePayloadOf(payload, r, s, f.version >= EncryptedVersion); reason != "" {
 		return 0, &corrupt.Error{Offset: -1, Reason: reason}
 	}
 	return n, nil

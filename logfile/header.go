@@ -68,8 +68,8 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	}
 	v := binary.BigEndian.Uint16(b[versionOffset:versionEnd])
 	switch {
-	case v > FormatVersion:
-		return 0, Framing{}, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: FormatVersion}
+	case v > MaxFormatVersion:
+		return 0, Framing{}, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: MaxFormatVersion}
 	case v == 0:
 		return 0, Framing{}, corrupt.New("", 0, "unsupported format version %d", v)
 	}
@@ -166,7 +166,7 @@ func declaresSalted(hdr []byte) bool {
 		return false
 	}
 	v := binary.BigEndian.Uint16(hdr[versionOffset:versionEnd])
-	return v >= 2 && v <= FormatVersion
+	return v >= 2 && v <= MaxFormatVersion
 }
 
 // saltedVersion is the version recoverFraming gives a damaged header whose

@@ -68,6 +68,9 @@ func OpenReader(fsys vfs.FS, path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := readKeyRecord(f, &fr); err != nil {
+		return nil, errors.Join(fmt.Errorf("read the key record of %s: %w", path, err), f.Close())
+	}
 	return &Reader{f: f, id: id, path: path, fr: fr}, nil
 }
 
@@ -83,6 +86,9 @@ func OpenSalvageReader(fsys vfs.FS, path string) (*Reader, error) {
 	f, id, fr, _, err := openSalvage(fsys, path)
 	if err != nil {
 		return nil, err
+	}
+	if err := readKeyRecord(f, &fr); err != nil {
+		return nil, errors.Join(fmt.Errorf("read the key record of %s: %w", path, err), f.Close())
 	}
 	return &Reader{f: f, id: id, path: path, fr: fr}, nil
 }
@@ -212,6 +218,15 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		}
 		return Record{}, corruptAt(r.path, off, err)
 	}
+	if rec.Sealed != nil && r.fr.keys != nil {
+		if err := r.fr.openPut(&rec, frame[:n], off); err != nil {
+			return Record{}, corruptAt(r.path, off, err)
+		}
+		owned = true // the opened body is a fresh buffer
+	}
+	if rec.Sealed != nil {
+		rec.Sealed = append([]byte(nil), rec.Sealed...)
+	}
 	if !owned && rec.Body != nil {
 		rec.Body = append([]byte(nil), rec.Body...)
 	}
@@ -266,10 +281,7 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 			need, _ = r.fr.frameLen(frame)
 		}
 		if need > 0 && need <= len(frame) {
-			if _, err := decodeFrame(frame[:need], &rec, nil, 0, r.fr); err == nil {
-				if rec.Body != nil {
-					rec.Body = append([]byte(nil), rec.Body...)
-				}
+			if _, err := decodeFrame(frame[:need], &rec, nil, 0, r.fr); err == nil && r.own(&rec, frame[:need], off) {
 				b.next = off + int64(need)
 				return rec, true
 			}
@@ -280,6 +292,21 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 		}
 		inBlock = false
 	}
+}
+
+// own makes rec, decoded from frame (at off) in the reader's block, the
+// caller's: an encrypted put opened (false if it does not open: ReadRecord
+// reads it again and reports it), other bodies copied out of the block.
+func (r *Reader) own(rec *Record, frame []byte, off int64) bool {
+	switch {
+	case rec.Sealed != nil && r.fr.keys != nil:
+		return r.fr.openPut(rec, frame, off) == nil
+	case rec.Sealed != nil:
+		rec.Sealed = append([]byte(nil), rec.Sealed...)
+	case rec.Body != nil:
+		rec.Body = append([]byte(nil), rec.Body...)
+	}
+	return true
 }
 
 // setNext records where a frame read alone (not from a block) ends, in the

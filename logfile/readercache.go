@@ -31,9 +31,10 @@ const DefaultMaxOpenReaders = 256
 // cached here (the Set keeps the *corrupt.Error of a header naming another
 // file id; an I/O error is retried on the next use).
 type readerCache struct {
-	fs  vfs.FS
-	log *slog.Logger
-	max int
+	fs   vfs.FS
+	log  *slog.Logger
+	max  int
+	keys Keys // opens encrypted files' puts (nil: they read back sealed)
 
 	// mu guards nodes, the LRU list and each node's refs, cached and
 	// links. A leaf: no other lock is taken under it, and no I/O is done
@@ -59,8 +60,8 @@ type cacheNode struct {
 	err    error
 }
 
-func newReaderCache(fsys vfs.FS, log *slog.Logger, max int) *readerCache {
-	c := &readerCache{fs: fsys, log: log, max: max, nodes: map[uint32]*cacheNode{}}
+func newReaderCache(fsys vfs.FS, log *slog.Logger, max int, keys Keys) *readerCache {
+	c := &readerCache{fs: fsys, log: log, max: max, keys: keys, nodes: map[uint32]*cacheNode{}}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
 }
@@ -116,7 +117,7 @@ func (c *readerCache) get(id uint32, path string) (ReaderRef, error) {
 		c.closeReader(e)
 	}
 
-	n.r, n.err = openReader(c.fs, path)
+	n.r, n.err = openReader(c.fs, path, c.keys)
 	if n.err == nil {
 		c.open.Add(1)
 	}

@@ -102,6 +102,10 @@ type SetOptions struct {
 	// would fall below this (the channel's MinimumRequiredSpace, plus the
 	// space reserve).
 	PreallocateMinFree int64
+	// Keys, if set, encrypts every new log file with its active key
+	// (keys.go), and opens the put bodies of encrypted files for Reader;
+	// nil = no encryption, and readers return encrypted puts sealed.
+	Keys Keys
 }
 
 // File is a log file found in a data dir.
@@ -149,7 +153,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 	}
 	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{},
 		completes: map[uint32]map[uint32]struct{}{},
-		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders)}
+		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders, opts.Keys)}
 	for _, d := range opts.Dirs {
 		s.dirs = append(s.dirs, &dir{path: d})
 	}
@@ -321,14 +325,26 @@ func (s *Set) Reader(id uint32) (ReaderRef, error) {
 // cache keeps and those evicted while still in use.
 func (s *Set) OpenReaders() int { return int(s.readers.open.Load()) }
 
-// openReader opens a reader on path, stepping over a damaged header.
-func openReader(fsys vfs.FS, path string) (*Reader, error) {
+// openReader opens a reader on path, stepping over a damaged header. An
+// encrypted file's reader gets the file's keys from keys, if set: a key
+// keys does not have, or a wrong one, is ErrKey.
+func openReader(fsys vfs.FS, path string, keys Keys) (*Reader, error) {
 	r, err := OpenReader(fsys, path)
 	if errors.Is(err, corrupt.ErrCorrupt) {
 		r, err = OpenSalvageReader(fsys, path)
 	}
-	return r, err
+	if err != nil || keys == nil || !r.fr.Encrypted() || r.fr.keyID == "" {
+		return r, err
+	}
+	if err := r.fr.attach(keys, r.id); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s: %w", path, err), r.Close())
+	}
+	return r, nil
 }
+
+// Encrypted reports whether the set writes encrypted log files
+// (SetOptions.Keys): puts must then be encoded with AppendUnsealedEncrypted.
+func (s *Set) Encrypted() bool { return s.opts.Keys != nil }
 
 // RemoveFile deletes f (an unfinished create) and syncs its dir, so that
 // the deletion survives a power loss.

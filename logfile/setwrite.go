@@ -126,7 +126,7 @@ func (s *Set) rollLocked(d *dir) error {
 		_ = d.w.Sync()
 	}
 	id := s.nextFileID.Add(1) - 1
-	w, err := Create(s.fs, d.path, id)
+	w, err := s.createLog(d.path, id)
 	if err != nil {
 		if d.rollErr == nil {
 			s.log.Error("cannot start a new log file: commits to this data dir fail until one can be created",
@@ -185,13 +185,30 @@ func (s *Set) rollLocked(d *dir) error {
 	return nil
 }
 
+// createLog creates log file id in dir: encrypted with the active key
+// if the set has Keys.
+func (s *Set) createLog(dir string, id uint32) (*Writer, error) {
+	if s.opts.Keys == nil {
+		return Create(s.fs, dir, id)
+	}
+	fr, err := encryptedFraming(s.opts.Keys, id)
+	if err != nil {
+		return nil, fmt.Errorf("create log %d in %s: %w", id, dir, err)
+	}
+	return create(s.fs, dir, id, fr)
+}
+
 // writeFileStart writes the FileStart records to w, a new file, not
 // synced: they become durable with the first batch appended after them.
+// An encrypted file's key record comes first.
 func (s *Set) writeFileStart(w *Writer) error {
-	if s.opts.FileStart == nil {
-		return nil
+	var recs []Record
+	if w.fr.Encrypted() {
+		recs = append(recs, Record{Type: RecordKey, KeyID: w.fr.keyID, KeyCheck: w.fr.keyCheck})
 	}
-	recs := s.opts.FileStart()
+	if s.opts.FileStart != nil {
+		recs = append(recs, s.opts.FileStart()...)
+	}
 	if len(recs) == 0 {
 		return nil
 	}
@@ -206,8 +223,11 @@ func (s *Set) writeFileStart(w *Writer) error {
 	}
 	n := uint64(len(frames))
 	first := s.nextWOID.Add(n) - n
+	base := w.Size()
 	for k, off := range frames {
-		w.fr.setWriteOrderID(buf[off:], first+uint64(k))
+		if err := w.fr.sealFrame(buf[off:], base+int64(off), first+uint64(k)); err != nil {
+			return fmt.Errorf("seal the first records of %s: %w", w.Path(), err)
+		}
 	}
 	if _, err := w.Write(buf); err != nil {
 		return fmt.Errorf("write %s: %w", w.Path(), err)
@@ -231,6 +251,10 @@ type Batch struct {
 	// records complete (the events its take records take, the spilled
 	// puts its commit commits). See Complete.
 	Completes []uint32
+	// Encrypted says that Buf's puts were encoded by
+	// AppendUnsealedEncrypted, with room for a seal: it must match the set
+	// (Set.Encrypted), or Append refuses the batch.
+	Encrypted bool
 	// Drain marks a batch that consumes events (take records and their
 	// commit): it may use the room of a full dir's space reserve, and is
 	// written again at once if it is the batch that found the disk full
@@ -289,6 +313,9 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 		}
 	}
 	w := d.w
+	if b.Encrypted != w.fr.Encrypted() {
+		return Appended{}, fmt.Errorf("write %s: a batch encoded for encryption %v to a file with encryption %v", w.Path(), b.Encrypted, w.fr.Encrypted())
+	}
 	for _, m := range b.After {
 		if m.W != w {
 			// That file was synced when it was rolled, unless its writer
@@ -305,7 +332,9 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	n := uint64(len(b.Frames))
 	first := s.nextWOID.Add(n) - n
 	for k, off := range b.Frames {
-		w.fr.setWriteOrderID(b.Buf[off:], first+uint64(k))
+		if err := w.fr.sealFrame(b.Buf[off:], base+int64(off), first+uint64(k)); err != nil {
+			return Appended{}, fmt.Errorf("write %s: %w", w.Path(), err)
+		}
 	}
 	for _, g := range b.Completes {
 		s.Complete(w.ID(), g)

@@ -29,15 +29,15 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		name  string
 		patch func(t *testing.T, f *fixture) (file, what string)
 	}{
-		{"log_file_version_5", func(t *testing.T, f *fixture) (string, string) {
+		{"log_file_version_6", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.LogName(1))
-			testutil.SetLogVersion(t, p, 5)
-			return p, "format version 5"
+			testutil.SetLogVersion(t, p, 6)
+			return p, "format version 6"
 		}},
-		{"log_record_of_type_11", func(t *testing.T, f *fixture) (string, string) {
+		{"log_record_of_type_12", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)
-			testutil.AppendRecord(t, p, 11, 1<<40, []byte("newer"))
-			return p, "record type 11"
+			testutil.AppendRecord(t, p, 12, 1<<40, []byte("newer"))
+			return p, "record type 12"
 		}},
 		{"checkpoint_version_2", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.ckpt, checkpoint.CheckpointName)
