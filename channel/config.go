@@ -118,6 +118,16 @@ type Config struct {
 	// = none (every commit appends); at least 16 KiB otherwise.
 	Preallocate int64
 
+	// Keys, if set, encrypts event data at rest: every new log file's put
+	// records (event headers and bodies) are sealed with AES-256-GCM under
+	// a key derived for that file from the active key (docs/format.md §3.7;
+	// docs/operations.md, "Encryption at rest"). Files written before keep
+	// the key they were written with (or none), so every key a file still
+	// uses must stay available. Open fails with ErrKey, changing nothing,
+	// if a file's key is missing or wrong, or if Keys is nil and a file is
+	// encrypted. nil = no encryption.
+	Keys KeyProvider
+
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
 	// goroutine (a progress bar for a long recovery). nil = none.
@@ -255,6 +265,11 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if cfg.CheckpointInterval < 0 {
 		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
+	}
+	if cfg.Keys != nil {
+		if err := checkActiveKey(cfg.Keys); err != nil {
+			bad("Keys: %v", err)
+		}
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		bad("MaxOpenLogFiles %d is negative", cfg.MaxOpenLogFiles)

@@ -52,6 +52,12 @@ var (
 	// use the release that wrote it; do not repair or delete it. The
 	// concrete *FormatError names the file and the version.
 	ErrUnsupportedFormat = corrupt.ErrUnsupportedFormat
+	// ErrKey is returned by Open (wrapped, naming the file and the key id)
+	// when a log file is encrypted with a key Config.Keys does not supply,
+	// or supplies wrong (its check value differs from the file's), or when
+	// Config.Keys is nil and a log file is encrypted. Nothing is changed:
+	// a wrong key is never damage.
+	ErrKey = logfile.ErrKey
 	// ErrNotRegular is matched (errors.Is) by the error of Open, Verify,
 	// Repair and Rebuild when a file the channel opens by its name (a
 	// checkpoint file, in_use.lock) is a symbolic link, a directory, a named

@@ -269,7 +269,7 @@ func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
 			others = append(others, w.ID())
 		}
 	}
-	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0}, Completes: others})
+	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0}, Completes: others, Encrypted: c.logs.Encrypted()})
 	if err != nil {
 		return err
 	}

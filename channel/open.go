@@ -52,6 +52,7 @@ func (c *FileChannel) open() error {
 		c.prepareDirs,           // 2, 3
 		c.lockDirs,              // 4
 		c.claimDirs,             // 4b
+		c.checkKeys,             // 4c
 		c.loadCheckpoint,        // 5
 		c.buildGroups,           // 6
 		c.replay,                // 7
@@ -71,6 +72,21 @@ func (c *FileChannel) open() error {
 	}
 	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
 		"recovered_from", c.stats.recoveredFrom, "duration", time.Since(rc.start).Round(time.Microsecond))
+	return nil
+}
+
+// checkKeys (step 4c) refuses, before any file is changed, a log file
+// encrypted with a key Config.Keys does not supply or supplies wrong, and
+// an encrypted log file when Config.Keys is nil: ErrKey.
+func (c *FileChannel) checkKeys(*recovery) error {
+	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, AllowDuplicates: true})
+	if err != nil {
+		return nil // the replay's listing reports it
+	}
+	defer logs.Close()
+	if err := logs.CheckKeys(logKeys(c.cfg.Keys)); err != nil {
+		return fmt.Errorf("filechannel: %w", err)
+	}
 	return nil
 }
 
@@ -284,7 +300,8 @@ func (c *FileChannel) replay(rc *recovery) error {
 		MaxFileSize: c.cfg.MaxFileSize, MaxOpenReaders: c.cfg.MaxOpenLogFiles,
 		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
 		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
-		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0)})
+		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
+		Keys: logKeys(c.cfg.Keys)})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

@@ -224,7 +224,11 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return err
 	}
 	off := len(t.buf)
-	buf, err := logfile.AppendUnsealed(t.buf, &rec) // sealed by appendRecords
+	encode := logfile.AppendUnsealed
+	if c.logs.Encrypted() {
+		encode = logfile.AppendUnsealedEncrypted // with room for the body's seal
+	}
+	buf, err := encode(t.buf, &rec) // sealed by appendRecords
 	if err != nil {
 		releaseBlock(held, 1)
 		return opErr("put", err)

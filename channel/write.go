@@ -25,7 +25,7 @@ func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record, afte
 		}
 	}
 	a, err := c.logs.Append(t.dir, &logfile.Batch{Buf: buf, Frames: frames, After: after, Completes: completes,
-		Drain: t.kind == txTake})
+		Drain: t.kind == txTake, Encrypted: c.logs.Encrypted()})
 	if err != nil {
 		return logfile.Appended{}, nil, err
 	}
