@@ -268,18 +268,18 @@ type Record struct {
 	Type         RecordType
 	TxID         uint64
 	WriteOrderID uint64
-	Headers      map[string]string // put; nil when a decoded put has none
-	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
-	Pointers     []uint64          // take, deliver, move; nil when a decoded take has none
-	Counts       []uint32          // deliver: the delivery count of each of Pointers, >= 1
-	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
-	CommitType   RecordType        // commit: RecordPut or RecordTake
-	Count        uint64            // commit: events put or taken by the transaction
-	Filler       int               // padding: the number of zero bytes after the fixed fields
-	NextGroupID  uint32            // groups: the id the next consumer group created gets; above every Catalog ID
-	Catalog      []GroupInfo       // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
-	Skip         []uint32          // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
-	KeyID        string            // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
+	Headers      map[string]string    // put; nil when a decoded put has none
+	Body         []byte               // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
+	Pointers     []uint64             // take, deliver, move; nil when a decoded take has none
+	Counts       []uint32             // deliver: the delivery count of each of Pointers, >= 1
+	Group        uint32               // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
+	CommitType   RecordType           // commit: RecordPut or RecordTake
+	Count        uint64               // commit: events put or taken by the transaction
+	Filler       int                  // padding: the number of zero bytes after the fixed fields
+	NextGroupID  uint32               // groups: the id the next consumer group created gets; above every Catalog ID
+	Catalog      []GroupInfo          // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
+	Skip         []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
+	KeyID        string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
 	KeyCheck     [seal.CheckSize]byte // key: that key's check value for this file
 	// Sealed is a put of an encrypted file (version 5) decoded without its
 	// key: its body sealed (ciphertext and tag), Headers and Body nil. It
