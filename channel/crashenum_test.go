@@ -845,13 +845,15 @@ func TestCrashStateEnumeration(t *testing.T) {
 		dirs       int
 		backup     bool
 		concurrent bool
-		steps      int // short mode; the long mode runs 4x as many
-		seeds      int // long mode only; the short mode runs one
+		encrypted  bool // Config.Keys set: every log file encrypted
+		steps      int  // short mode; the long mode runs 4x as many
+		seeds      int  // long mode only; the short mode runs one
 	}
 	configs := []config{
 		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6},
 		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4},
 		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4},
+		{name: "encrypted/serial/2dirs", dirs: 2, encrypted: true, steps: 40, seeds: 3},
 	}
 	var total atomic.Int64
 	for _, cf := range configs {
@@ -863,6 +865,9 @@ func TestCrashStateEnumeration(t *testing.T) {
 			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
 			t.Run(name, func(t *testing.T) {
 				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
+				if cf.encrypted {
+					r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
+				}
 				w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 42)), n: map[int]int{}}
 				var err error
 				if cf.concurrent {

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
 	"testing"
 
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -222,5 +224,133 @@ func TestKeysConfig(t *testing.T) {
 				t.Fatalf("Open: %v; want a config error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// putOffsets returns the offsets and frame lengths of the put records of
+// log file p.
+func putOffsets(t *testing.T, p string) (offs []int64, lens []int) {
+	t.Helper()
+	s, err := logfile.NewScanner(vfsOS(), p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for s.Next() {
+		if r := s.Record(); r.Type == logfile.RecordPut {
+			offs = append(offs, s.Offset())
+			lens = append(lens, r.EncodedSize()+16)
+		}
+	}
+	return offs, lens
+}
+
+// TestTamperedOrMovedRecordIsDamage: an encrypted put whose sealed body was
+// changed, or that was moved to another offset, with its checksums made
+// valid again (as whoever can read the file can), does not authenticate:
+// the take skips it as damage and delivers the others.
+func TestTamperedOrMovedRecordIsDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		patch func(t *testing.T, p string, offs []int64, lens []int)
+		lost  []int // events that do not come back
+	}{
+		{"flipped_ciphertext", func(t *testing.T, p string, offs []int64, _ []int) {
+			testutil.FlipPayloadByte(t, p, offs[3], 20)
+		}, []int{3}},
+		{"flipped_tag", func(t *testing.T, p string, offs []int64, lens []int) {
+			testutil.FlipPayloadByte(t, p, offs[3], lens[3]-12-1)
+		}, []int{3}},
+		{"two_records_swapped", func(t *testing.T, p string, offs []int64, lens []int) {
+			if lens[1] != lens[2] {
+				t.Fatalf("records 1 and 2 are %d and %d bytes", lens[1], lens[2])
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r1 := bytes.Clone(b[offs[1] : offs[1]+int64(lens[1])])
+			copy(b[offs[1]:], b[offs[2]:offs[2]+int64(lens[2])])
+			copy(b[offs[2]:], r1)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectProblems(t, "bad-pointer")
+			cfg := encryptedConfig(t, 1)
+			c := mustOpen(t, cfg)
+			putN(t, c, 0, 6, 6)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p := logPaths(t, cfg)[0]
+			offs, lens := putOffsets(t, p)
+			tc.patch(t, p, offs, lens)
+			c = mustOpen(t, cfg)
+			got := drain(t, c)
+			var want []string
+			for i, b := range bodies(0, 6) {
+				if !slices.Contains(tc.lost, i) {
+					want = append(want, b)
+				}
+			}
+			wantEvents(t, got, want)
+			if n := c.Stats().CorruptSkipped; n != int64(len(tc.lost)) {
+				t.Fatalf("CorruptSkipped = %d, want %d", n, len(tc.lost))
+			}
+		})
+	}
+}
+
+func TestKeysFromFileAndEnv(t *testing.T) {
+	k1, k2 := strings.Repeat("ab", KeySize), strings.Repeat("0c", KeySize)
+	good := "# keys\nactive 2026-12\n2026-11 " + k1 + "\n\n2026-12 " + k2 + "\n"
+	path := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := KeysFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := p.Key("2026-11"); p.ActiveKeyID() != "2026-12" || err != nil || !bytes.Equal(k, bytes.Repeat([]byte{0xab}, KeySize)) {
+		t.Fatalf("active %q, key 2026-11 %x, %v", p.ActiveKeyID(), k, err)
+	}
+	if _, err := p.Key("2026-10"); err == nil {
+		t.Fatal("a key the file does not have")
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KeysFromFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a key file readable by its group: %v", err)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"no_active", "2026-11 " + k1, `no "active id" line`},
+		{"active_unknown", "active x\n2026-11 " + k1, `active key "x" is not among`},
+		{"short_key", "active a\na " + k1[:62], "is not 64 hex digits"},
+		{"not_hex", "active a\na " + strings.Repeat("zz", KeySize), "is not 64 hex digits"},
+		{"duplicate", "active a\na " + k1 + "\na " + k2, `key "a" again`},
+		{"three_fields", "active a\na " + k1 + " extra", "got 3 fields"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("FC_TEST_KEYS", strings.ReplaceAll(tc.text, "\n", ";"))
+			_, err := KeysFromEnv("FC_TEST_KEYS")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("KeysFromEnv: %v; want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), k1[:16]) || strings.Contains(err.Error(), k2[:16]) {
+				t.Fatalf("the error holds key bytes: %v", err)
+			}
+		})
+	}
+	t.Setenv("FC_TEST_KEYS", strings.ReplaceAll(good, "\n", ";"))
+	if p, err := KeysFromEnv("FC_TEST_KEYS"); err != nil || p.ActiveKeyID() != "2026-12" {
+		t.Fatalf("KeysFromEnv: %v", err)
+	}
+	if _, err := KeysFromEnv("FC_TEST_NO_SUCH_VAR"); err == nil {
+		t.Fatal("an unset variable")
 	}
 }

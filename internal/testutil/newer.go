@@ -240,3 +240,22 @@ func DowngradeLogToV1(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 }
+
+// FlipPayloadByte flips byte i of the payload of the frame at off in the
+// salted log file at path and recomputes the frame's checksums: a change
+// only something that knows the file's salt (anyone who can read it)
+// makes, which the checksums no longer catch.
+func FlipPayloadByte(t testing.TB, path string, off int64, i int) {
+	t.Helper()
+	edit(t, path, func(b []byte) {
+		salt, v2 := LogSalt(b)
+		if !v2 {
+			t.Fatalf("%s: not a salted log file", path)
+		}
+		frame := b[off:]
+		n := binary.BigEndian.Uint32(frame)
+		payload := frame[12 : 12+n]
+		payload[i] ^= 0x20
+		copy(frame, LogFrame(salt, payload))
+	})
+}
