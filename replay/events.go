@@ -20,6 +20,11 @@ const firstGuess = 1 << 16
 // it has no unnamed group.
 var ErrNoGroup = errors.New("filechannel: no such consumer group")
 
+// ErrEncrypted is an event's error in ListEvents (wrapped, naming the
+// event, its file and key id) when the event is in an encrypted log file
+// and VerifyOptions.Keys is nil or lacks its key.
+var ErrEncrypted = errors.New("filechannel: the event is encrypted: its key is needed to read it")
+
 // NoGroupError is the error of GroupEvents (and Events) for a consumer
 // group the recovered channel does not have. It unwraps to ErrNoGroup.
 type NoGroupError struct {
@@ -258,6 +263,9 @@ func (v *verifier) readEvent(p eventqueue.Pointer) (logfile.Record, error) {
 	}
 	if rec.Type != logfile.RecordPut {
 		return logfile.Record{}, corrupt.New(l.Path, int64(p.Offset()), "event %v refers to a %v record, not a put", p, rec.Type)
+	}
+	if rec.Sealed != nil {
+		return logfile.Record{}, fmt.Errorf("event %v in %s is encrypted with key %q: %w", p, l.Path, r.Framing().KeyID(), ErrEncrypted)
 	}
 	return rec, nil
 }

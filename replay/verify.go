@@ -253,7 +253,7 @@ func (v *verifier) openSet() error {
 	if v.set != nil {
 		return nil
 	}
-	set, err := logfile.OpenSet(logfile.SetOptions{FS: v.opts.FS, Dirs: v.opts.DataDirs, AllowDuplicates: true, Logger: v.log})
+	set, err := logfile.OpenSet(logfile.SetOptions{FS: v.opts.FS, Dirs: v.opts.DataDirs, AllowDuplicates: true, Logger: v.log, Keys: v.opts.Keys})
 	if err != nil {
 		return err
 	}
@@ -318,6 +318,8 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 			info.Rollbacks++
 		case logfile.RecordCommit:
 			info.Commits++
+		case logfile.RecordKey:
+			info.KeyID = r.KeyID
 		}
 		if info.Records == 1 {
 			info.FirstWOID = r.WriteOrderID
@@ -338,6 +340,7 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 	v.puts += info.Puts
 	info.LastWOID = lastWOID
 	info.End, info.Tail, info.TailErr = sc.End(), sc.Tail(), sc.TailError()
+	info.Version = sc.Framing().Version()
 	if info.Tail == logfile.TailTorn {
 		nz, err := logfile.NonZeroEnd(fsys, path, info.End)
 		if err != nil {

@@ -160,6 +160,10 @@ type VerifyOptions struct {
 	// Logger receives progress (the replays' progress included; their
 	// reports of damage are the report's problems). nil = discard.
 	Logger *slog.Logger
+	// Keys opens the events of encrypted log files for ListEvents (and
+	// the dump tool). Verify needs none: checksums cover the stored bytes.
+	// nil = encrypted events are listed with an error saying so.
+	Keys logfile.Keys
 }
 
 // Problem is one inconsistency.
@@ -340,6 +344,10 @@ type LogInfo struct {
 
 	Tail    logfile.Tail
 	TailErr error // why the bytes at End are not a record, for a torn tail
+	// Version is the file's format version (5: encrypted), and KeyID the
+	// key an encrypted file names in its key record ("" for others).
+	Version uint16
+	KeyID   string
 	// TornBytes is, for a torn tail, how many bytes from End on are not
 	// zero: the torn write, without the zeros laid out after it
 	// (Config.Preallocate), which Size counts.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -20,6 +21,7 @@ import (
 type dumpFlags struct {
 	skip, limit, maxBody int
 	group                string
+	keysFile, keysEnv    string // the keys of encrypted log files
 }
 
 func newDumpCmd(o *options) *cobra.Command {
@@ -43,7 +45,13 @@ without a committed take ("INDEX POINTER deliveries=N {HEADERS} BODY" in text,
 "deliveries": N in JSON). A dead-letter group is listed like any group. An
 event that does not read back is listed with its error instead ("DAMAGED: ..."
 in text, "error" in JSON), and the exit code is then 1. A summary goes to
-stderr.`,
+stderr.
+
+Events in encrypted log files need their keys: --keys-file PATH (a key file of
+mode 0600, as channel.KeysFromFile reads) or --keys-env NAME (the variable
+channel.KeysFromEnv reads). Without them such events are listed with the error
+"the event is encrypted". 'fcreplay inspect' shows the key id of each file;
+verify, inspect and repair need no key.`,
 		Example: `  fcreplay dump --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data --limit 10
   fcreplay dump --checkpoint-dir ckpt --data-dirs data --json --skip 1000 --limit 100 > events.jsonl
   fcreplay dump --checkpoint-dir ckpt --data-dirs data --group audit --limit 10`,
@@ -55,6 +63,8 @@ stderr.`,
 	f.IntVar(&df.limit, "limit", -1, "list at most N events (-1: all)")
 	f.IntVar(&df.maxBody, "max-body", 64, "text output: bytes of each body shown (0: all)")
 	f.StringVar(&df.group, "group", "", "the consumer group whose queue to list (default: the unnamed group)")
+	f.StringVar(&df.keysFile, "keys-file", "", "read the keys of encrypted log files from this key file (mode 0600)")
+	f.StringVar(&df.keysEnv, "keys-env", "", "read the keys of encrypted log files from this environment variable")
 	return cmd
 }
 
@@ -79,12 +89,29 @@ func runDump(o *options, df dumpFlags) error {
 	case df.maxBody < 0:
 		return usageErrorf("--max-body %d is negative", df.maxBody)
 	}
+	opts := o.verifyOptions()
+	switch {
+	case df.keysFile != "" && df.keysEnv != "":
+		return usageErrorf("--keys-file and --keys-env: give one")
+	case df.keysFile != "":
+		k, err := channel.KeysFromFile(df.keysFile)
+		if err != nil {
+			return err
+		}
+		opts.Keys = k
+	case df.keysEnv != "":
+		k, err := channel.KeysFromEnv(df.keysEnv)
+		if err != nil {
+			return err
+		}
+		opts.Keys = k
+	}
 	defer o.lockForRead()()
 	bw := bufio.NewWriter(o.stdout)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	listed, damaged := 0, 0
-	l, err := replay.ListEvents(o.verifyOptions(), df.group, df.skip, df.limit, func(ev replay.Event) error {
+	l, err := replay.ListEvents(opts, df.group, df.skip, df.limit, func(ev replay.Event) error {
 		listed++
 		counting := ev.Group.MaxDeliveries > 0
 		if ev.Err != nil {

@@ -198,6 +198,9 @@ type logJSON struct {
 	HeaderCost  *costJSON    `json:"header_cost,omitempty"`
 	Damaged     []regionJSON `json:"damaged,omitempty"`
 	Unfinished  bool         `json:"unfinished,omitempty"` // left by a crash inside its creation
+	// KeyID is the key an encrypted log file's events are sealed with
+	// (format version 5); "" for a file without encryption.
+	KeyID string `json:"key_id,omitempty"`
 }
 
 type regionJSON struct {
@@ -252,7 +255,7 @@ func logFacts(l replay.LogInfo, damage map[place]replay.Problem) logJSON {
 	j := logJSON{ID: l.ID, Dir: l.Dir, Path: l.Path, Size: l.Size, End: l.End, Records: l.Records,
 		Puts: l.Puts, Takes: l.Takes, Commits: l.Commits, Rollbacks: l.Rollbacks,
 		FirstWriteOrderID: l.FirstWOID, LastWriteOrderID: l.LastWOID, Tail: l.Tail.String(),
-		TailError: errString(l.TailErr), TornBytes: l.TornBytes, HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished}
+		TailError: errString(l.TailErr), TornBytes: l.TornBytes, HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished, KeyID: l.KeyID}
 	for _, s := range l.Skipped {
 		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err),
 			costJSON: costFacts(damage[place{l.Path, s.Offset}].Cost)})
@@ -498,6 +501,9 @@ func groupList(gs []groupRefJSON) string {
 // logNotes lists what is unusual about a log file.
 func logNotes(l *logJSON) []string {
 	var notes []string
+	if l.KeyID != "" {
+		notes = append(notes, fmt.Sprintf("encrypted with key %q", l.KeyID))
+	}
 	if l.Unfinished {
 		notes = append(notes, "left by a crash while it was created (no record; the channel removes it)")
 	}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// TestDumpEncrypted: dump lists an encrypted channel's events with
+// --keys-file or --keys-env; without, each is listed as encrypted (exit 1).
+// inspect and verify need no key, and inspect names each file's key.
+func TestDumpEncrypted(t *testing.T) {
+	base := t.TempDir()
+	f := &fixture{base: base, ckpt: filepath.Join(base, "checkpoint"), data: filepath.Join(base, "data")}
+	key := strings.Repeat("5a", channel.KeySize)
+	cfg := f.config()
+	cfg.Keys = channel.StaticKeys("2026-12", map[string][]byte{"2026-12": bytes.Repeat([]byte{0x5a}, channel.KeySize)})
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 6, 3)
+	mustClose(t, c)
+	keyFile := filepath.Join(base, "keys")
+	if err := os.WriteFile(keyFile, []byte("active 2026-12\n2026-12 "+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := fcreplay(t, f.args("dump")...)
+	r.wantCode(t, exitFailed)
+	if strings.Count(r.stdout, "the event is encrypted") != 6 || strings.Contains(r.stdout, string(body(1))) {
+		t.Fatalf("dump without keys:\n%s", r.stdout)
+	}
+	for _, extra := range [][]string{{"--keys-file", keyFile}, {"--keys-env", "FC_TEST_DUMP_KEYS"}} {
+		t.Setenv("FC_TEST_DUMP_KEYS", "active 2026-12; 2026-12 "+key)
+		r = fcreplay(t, f.args("dump", extra...)...)
+		r.wantCode(t, exitOK)
+		for i := range 6 {
+			if !strings.Contains(r.stdout, fmt.Sprintf("{i=%d, src=test} %q", i, body(i))) {
+				t.Errorf("dump %v: event %d missing:\n%s", extra, i, r.stdout)
+			}
+		}
+	}
+	r = fcreplay(t, f.args("inspect")...)
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, `encrypted with key "2026-12"`) {
+		t.Errorf("inspect does not name the key:\n%s", r.stdout)
+	}
+	fcreplay(t, f.args("verify")...).wantCode(t, exitOK)
+}
