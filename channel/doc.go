@@ -258,6 +258,19 @@
 // that is not a regular file fails Open ([ErrNotRegular]), and an entry
 // named like a log file that is not one is logged and left alone.
 //
+// # Encryption at rest
+//
+// With Config.Keys (a [KeyProvider]: [KeysFromFile], [KeysFromEnv],
+// [StaticKeys], or a KMS of your own), every event's headers and body are
+// sealed with AES-256-GCM in the log files written from then on, under a
+// key derived for each file from the active key, and authenticated with
+// the record's place in the log. Files keep the key they were written with,
+// so rotation is a new active key with the old ones kept until their files
+// are gone. A missing or wrong key is [ErrKey] from Open, which then changes
+// nothing. It protects the files at rest (a disk, a backup copy), not the
+// running host; sizes, counts and ids stay visible. docs/operations.md,
+// "Encryption at rest", has the threat model and the key management.
+//
 // # How it works
 //
 // A put transaction encodes its events in memory (spilling them to the log,

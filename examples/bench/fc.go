@@ -132,6 +132,18 @@ func (b *bench) puts() error {
 				m := b.putMeter(c, batch, 1)
 				m.res.ID = "filechannel/put/batch=100/appending"
 				ms = append(ms, withRounds(m))
+				// The same puts encrypted (Config.Keys): every put's body
+				// sealed with AES-256-GCM.
+				c, closeC, err = b.openChannel("put-100-encrypted", func(cfg *channel.Config) {
+					cfg.Keys = channel.StaticKeys("bench", map[string][]byte{"bench": make([]byte, channel.KeySize)})
+				})
+				if err != nil {
+					return err
+				}
+				closers = append(closers, closeC)
+				m = b.putMeter(c, batch, 1)
+				m.res.ID = "filechannel/put/batch=100/encrypted"
+				ms = append(ms, withRounds(m))
 			}
 		}
 		peers, pc, err := b.peerPutMeters()

@@ -82,6 +82,8 @@ func targets(r *Report, sz sizes) []Target {
 	}
 	addRates("puts batch 100: files laid out ahead (Preallocate 4 MiB) / every commit appending (Preallocate off)",
 		"filechannel/put/batch=100", "filechannel/put/batch=100/appending", 0, nil)
+	addRates("puts batch 100: encrypted (Config.Keys) / not encrypted",
+		"filechannel/put/batch=100/encrypted", "filechannel/put/batch=100", 0.85, nil)
 	addRatio("group commit: 8 producers / 1 (batch 10)",
 		rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10"), 3)
 	addRates(fmt.Sprintf("group commit: 8 producers batch 10 / overwrite+fdatasync batch %d", groupCommitBatch),
