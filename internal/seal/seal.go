@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Part of the on-disk format; never change.
@@ -97,32 +98,45 @@ type Fields struct {
 // body[:0] to seal in place if body has Overhead bytes of capacity to
 // spare.
 func (k *FileKeys) Seal(dst, body []byte, f Fields) []byte {
-	nonce, ad := k.nonceAD(f)
-	return k.aead.Seal(dst, nonce[:], body, ad[:])
+	s := k.nonceAD(f)
+	defer scratchPool.Put(s)
+	return k.aead.Seal(dst, s.nonce[:], body, s.ad[:])
 }
 
 // Open appends the body sealed in sealed (ciphertext and tag) for the
 // record described by f to dst and returns the extended slice, or ErrOpen.
 // dst may be sealed[:0] to open in place.
 func (k *FileKeys) Open(dst, sealed []byte, f Fields) ([]byte, error) {
-	nonce, ad := k.nonceAD(f)
-	out, err := k.aead.Open(dst, nonce[:], sealed, ad[:])
+	s := k.nonceAD(f)
+	defer scratchPool.Put(s)
+	out, err := k.aead.Open(dst, s.nonce[:], sealed, s.ad[:])
 	if err != nil {
 		return nil, ErrOpen
 	}
 	return out, nil
 }
 
-// nonceAD returns the nonce and additional data of a record (doc.go).
-func (k *FileKeys) nonceAD(f Fields) (nonce [12]byte, ad [adSize]byte) {
-	binary.BigEndian.PutUint32(nonce[0:4], f.Offset)
-	binary.BigEndian.PutUint64(nonce[4:12], f.WriteOrderID)
-	copy(ad[0:4], adMagic)
-	binary.BigEndian.PutUint32(ad[4:8], k.fileID)
-	binary.BigEndian.PutUint32(ad[8:12], f.Offset)
-	binary.BigEndian.PutUint32(ad[12:16], f.PayloadLen)
-	ad[16] = f.Type
-	binary.BigEndian.PutUint64(ad[17:25], f.TxID)
-	binary.BigEndian.PutUint64(ad[25:33], f.WriteOrderID)
-	return nonce, ad
+// scratch is a record's nonce and additional data, pooled: handed to the
+// AEAD through an interface, they would escape to the heap at every call.
+type scratch struct {
+	nonce [12]byte
+	ad    [adSize]byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// nonceAD returns the nonce and additional data of a record (doc.go), in
+// a scratch of scratchPool the caller puts back.
+func (k *FileKeys) nonceAD(f Fields) *scratch {
+	s := scratchPool.Get().(*scratch)
+	binary.BigEndian.PutUint32(s.nonce[0:4], f.Offset)
+	binary.BigEndian.PutUint64(s.nonce[4:12], f.WriteOrderID)
+	copy(s.ad[0:4], adMagic)
+	binary.BigEndian.PutUint32(s.ad[4:8], k.fileID)
+	binary.BigEndian.PutUint32(s.ad[8:12], f.Offset)
+	binary.BigEndian.PutUint32(s.ad[12:16], f.PayloadLen)
+	s.ad[16] = f.Type
+	binary.BigEndian.PutUint64(s.ad[17:25], f.TxID)
+	binary.BigEndian.PutUint64(s.ad[25:33], f.WriteOrderID)
+	return s
 }
