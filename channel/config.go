@@ -180,6 +180,9 @@ type Config struct {
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
 	// set by this package's tests only. nil = the OS's.
 	fs vfs.FS
+	// noKeyCheck skips Open's step 4c: Rebuild's open only rewrites the
+	// checkpoints, which needs no key (Repair and Rebuild run without one).
+	noKeyCheck bool
 	// keepGroups: Open keeps the groups the channel has, as they are,
 	// whatever Groups says (the offline tools: Redrive).
 	keepGroups bool

@@ -354,3 +354,35 @@ func TestKeysFromFileAndEnv(t *testing.T) {
 		t.Fatal("an unset variable")
 	}
 }
+
+// TestRepairWithoutTheKey: a damaged sealed body (its checksum no longer
+// matches) is found by Verify and padded by Repair, both without the key;
+// the channel, opened with it, delivers every other event.
+func TestRepairWithoutTheKey(t *testing.T) {
+	cfg := encryptedConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 1) // one event per transaction
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := logPaths(t, cfg)[0]
+	offs, _ := putOffsets(t, p)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xee}, offs[5]+35); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	keyless := cfg
+	keyless.Keys = nil
+	if vr, err := Verify(keyless); err != nil || vr.OK() {
+		t.Fatalf("Verify without the key: %v, %v; want the damage", vr, err)
+	}
+	rep := mustRepair(t, keyless, RepairOptions{})
+	if len(rep.Actions) != 1 || rep.Actions[0].Kind != RepairPadDamagedRegion {
+		t.Fatalf("actions %+v", rep.Actions)
+	}
+	requireRepaired(t, cfg, rep, append(bodies(0, 5), bodies(6, 4)...))
+}

@@ -318,6 +318,7 @@ func (b *rebuilder) rewrite() error {
 				TotalBytes: b.first.TotalBytes + p.TotalBytes, Elapsed: time.Since(b.start)})
 		}
 	}
+	cfg.noKeyCheck = true // the replay reads no event body
 	c, err := openWith(cfg, true)
 	if err != nil {
 		return opErr("rebuild", err)
