@@ -386,3 +386,32 @@ func TestRepairWithoutTheKey(t *testing.T) {
 	}
 	requireRepaired(t, cfg, rep, append(bodies(0, 5), bodies(6, 4)...))
 }
+
+// TestDamagedKeyRecordIsDamage: an encrypted file whose key record is
+// damaged names no key: Open goes on, and its events are damage (skipped,
+// counted), never delivered empty.
+func TestDamagedKeyRecordIsDamage(t *testing.T) {
+	expectProblems(t, "corrupt-record", "bad-pointer")
+	cfg := encryptedConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 4, 4)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := logPaths(t, cfg)[0]
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, logfile.HeaderSize+20); err != nil { // inside the key record
+		t.Fatal(err)
+	}
+	f.Close()
+	c = mustOpen(t, cfg)
+	if got := drain(t, c); len(got) != 0 {
+		t.Fatalf("took %q from a file whose key is unknown", got)
+	}
+	if n := c.Stats().CorruptSkipped; n != 4 {
+		t.Fatalf("CorruptSkipped = %d, want 4", n)
+	}
+}

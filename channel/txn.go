@@ -374,6 +374,12 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 	if rec.Type != logfile.RecordPut {
 		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()), Reason: fmt.Sprintf("event pointer refers to a record of type %d, not a put", rec.Type)}
 	}
+	if rec.Sealed != nil {
+		// Open checked every key it could read: this file's key record is
+		// damaged, so no key opens its events.
+		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()),
+			Reason: "an encrypted event whose key is unknown: the file's key record is damaged"}
+	}
 	return Event{Headers: rec.Headers, Body: rec.Body}, nil
 }
 
