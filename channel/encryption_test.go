@@ -415,3 +415,21 @@ func TestDamagedKeyRecordIsDamage(t *testing.T) {
 		t.Fatalf("CorruptSkipped = %d, want 4", n)
 	}
 }
+
+// TestEncryptedEventTooLarge: with keys, an event that fits a payload only
+// without the seal's 16-byte tag is ErrEventTooLarge at Put.
+func TestEncryptedEventTooLarge(t *testing.T) {
+	cfg := encryptedConfig(t, 1)
+	c := mustOpen(t, cfg)
+	tx, err := c.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// 17 fixed bytes, a header count (1) and a body length (4): the
+	// largest body a plain put takes.
+	body := make([]byte, logfile.MaxPayloadSize-22)
+	if err := tx.Put(Event{Body: body}); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("Put of a body of %d bytes with keys: %v, want ErrEventTooLarge", len(body), err)
+	}
+}

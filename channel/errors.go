@@ -95,7 +95,8 @@ type FormatError = corrupt.FormatError
 
 // MaxEventSize is the largest event a Put accepts, in encoded bytes:
 // 67,108,864 (64 MiB) for the body, the headers' keys and values, and a few
-// dozen bytes of record fields. A larger event gets ErrEventTooLarge.
+// dozen bytes of record fields (16 more with Config.Keys: the seal's tag).
+// A larger event gets ErrEventTooLarge.
 const MaxEventSize = logfile.MaxPayloadSize // 64 << 20
 
 // opError is the error of an operation (open, rebuild, commit, ...) that

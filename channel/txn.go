@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/seal"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -203,6 +204,9 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	}
 	rec := logfile.Record{Type: logfile.RecordPut, TxID: t.id, Headers: e.Headers, Body: e.Body}
 	size := rec.EncodedSize()
+	if c.logs.Encrypted() {
+		size += seal.Overhead // the seal's tag
+	}
 	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
 		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
 	}

@@ -61,8 +61,7 @@ func newFraming() Framing {
 func (f Framing) Version() uint16 { return f.version }
 
 // Encrypted reports whether the file's put bodies are sealed
-// (EncryptedVersion), and KeyID names the key they are sealed with ("" if
-// the file's key record was not read).
+// (EncryptedVersion).
 func (f Framing) Encrypted() bool { return f.version >= EncryptedVersion }
 
 // KeyID returns the id of the key an encrypted file's put bodies are
