@@ -26,8 +26,8 @@ type KeyProvider interface {
 // KeySize is the size of a key: AES-256.
 const KeySize = seal.KeySize
 
-// MaxKeyIDLen is the longest key id.
-const MaxKeyIDLen = 64
+// MaxKeyIDLen is the longest key id: 64 bytes.
+const MaxKeyIDLen = logfile.MaxKeyIDLen
 
 // StaticKeys returns a KeyProvider of keys held in memory: active names the
 // key new files are written with, keys maps every id to its 32 bytes. The

@@ -38,7 +38,6 @@ type layState struct {
 	// into it waits.
 	from, to int64
 	stopped  bool  // no more zero-fills: the writer failed or is closing
-	laid     int64 // bytes of zeros written and synced
 	waits    int64 // Writes that waited for a zero-fill
 }
 
@@ -115,7 +114,6 @@ func (w *Writer) layOut(ahead, chunk, limit int64, zero []byte) (int64, error) {
 		return 0, fmt.Errorf("lay out log %d at offset %d: %w", w.id, from, err)
 	}
 	l.laidTo = max(l.laidTo, to)
-	l.laid += to - from
 	l.mu.Unlock()
 	return to - from, nil
 }
@@ -136,12 +134,12 @@ func writeZeros(f io.WriterAt, from, to int64, zero []byte) error {
 	return nil
 }
 
-// LaidOut returns the bytes of zeros laid out in w's file ahead of its
-// writes, and how many Writes waited for a zero-fill to end.
-func (w *Writer) LaidOut() (bytes, waits int64) {
+// LayoutWaits returns how many Writes waited for a zero-fill to end (the
+// set totals the bytes laid out: LayoutStats).
+func (w *Writer) LayoutWaits() int64 {
 	w.lay.mu.Lock()
 	defer w.lay.mu.Unlock()
-	return w.lay.laid, w.lay.waits
+	return w.lay.waits
 }
 
 // beyondLaidOut returns how many bytes of [from, to) lie past the laid-out
@@ -273,7 +271,7 @@ func (s *Set) layOutLoop() {
 // retire adds the Write waits of w, a writer the set no longer appends to,
 // to the set's total.
 func (l *layouter) retire(w *Writer) {
-	_, waits := w.LaidOut()
+	waits := w.LayoutWaits()
 	l.mu.Lock()
 	l.waits += waits
 	l.mu.Unlock()
@@ -295,8 +293,7 @@ func (s *Set) LayoutStats() LayoutStats {
 	for _, d := range s.dirs {
 		d.mu.Lock()
 		if d.w != nil {
-			_, waits := d.w.LaidOut()
-			st.Waits += waits
+			st.Waits += d.w.LayoutWaits()
 		}
 		d.mu.Unlock()
 	}

@@ -111,7 +111,7 @@ func TestWriteWaitsForTheZeroFillItReaches(t *testing.T) {
 	if !bytes.Equal(got, big) {
 		t.Fatal("the zero-fill overwrote a record")
 	}
-	if _, waits := w.LaidOut(); waits != 1 {
+	if waits := w.LayoutWaits(); waits != 1 {
 		t.Errorf("waits = %d, want 1", waits)
 	}
 	if err := w.Close(); err != nil {

@@ -218,17 +218,8 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 		}
 		return Record{}, corruptAt(r.path, off, err)
 	}
-	if rec.Sealed != nil && r.fr.keys != nil {
-		if err := r.fr.openPut(&rec, frame[:n], off); err != nil {
-			return Record{}, corruptAt(r.path, off, err)
-		}
-		owned = true // the opened body is a fresh buffer
-	}
-	if rec.Sealed != nil {
-		rec.Sealed = append([]byte(nil), rec.Sealed...)
-	}
-	if !owned && rec.Body != nil {
-		rec.Body = append([]byte(nil), rec.Body...)
+	if err := r.own(&rec, frame[:n], off, !owned); err != nil {
+		return Record{}, corruptAt(r.path, off, err)
 	}
 	r.setNext(off + int64(n))
 	return rec, nil
@@ -281,7 +272,7 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 			need, _ = r.fr.frameLen(frame)
 		}
 		if need > 0 && need <= len(frame) {
-			if _, err := decodeFrame(frame[:need], &rec, nil, 0, r.fr); err == nil && r.own(&rec, frame[:need], off) {
+			if _, err := decodeFrame(frame[:need], &rec, nil, 0, r.fr); err == nil && r.own(&rec, frame[:need], off, true) == nil {
 				b.next = off + int64(need)
 				return rec, true
 			}
@@ -294,19 +285,20 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 	}
 }
 
-// own makes rec, decoded from frame (at off) in the reader's block, the
-// caller's: an encrypted put opened (false if it does not open: ReadRecord
-// reads it again and reports it), other bodies copied out of the block.
-func (r *Reader) own(rec *Record, frame []byte, off int64) bool {
+// own makes rec, decoded from frame (at off, in a buffer the reader
+// reuses), the caller's: an encrypted put opened with the file's keys (its
+// body then a fresh buffer; an error if it does not authenticate), else
+// its sealed bytes, or its body when copyBody, copied out.
+func (r *Reader) own(rec *Record, frame []byte, off int64, copyBody bool) error {
 	switch {
 	case rec.Sealed != nil && r.fr.keys != nil:
-		return r.fr.openPut(rec, frame, off) == nil
+		return r.fr.openPut(rec, frame, off)
 	case rec.Sealed != nil:
 		rec.Sealed = append([]byte(nil), rec.Sealed...)
-	case rec.Body != nil:
+	case copyBody && rec.Body != nil:
 		rec.Body = append([]byte(nil), rec.Body...)
 	}
-	return true
+	return nil
 }
 
 // setNext records where a frame read alone (not from a block) ends, in the
