@@ -23,9 +23,31 @@ var errTooManyQueues = errors.New("too many queues")
 // queue's checkpoint file is a ring of 8-byte slots, fully allocated:
 // (1029 + capacity) × 8 bytes, so 808,232 bytes (0.8 MB) here, 52 MB for
 // the default 64 queues, where the channel's default of 1,000,000 cost 8 MB
-// a queue even when empty. 100,000 items is a backlog of minutes for a
-// consumer that stops while producers go on at hundreds of sets a second.
+// a queue even when empty (the package doc adds up the rest of a queue's
+// disk). 100,000 items is a backlog of minutes for a consumer that stops
+// while producers go on at hundreds of sets a second.
 const defaultCapacity = 100_000
+
+// A queue's data dir is sized for many small queues, not for one channel
+// that has the disk to itself (the channel's defaults: 1 MiB of space
+// reserve and 4 MiB laid out ahead, per dir, would make an empty queue
+// cost 6 MB while the server runs).
+const (
+	// queueFileSize is each queue's MaxFileSize. A checkpoint deletes a
+	// log file only once no queued item is in it, so it also bounds the
+	// taken items a queue keeps on disk.
+	queueFileSize = 16 << 20
+	// queueReserve is each queue's space reserve (Config.SpaceReserve),
+	// the channel's own rule of MaxFileSize/64: room for the take records
+	// of about 4,000 gets (61 bytes each) when the disk is full. Every
+	// queue whose write meets the full disk gives up its reserve, so the
+	// queues together have more.
+	queueReserve = queueFileSize / 64
+	// queuePreallocate is how much of each queue's active log file is
+	// laid out ahead of its sets (Config.Preallocate): a set's fdatasync
+	// then overwrites allocated blocks instead of growing the file.
+	queuePreallocate = 256 << 10
+)
 
 // queues is the map of queue name to file channel. A queue is created by
 // the first set that names it, in -dir/<name>/ (checkpoint/ and data/),
@@ -89,7 +111,9 @@ func (qs *queues) dirs(name string) channel.Config {
 		Name:          name,
 		CheckpointDir: qs.checkpointDir(name),
 		DataDirs:      []string{filepath.Join(qs.dir, name, "data")},
-		MaxFileSize:   64 << 20,
+		MaxFileSize:   queueFileSize,
+		SpaceReserve:  queueReserve,
+		Preallocate:   queuePreallocate,
 		KeepAlive:     time.Second,
 		Logger:        qs.logger,
 	}

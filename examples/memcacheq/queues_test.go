@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/flumego/filechannel/channel"
@@ -39,6 +41,62 @@ func TestNewQueueGetsTheDefaultCapacity(t *testing.T) {
 	if checkpointSize(100_000) != 808_232 {
 		t.Fatalf("checkpointSize(100000) = %d", checkpointSize(100_000))
 	}
+}
+
+// The package doc says what a queue holding one small item costs on disk
+// in all: at most 1.4 MB while the server runs (the checkpoint's ring, the
+// space reserve, the log laid out ahead) and 1.1 MB once it stopped. The
+// channel's defaults for one channel alone on a disk (1 MiB of reserve,
+// 4 MiB laid out ahead) would make it 6 MB.
+func TestAQueueCostsWhatTheDocSays(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, options{dir: dir})
+	c := dial(t, s.addr)
+	c.exchange("create", "set jobs 0 0 1\r\nx\r\n", "STORED\r\n")
+	// A second set waits for the zero-fill the first one started, if it
+	// reaches it, so the log is as large as it gets for a few items.
+	c.exchange("again", "set jobs 0 0 1\r\ny\r\n", "STORED\r\n")
+	const small = 32 << 10 // the small files, a block each, and the two items' records
+	running := checkpointSize(defaultCapacity) + queueReserve + queuePreallocate + small
+	if got := diskBytes(t, filepath.Join(dir, "jobs")); got > running || got < checkpointSize(defaultCapacity)+queueReserve {
+		t.Fatalf("a running queue holding 2 items: %d bytes on disk, want at most %d (1.4 MB)", got, running)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := checkpointSize(defaultCapacity) + queueReserve + small
+	if got := diskBytes(t, filepath.Join(dir, "jobs")); got > stopped {
+		t.Fatalf("a stopped queue holding 2 items: %d bytes on disk, want at most %d (1.1 MB)", got, stopped)
+	}
+	if running > 1_450_000 || stopped > 1_150_000 { // 1.4 MB and 1.1 MB, rounded
+		t.Fatalf("the package doc says 1.4 MB and 1.1 MB; the bounds are %d and %d bytes", running, stopped)
+	}
+}
+
+// diskBytes is the size of every file under dir, or the space allocated to
+// it where that is more (a file system may allocate ahead of the size).
+func diskBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n := fi.Size()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 > n {
+			n = st.Blocks * 512
+		}
+		total += n
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }
 
 // A queue made by an older memcacheq, whose default capacity was 1,000,000,
