@@ -884,6 +884,7 @@ func dlCrashRun(r *crashRun, seed uint64) *dlWorkload {
 }
 
 func TestCrashStateEnumerationDeadLetters(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
 	type config struct {
 		name   string
 		dirs   int

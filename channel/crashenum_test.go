@@ -771,6 +771,7 @@ func (w *crashWorkload) putN(c *FileChannel, p, start, k int, rollback bool) err
 // clean restart and after a power loss: never a panic or a hang, every
 // successful commit kept, nothing damaged.
 func TestFaultAtEveryOperation(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
 	steps := 30
 	if crashLong() {
 		steps = 120
@@ -840,6 +841,7 @@ func faultAtEveryOperation(t *testing.T, workload func(*crashRun) error, setup .
 func crashLong() bool { return os.Getenv("FC_CRASH_LONG") != "" }
 
 func TestCrashStateEnumeration(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
 	type config struct {
 		name       string
 		dirs       int

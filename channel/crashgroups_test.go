@@ -250,6 +250,7 @@ func (w groupsWorkload) run(steps int, tolerant bool) (err error) {
 }
 
 func TestCrashStateEnumerationGroups(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
 	type config struct {
 		name   string
 		dirs   int
@@ -291,6 +292,7 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 // TestFaultAtEveryOperationGroups is TestFaultAtEveryOperation over the
 // groups workload.
 func TestFaultAtEveryOperationGroups(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
 	steps := 18
 	if crashLong() {
 		steps = 100
