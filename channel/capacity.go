@@ -93,7 +93,9 @@ func (g *gate) acquire(ctx context.Context, n int, wait time.Duration, done <-ch
 // wait is acquire's waiting, after it found no room and counted itself
 // among the waiters (so that release wakes it). Room that appears as ctx
 // ends or done closes is left to others: the caller fails, and a permit it
-// took would never be given back.
+// took would never be given back. Each look for room first looks at ctx
+// and done, under mu, so an ended wait never takes room, whichever it
+// sees first.
 func (g *gate) wait(ctx context.Context, n int, wait time.Duration, done <-chan struct{}) error {
 	var ctxDone <-chan struct{}
 	if ctx != nil {
@@ -103,6 +105,15 @@ func (g *gate) wait(ctx context.Context, n int, wait time.Duration, done <-chan 
 	defer timer.Stop()
 	for {
 		g.mu.Lock()
+		select {
+		case <-done:
+			g.mu.Unlock()
+			return ErrClosed
+		case <-ctxDone:
+			g.mu.Unlock()
+			return ctx.Err()
+		default:
+		}
 		if g.used+n <= g.cap {
 			g.used += n
 			g.mu.Unlock()

@@ -155,10 +155,14 @@ func TestGateCanceledWaitTakesNoRoom(t *testing.T) {
 			t.Fatal("acquire never waited")
 		}
 	}
+	// Room, without the wake-up release would send, and the context's end,
+	// at once for the waiter: parked, it wakes for the context only; not
+	// parked yet (it counts itself waiting before its first look for room),
+	// its next look sees both.
 	g.mu.Lock()
-	g.used = 0 // room, without the wake-up release would send: only the context ends the wait
-	g.mu.Unlock()
+	g.used = 0
 	cancel()
+	g.mu.Unlock()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("acquire = %v, want context.Canceled", err)
 	}
