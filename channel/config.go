@@ -98,7 +98,9 @@ type Config struct {
 	// bytes per event taken in batches of 100): MaxFileSize/64 does for
 	// events of 1 KiB or more. 0 = MaxFileSize/64, at least 64 KiB and at
 	// most 32 MiB; negative = none (and a reserve file left by an earlier
-	// Open is removed).
+	// Open is removed). A reserve file already there is kept as it is: a
+	// new size applies when the reserve is next written, after the disk
+	// was full.
 	SpaceReserve int64
 
 	// Preallocate is how many bytes of each data dir's active log file
