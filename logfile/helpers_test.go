@@ -261,7 +261,10 @@ type faultFile struct {
 	vfs.File
 	failWrite atomic.Bool // the next WriteAt writes half of p, then fails
 	failSync  atomic.Bool // the next Sync fails
-	syncHook  func()      // runs at the start of every Sync when set
+	// lateFail: the next Sync syncs, then fails anyway, as an fsync that
+	// wrote the pages and still returns EIO.
+	lateFail  atomic.Bool
+	syncHook  func() // runs at the start of every Sync when set
 	syncCalls atomic.Int64
 }
 
@@ -280,6 +283,9 @@ func (f *faultFile) Sync() error {
 	}
 	if f.failSync.CompareAndSwap(true, false) {
 		return errInjected
+	}
+	if f.lateFail.CompareAndSwap(true, false) {
+		return errors.Join(f.File.Sync(), errInjected)
 	}
 	return f.File.Sync()
 }

@@ -120,7 +120,7 @@ func (w *Writer) Synced() int64 {
 func (w *Writer) ObserveSyncs(f func(time.Duration)) { w.observeSync = f }
 
 // Syncs returns the number of fsyncs SyncTo, Sync and Close have issued (the
-// header fsync of Create is not counted).
+// header fsync of Create, and takeBack's after a failure, are not counted).
 func (w *Writer) Syncs() int64 { return w.syncs.Load() }
 
 // Write appends p, one or more encoded frames, in one write call and returns
@@ -153,8 +153,8 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 		// Take back whatever part of p landed, so the file still ends with a
 		// whole frame; the failure stays sticky either way.
 		w.stopLayout()
-		if terr := w.f.Truncate(off); terr != nil {
-			err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, off, terr))
+		if terr := w.takeBack(off); terr != nil {
+			err = errors.Join(err, terr)
 		}
 		w.mu.Lock()
 		if w.err == nil {
@@ -165,6 +165,23 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 	}
 	w.size.Store(off + int64(n))
 	return off, nil
+}
+
+// takeBack cuts the file back to size after a failed write or fsync, and
+// makes the cut durable. The bytes past size may be on disk already: a
+// failed fsync may have written some of them, and so does a zero-fill's
+// fdatasync that ran after them (stopLayout waits for the one in flight).
+// Left to a later fsync, the cut could be undone by a power loss before
+// it, with a checkpoint already written that counts those bytes out: a
+// full replay would then find a transaction whose commit failed.
+func (w *Writer) takeBack(size int64) error {
+	if err := w.f.Truncate(size); err != nil {
+		return fmt.Errorf("truncate log %d back to %d: %w", w.id, size, err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("sync log %d after cutting it back to %d: %w", w.id, size, err)
+	}
+	return nil
 }
 
 // unusableLocked returns why the writer can take no more writes, or nil.
@@ -230,11 +247,11 @@ func (w *Writer) SyncTo(off int64) error {
 			w.mu.Unlock()
 			w.stopLayout()
 			w.writing.Lock()
-			terr := w.f.Truncate(synced)
+			terr := w.takeBack(synced)
 			w.writing.Unlock()
 			w.mu.Lock()
 			if terr != nil {
-				err = errors.Join(err, fmt.Errorf("truncate log %d back to %d: %w", w.id, synced, terr))
+				err = errors.Join(err, terr)
 			}
 			return err
 		}

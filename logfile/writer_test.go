@@ -345,3 +345,52 @@ func TestFailedSyncTakesBackTheUnsyncedBytes(t *testing.T) {
 		t.Fatalf("Synced %d, want %d", w.Synced(), good)
 	}
 }
+
+// TestFailedSyncCutSurvivesAPowerLoss: a failed fsync may still have written
+// the pages past the last good one (and a zero-fill's fdatasync of the same
+// file, finishing after it, writes them for sure). The writer's cut back to
+// the last good fsync must then be durable itself: a power loss after it,
+// with a checkpoint written meanwhile that counts those bytes out, must not
+// bring back a record whose commit failed. The channel's fault enumeration
+// found this (a zero-fill's sync between the failed fsync and the cut).
+func TestFailedSyncCutSurvivesAPowerLoss(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/d", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &faultFS{FS: mem}
+	w, err := testCreate(fsys, "/d", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, d := range []string{"/", "/d"} {
+		if err := mem.SyncDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("synced")})
+	if _, err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	good := w.Size()
+	failed := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 2, WriteOrderID: 2, Body: []byte("commit failed")})
+	if _, err := w.Write(failed); err != nil {
+		t.Fatal(err)
+	}
+	fsys.last.lateFail.Store(true) // the pages reach the disk, the fsync fails
+	if err := w.Sync(); !errors.Is(err, errInjected) {
+		t.Fatalf("Sync: %v", err)
+	}
+	img := mem.CrashClone(true, 1)
+	fi, err := img.Stat(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != good {
+		t.Fatalf("after a power loss the file is %d bytes, want %d: the cut back to the last good fsync was not durable", fi.Size(), good)
+	}
+}
