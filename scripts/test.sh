@@ -4,11 +4,13 @@
 # Tests run through gotestsum (pinned in scripts/tools/go.mod), which prints
 # each test as it finishes, so a long package shows progress, and at the end
 # the output of every failure. Each test binary gets at most
-# FC_TEST_TIMEOUT (8m): a test that hangs fails with its goroutine dump well
-# before CI's limit. The whole suite takes a few minutes on 2 cores.
+# FC_TEST_TIMEOUT (10m): a test that hangs fails with its goroutine dump well
+# before CI's limit. The whole suite takes 3 to 5 minutes on 2 cores; the
+# channel package, the longest, took 7 minutes once with a second suite
+# running beside it, hence the margin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-timeout="${FC_TEST_TIMEOUT:-8m}"
+timeout="${FC_TEST_TIMEOUT:-10m}"
 
 bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
