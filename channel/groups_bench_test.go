@@ -2,13 +2,13 @@ package channel
 
 import (
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -63,29 +63,6 @@ func groupsLabel(n int) string {
 		return "unnamed"
 	}
 	return fmt.Sprintf("groups=%d", n)
-}
-
-// dirBytes returns the bytes of the regular files under dirs.
-func dirBytes(b *testing.B, dirs ...string) int64 {
-	b.Helper()
-	var n int64
-	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n
 }
 
 // putBatch commits one put transaction of n copies of ev.
@@ -158,7 +135,7 @@ func BenchmarkGroupsPut(b *testing.B) {
 			c := mustOpen(b, cfg)
 			defer c.Close()
 			gs := benchGroups(b, c)
-			before := dirBytes(b, cfg.DataDirs...)
+			before := testutil.DirBytes(b, cfg.DataDirs...)
 			b.SetBytes(1024)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -175,7 +152,7 @@ func BenchmarkGroupsPut(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-			b.ReportMetric(float64(dirBytes(b, cfg.DataDirs...)-before)/float64(b.N), "log_B/event")
+			b.ReportMetric(float64(testutil.DirBytes(b, cfg.DataDirs...)-before)/float64(b.N), "log_B/event")
 		})
 	}
 	b.Run("fanout=2/batch=100", func(b *testing.B) {
@@ -188,7 +165,7 @@ func BenchmarkGroupsPut(b *testing.B) {
 			cs = append(cs, c)
 			dirs = append(dirs, cfg.DataDirs...)
 		}
-		before := dirBytes(b, dirs...)
+		before := testutil.DirBytes(b, dirs...)
 		b.SetBytes(1024)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -209,7 +186,7 @@ func BenchmarkGroupsPut(b *testing.B) {
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-		b.ReportMetric(float64(dirBytes(b, dirs...)-before)/float64(b.N), "log_B/event")
+		b.ReportMetric(float64(testutil.DirBytes(b, dirs...)-before)/float64(b.N), "log_B/event")
 	})
 }
 
@@ -278,7 +255,7 @@ func BenchmarkGroupsTakeMaxDeliveries(b *testing.B) {
 				for i := 0; i < b.N; i += 1000 {
 					putBatch(b, c, ev, min(1000, b.N-i))
 				}
-				before := dirBytes(b, cfg.DataDirs...)
+				before := testutil.DirBytes(b, cfg.DataDirs...)
 				b.SetBytes(1024)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -294,7 +271,7 @@ func BenchmarkGroupsTakeMaxDeliveries(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-				b.ReportMetric(float64(dirBytes(b, cfg.DataDirs...)-before)/float64(b.N), "log_B/event")
+				b.ReportMetric(float64(testutil.DirBytes(b, cfg.DataDirs...)-before)/float64(b.N), "log_B/event")
 			})
 		}
 	}
@@ -346,9 +323,9 @@ func BenchmarkGroupsCheckpoint(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(syncs)/float64(b.N), "syncs/op")
-			size, group := dirBytes(b, cfg.CheckpointDir), dirBytes(b, cfg.CheckpointDir)
+			size, group := testutil.DirBytes(b, cfg.CheckpointDir), testutil.DirBytes(b, cfg.CheckpointDir)
 			if n > 0 {
-				group = dirBytes(b, filepath.Join(cfg.CheckpointDir, "group-1"))
+				group = testutil.DirBytes(b, filepath.Join(cfg.CheckpointDir, "group-1"))
 			}
 			b.ReportMetric(float64(size), "ckpt_B")
 			b.ReportMetric(float64(group), "ckpt_B/group")

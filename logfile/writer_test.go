@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -320,30 +321,38 @@ func TestFailedSyncTakesBackTheUnsyncedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	rec := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("synced")})
-	if _, err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	good := w.Size()
-	if w.Synced() != good {
-		t.Fatalf("Synced %d after a good sync, want %d", w.Synced(), good)
-	}
-	if _, err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	fsys.last.failSync.Store(true)
-	if err := w.Sync(); !errors.Is(err, errInjected) {
-		t.Fatalf("Sync: %v", err)
-	}
+	good := syncThenFailSync(t, w, &fsys.last.failSync)
 	if got := fileSize(t, w.Path()); got != good {
 		t.Fatalf("file is %d bytes after the failed sync, want it cut back to %d", got, good)
 	}
 	if w.Synced() != good {
 		t.Fatalf("Synced %d, want %d", w.Synced(), good)
 	}
+}
+
+// syncThenFailSync writes a record and syncs it, writes a second, and syncs
+// again with fault set (one of a faultFile's knobs): that Sync must fail.
+// It returns the end of the synced record, where Synced must stay.
+func syncThenFailSync(t *testing.T, w *Writer, fault *atomic.Bool) (good int64) {
+	t.Helper()
+	if _, err := w.Write(mustAppend(t, nil, &Record{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("synced")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	good = w.Size()
+	if w.Synced() != good {
+		t.Fatalf("Synced %d after a good sync, want %d", w.Synced(), good)
+	}
+	if _, err := w.Write(mustAppend(t, nil, &Record{Type: RecordPut, TxID: 2, WriteOrderID: 2, Body: []byte("commit failed")})); err != nil {
+		t.Fatal(err)
+	}
+	fault.Store(true)
+	if err := w.Sync(); !errors.Is(err, errInjected) {
+		t.Fatalf("Sync: %v", err)
+	}
+	return good
 }
 
 // TestFailedSyncCutSurvivesAPowerLoss: a failed fsync may still have written
@@ -369,22 +378,7 @@ func TestFailedSyncCutSurvivesAPowerLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 1, WriteOrderID: 1, Body: []byte("synced")})
-	if _, err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	good := w.Size()
-	failed := mustAppend(t, nil, &Record{Type: RecordPut, TxID: 2, WriteOrderID: 2, Body: []byte("commit failed")})
-	if _, err := w.Write(failed); err != nil {
-		t.Fatal(err)
-	}
-	fsys.last.lateFail.Store(true) // the pages reach the disk, the fsync fails
-	if err := w.Sync(); !errors.Is(err, errInjected) {
-		t.Fatalf("Sync: %v", err)
-	}
+	good := syncThenFailSync(t, w, &fsys.last.lateFail) // the pages reach the disk, the fsync fails
 	img := mem.CrashClone(true, 1)
 	fi, err := img.Stat(w.Path())
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/internal/testutil"
 )
 
 // checkpointSize is the size of a checkpoint file for capacity: 1029
@@ -58,41 +58,19 @@ func TestAQueueCostsWhatTheDocSays(t *testing.T) {
 	const small = 8 << 10 // the small files and the two items' records
 	least := checkpointSize(defaultCapacity) + queueReserve
 	running := least + queuePreallocate + small
-	if got := diskBytes(t, filepath.Join(dir, "jobs")); got > running || got < least {
+	if got := testutil.DirBytes(t, filepath.Join(dir, "jobs")); got > running || got < least {
 		t.Fatalf("a running queue holding 2 items: %d bytes on disk, want %d to %d (1.4 MB)", got, least, running)
 	}
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
 	}
 	stopped := checkpointSize(defaultCapacity) + queueReserve + small
-	if got := diskBytes(t, filepath.Join(dir, "jobs")); got > stopped {
+	if got := testutil.DirBytes(t, filepath.Join(dir, "jobs")); got > stopped {
 		t.Fatalf("a stopped queue holding 2 items: %d bytes on disk, want at most %d (1.1 MB)", got, stopped)
 	}
 	if running > 1_450_000 || stopped > 1_150_000 { // 1.4 MB and 1.1 MB, rounded
 		t.Fatalf("the package doc says 1.4 MB and 1.1 MB; the bounds are %d and %d bytes", running, stopped)
 	}
-}
-
-// diskBytes is the size of every file under dir (zeros laid out ahead are
-// written, so they count).
-func diskBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		total += fi.Size()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return total
 }
 
 // A queue made by an older memcacheq, whose default capacity was 1,000,000,
