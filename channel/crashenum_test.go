@@ -166,14 +166,23 @@ func (s crashSnap) forGroup(g int) crashSnap {
 
 // eventBody is the deterministic body of event id (producer p, n-th): its
 // identity, a filler whose length varies from a few bytes to past the spill
-// threshold of the small test config, and a checksum.
+// threshold of the small test config, and a checksum. Every 11th event's
+// filler is zeros, and a long one holds whole zero sectors: content that
+// looks like the zeros a torn overwrite leaves (Scanner.tornOverwrite).
 func eventBody(id, p, n int) []byte {
 	size := 8 + (id*37)%120
 	if id%23 == 0 {
 		size = 700 + (id*131)%900
 	}
+	if id%11 == 3 {
+		size = 1100 + (id*53)%600
+	}
 	b := fmt.Appendf(nil, "%d/%d/%d|", id, p, n)
 	for i := range size {
+		if id%11 == 3 {
+			b = append(b, 0)
+			continue
+		}
 		b = append(b, byte('a'+(id+i)%26))
 	}
 	return fmt.Appendf(b, "|%08x", crc32.ChecksumIEEE(b))

@@ -165,3 +165,67 @@ func TestReplayIsAFunctionOfTheFiles(t *testing.T) {
 		requireRepaired(t, cfg, rep, want)
 	})
 }
+
+// zeroBody is the body of an event whose content holds whole zero sectors.
+func zeroBody() []byte { return append([]byte("zeros:"), make([]byte, 2048)...) }
+
+// TestRotInAZeroEventCostsOnlyThatEvent (issue 27, item 1): one flipped
+// bit in an acknowledged event whose body holds zero sectors, in the last
+// log file, costs that event and is reported as damage. The zero sectors
+// are the event's content, not a torn write: the acknowledged events after
+// it are all delivered, from a killed process's files and by a full
+// replay after a clean Close, whether they were committed one by one or
+// with the damaged event in one transaction.
+func TestRotInAZeroEventCostsOnlyThatEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		batch int // events per commit after the zero event; 0: all in its commit
+		kill  bool
+	}{
+		{"kill/one_commit_each", 1, true},
+		{"kill/one_commit", 0, true},
+		{"close_then_full_replay/one_commit_each", 1, false},
+		{"close_then_full_replay/one_commit", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			c := mustOpen(t, cfg)
+			tx, err := c.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Put(Event{Body: zeroBody()}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.batch == 0 {
+				for i := range 20 {
+					if err := tx.Put(Event{Body: body(i)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.batch > 0 {
+				putN(t, c, 0, 20, tc.batch)
+			}
+			if tc.kill {
+				crash(t, c)
+			} else if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			damagePut(t, cfg, zeroBody())
+			if !tc.kill {
+				removeCheckpoint(t, cfg)
+			}
+			expectProblems(t, replay.ProblemCorruptRecord)
+			c = mustOpen(t, cfg)
+			s := c.Stats()
+			wantEvents(t, drain(t, c), bodies(0, 20))
+			if s.ReplayCorrupt+s.CorruptSkipped == 0 {
+				t.Errorf("the damage was not counted: %+v", s)
+			}
+		})
+	}
+}

@@ -273,7 +273,7 @@ func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
 	if err != nil {
 		return err
 	}
-	return a.W.SyncTo(a.End)
+	return c.logs.Sync(a)
 }
 
 // newGroupRing makes the ring of a new group: its id, and its checkpoint

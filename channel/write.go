@@ -70,7 +70,7 @@ func (c *FileChannel) sync(a logfile.Appended) error {
 	if c.cfg.NoSync {
 		return nil
 	}
-	if err := a.W.SyncTo(a.End); err != nil {
+	if err := c.logs.Sync(a); err != nil {
 		return fmt.Errorf("sync %s: %w", a.W.Path(), err)
 	}
 	return nil

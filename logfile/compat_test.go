@@ -84,10 +84,11 @@ const (
 
 // TestVersions pins what this build writes and reads: it writes version 4
 // (Create, AppendFileHeader) without encryption, 5 with it, and reads 1 to
-// 5; 6 is newer.
+// 5; 6 is newer, and so is record type 13 (12, the sync mark, is this
+// build's).
 func TestVersions(t *testing.T) {
-	if FormatVersion != 4 || MaxFormatVersion != 5 || newer != 6 || newerRecType != 12 {
-		t.Fatalf("FormatVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 12",
+	if FormatVersion != 4 || MaxFormatVersion != 5 || newer != 6 || newerRecType != 13 {
+		t.Fatalf("FormatVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 13",
 			FormatVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
@@ -207,10 +208,10 @@ func TestUnknownRecordType(t *testing.T) {
 		frame      []byte
 		recordType uint8 // 0: damage, not a newer record
 	}{
-		{"type_12", type9, 12},
+		{"type_13", type9, 13},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_12_no_body", frameOf(payloadHead(newerRecType)), 12},
-		{"commit_of_type_12", commitOf9, 12},
+		{"type_13_no_body", frameOf(payloadHead(newerRecType)), 13},
+		{"commit_of_type_13", commitOf9, 13},
 		{"commit_of_type_200", frameOf(cat(payloadHead(RecordCommit), []byte{200, 1})), 200},
 		// Damage as before: a frame whose checksum does not match, and
 		// type 0, which no release writes. Types 6 to 10 are this build's:
@@ -220,6 +221,9 @@ func TestUnknownRecordType(t *testing.T) {
 		{"type_10_no_pointer", frameOf(cat(payloadHead(RecordMove), []byte{1, 0})), 0},
 		{"type_9_count_0", frameOf(cat(payloadHead(RecordDeliver), []byte{1, 1, 0, 0, 0, 1, 0, 0, 0, 36, 0})), 0},
 		{"commit_of_type_9", frameOf(cat(payloadHead(RecordCommit), []byte{9, 1})), 0},
+		{"type_12_no_body", frameOf(payloadHead(RecordSynced)), 0},
+		{"type_12_zero_offset", frameOf(cat(payloadHead(RecordSynced), []byte{0})), 0},
+		{"commit_of_type_12", frameOf(cat(payloadHead(RecordCommit), []byte{12, 1})), 0},
 		{"type_0", frameOf(payloadHead(0)), 0},
 		{"type_6_bad_body", frameOf(cat(payloadHead(typeGroupTake), []byte("a body of a newer kind"))), 0},
 		{"type_8_no_body", frameOf(payloadHead(RecordSkip)), 0},

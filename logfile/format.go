@@ -67,10 +67,10 @@ package logfile
 // Payload (the same in every version):
 //
 //	0  1  record type: 1 put, 2 take, 3 rollback, 4 commit, 5 padding, 6 group take, 7 groups, 8 skip,
-//	      9 deliver, 10 move
-//	1  8  transaction id, uint64 BE (0 for padding and groups)
+//	      9 deliver, 10 move, 11 key, 12 synced
+//	1  8  transaction id, uint64 BE (0 for padding, groups, key and synced)
 //	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
-//	      among the records that are not padding; 0 for padding)
+//	      among the records that are neither padding nor synced; 0 for those two)
 //	17 .. type-specific body:
 //	   put:        uvarint header count; per header (sorted by key, so bytes are deterministic):
 //	               uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
@@ -91,6 +91,8 @@ package logfile
 //	               the delivery counts in group g of events of take transaction TxID
 //	   move:       uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: at the commit of
 //	               transaction TxID (a take commit), these events go to the tail of group g
+//	   synced:     uvarint s >= 1: bytes [0, s) of this file were durable (an fsync had returned)
+//	               before this record was written; s <= the record's own offset
 //
 // A group take is a take by consumer group g, decoded as RecordTake with
 // Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
@@ -113,6 +115,15 @@ package logfile
 // remove the same events from their group: applied at its commit, the
 // events land at the tail of group Group, so that a dead letter, a
 // rejected event or a redrive moves a pointer without copying the event.
+//
+// A synced record (RecordSynced, a sync mark) is written after an fsync of
+// the file returned, without an fsync of its own (the next one covers
+// it). It belongs to no transaction, has no write-order id, and is read by
+// the Scanner only (never returned by Next): it proves that the bytes
+// before SyncedTo were acknowledged, so that a damaged frame there is
+// damage to skip, never a torn write to cut (Scanner.tornOverwrite). Any
+// version of file may hold it; a release that knows types up to 11
+// refuses it as a newer release's record.
 //
 // A padding record takes the place of damaged bytes that a repair
 // (channel.Repair, PadRegion) copied to a .corrupt file, so that no record
@@ -140,7 +151,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// maxRecordType: a newer release numbers its new record types from 11 up.
+// maxRecordType: a newer release numbers its new record types from 13 up.
 
 import (
 	"bytes"
@@ -176,6 +187,11 @@ const (
 	// RecordKey (version 5): the first record of an encrypted file: the
 	// id of the key its put bodies are sealed with, and that key's check
 	// value (internal/seal).
+	RecordSynced RecordType = 12
+	// RecordSynced (a file of any version): a sync mark, written after an
+	// fsync of its file returned: bytes [0, SyncedTo) of the file were
+	// durable before the mark was written. It tells recovery that damage
+	// before SyncedTo is damage, not a torn write (Scanner.tornOverwrite).
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
@@ -225,7 +241,7 @@ const (
 
 	// maxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	maxRecordType = RecordKey
+	maxRecordType = RecordSynced
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -257,6 +273,8 @@ func (t RecordType) String() string {
 		return "move"
 	case RecordKey:
 		return "key"
+	case RecordSynced:
+		return "synced"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -281,6 +299,7 @@ type Record struct {
 	Skip         []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
 	KeyID        string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
 	KeyCheck     [seal.CheckSize]byte // key: that key's check value for this file
+	SyncedTo     int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
 	// Sealed is a put of an encrypted file (version 5) decoded without its
 	// key: its body sealed (ciphertext and tag), Headers and Body nil. It
 	// aliases the buffer it was decoded from.
@@ -320,6 +339,8 @@ func (r *Record) payloadSize() int {
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordKey:
 		n += uvarintLen(uint64(len(r.KeyID))) + len(r.KeyID) + seal.CheckSize
+	case RecordSynced:
+		n += uvarintLen(uint64(max(r.SyncedTo, 0)))
 	case RecordDeliver:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 		for _, c := range r.Counts {
@@ -399,6 +420,11 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 			return dst, fmt.Errorf("%w: key record with transaction id %d and a key id of %d bytes (1 to %d)", ErrInvalidRecord,
 				r.TxID, len(r.KeyID), MaxKeyIDLen)
 		}
+	case RecordSynced:
+		if r.TxID != 0 || r.WriteOrderID != 0 || r.SyncedTo <= 0 || r.SyncedTo > MaxFileSize {
+			return dst, fmt.Errorf("%w: synced record with transaction id %d, write-order id %d, synced to %d", ErrInvalidRecord,
+				r.TxID, r.WriteOrderID, r.SyncedTo)
+		}
 	case RecordDeliver:
 		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
 			return dst, fmt.Errorf("%w: deliver record of %d pointers and %d counts (none zero, at least one)", ErrInvalidRecord,
@@ -457,6 +483,8 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(r.KeyID)))
 		dst = append(dst, r.KeyID...)
 		dst = append(dst, r.KeyCheck[:]...)
+	case RecordSynced:
+		dst = binary.AppendUvarint(dst, uint64(r.SyncedTo))
 	}
 	return dst, nil
 }
@@ -595,6 +623,18 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, sealed bool) string {
 			return "trailing bytes after commit"
 		}
 		r.Count = count
+	case RecordSynced:
+		if r.TxID != 0 || r.WriteOrderID != 0 {
+			return "synced record with a transaction or write-order id"
+		}
+		to, rest, ok := readUvarint(p)
+		if !ok || to == 0 || to > uint64(MaxFileSize) {
+			return "bad synced offset"
+		}
+		if len(rest) != 0 {
+			return "trailing bytes after synced record"
+		}
+		r.SyncedTo = int64(to)
 	case RecordPadding:
 		if r.TxID != 0 || r.WriteOrderID != 0 {
 			return "padding with a transaction or write-order id"

@@ -1,6 +1,7 @@
 package logfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,8 +106,12 @@ type Scanner struct {
 	// tearFrom: from this offset on, the file may be the one that was being
 	// written when the process stopped, so a frame torn the way a crash
 	// tears an overwrite ends the scan instead of being skipped (see
-	// tornOverwrite). math.MaxInt64 (never) unless Set.Scan sets it.
+	// tornTail). math.MaxInt64 (never) unless Set.Scan sets it.
 	tearFrom int64
+	// syncedTo is the largest SyncedTo of the sync marks read so far (by
+	// the scan, or searched for by syncedPast): the file was durable
+	// that far, so nothing before it is a torn write.
+	syncedTo int64
 
 	// resyncPayload counts the payload bytes resync checksummed for
 	// candidates that passed the O(1) checks: the work that would make a
@@ -306,21 +311,21 @@ func (s *Scanner) Framing() Framing { return s.fr }
 // After it returns false, Err reports an I/O error or a record of a newer
 // release, if any, and otherwise Tail says how the file ends.
 func (s *Scanner) Next() bool {
-	if s.done {
-		return false
-	}
-	n, bad, err := s.frameAt(s.pos, &s.rec)
-	if err != nil {
-		s.err = err
-		s.done = true
-		return false
-	}
-	if bad != nil {
-		// Off the chain of frames the checker follows: check every CRC
-		// from here on.
-		s.stopAhead()
-		if s.pos >= s.tearFrom {
-			torn, err := s.tornOverwrite(s.pos)
+	for {
+		if s.done {
+			return false
+		}
+		n, bad, err := s.frameAt(s.pos, &s.rec)
+		if err != nil {
+			s.err = err
+			s.done = true
+			return false
+		}
+		if bad != nil {
+			// Off the chain of frames the checker follows: check every CRC
+			// from here on.
+			s.stopAhead()
+			torn, err := s.tornTail(s.pos)
 			if err != nil {
 				s.err = err
 				s.done = true
@@ -330,31 +335,58 @@ func (s *Scanner) Next() bool {
 				s.stop(bad)
 				return false
 			}
+			next, m, err := s.resync(bad)
+			if err != nil {
+				s.err = err
+				s.done = true
+				return false
+			}
+			if m == 0 {
+				s.stop(bad)
+				return false
+			}
+			n = m
+			s.skips = append(s.skips, Skip{Offset: s.pos, Length: next - s.pos, Err: bad})
+			s.pos = next
 		}
-		next, m, err := s.resync(bad)
-		if err != nil {
-			s.err = err
-			s.done = true
+		if n == 0 {
+			s.done = true // EOF exactly at a record boundary
 			return false
 		}
-		if m == 0 {
-			s.stop(bad)
-			return false
+		if s.rec.Type == RecordSynced {
+			// A sync mark is the scanner's alone. One claiming more
+			// than was written before it is not trusted.
+			if s.rec.SyncedTo <= s.pos {
+				s.syncedTo = max(s.syncedTo, s.rec.SyncedTo)
+			}
+			s.pos += int64(n)
+			continue
 		}
-		n = m
-		s.skips = append(s.skips, Skip{Offset: s.pos, Length: next - s.pos, Err: bad})
-		s.pos = next
+		s.recOff = s.pos
+		s.pos += int64(n)
+		if s.rec.Type != RecordPadding { // padding has no write-order id
+			s.lastWOID = s.rec.WriteOrderID
+		}
+		return true
 	}
-	if n == 0 {
-		s.done = true // EOF exactly at a record boundary
-		return false
+}
+
+// tornTail reports whether the invalid frame at off ends the scan as a
+// torn write: in a file that may have been written unsynced when the
+// process stopped (tearFrom), a frame torn the way a crash tears an
+// overwrite (tornOverwrite) at an offset no sync mark vouches for
+// (syncedPast). A frame before a mark's SyncedTo was acknowledged: its
+// damage is damage, and the records after it are kept.
+func (s *Scanner) tornTail(off int64) (bool, error) {
+	if off < s.tearFrom {
+		return false, nil
 	}
-	s.recOff = s.pos
-	s.pos += int64(n)
-	if s.rec.Type != RecordPadding { // padding has no write-order id
-		s.lastWOID = s.rec.WriteOrderID
+	torn, err := s.tornOverwrite(off)
+	if err != nil || !torn {
+		return false, err
 	}
-	return true
+	synced, err := s.syncedPast(off)
+	return !synced, err
 }
 
 // resync looks for the first valid record after the invalid frame at s.pos
@@ -471,6 +503,68 @@ func (s *Scanner) tornOverwrite(off int64) (bool, error) {
 // sectorSize is the unit a disk persists whole: an overwrite torn by a
 // crash leaves each sector old or new (tornOverwrite).
 const sectorSize = 512
+
+// syncedPast reports whether the file was durable past off when some
+// sync mark (RecordSynced) after off was written: then the bytes at off
+// had been acknowledged, and whatever is wrong with them is not a torn
+// write. It searches the file after off for a valid mark whose SyncedTo
+// is above off, one offset at a time, as resync searches (the salted frame
+// header checksum rejects a candidate in O(1); runs of zeros are stepped
+// over whole), and stops at the first; a mark found is remembered for
+// later frames (syncedTo), so a scan's searches cost O(file) together:
+// each ends at the first mark after its frame, and a search that finds
+// none ends the scan. Version-1 files have no marks (and no salt: an event
+// body could forge one).
+func (s *Scanner) syncedPast(off int64) (bool, error) {
+	if s.syncedTo > off {
+		return true, nil
+	}
+	if s.fr.version == 1 {
+		return false, nil
+	}
+	size, err := s.Size()
+	if err != nil {
+		return false, err
+	}
+	fhs := s.fr.FrameHeaderSize()
+	need := fhs + payloadHeaderSize + 1 // the shortest mark
+	for q := off + 1; q+int64(need) <= size; {
+		b, err := s.window(q, need)
+		if err != nil {
+			return false, err
+		}
+		if len(b) < need {
+			break // the file shrank under us
+		}
+		if i := bytes.IndexFunc(b, func(r rune) bool { return r != 0 }); i < 0 || i > 3 {
+			// No frame starts where its length would read 0.
+			if i < 0 {
+				i = len(b)
+			}
+			q += int64(max(i-3, 1))
+			continue
+		}
+		l := binary.BigEndian.Uint32(b)
+		if l < payloadHeaderSize+1 || l > payloadHeaderSize+binary.MaxVarintLen32 ||
+			RecordType(b[fhs]) != RecordSynced || !s.fr.headerOK(b) {
+			q++
+			continue
+		}
+		var rec Record
+		n, bad, err := s.frameAt(q, &rec)
+		if err != nil && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+			return false, err
+		}
+		if err == nil && bad == nil && n > 0 && rec.SyncedTo <= q {
+			s.syncedTo = max(s.syncedTo, rec.SyncedTo)
+			if rec.SyncedTo > off {
+				return true, nil
+			}
+		}
+		q++
+	}
+	return false, nil
+}
 
 // Size returns the size of the file, read once: the end of a torn tail.
 func (s *Scanner) Size() (int64, error) {

@@ -393,8 +393,14 @@ func (s *Set) closeWriter(d *dir) error {
 		return nil
 	}
 	w := d.w
-	d.w = nil
 	failed := w.Err() != nil
+	if !failed && w.Sync() == nil {
+		// A last mark, made durable by Close's fsync: a full replay
+		// then keeps every record of the file past damage (Scanner).
+		s.markSyncedLocked(d, w)
+	}
+	d.w = nil
+	failed = w.Err() != nil
 	err := w.Close()
 	s.layouter.retire(w)
 	if err != nil && failed {

@@ -52,7 +52,8 @@ type Snapshot struct {
 	NextFileID   uint32
 	Files        []FileState // by id
 
-	sync []*Writer // active writers to sync before the checkpoint counts
+	set  *Set
+	sync []syncTarget // active writers to sync before the checkpoint counts
 	// keep: the files the checkpoint needs; maxID: the last file id that
 	// existed at W (later files hold records after W).
 	keep  map[uint32]bool
@@ -66,6 +67,7 @@ type Snapshot struct {
 // counts only up to its last good fsync.
 func (s *Set) Snapshot() *Snapshot {
 	sn := &Snapshot{
+		set:          s,
 		WriteOrderID: s.nextWOID.Add(1) - 1,
 		NextFileID:   s.nextFileID.Load(),
 		keep:         map[uint32]bool{},
@@ -81,7 +83,7 @@ func (s *Set) Snapshot() *Snapshot {
 				// good fsync was taken back. There is nothing to sync.
 				active[w.ID()] = w.Synced()
 			} else {
-				sn.sync = append(sn.sync, w)
+				sn.sync = append(sn.sync, syncTarget{d, w})
 			}
 			sn.keep[w.ID()] = true
 		}
@@ -108,12 +110,19 @@ func (sn *Snapshot) Keep(id uint32) { sn.keep[id] = true }
 // the writers that were active at the snapshot (a rolled file was synced
 // when it was rolled).
 func (sn *Snapshot) Sync() error {
-	for _, w := range sn.sync {
-		if err := w.Sync(); err != nil {
+	for _, t := range sn.sync {
+		if err := t.w.Sync(); err != nil {
 			return err
 		}
+		sn.set.markSynced(t.d, t.w)
 	}
 	return nil
+}
+
+// syncTarget is an active writer of a Snapshot and its data dir.
+type syncTarget struct {
+	d *dir
+	w *Writer
 }
 
 // Reclaim deletes the log files that neither the checkpoint of sn nor the

@@ -276,6 +276,8 @@ type Appended struct {
 	// FirstWOID is the write-order id of the batch's first frame; frame i
 	// has FirstWOID+i.
 	FirstWOID uint64
+
+	dir *dir // the data dir written to (Sync marks it)
 }
 
 // Append writes b to data dir i's active log in one write, rolling first
@@ -347,7 +349,65 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	// layouter counted them.
 	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.Buf))))
 	s.layouter.kick()
-	return Appended{W: w, Base: base, End: off + int64(len(b.Buf)), FirstWOID: first}, nil
+	return Appended{W: w, Base: base, End: off + int64(len(b.Buf)), FirstWOID: first, dir: d}, nil
+}
+
+// Sync makes a's records durable: Writer.SyncTo(a.End), whose fsync
+// concurrent committers share. Then, if that fsync made more of the file
+// durable than the last sync mark says, it writes a new mark (markSynced).
+func (s *Set) Sync(a Appended) error {
+	if err := a.W.SyncTo(a.End); err != nil {
+		return err
+	}
+	if a.dir != nil {
+		s.markSynced(a.dir, a.W)
+	}
+	return nil
+}
+
+// markSynced appends a sync mark (RecordSynced) to w, d's active writer,
+// saying how far the file was durable when it was written: that is the
+// proof recovery needs to tell damage before that offset from a torn
+// write, and to keep the acknowledged records after it (Scanner). The mark
+// is not synced: the next fsync of the file covers it, and so does the
+// page cache after a killed process. It is best effort, written only when
+// it says more than the last mark, w is still d's active writer, healthy,
+// holds records past its FileStart ones, and the dir is not full. A mark
+// that cannot be written is left out (a failed write is the writer's, as
+// any other: the next append rolls).
+func (s *Set) markSynced(d *dir, w *Writer) {
+	if w.Synced() <= w.markedTo.Load() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.markSyncedLocked(d, w)
+}
+
+// markSyncedLocked is markSynced with d.mu held.
+func (s *Set) markSyncedLocked(d *dir, w *Writer) {
+	synced := w.Synced()
+	if d.w != w || synced <= w.markedTo.Load() || w.Size() <= d.start || d.full.Load() || w.Err() != nil {
+		return
+	}
+	var stack [32]byte
+	buf, err := AppendUnsealed(stack[:0], &Record{Type: RecordSynced, SyncedTo: synced})
+	if err == nil {
+		err = w.fr.sealFrame(buf, w.Size(), 0)
+	}
+	if err != nil {
+		s.log.Error("encode a sync mark", "file", w.Path(), "err", err)
+		return
+	}
+	off, err := w.Write(buf)
+	if err != nil {
+		if !errors.Is(err, ErrFileFull) {
+			s.log.Warn("write a sync mark", "file", w.Path(), "err", err)
+		}
+		return
+	}
+	w.markedTo.Store(synced)
+	d.free.Add(-w.beyondLaidOut(off, off+int64(len(buf))))
 }
 
 // SpaceOK reports whether data dir i can take n more bytes and keep min

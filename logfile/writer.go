@@ -51,6 +51,11 @@ type Writer struct {
 	closed   bool
 
 	lay layState // zero-fills ahead of the writes (layout.go)
+
+	// markedTo is the SyncedTo of the last sync mark written to the file
+	// (the header's end before any); stored under the lock of the set's
+	// data dir the writer is active in (Set.markSynced).
+	markedTo atomic.Int64
 }
 
 // Create creates dir/LogName(id), which must not exist, with the
@@ -73,6 +78,7 @@ func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 		return nil, errors.Join(fmt.Errorf("create log %d in %s: %w", id, dir, err), f.Close(), fsys.Remove(path))
 	}
 	w := &Writer{f: f, id: id, path: path, fr: fr, synced: fr.HeaderSize()}
+	w.markedTo.Store(fr.HeaderSize())
 	w.syncDone = sync.NewCond(&w.mu)
 	w.lay.done = sync.NewCond(&w.lay.mu)
 	w.lay.reserved = fr.HeaderSize()

@@ -34,10 +34,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 			testutil.SetLogVersion(t, p, 6)
 			return p, "format version 6"
 		}},
-		{"log_record_of_type_12", func(t *testing.T, f *fixture) (string, string) {
+		{"log_record_of_type_13", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)
-			testutil.AppendRecord(t, p, 12, 1<<40, []byte("newer"))
-			return p, "record type 12"
+			testutil.AppendRecord(t, p, 13, 1<<40, []byte("newer"))
+			return p, "record type 13"
 		}},
 		{"checkpoint_version_2", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.ckpt, checkpoint.CheckpointName)
