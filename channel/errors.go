@@ -29,6 +29,13 @@ var (
 	// goroutine: a Transaction belongs to one goroutine. The call in
 	// progress goes on unaffected.
 	ErrConcurrentUse = errors.New("filechannel: transaction used by two goroutines at once")
+
+	// ErrTransactionFailed is returned by Put and Commit of a transaction
+	// that can no longer commit: a write of its buffered puts failed in a
+	// way that left them unusable. Its Commit rolls it back; Rollback ends
+	// it. (A failed spill normally leaves the transaction as it was: only
+	// the Put that returned the error is not in it.)
+	ErrTransactionFailed = errors.New("filechannel: transaction failed")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
 	// ErrInsufficientSpace is returned by Put when a data dir

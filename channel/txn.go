@@ -70,6 +70,10 @@ type Transaction struct {
 	// spills: where each spill ended, to check at commit that a writer
 	// which failed since did not take them back (see logfile.Batch.After).
 	spills []logfile.Mark
+	// failed is why the transaction's buffered puts can no longer be
+	// written (a spill whose batch could not be restored): Put and
+	// Commit refuse with ErrTransactionFailed; Rollback ends it.
+	failed error
 
 	// permits counts, per Block group, the capacity permits the puts hold
 	// (one per event in each Block group that existed at its Put).
@@ -198,6 +202,9 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if err := t.use(txPut); err != nil {
 		return err
 	}
+	if t.failed != nil {
+		return fmt.Errorf("%w: a spill of its puts failed (%v); roll it back", ErrTransactionFailed, t.failed)
+	}
 	c := t.c
 	if t.puts >= c.cfg.TransactionCapacity {
 		return fmt.Errorf("%w: %d puts; commit more often or raise TransactionCapacity", ErrTransactionFull, t.puts)
@@ -237,15 +244,23 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		releaseBlock(held, 1)
 		return opErr("put", err)
 	}
-	t.addPermits(held)
 	t.buf = buf
 	t.frames = append(t.frames, off)
 	t.puts++
 	if len(t.buf) >= min(spillBytes, int(c.cfg.MaxFileSize/4)) {
 		if err := t.spill(); err != nil {
+			// A Put that fails adds nothing: the event leaves the buffer,
+			// which a failed spill leaves as it was (logfile.Set.Append),
+			// so the transaction can go on and commit what it holds.
+			t.buf, t.frames, t.puts = t.buf[:off], t.frames[:len(t.frames)-1], t.puts-1
+			releaseBlock(held, 1)
+			if errors.Is(err, logfile.ErrBatchLost) {
+				t.failed = err
+			}
 			return opErr("put", err)
 		}
 	}
+	t.addPermits(held)
 	return nil
 }
 
@@ -412,6 +427,9 @@ func (t *Transaction) Commit() error {
 	start := time.Now()
 	var err error
 	switch {
+	case t.failed != nil:
+		t.abort()
+		err = fmt.Errorf("%w: a spill of its puts failed (%v) (the transaction was rolled back)", ErrTransactionFailed, t.failed)
 	case t.kind == txPut && t.puts > 0:
 		n := t.puts
 		if err = t.commitPuts(); err == nil {

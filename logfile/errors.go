@@ -28,4 +28,9 @@ var (
 	// encrypted log file's key is missing (no Keys, or Keys does not have
 	// it) or wrong (its check value differs from the file's): never damage.
 	ErrKey = errors.New("logfile: the key of an encrypted log file is missing or wrong")
+
+	// ErrBatchLost is joined to a Set.Append error when the batch could
+	// not be restored after its write failed (an encrypted put's body
+	// would not open again): the batch must not be appended again.
+	ErrBatchLost = errors.New("logfile: a batch whose write failed could not be restored")
 )

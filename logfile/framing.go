@@ -87,6 +87,34 @@ func (f Framing) sealFrame(frame []byte, off int64, woid uint64) error {
 	return nil
 }
 
+// unsealFrames undoes sealFrame for the first n frames of b, sealed at
+// base in a file of framing f whose write failed: each put's body in
+// clear again and its tag's room zero, so that b can be sealed anew for
+// another place (with new write-order ids: never the same nonce twice).
+// The other frames need nothing: sealing them again rewrites their ids
+// and checksums. An error means a body could not be restored (which the
+// sealing just done rules out): b must not be written.
+func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
+	if !f.Encrypted() || f.keys == nil {
+		return nil
+	}
+	fhs := f.FrameHeaderSize()
+	for _, off := range b.Frames[:n] {
+		frame := b.Buf[off:]
+		if RecordType(frame[fhs]) != RecordPut {
+			continue
+		}
+		l := int(binary.BigEndian.Uint32(frame[0:4]))
+		sealed := frame[fhs+payloadHeaderSize : fhs+l]
+		plain, err := f.keys.Open(sealed[:0], sealed, f.sealFields(frame, base+int64(off)))
+		if err != nil {
+			return fmt.Errorf("%w: the put at %d: %w", ErrBatchLost, off, err)
+		}
+		clear(sealed[len(plain):])
+	}
+	return nil
+}
+
 // sealFields are what a put's seal binds: the frame's place, its length and
 // its fixed fields.
 func (f Framing) sealFields(frame []byte, off int64) seal.Fields {

@@ -284,7 +284,9 @@ type Appended struct {
 // when the dir has no writer, its writer failed, or a non-empty file would
 // pass MaxFileSize. Write-order ids are handed out under the dir's lock,
 // so they increase within every file. Append does not sync: the caller
-// syncs to Appended.End (group commit). b.Buf is sealed in place.
+// syncs to Appended.End (group commit). b.Buf is sealed in place; if Append
+// fails, b is as it was (its puts' bodies in clear again), ready for
+// another Append.
 //
 // A roll or write that fails for lack of space (ENOSPC) makes the dir full:
 // its space reserve is removed, and a draining batch (b.Drain) is written
@@ -335,7 +337,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	first := s.nextWOID.Add(n) - n
 	for k, off := range b.Frames {
 		if err := w.fr.sealFrame(b.Buf[off:], base+int64(off), first+uint64(k)); err != nil {
-			return Appended{}, fmt.Errorf("write %s: %w", w.Path(), err)
+			return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, k, base))
 		}
 	}
 	for _, g := range b.Completes {
@@ -343,7 +345,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	}
 	off, err := w.Write(b.Buf)
 	if err != nil {
-		return Appended{}, fmt.Errorf("write %s: %w", w.Path(), err)
+		return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, len(b.Frames), base))
 	}
 	// Bytes written over laid-out zeros take no more space: the
 	// layouter counted them.

@@ -159,12 +159,20 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 		// Take back whatever part of p landed, so the file still ends with a
 		// whole frame; the failure stays sticky either way.
 		w.stopLayout()
-		if terr := w.takeBack(off); terr != nil {
+		terr := w.takeBack(off)
+		if terr != nil {
 			err = errors.Join(err, terr)
 		}
 		w.mu.Lock()
 		if w.err == nil {
 			w.err = err
+		}
+		if terr == nil {
+			// takeBack's fsync returned: the writes before this one
+			// are durable (their pages were dirty, not dropped by a
+			// failed fsync), so what earlier appends wrote to the file
+			// (a transaction's spilled puts) still counts.
+			w.synced = max(w.synced, off)
 		}
 		w.mu.Unlock()
 		return 0, err
