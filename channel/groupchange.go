@@ -255,21 +255,29 @@ func (c *FileChannel) changeGroups(change func()) error {
 	return nil
 }
 
-// writeCatalog appends rec to the first data dir and syncs it; the file it
-// lands in must outlive every other dir's active file. The caller holds
-// commitMu exclusively.
+// writeCatalog appends rec to the first data dir, twice, and syncs it; the
+// file it lands in must outlive every other dir's active file. The caller
+// holds commitMu exclusively.
+//
+// The second copy is what a full replay reads when a flipped bit damaged
+// the first: without either, the replay would not know a group AddGroup
+// created until the next groups record (the next log file's first), and
+// would give it none of the events committed in between. Applying the
+// same catalog twice changes nothing (replay's catalog).
 func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
 	buf, err := logfile.AppendUnsealed(nil, rec)
 	if err != nil {
 		return err
 	}
+	one := len(buf)
+	buf = append(buf, buf...)
 	var others []uint32
 	for i := range c.logs.NumDirs() {
 		if w := c.logs.Active(i); w != nil {
 			others = append(others, w.ID())
 		}
 	}
-	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0}, Completes: others, Encrypted: c.logs.Encrypted()})
+	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0, one}, Completes: others, Encrypted: c.logs.Encrypted()})
 	if err != nil {
 		return err
 	}
