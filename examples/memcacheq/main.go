@@ -26,6 +26,16 @@ type options struct {
 	idleTimeout time.Duration
 	verbose     bool
 
+	// maxConns is the most connections served at once; one more is sent
+	// SERVER_ERROR too many connections and closed (accept.go).
+	maxConns int
+	// maxPendingBytes bounds the bytes of values held at once, from the
+	// start of a set's data block to its commit (pending.go).
+	maxPendingBytes int64
+	// valueTimeout is how long a set's data block may take to arrive
+	// (0 = -idle-timeout).
+	valueTimeout time.Duration
+
 	// onListen, if set, is called with the listening address before the
 	// first connection is accepted (tests listen on 127.0.0.1:0).
 	onListen func(net.Addr)
@@ -44,6 +54,9 @@ func main() {
 	flag.Int64Var(&o.maxValue, "max-value", 1<<20, "largest item in bytes")
 	flag.IntVar(&o.capacity, "capacity", 0, "items each queue holds (0 = 100000 for a new queue, the recorded capacity for an existing one)")
 	flag.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection idle this long (0 = never)")
+	flag.IntVar(&o.maxConns, "max-conns", 1024, "most connections served at once; one more gets SERVER_ERROR too many connections and is closed")
+	flag.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "most bytes of values being received or committed at once, all connections together; a set beyond it waits 1s, then gets SERVER_ERROR out of memory storing object")
+	flag.DurationVar(&o.valueTimeout, "value-timeout", 30*time.Second, "close a connection whose set's data block has not all arrived this long after the server began to read it (0 = -idle-timeout)")
 	flag.BoolVar(&o.verbose, "v", false, "log connections' errors and the queues' activity in detail")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,6 +77,12 @@ func (o options) validate() error {
 		return fmt.Errorf("-capacity %d: must not be negative", o.capacity)
 	case o.idleTimeout < 0:
 		return fmt.Errorf("-idle-timeout %v: must not be negative", o.idleTimeout)
+	case o.maxConns <= 0:
+		return fmt.Errorf("-max-conns %d: must be positive", o.maxConns)
+	case o.maxPendingBytes < o.maxValue:
+		return fmt.Errorf("-max-pending-bytes %d: must be at least -max-value (%d), or the largest items could never be set", o.maxPendingBytes, o.maxValue)
+	case o.valueTimeout < 0:
+		return fmt.Errorf("-value-timeout %v: must not be negative", o.valueTimeout)
 	}
 	return nil
 }
@@ -98,7 +117,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		o.onListen(ln.Addr())
 	}
 
-	s := &server{o: o, qs: qs, log: logger, start: time.Now(), open: map[*conn]struct{}{}}
+	warnFDLimit(o, logger)
+	s := newServer(o, qs, logger)
 	served := make(chan error, 1)
 	go func() { served <- s.serve(ln) }()
 	var serveErr error
@@ -118,4 +138,26 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	err = errors.Join(serveErr, qs.close())
 	fmt.Fprintf(out, "memcacheq: stopped; %d items in %d queues\n", items, len(names))
 	return err
+}
+
+// Descriptors a queue holds open: its checkpoint file and its active log
+// file, a lock file in each of its two directories, and a few more for a
+// moment (a checkpoint being written, older log files read by gets).
+const fdsPerQueue = 8
+
+// fdsReserved are descriptors for the rest: the listener, the runtime's
+// poller, standard streams, a queue being created.
+const fdsReserved = 32
+
+// warnFDLimit warns when -max-conns connections and -max-queues queues
+// need more descriptors than the process may open: accepts would then fail
+// with "too many open files" (retried, STAT accept_errors) before -max-conns
+// is reached, and so would sets that create a queue.
+func warnFDLimit(o options, log *slog.Logger) {
+	limit, ok := fdLimit()
+	need := uint64(o.maxConns) + uint64(o.maxQueues)*fdsPerQueue + fdsReserved
+	if ok && limit < need {
+		log.Warn("the descriptor limit is below what -max-conns and -max-queues need: lower -max-conns or raise ulimit -n",
+			"limit", limit, "need", need, "max_conns", o.maxConns, "max_queues", o.maxQueues)
+	}
 }

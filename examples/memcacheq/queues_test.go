@@ -147,7 +147,7 @@ func TestExplicitCapacityResizesQueues(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := run(ctx, options{addr: "127.0.0.1:0", dir: dir, maxQueues: 8, maxValue: 1 << 20, capacity: 2}, io.Discard)
+	err := run(ctx, options{addr: "127.0.0.1:0", dir: dir, maxQueues: 8, maxValue: 1 << 20, maxConns: 8, maxPendingBytes: 1 << 20, capacity: 2}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "open queue q") || !strings.Contains(err.Error(), "Capacity >= 3") {
 		t.Fatalf("run with -capacity 2 and 3 items queued: %v, want an error naming the queue and the capacity it needs", err)
 	}

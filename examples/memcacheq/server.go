@@ -50,7 +50,9 @@ type server struct {
 	start time.Time
 
 	closing atomic.Bool
+	stopped chan struct{}  // closed by shutdown: ends waits for a retry or for room
 	conns   sync.WaitGroup // one per connection being served
+	pending *pendingBytes  // -max-pending-bytes
 
 	// connsMu guards open (and orders closing against conns.Add).
 	connsMu sync.Mutex
@@ -60,6 +62,21 @@ type server struct {
 	cmdGet, getHits, getMiss atomic.Int64
 	cmdSet, totalItems       atomic.Int64
 	binaryRefused            atomic.Int64 // the first is logged, the rest only counted
+	acceptErrors             atomic.Int64 // accepts that failed and were retried
+	rejectedConns            atomic.Int64 // connections refused beyond -max-conns
+	storeNoMemory            atomic.Int64 // sets refused beyond -max-pending-bytes
+	valueTimeouts            atomic.Int64 // connections closed mid-value after -value-timeout
+
+	rejectLog, noMemoryLog throttledLog
+}
+
+func newServer(o options, qs *queues, log *slog.Logger) *server {
+	return &server{
+		o: o, qs: qs, log: log, start: time.Now(),
+		stopped: make(chan struct{}),
+		pending: newPendingBytes(o.maxPendingBytes),
+		open:    map[*conn]struct{}{},
+	}
 }
 
 // conn is one client connection.
@@ -71,41 +88,13 @@ type conn struct {
 	busy bool
 }
 
-// serve accepts connections until the listener is closed.
-func (s *server) serve(ln net.Listener) error {
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.closing.Load() {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
-		}
-		c := &conn{Conn: nc}
-		s.connsMu.Lock()
-		if s.closing.Load() {
-			s.connsMu.Unlock()
-			nc.Close()
-			return nil
-		}
-		s.open[c] = struct{}{}
-		s.conns.Add(1)
-		s.connsMu.Unlock()
-		go s.handle(c)
-	}
-}
-
 // shutdown stops accepting, interrupts idle connections, waits up to
 // shutdownGrace for commands in progress, then closes what is left. The
 // queues are closed by the caller once shutdown returns.
 func (s *server) shutdown(ln net.Listener) {
 	s.connsMu.Lock()
 	s.closing.Store(true)
+	close(s.stopped)
 	open := make([]*conn, 0, len(s.open))
 	for c := range s.open {
 		open = append(open, c)
@@ -157,9 +146,37 @@ func (s *server) extendRead(c *conn) {
 	}
 }
 
+func (s *server) extendWrite(c *conn) {
+	if s.o.idleTimeout > 0 {
+		c.SetWriteDeadline(time.Now().Add(s.o.idleTimeout))
+	}
+}
+
+// valueDeadline gives the data block that the server starts to read now
+// -value-timeout to arrive (-idle-timeout without it).
+func (s *server) valueDeadline(c *conn) {
+	if s.o.valueTimeout > 0 {
+		c.SetReadDeadline(time.Now().Add(s.o.valueTimeout))
+		return
+	}
+	s.extendRead(c)
+}
+
+// valueReadFailed counts and logs a data block that did not arrive in
+// time; the caller closes the connection.
+func (s *server) valueReadFailed(c *conn, n int64, err error) {
+	if isTimeout(err) {
+		s.valueTimeouts.Add(1)
+		s.log.Info("closed a connection stalled in a value", "remote", c.RemoteAddr().String(), "bytes", n, "value_timeout", s.o.valueTimeout)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 func (s *server) handle(c *conn) {
-	s.currConns.Add(1)
-	s.totalConns.Add(1)
 	defer func() {
 		c.Close()
 		s.currConns.Add(-1)
@@ -189,9 +206,7 @@ func (s *server) handle(c *conn) {
 		} else {
 			quit = s.exec(c, line, r, w)
 		}
-		if s.o.idleTimeout > 0 {
-			c.SetWriteDeadline(time.Now().Add(s.o.idleTimeout))
-		}
+		s.extendWrite(c)
 		if err := w.Flush(); err != nil || quit {
 			return
 		}
@@ -252,9 +267,12 @@ func (s *server) skipBlock(c *conn, r *bufio.Reader, n int64) bool {
 	if n > maxSkip {
 		return false
 	}
-	s.extendRead(c)
-	_, err := io.CopyN(io.Discard, r, n+2)
-	return err == nil
+	s.valueDeadline(c)
+	if _, err := io.CopyN(io.Discard, r, n+2); err != nil {
+		s.valueReadFailed(c, n, err)
+		return false
+	}
+	return true
 }
 
 // set stores one item: one put transaction, committed (fsync'd) before
@@ -266,9 +284,23 @@ func (s *server) set(c *conn, r *bufio.Reader, w *bufio.Writer, cmd command) (qu
 		fmt.Fprintf(w, "CLIENT_ERROR value too large: %d bytes, the limit is %d (-max-value)\r\n", cmd.dataLen, s.o.maxValue)
 		return !skipped
 	}
-	s.extendRead(c)
+	if !s.pending.acquire(cmd.dataLen, pendingWait, s.stopped) {
+		reply := "SERVER_ERROR shutting down\r\n"
+		if !s.closing.Load() {
+			reply = outOfMemoryReply
+			n := s.storeNoMemory.Add(1)
+			s.noMemoryLog.warn(s.log, "refused a set: too many bytes of values pending", "bytes", cmd.dataLen,
+				"max_pending_bytes", s.o.maxPendingBytes, "store_no_memory", n)
+		}
+		skipped := s.skipBlock(c, r, cmd.dataLen)
+		w.WriteString(reply)
+		return !skipped
+	}
+	defer s.pending.release(cmd.dataLen) // once the put is done with data
+	s.valueDeadline(c)
 	data := make([]byte, cmd.dataLen+2)
 	if _, err := io.ReadFull(r, data); err != nil {
+		s.valueReadFailed(c, cmd.dataLen, err)
 		return true
 	}
 	if !bytes.HasSuffix(data, crlf) {
@@ -427,6 +459,12 @@ func (s *server) writeStats(w *bufio.Writer) {
 	stat("bytes", onDisk)
 	stat("queues", len(names))
 	stat("binary_refused", s.binaryRefused.Load())
+	stat("max_connections", s.o.maxConns)
+	stat("rejected_connections", s.rejectedConns.Load())
+	stat("accept_errors", s.acceptErrors.Load())
+	stat("pending_bytes", s.pending.inUse())
+	stat("store_no_memory", s.storeNoMemory.Load())
+	stat("value_timeouts", s.valueTimeouts.Load())
 	for i, name := range names {
 		stat("queue_"+name+"_items", perQueue[i][0])
 		stat("queue_"+name+"_bytes", perQueue[i][1])

@@ -37,6 +37,12 @@ func startServer(t *testing.T, o options) *testServer {
 	if o.maxValue == 0 {
 		o.maxValue = 1 << 20
 	}
+	if o.maxConns == 0 {
+		o.maxConns = 64
+	}
+	if o.maxPendingBytes == 0 {
+		o.maxPendingBytes = max(64<<20, o.maxValue)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{cancel: cancel, done: make(chan error, 1)}
 	addr := make(chan string, 1)
@@ -373,11 +379,6 @@ func (c *rawConn) stats() map[string]string {
 		}
 		stats[f[1]] = f[2]
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Bad input on one connection: each case gets its error reply and leaves
