@@ -331,3 +331,30 @@ func TestValidateLimits(t *testing.T) {
 		}
 	}
 }
+
+// A get's reply has -idle-timeout to leave from the start of the get, not
+// from the end of the previous command: a deadline left over could expire
+// while a large value is on its way to a client that reads slowly, after
+// the take is committed, and that item would be lost.
+func TestGetReplyGetsAFreshWriteDeadline(t *testing.T) {
+	const idle = 2 * time.Second
+	const size = 16 << 20 // more than the socket buffers hold
+	s := startServer(t, options{dir: t.TempDir(), maxValue: 20 << 20, idleTimeout: idle})
+	c := dial(t, s.addr)
+	value := bytes.Repeat([]byte("v"), size)
+	c.exchange("set", "set big 0 0 "+strconv.Itoa(size)+"\r\n"+string(value)+"\r\n", "STORED\r\n")
+	time.Sleep(idle * 8 / 10)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "get big\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(idle * 6 / 10) // past the previous command's write deadline
+	want := "VALUE big 0 " + strconv.Itoa(size) + "\r\n" + string(value) + "\r\nEND\r\n"
+	got := make([]byte, len(want))
+	if n, err := io.ReadFull(c.r, got); err != nil {
+		t.Fatalf("get: read %d of %d bytes: %v", n, len(want), err)
+	}
+	if string(got) != want {
+		t.Fatal("get: wrong reply")
+	}
+}

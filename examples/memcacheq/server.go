@@ -146,6 +146,9 @@ func (s *server) extendRead(c *conn) {
 	}
 }
 
+// extendWrite gives the replies of the command starting now -idle-timeout
+// to leave: a deadline left over from the previous command could expire in
+// the middle of a get's reply, after its take is committed.
 func (s *server) extendWrite(c *conn) {
 	if s.o.idleTimeout > 0 {
 		c.SetWriteDeadline(time.Now().Add(s.o.idleTimeout))
@@ -200,6 +203,7 @@ func (s *server) handle(c *conn) {
 			return // EOF, idle timeout, shutdown, or a broken connection
 		}
 		s.setBusy(c)
+		s.extendWrite(c)
 		quit := false
 		if err != nil {
 			w.WriteString("CLIENT_ERROR line too long\r\n")
