@@ -5,6 +5,7 @@
 //
 //	go run ./examples/memcacheq            # listens on 127.0.0.1:22133, data in ./memcacheqdata
 //	go run ./examples/memcacheq -addr :22133 -dir /var/lib/memcacheq -max-queues 100
+//	go run ./examples/memcacheq -max-conns 256 -max-pending-bytes 16777216 -value-timeout 10s
 //
 // A session:
 //
@@ -51,7 +52,9 @@
 //	        (items queued, all queues), total_items (stored since start), bytes
 //	        (Stats().LogBytes: the queues' data log files, which still hold taken items
 //	        until their file is deleted), queues, binary_refused (binary-protocol
-//	        requests refused), and queue_<name>_items, queue_<name>_bytes for each queue.
+//	        requests refused), the limits' counters (see Limits: max_connections,
+//	        rejected_connections, accept_errors, pending_bytes, store_no_memory,
+//	        value_timeouts), and queue_<name>_items, queue_<name>_bytes for each queue.
 //	version VERSION 1.0.0: this server's own version, numeric as clients expect
 //	        (libmemcached refuses a non-numeric one, and a major version of 0).
 //	quit
@@ -129,7 +132,50 @@
 // MiB; past that the connection is closed) and a data block not followed by
 // \r\n (CLIENT_ERROR bad data chunk; the rest of that line is skipped). A
 // client that sends fewer bytes than it declared is out of step with the
-// server, as with memcached. A connection idle for -idle-timeout is closed.
+// server, as with memcached, until -value-timeout closes it (see Limits).
+//
+// # Limits
+//
+// What one client, or many, can hold of the server is bounded. Each limit
+// has a reply or a close, a counter in stats, and a log line: a warning at
+// most once a minute for refusals and failed accepts (clients can cause
+// them at will), an info line (-v) for each stalled value.
+//
+//   - -max-conns (default 1024): the most connections served at once. One
+//     more is accepted, sent "SERVER_ERROR too many connections" and closed
+//     (a client that had already sent its command may see the connection
+//     reset instead); STAT rejected_connections counts them, STAT
+//     max_connections is the limit. A connection costs up to about 20 KiB of
+//     memory (its buffers and goroutine) and one descriptor.
+//   - Descriptors: a queue holds 4 open, up to 8 for a moment. An accept
+//     that fails for a reason that passes (EMFILE, ENFILE, ECONNABORTED,
+//     ... and timeouts) is retried after a pause that doubles from 5ms to
+//     1s, so a server out of descriptors goes on serving the connections it
+//     has and accepts again when one closes; STAT accept_errors counts them.
+//     A start warns when ulimit -n is below -max-conns + 8 × -max-queues +
+//     32. Any other accept error stops the server.
+//   - -max-pending-bytes (default 64 MiB, at least -max-value): the most
+//     bytes of values held at once, all connections together, from the start
+//     of a set's data block until its commit ends. A set whose value does
+//     not fit waits up to a second for other sets to finish, then its data
+//     block is read and thrown away and it gets "SERVER_ERROR out of memory
+//     storing object", memcached's own reply when a store finds no memory:
+//     clients know it (libmemcached reports a memory allocation failure),
+//     the connection stays usable, and the set may be retried. STAT
+//     pending_bytes is the total held now, STAT store_no_memory counts the
+//     refusals.
+//   - -value-timeout (default 30s; 0 = -idle-timeout): a set's data block
+//     (or a refused command's, being skipped) must all arrive within it. A
+//     client that sends a set line and stalls mid-value is closed and the
+//     bytes it held are freed; STAT value_timeouts counts them.
+//   - -idle-timeout (default 5m; 0 = never): a connection that sends no
+//     command for this long is closed, and so is one whose command line does
+//     not end within it. The replies to a command have as long to leave,
+//     counted from the start of the command.
+//
+// A get holds the value it took until its reply is written, one at a time
+// per connection: at most -max-conns × -max-value, for at most
+// -idle-timeout each.
 //
 // # Shutdown
 //
