@@ -144,9 +144,13 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 	return missing, nil
 }
 
-// namedAsDeadLetter reports whether a group other than except names g as
-// its dead-letter group.
+// namedAsDeadLetter returns a group other than except that names the group
+// name as its dead-letter group, or nil. No group names the unnamed group
+// ("" is no dead-letter group).
 func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer {
+	if name == "" {
+		return nil
+	}
 	for _, g := range c.groups {
 		if g != except && !g.removed && g.cfg.DeadLetter == name {
 			return g
@@ -271,7 +275,8 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 // process does not lose it (noteDelivery). An event that had reached
 // MaxDeliveries is moved to the dead-letter group instead (moved: Take goes
 // on with the next one), unless that group is full and blocks: then it is
-// delivered once more.
+// delivered once more. A group RemoveGroup removed since the take counts
+// nothing (ErrNoGroup).
 func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, moved bool, err error) {
 	var notes []DeadLetter
 	defer func() { c.notifyDeadLetters(notes) }()
@@ -282,8 +287,13 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 	}
 	g := t.grp
 	c.queueMu.Lock()
-	count := g.deliveries[p]
+	removed, count := g.removed, g.deliveries[p]
 	c.queueMu.Unlock()
+	if removed {
+		// RemoveGroup holds commitMu exclusively: it cannot happen
+		// before this Take's own writes below are done.
+		return 0, false, errRemoved(g)
+	}
 	if int64(count) >= int64(g.cfg.MaxDeliveries) {
 		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
 			return 0, true, nil
@@ -469,7 +479,8 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 //
 // e is found by its Body (the slice Take returned), else by its content.
 // An event the transaction did not take, or rejected already, is
-// ErrNotTaken.
+// ErrNotTaken. After RemoveGroup removed the group, Reject returns an
+// error matching ErrNoGroup.
 func (t *Transaction) Reject(e Event) error {
 	if err := t.enter(); err != nil {
 		return err
@@ -486,6 +497,9 @@ func (t *Transaction) Reject(e Event) error {
 		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
 	}
 	g := t.grp
+	if c.groupRemoved(g) {
+		return errRemoved(g)
+	}
 	if g.dlq == nil {
 		return fmt.Errorf("%w: consumer %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
 	}

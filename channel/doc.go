@@ -62,7 +62,9 @@
 //
 // [FileChannel.AddGroup] and [FileChannel.RemoveGroup] change the groups
 // at run time, durably when they return; a group missing from Config.Groups
-// at the next Open is kept, never dropped. A slow group keeps the log
+// at the next Open is kept, never dropped. The open transactions and Group
+// values of a removed group fail with ErrNoGroup, changing nothing, even
+// once a group of the same name is added again. A slow group keeps the log
 // files of its backlog on disk (docs/operations.md, "Consumer groups").
 //
 // # Dead letters

@@ -339,6 +339,9 @@ func (t *Transaction) take() (Event, bool, error) {
 					if c.closed.Load() {
 						return Event{}, false, ErrClosed
 					}
+					if errors.Is(err, ErrNoGroup) {
+						return Event{}, false, err
+					}
 					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
 				}
 				ev.Deliveries = n
@@ -393,7 +396,9 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 // back: the puts are discarded, the taken events return to the head.
 //
 // After Close, Commit returns ErrClosed and ends the transaction: its
-// puts are discarded, and its takes come back at the next Open.
+// puts are discarded, and its takes come back at the next Open. A take
+// transaction whose group RemoveGroup removed returns an error matching
+// ErrNoGroup and writes nothing.
 func (t *Transaction) Commit() error {
 	if err := t.enter(); err != nil {
 		return err
@@ -422,14 +427,18 @@ func (t *Transaction) Commit() error {
 		if err = t.commitTakes(); err == nil {
 			c.metrics.observeCommit(false, n, start)
 		}
+	case t.grp != nil && c.groupRemoved(t.grp):
+		// A take transaction that took nothing: its group is gone all
+		// the same.
+		err = errRemoved(t.grp)
 	}
 	if err != nil {
 		typ := "put"
-		if t.kind == txTake {
+		if t.kind == txTake || t.takeOnly {
 			typ = "take"
 		}
 		c.metrics.commitErrors.WithLabelValues(typ).Inc()
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) {
 			c.log.Error("commit failed", "type", typ, "err", err)
 		}
 	}
@@ -519,13 +528,19 @@ func (t *Transaction) commitTakes() error {
 
 // writeTakeCommit writes and syncs t's take and commit records (and the
 // move record of the events it rejected) and ends its takes in the queue,
-// all under commitMu shared. It returns the dead letters it moved.
+// all under commitMu shared. It returns the dead letters it moved. If
+// RemoveGroup removed t's group it writes nothing (ErrNoGroup): RemoveGroup
+// holds commitMu exclusively, so the removal is before this check or after
+// the whole commit.
 func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	c := t.c
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
 		return nil, ErrClosed
+	}
+	if c.groupRemoved(t.grp) {
+		return nil, errRemoved(t.grp)
 	}
 	var m movePlan
 	var rejected []eventqueue.Pointer
@@ -686,7 +701,7 @@ func (c *FileChannel) takeHead(g *consumer, tx uint64) (eventqueue.Pointer, bool
 		return 0, false, ErrClosed
 	}
 	if g.removed {
-		return 0, false, fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+		return 0, false, errRemoved(g)
 	}
 	p, ok := g.takeHead(tx)
 	return p, ok, nil
