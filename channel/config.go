@@ -175,7 +175,13 @@ type Config struct {
 	// application can forward dead letters elsewhere (an alert, another
 	// system). A queued dead letter stays in the dead-letter group
 	// whatever it does. It must not use the transaction that moved the
-	// event.
+	// event. It is called once the call that moved the event has done
+	// everything else, so a panic in it goes up through that call and
+	// leaves no lock held and nothing half done: the event is in the
+	// dead-letter group only; a Take that panics returned no event and
+	// leaves the transaction as it was before it; a Commit or Rollback
+	// that panics has ended the transaction. The dead letters the same
+	// call moved after that one are not reported.
 	OnDeadLetter func(DeadLetter)
 
 	// fs replaces the operating system's filesystem: the seam the crash,

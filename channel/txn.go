@@ -91,6 +91,11 @@ type Transaction struct {
 	bodies     []unsafe.Pointer
 	rejected   []int
 	rejectHeld int
+	// notes are the dead letters the current Commit or Rollback moved:
+	// Config.OnDeadLetter is told of them last (notifyDeadLetters), once
+	// the call has done everything else, so that a panic in it leaves
+	// nothing half done.
+	notes []DeadLetter
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -326,12 +331,17 @@ func (t *Transaction) take() (Event, bool, error) {
 			if t.grp.counting() {
 				// Counted once read, before it is returned: a read that
 				// fails counts nothing.
-				n, moved, err := c.deliver(t, p)
-				if moved || err != nil {
+				n, notes, err := c.deliver(t, p)
+				if len(notes) > 0 || err != nil {
 					t.takes = t.takes[:len(t.takes)-1]
 				}
-				if moved {
-					continue // it had reached MaxDeliveries: now a dead letter
+				if len(notes) > 0 {
+					// It had reached MaxDeliveries: now a dead letter.
+					// The move is complete and t no longer holds it,
+					// so a panic in OnDeadLetter leaves t as it was
+					// before this Take.
+					c.notifyDeadLetters(notes)
+					continue
 				}
 				if err != nil {
 					uerr := c.untake(t.grp, t.id, p)
@@ -412,6 +422,7 @@ func (t *Transaction) Commit() error {
 	c := t.c
 	if c.closed.Load() {
 		t.abort()
+		t.notifyDeadLetters()
 		return ErrClosed
 	}
 	start := time.Now()
@@ -442,6 +453,7 @@ func (t *Transaction) Commit() error {
 			c.log.Error("commit failed", "type", typ, "err", err)
 		}
 	}
+	t.notifyDeadLetters()
 	return err
 }
 
@@ -522,7 +534,7 @@ func (t *Transaction) commitTakes() error {
 			"events", len(notes))
 	}
 	t.takes, t.rejected, t.rejectHeld = t.takes[:0], t.rejected[:0], 0
-	t.c.notifyDeadLetters(notes)
+	t.notes = append(t.notes, notes...)
 	return nil
 }
 
@@ -621,7 +633,16 @@ func (t *Transaction) returnTakes() {
 		c.log.Error("queue refused returned events", "err", err)
 	}
 	t.takes = t.takes[:0]
-	c.notifyDeadLetters(notes)
+	t.notes = append(t.notes, notes...)
+}
+
+// notifyDeadLetters tells Config.OnDeadLetter of the dead letters t's
+// Commit or Rollback moved. It is the call's last step: whatever the
+// callback does, even a panic, the call is complete.
+func (t *Transaction) notifyDeadLetters() {
+	notes := t.notes
+	t.notes = nil
+	t.c.notifyDeadLetters(notes)
 }
 
 // abort ends t without writing anything: its puts are discarded, its takes
@@ -665,10 +686,12 @@ func (t *Transaction) Rollback() error {
 		}
 	}
 	t.abort()
+	var err error
 	if c.closed.Load() {
-		return ErrClosed
+		err = ErrClosed
 	}
-	return nil
+	t.notifyDeadLetters()
+	return err
 }
 
 // writeRollback writes the rollback record of a put transaction that
