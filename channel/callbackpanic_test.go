@@ -2,9 +2,15 @@ package channel
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/replay"
 )
 
 // errCallback is what the callbacks of these tests panic with.
@@ -177,4 +183,28 @@ func TestOnDeadLetterPanicInCommitAndRollback(t *testing.T) {
 	c = reopenBoth(t, c, cfg)
 	wantView(t, "after a full replay", viewGroups(t, c), want)
 	c.Close()
+}
+
+// TestReplayProgressPanicReleasesOpen: a ReplayProgress that panics makes
+// Open panic, and leaves nothing held: the next Open succeeds (the
+// directories are not left locked) with every event.
+func TestReplayProgressPanicReleasesOpen(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 5)
+	c.Close()
+	removeCheckpoint(t, cfg) // a full replay, which creates a checkpoint
+	bad := cfg
+	bad.ReplayProgress = func(replay.Progress) { panic(errCallback) }
+	mustPanic(t, "Open", func() {
+		if c, err := Open(bad); err == nil {
+			c.Close()
+		}
+	})
+	// As a failed Open, it removed the checkpoint it had created.
+	if _, err := os.Stat(filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the checkpoint the panicking Open created: %v", err)
+	}
+	c = mustOpen(t, cfg)
+	wantEvents(t, drain(t, c), bodies(0, 10))
 }

@@ -132,7 +132,9 @@ type Config struct {
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
-	// goroutine (a progress bar for a long recovery). nil = none.
+	// goroutine (a progress bar for a long recovery). nil = none. A panic
+	// in it goes up through Open, which first undoes and releases what it
+	// did (files, directory locks) as for an error.
 	ReplayProgress func(replay.Progress)
 	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
 	ReplayProgressEvery time.Duration
