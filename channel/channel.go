@@ -153,14 +153,21 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	}
 	c.scratch.New = func() any { return new(scratch) }
 	c.metrics = newMetrics(c)
+	opened := false
+	defer func() {
+		// A failed step, or a panic (the user's ReplayProgress or
+		// logger): Open keeps no file and no lock.
+		if !opened {
+			c.release()
+		}
+	}()
 	if err := c.open(); err != nil {
-		c.release()
 		return nil, err
 	}
 	if err := c.metrics.register(cfg.Registerer, cfg.Name); err != nil {
-		c.release()
 		return nil, err
 	}
+	opened = true
 	c.wg.Add(1)
 	go c.checkpointLoop()
 	return c, nil

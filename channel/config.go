@@ -132,7 +132,9 @@ type Config struct {
 
 	// ReplayProgress, if set, is called during Open's replay of the logs
 	// about every ReplayProgressEvery, and once when it ends, on Open's
-	// goroutine (a progress bar for a long recovery). nil = none.
+	// goroutine (a progress bar for a long recovery). nil = none. A panic
+	// in it goes up through Open, which first undoes and releases what it
+	// did (files, directory locks) as for an error.
 	ReplayProgress func(replay.Progress)
 	// ReplayProgressEvery is how often ReplayProgress is called; 0 = 1s.
 	ReplayProgressEvery time.Duration
@@ -175,7 +177,13 @@ type Config struct {
 	// application can forward dead letters elsewhere (an alert, another
 	// system). A queued dead letter stays in the dead-letter group
 	// whatever it does. It must not use the transaction that moved the
-	// event.
+	// event. It is called once the call that moved the event has done
+	// everything else, so a panic in it goes up through that call and
+	// leaves no lock held and nothing half done: the event is in the
+	// dead-letter group only; a Take that panics returned no event and
+	// leaves the transaction as it was before it; a Commit or Rollback
+	// that panics has ended the transaction. The dead letters the same
+	// call moved after that one are not reported.
 	OnDeadLetter func(DeadLetter)
 
 	// fs replaces the operating system's filesystem: the seam the crash,

@@ -144,9 +144,13 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 	return missing, nil
 }
 
-// namedAsDeadLetter reports whether a group other than except names g as
-// its dead-letter group.
+// namedAsDeadLetter returns a group other than except that names the group
+// name as its dead-letter group, or nil. No group names the unnamed group
+// ("" is no dead-letter group).
 func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer {
+	if name == "" {
+		return nil
+	}
 	for _, g := range c.groups {
 		if g != except && !g.removed && g.cfg.DeadLetter == name {
 			return g
@@ -269,30 +273,35 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 // deliver counts one delivery of p, which t just took from its group (one
 // with MaxDeliveries), and returns the count, noted where a crash of the
 // process does not lose it (noteDelivery). An event that had reached
-// MaxDeliveries is moved to the dead-letter group instead (moved: Take goes
-// on with the next one), unless that group is full and blocks: then it is
-// delivered once more.
-func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, moved bool, err error) {
-	var notes []DeadLetter
-	defer func() { c.notifyDeadLetters(notes) }()
+// MaxDeliveries is moved to the dead-letter group instead (notes: its
+// dead letter, for the caller to notify once t no longer holds it; Take
+// goes on with the next one), unless that group is full and blocks: then
+// it is delivered once more. A group RemoveGroup removed since the take
+// counts nothing (ErrNoGroup).
+func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, notes []DeadLetter, err error) {
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
-		return 0, false, ErrClosed
+		return 0, nil, ErrClosed
 	}
 	g := t.grp
 	c.queueMu.Lock()
-	count := g.deliveries[p]
+	removed, count := g.removed, g.deliveries[p]
 	c.queueMu.Unlock()
+	if removed {
+		// RemoveGroup holds commitMu exclusively: it cannot happen
+		// before this Take's own writes below are done.
+		return 0, nil, errRemoved(g)
+	}
 	if int64(count) >= int64(g.cfg.MaxDeliveries) {
 		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
-			return 0, true, nil
+			return 0, notes, nil
 		}
 	}
 	// t holds p: no one else changes its count meanwhile.
 	count++
 	if err := c.noteDelivery(t, g, p, count); err != nil {
-		return 0, false, err
+		return 0, nil, err
 	}
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -300,7 +309,7 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, move
 		g.deliveries = map[eventqueue.Pointer]uint32{}
 	}
 	g.deliveries[p] = count
-	return int(count), false, nil
+	return int(count), nil, nil
 }
 
 // deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
@@ -406,7 +415,9 @@ func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, accep
 }
 
 // notifyDeadLetters reads the dead letters' events and calls
-// Config.OnDeadLetter with each. The caller holds no lock.
+// Config.OnDeadLetter with each. The caller holds no lock and has
+// finished the move and its own work: a panic in the callback goes up
+// from here (see Config.OnDeadLetter).
 func (c *FileChannel) notifyDeadLetters(notes []DeadLetter) {
 	f := c.cfg.OnDeadLetter
 	if f == nil || len(notes) == 0 {
@@ -469,7 +480,8 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 //
 // e is found by its Body (the slice Take returned), else by its content.
 // An event the transaction did not take, or rejected already, is
-// ErrNotTaken.
+// ErrNotTaken. After RemoveGroup removed the group, Reject returns an
+// error matching ErrNoGroup.
 func (t *Transaction) Reject(e Event) error {
 	if err := t.enter(); err != nil {
 		return err
@@ -486,6 +498,9 @@ func (t *Transaction) Reject(e Event) error {
 		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
 	}
 	g := t.grp
+	if c.groupRemoved(g) {
+		return errRemoved(g)
+	}
 	if g.dlq == nil {
 		return fmt.Errorf("%w: consumer %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
 	}

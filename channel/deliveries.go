@@ -126,6 +126,10 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
 	}
 	words, counts := t.s.words[:0], t.s.counts[:0]
 	c.queueMu.Lock()
+	if g.removed {
+		c.queueMu.Unlock()
+		return // its counts went with it
+	}
 	for _, p := range ptrs {
 		if n := g.deliveries[p]; n > 0 {
 			words, counts = append(words, uint64(p)), append(counts, n)

@@ -62,7 +62,9 @@
 //
 // [FileChannel.AddGroup] and [FileChannel.RemoveGroup] change the groups
 // at run time, durably when they return; a group missing from Config.Groups
-// at the next Open is kept, never dropped. A slow group keeps the log
+// at the next Open is kept, never dropped. The open transactions and Group
+// values of a removed group fail with ErrNoGroup, changing nothing, even
+// once a group of the same name is added again. A slow group keeps the log
 // files of its backlog on disk (docs/operations.md, "Consumer groups").
 //
 // # Dead letters
@@ -84,7 +86,10 @@
 // group it serves (the package-level [Redrive] on a closed channel). Each
 // group needs a dead-letter group of its own. Event.Deliveries tells a
 // sink how often its group has delivered an event, and
-// Config.OnDeadLetter is told of each move ([DeadLetter]). Since every
+// Config.OnDeadLetter is told of each move ([DeadLetter]), once the move
+// and the call that made it are complete: a panic in it goes up through
+// that Take, Commit or Rollback with the event in the dead-letter group
+// only and no lock held. Since every
 // rollback counts for every event of the transaction, retry a transient
 // failure inside the transaction rather than rolling back
 // (docs/operations.md, "Retries and dead letters").

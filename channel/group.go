@@ -97,6 +97,12 @@ type GroupConfig struct {
 // group.
 var ErrNoGroup = errors.New("filechannel: no such consumer group")
 
+// errRemoved is the error of a call on group g after RemoveGroup removed
+// it.
+func errRemoved(g *consumer) error {
+	return fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+}
+
 var groupNameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
 
 // groupLabel is how logs and errors name a group.
@@ -180,8 +186,13 @@ type Group struct {
 func (g *Group) Name() string { return g.g.cfg.Name }
 
 // Begin starts a take transaction on the group. A Put on it returns
-// ErrMixedTransaction.
+// ErrMixedTransaction. After RemoveGroup it returns ErrNoGroup, even if a
+// group of the same name was added since: a Group is the group as it was
+// when FileChannel.Group or AddGroup returned it.
 func (g *Group) Begin() (*Transaction, error) {
+	if g.c.groupRemoved(g.g) {
+		return nil, errRemoved(g.g)
+	}
 	t, err := g.c.Begin()
 	if err != nil {
 		return nil, err
@@ -208,6 +219,13 @@ func (g *Group) Cap() int { return g.g.cfg.Capacity }
 // Wait blocks until the group has an event queued, ctx ends, the channel
 // closes (ErrClosed) or the group is removed (ErrNoGroup).
 func (g *Group) Wait(ctx context.Context) error { return g.c.waitGroup(ctx, g.g) }
+
+// groupRemoved reports whether RemoveGroup removed g.
+func (c *FileChannel) groupRemoved(g *consumer) bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return g.removed
+}
 
 // Group returns the consumer group of that name ("" is the unnamed group),
 // or ErrNoGroup.

@@ -165,10 +165,13 @@ func (c *FileChannel) setJournal(j *checkpoint.Journal) {
 	c.journal = j
 }
 
-// RemoveGroup removes a consumer group and everything queued for it; its
-// open take transactions fail (ErrNoGroup) and their commits remove
-// nothing more. The log files it alone held are deleted by a later
-// checkpoint. The removal is durable when RemoveGroup returns.
+// RemoveGroup removes a consumer group and everything queued for it. Its
+// open take transactions fail: Take, Reject and Commit return an error
+// matching ErrNoGroup and change nothing (a Commit writes nothing, moves
+// no dead letter); Rollback ends them. Its Group values fail the same way
+// (Begin, Wait), even once a group of the same name is added again. The
+// log files it alone held are deleted by a later checkpoint. The removal
+// is durable when RemoveGroup returns.
 func (c *FileChannel) RemoveGroup(name string) error {
 	c.groupMu.Lock()
 	defer c.groupMu.Unlock()

@@ -280,7 +280,8 @@ func takeErrorReason(err error) string {
 		return reasonTransactionFull
 	case errors.Is(err, ErrClosed):
 		return reasonClosed
-	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction), errors.Is(err, ErrConcurrentUse):
+	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction), errors.Is(err, ErrConcurrentUse),
+		errors.Is(err, ErrNoGroup):
 		return reasonMisuse
 	}
 	return reasonIO

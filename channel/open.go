@@ -46,8 +46,16 @@ type dirRole struct{ dir, what string }
 // open recovers the channel's committed state. Each step is one of the
 // numbered recovery procedure in docs/crash-safety.md §3 (step 1, the
 // config, is openWith's; step 15 is the "opened" line).
-func (c *FileChannel) open() error {
+func (c *FileChannel) open() (err error) {
 	rc := &recovery{start: time.Now()}
+	done := false
+	defer func() {
+		// A step failed, or panicked (the user's ReplayProgress or
+		// logger): undo what Open did, as for an error.
+		if !done {
+			err = errors.Join(err, c.undoRolls(), c.undoCreatedCheckpoint(rc))
+		}
+	}()
 	steps := []func(*recovery) error{
 		c.prepareDirs,           // 2, 3
 		c.lockDirs,              // 4
@@ -67,9 +75,10 @@ func (c *FileChannel) open() error {
 	}
 	for _, step := range steps {
 		if err := step(rc); err != nil {
-			return errors.Join(err, c.undoRolls(), c.undoCreatedCheckpoint(rc))
+			return err
 		}
 	}
+	done = true
 	c.log.Info("opened", "queued", c.Len(), "capacity", c.cfg.Capacity, "data_dirs", len(c.cfg.DataDirs),
 		"recovered_from", c.stats.recoveredFrom, "duration", time.Since(rc.start).Round(time.Microsecond))
 	return nil

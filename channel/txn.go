@@ -95,6 +95,11 @@ type Transaction struct {
 	bodies     []unsafe.Pointer
 	rejected   []int
 	rejectHeld int
+	// notes are the dead letters the current Commit or Rollback moved:
+	// Config.OnDeadLetter is told of them last (notifyDeadLetters), once
+	// the call has done everything else, so that a panic in it leaves
+	// nothing half done.
+	notes []DeadLetter
 
 	// s is the pooled memory behind buf, frames and takes (nil until the
 	// first Put or Take).
@@ -341,18 +346,26 @@ func (t *Transaction) take() (Event, bool, error) {
 			if t.grp.counting() {
 				// Counted once read, before it is returned: a read that
 				// fails counts nothing.
-				n, moved, err := c.deliver(t, p)
-				if moved || err != nil {
+				n, notes, err := c.deliver(t, p)
+				if len(notes) > 0 || err != nil {
 					t.takes = t.takes[:len(t.takes)-1]
 				}
-				if moved {
-					continue // it had reached MaxDeliveries: now a dead letter
+				if len(notes) > 0 {
+					// It had reached MaxDeliveries: now a dead letter.
+					// The move is complete and t no longer holds it,
+					// so a panic in OnDeadLetter leaves t as it was
+					// before this Take.
+					c.notifyDeadLetters(notes)
+					continue
 				}
 				if err != nil {
 					uerr := c.untake(t.grp, t.id, p)
 					t.grp.avail.broadcast()
 					if c.closed.Load() {
 						return Event{}, false, ErrClosed
+					}
+					if errors.Is(err, ErrNoGroup) {
+						return Event{}, false, err
 					}
 					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
 				}
@@ -408,7 +421,9 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 // back: the puts are discarded, the taken events return to the head.
 //
 // After Close, Commit returns ErrClosed and ends the transaction: its
-// puts are discarded, and its takes come back at the next Open.
+// puts are discarded, and its takes come back at the next Open. A take
+// transaction whose group RemoveGroup removed returns an error matching
+// ErrNoGroup and writes nothing.
 func (t *Transaction) Commit() error {
 	if err := t.enter(); err != nil {
 		return err
@@ -422,6 +437,7 @@ func (t *Transaction) Commit() error {
 	c := t.c
 	if c.closed.Load() {
 		t.abort()
+		t.notifyDeadLetters()
 		return ErrClosed
 	}
 	start := time.Now()
@@ -440,17 +456,22 @@ func (t *Transaction) Commit() error {
 		if err = t.commitTakes(); err == nil {
 			c.metrics.observeCommit(false, n, start)
 		}
+	case t.grp != nil && c.groupRemoved(t.grp):
+		// A take transaction that took nothing: its group is gone all
+		// the same.
+		err = errRemoved(t.grp)
 	}
 	if err != nil {
 		typ := "put"
-		if t.kind == txTake {
+		if t.kind == txTake || t.takeOnly {
 			typ = "take"
 		}
 		c.metrics.commitErrors.WithLabelValues(typ).Inc()
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) {
 			c.log.Error("commit failed", "type", typ, "err", err)
 		}
 	}
+	t.notifyDeadLetters()
 	return err
 }
 
@@ -531,19 +552,25 @@ func (t *Transaction) commitTakes() error {
 			"events", len(notes))
 	}
 	t.takes, t.rejected, t.rejectHeld = t.takes[:0], t.rejected[:0], 0
-	t.c.notifyDeadLetters(notes)
+	t.notes = append(t.notes, notes...)
 	return nil
 }
 
 // writeTakeCommit writes and syncs t's take and commit records (and the
 // move record of the events it rejected) and ends its takes in the queue,
-// all under commitMu shared. It returns the dead letters it moved.
+// all under commitMu shared. It returns the dead letters it moved. If
+// RemoveGroup removed t's group it writes nothing (ErrNoGroup): RemoveGroup
+// holds commitMu exclusively, so the removal is before this check or after
+// the whole commit.
 func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	c := t.c
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
 		return nil, ErrClosed
+	}
+	if c.groupRemoved(t.grp) {
+		return nil, errRemoved(t.grp)
 	}
 	var m movePlan
 	var rejected []eventqueue.Pointer
@@ -624,7 +651,16 @@ func (t *Transaction) returnTakes() {
 		c.log.Error("queue refused returned events", "err", err)
 	}
 	t.takes = t.takes[:0]
-	c.notifyDeadLetters(notes)
+	t.notes = append(t.notes, notes...)
+}
+
+// notifyDeadLetters tells Config.OnDeadLetter of the dead letters t's
+// Commit or Rollback moved. It is the call's last step: whatever the
+// callback does, even a panic, the call is complete.
+func (t *Transaction) notifyDeadLetters() {
+	notes := t.notes
+	t.notes = nil
+	t.c.notifyDeadLetters(notes)
 }
 
 // abort ends t without writing anything: its puts are discarded, its takes
@@ -668,10 +704,12 @@ func (t *Transaction) Rollback() error {
 		}
 	}
 	t.abort()
+	var err error
 	if c.closed.Load() {
-		return ErrClosed
+		err = ErrClosed
 	}
-	return nil
+	t.notifyDeadLetters()
+	return err
 }
 
 // writeRollback writes the rollback record of a put transaction that
@@ -704,7 +742,7 @@ func (c *FileChannel) takeHead(g *consumer, tx uint64) (eventqueue.Pointer, bool
 		return 0, false, ErrClosed
 	}
 	if g.removed {
-		return 0, false, fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+		return 0, false, errRemoved(g)
 	}
 	p, ok := g.takeHead(tx)
 	return p, ok, nil

@@ -61,7 +61,7 @@ func (c *FileChannel) waitGroup(ctx context.Context, g *consumer) error {
 		ready := g.avail.wait()
 		n, removed := c.groupLen(g)
 		if removed {
-			return fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+			return errRemoved(g)
 		}
 		if n > 0 {
 			return nil
