@@ -34,6 +34,14 @@ func TestBadConfig(t *testing.T) {
 		{"negative capacity", func(c *Config) { c.TransactionCapacity = -1 }, "TransactionCapacity"},
 		{"negative size", func(c *Config) { c.MaxEventSize = -1 }, "MaxEventSize"},
 		{"huge size", func(c *Config) { c.MaxEventSize = 1 << 31 }, "MaxEventSize"},
+		{"size over the batch limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(1999)}
+		}, "MaxEventSize"},
+		{"size over the write limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(2000), kgo.BrokerMaxWriteBytes(2000)}
+		}, "MaxEventSize"},
 		{"negative timeout", func(c *Config) { c.CommitTimeout = -time.Second }, "CommitTimeout"},
 		{"negative poll", func(c *Config) { c.PollTimeout = -1 }, "PollTimeout"},
 	} {
