@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -181,7 +180,7 @@ func putRefusesWhatCommitCannotSend(t *testing.T, limit int, headers map[string]
 		t.Fatalf("the broker received a batch of %d bytes for the largest event; MaxEventSize is %d", sent, maxSize)
 	}
 	t.Logf("the broker received batches of up to %d bytes", sent)
-	got, take := takeN(t, ch.Begin, len(want), 20*time.Second)
+	got, take := takeN(t, ch.Begin, len(want), testWait)
 	if len(got) != len(want) {
 		t.Fatalf("took %d of %d", len(got), len(want))
 	}
@@ -211,7 +210,7 @@ func putRefusesWhatCommitCannotSend(t *testing.T, limit int, headers map[string]
 		if keyHeader != "" {
 			r.Key = []byte(e.Headers[keyHeader])
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
 		err := raw.ProduceSync(ctx, r).FirstErr()
 		cancel()
 		switch {
