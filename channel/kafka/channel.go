@@ -71,7 +71,7 @@ func Open(cfg Config) (*Channel, error) {
 	if limit := producerBatchLimit(cl, cfg.Topic, cfg.TransactionalID); int64(cfg.MaxEventSize) > limit {
 		c.prod.close(cfg.CloseTimeout)
 		c.cancel()
-		return nil, &ConfigError{Field: "MaxEventSize", Reason: fmt.Sprintf("%d: the producer sends record batches of at most %d bytes (kgo.ProducerBatchMaxBytes, kgo.BrokerMaxWriteBytes in KgoOptions)", cfg.MaxEventSize, limit)}
+		return nil, &ConfigError{Field: "MaxEventSize", Reason: fmt.Sprintf("%d: the producer sends record batches of at most %d bytes (kgo.ProducerBatchMaxBytes, kgo.BrokerMaxWriteBytes or kgo.MaxBufferedBytes in KgoOptions)", cfg.MaxEventSize, limit)}
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.OpenTimeout)
 	defer cancel()

@@ -42,6 +42,10 @@ func TestBadConfig(t *testing.T) {
 			c.MaxEventSize = 2000
 			c.KgoOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(2000), kgo.BrokerMaxWriteBytes(2000)}
 		}, "MaxEventSize"},
+		{"size over the buffer limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.MaxBufferedBytes(1999)}
+		}, "MaxEventSize"},
 		{"negative timeout", func(c *Config) { c.CommitTimeout = -time.Second }, "CommitTimeout"},
 		{"negative poll", func(c *Config) { c.PollTimeout = -1 }, "PollTimeout"},
 	} {

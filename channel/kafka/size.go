@@ -88,8 +88,9 @@ func uvarintLen(u uint64) int64 {
 
 // producerBatchLimit is the largest record batch cl produces to topic:
 // its kgo.ProducerBatchMaxBytes, or less when kgo.BrokerMaxWriteBytes
-// leaves less room in a produce request. The request's own bytes are
-// counted generously: franz-go counts fewer (maxRecordBatchBytesForTopic).
+// leaves less room in a produce request (the request's own bytes counted
+// generously: franz-go counts fewer, in maxRecordBatchBytesForTopic) or
+// kgo.MaxBufferedBytes refuses a record of that size.
 func producerBatchLimit(cl *kgo.Client, topic, transactionalID string) int64 {
 	limit := int64(1000012) // franz-go's default
 	if fn, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
@@ -99,6 +100,9 @@ func producerBatchLimit(cl *kgo.Client, topic, transactionalID string) int64 {
 		id, _ := cl.OptValue(kgo.ClientID).(string)
 		request := int64(64 + len(id) + len(transactionalID) + max(16, len(topic)))
 		limit = min(limit, int64(w)-request)
+	}
+	if b, ok := cl.OptValue(kgo.MaxBufferedBytes).(int64); ok && b > 0 {
+		limit = min(limit, b) // it counts a record's key, value and headers only
 	}
 	return limit
 }
