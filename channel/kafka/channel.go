@@ -68,6 +68,11 @@ func Open(cfg Config) (*Channel, error) {
 		c.cancel()
 		return nil, fmt.Errorf("filechannel/kafka: open: %w", err)
 	}
+	if limit := producerBatchLimit(cl, cfg.Topic, cfg.TransactionalID); int64(cfg.MaxEventSize) > limit {
+		c.prod.close(cfg.CloseTimeout)
+		c.cancel()
+		return nil, &ConfigError{Field: "MaxEventSize", Reason: fmt.Sprintf("%d: the producer sends record batches of at most %d bytes (kgo.ProducerBatchMaxBytes, kgo.BrokerMaxWriteBytes or kgo.MaxBufferedBytes in KgoOptions)", cfg.MaxEventSize, limit)}
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, cfg.OpenTimeout)
 	defer cancel()
 	if c.partitions, err = topicPartitions(ctx, cl, cfg.Topic); err != nil {
@@ -230,11 +235,10 @@ func (p *producer) client() (*kgo.Client, error) {
 		// waits for them: lingering for more only delays it.
 		kgo.ProducerLinger(0),
 	)
-	if cfg.MaxEventSize > DefaultMaxEventSize {
-		// A batch must hold the largest event; the topic's
-		// max.message.bytes must allow it too.
-		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxEventSize+batchOverhead)))
-	}
+	// A batch holds the largest event Put takes (size.go), and never more
+	// than the topic's max.message.bytes allows when that is at least
+	// MaxEventSize: events near the limit commit together too.
+	opts = append(opts, kgo.ProducerBatchMaxBytes(int32(max(cfg.MaxEventSize, minBatchMaxBytes))))
 	opts = append(opts, cfg.KgoOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -20,10 +20,9 @@ const (
 	DefaultOpenTimeout         = 10 * time.Second
 	DefaultCloseTimeout        = 5 * time.Second
 
-	// maxEventSize is the largest MaxEventSize (a record batch's size is
-	// an int32); batchOverhead is what a batch of one record adds to it.
-	maxEventSize  = 1 << 30
-	batchOverhead = 4096
+	// maxEventSize is the largest MaxEventSize: franz-go's largest
+	// kgo.ProducerBatchMaxBytes.
+	maxEventSize = 1 << 30
 )
 
 // Config configures a Channel. Brokers and Topic are required; every other
@@ -59,10 +58,14 @@ type Config struct {
 
 	// TransactionCapacity bounds the events of one transaction; 0 = 10,000.
 	TransactionCapacity int
-	// MaxEventSize bounds an event's body plus its headers, in bytes; 0 =
-	// 1,000,000, under Kafka's default max.message.bytes (1 MiB). A larger
-	// Put fails at once with channel.ErrEventTooLarge instead of failing
-	// the whole commit at the broker. Raise it with the topic's setting.
+	// MaxEventSize bounds an event's size as a Kafka record batch of its
+	// own: its body, header names and values, key, and the batch's and
+	// record's framing (76 bytes for an event without headers; size.go has
+	// the table). 0 = 1,000,000, under Kafka's default max.message.bytes
+	// (1 MiB). A larger Put fails at once with channel.ErrEventTooLarge
+	// instead of failing the whole commit. It is also the producer's
+	// largest record batch (kgo.ProducerBatchMaxBytes): keep it at most the
+	// topic's max.message.bytes, and raise both together.
 	MaxEventSize int
 	// CommitTimeout bounds each Commit; 0 = 30s. A Commit that runs out of
 	// time returns an error; it never reports a success it did not see.

@@ -34,6 +34,18 @@ func TestBadConfig(t *testing.T) {
 		{"negative capacity", func(c *Config) { c.TransactionCapacity = -1 }, "TransactionCapacity"},
 		{"negative size", func(c *Config) { c.MaxEventSize = -1 }, "MaxEventSize"},
 		{"huge size", func(c *Config) { c.MaxEventSize = 1 << 31 }, "MaxEventSize"},
+		{"size over the batch limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(1999)}
+		}, "MaxEventSize"},
+		{"size over the write limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.ProducerBatchMaxBytes(2000), kgo.BrokerMaxWriteBytes(2000)}
+		}, "MaxEventSize"},
+		{"size over the buffer limit", func(c *Config) {
+			c.MaxEventSize = 2000
+			c.KgoOptions = []kgo.Opt{kgo.MaxBufferedBytes(1999)}
+		}, "MaxEventSize"},
 		{"negative timeout", func(c *Config) { c.CommitTimeout = -time.Second }, "CommitTimeout"},
 		{"negative poll", func(c *Config) { c.PollTimeout = -1 }, "PollTimeout"},
 	} {
@@ -64,7 +76,7 @@ func TestBadConfig(t *testing.T) {
 		if err == nil {
 			t.Fatal("Open with no broker succeeded")
 		}
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > cfg.OpenTimeout+slack {
 			t.Fatalf("Open took %v with a 1s OpenTimeout", d)
 		}
 		t.Log(err)
@@ -116,7 +128,7 @@ func TestMisuse(t *testing.T) {
 		t.Fatalf("Rollback after Commit: %v", err)
 	}
 
-	evs, take := takeN(t, ch.Begin, 3, 10*time.Second)
+	evs, take := takeN(t, ch.Begin, 3, testWait)
 	if len(evs) != 3 {
 		t.Fatalf("took %d", len(evs))
 	}
@@ -174,16 +186,17 @@ func TestConcurrentUseOfOneTransaction(t *testing.T) {
 	cl := newCluster(t, 1, 1)
 	ch := open(t, testConfig(t, cl))
 	tx, _ := ch.Begin()
-	started := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
-		close(started)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		tx.TakeContext(ctx) // waits: the topic is empty
+		defer close(done)
+		tx.TakeContext(ctx) // waits until canceled: the topic is empty
 	}()
-	<-started
-	time.Sleep(100 * time.Millisecond)
-	if _, _, err := tx.Take(); !errors.Is(err, channel.ErrConcurrentUse) {
+	waitFor(t, "TakeContext running", tx.busy.Load)
+	_, _, err := tx.Take()
+	cancel()
+	<-done
+	if !errors.Is(err, channel.ErrConcurrentUse) {
 		t.Fatalf("Take during TakeContext of the same transaction: %v", err)
 	}
 }
@@ -196,9 +209,10 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 	fake := cl.fake(t)
 	cfg := testConfig(t, cl)
 	cfg.CommitTimeout = 2 * time.Second
+	cfg.CloseTimeout = 2 * time.Second
 	ch := open(t, cfg)
 	putN(t, ch, 0, 100, 50)
-	evs, take := takeN(t, ch.Begin, 10, 10*time.Second)
+	evs, take := takeN(t, ch.Begin, 10, testWait)
 	if len(evs) != 10 {
 		t.Fatalf("took %d", len(evs))
 	}
@@ -214,7 +228,7 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 		if err == nil {
 			t.Fatalf("put Commit %d succeeded with the cluster gone", i)
 		}
-		if d > cfg.CommitTimeout+time.Second {
+		if d > cfg.CommitTimeout+slack {
 			t.Fatalf("put Commit %d took %v (commit timeout %v): %v", i, d, cfg.CommitTimeout, err)
 		}
 		t.Logf("put commit %d after %v: %v", i, d.Round(time.Millisecond), err)
@@ -224,7 +238,7 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 	if err == nil {
 		t.Fatal("take Commit succeeded with the cluster gone")
 	}
-	if d := time.Since(start); d > cfg.CommitTimeout+time.Second {
+	if d := time.Since(start); d > cfg.CommitTimeout+slack {
 		t.Fatalf("take Commit took %v: %v", d, err)
 	}
 	t.Logf("take commit: %v", err)
@@ -232,7 +246,7 @@ func TestBrokerStoppedMidRun(t *testing.T) {
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3*cfg.CloseTimeout+time.Second {
+	if d := time.Since(start); d > 3*cfg.CloseTimeout+slack {
 		t.Fatalf("Close took %v with the cluster gone", d)
 	}
 }
@@ -261,7 +275,7 @@ func TestOneBrokerRemoved(t *testing.T) {
 		}
 		committed += 50
 	}
-	seqs := drain(t, ch.Begin, 100, 3*time.Second)
+	seqs := takeAll(t, committed, 100, ch.Begin)
 	seen := map[int]bool{}
 	for _, s := range seqs {
 		seen[s] = true
@@ -289,7 +303,7 @@ func TestRawValuesOfAForeignTopic(t *testing.T) {
 	cfg := testConfig(t, cl)
 	cfg.RawValues = true
 	ch := open(t, cfg)
-	evs, tx := takeN(t, ch.Begin, 2, 10*time.Second)
+	evs, tx := takeN(t, ch.Begin, 2, testWait)
 	defer tx.Commit()
 	if len(evs) != 2 {
 		t.Fatalf("took %d", len(evs))
@@ -328,7 +342,7 @@ func TestKeyHeaderPartitions(t *testing.T) {
 	cfg2 := cfg
 	cfg2.RawValues = true
 	reader := open(t, cfg2)
-	evs, rtx := takeN(t, reader.Begin, 60, 10*time.Second)
+	evs, rtx := takeN(t, reader.Begin, 60, testWait)
 	defer rtx.Commit()
 	part := map[string]string{}
 	last := map[string]int{}
@@ -364,9 +378,9 @@ func TestMetrics(t *testing.T) {
 	tx, _ := ch.Begin()
 	tx.Put(ev(99))
 	tx.Rollback()
-	_, take := takeN(t, ch.Begin, 5, 10*time.Second)
+	_, take := takeN(t, ch.Begin, 5, testWait)
 	take.Rollback()
-	evs, take := takeN(t, ch.Begin, 20, 10*time.Second)
+	evs, take := takeN(t, ch.Begin, 20, testWait)
 	take.Commit()
 	if len(evs) != 20 {
 		t.Fatalf("took %d", len(evs))

@@ -65,14 +65,31 @@ type tbWriter struct{ t testing.TB }
 
 func (w tbWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// testConfig is a Config for cluster c with short timeouts.
+// Waits in tests are on events, bounded generously: a loaded CI machine
+// (the suite beside other suites on 2 cores) is slow, and a wait whose
+// event comes returns at once.
+const (
+	// testWait bounds the wait for something that must happen: events to
+	// arrive, a member to join, a rebalance to finish.
+	testWait = 60 * time.Second
+	// quiet is how long a take waits, once a test has what it expects, for
+	// events that should not come.
+	quiet = 500 * time.Millisecond
+	// slack is how late a call with a bound (Commit, Open, Close) may
+	// return on a loaded machine: the tests of bounds check that a call
+	// does not hang, not the scheduler's punctuality.
+	slack = 10 * time.Second
+)
+
+// testConfig is a Config for cluster c. Its timeouts are what a loaded
+// machine needs; the tests that exercise a timeout set their own.
 func testConfig(t testing.TB, c *cluster) Config {
 	return Config{
 		Brokers:       c.brokers,
 		Topic:         c.topic,
-		CommitTimeout: 10 * time.Second,
-		OpenTimeout:   5 * time.Second,
-		CloseTimeout:  2 * time.Second,
+		CommitTimeout: 30 * time.Second,
+		OpenTimeout:   30 * time.Second,
+		CloseTimeout:  5 * time.Second,
 		Logger:        testLogger(t),
 	}
 }
@@ -143,22 +160,57 @@ func takeN(t testing.TB, begin func() (*Transaction, error), n int, timeout time
 	return out, tx
 }
 
-// drain takes and commits everything begin's group gets until nothing
-// comes for quiet, in transactions of up to batch, and returns the seqs.
-func drain(t testing.TB, begin func() (*Transaction, error), batch int, quiet time.Duration) []int {
+// takeAll takes and commits, in transactions of up to batch going round
+// the members' begins, until want events are committed, waiting up to
+// testWait for them; then each member takes once more for quiet, for
+// events beyond want. It returns the seqs in take order: a test that
+// expects want events gets them however slow the machine, and sees any
+// extra ones.
+func takeAll(t testing.TB, want, batch int, begins ...func() (*Transaction, error)) []int {
 	t.Helper()
 	var seqs []int
-	for {
-		evs, tx := takeN(t, begin, batch, quiet)
-		for _, e := range evs {
-			seqs = append(seqs, seqOf(t, e))
-		}
+	take := func(begin func() (*Transaction, error), n int, wait time.Duration) int {
+		evs, tx := takeN(t, begin, n, wait)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) < batch {
-			return seqs
+		for _, e := range evs {
+			seqs = append(seqs, seqOf(t, e))
 		}
+		return len(evs)
+	}
+	deadline := time.Now().Add(testWait)
+	for len(seqs) < want && time.Now().Before(deadline) {
+		for _, begin := range begins {
+			// One member waits for all of it; several take turns, since a
+			// member may hold none of the partitions with events.
+			wait := time.Until(deadline)
+			if len(begins) > 1 {
+				wait = min(wait, time.Second)
+			}
+			take(begin, min(batch, want-len(seqs)), max(wait, 0))
+			if len(seqs) >= want {
+				break
+			}
+		}
+	}
+	for _, begin := range begins {
+		for take(begin, batch, quiet) > 0 {
+		}
+	}
+	return seqs
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not
+// within testWait.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, testWait)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -96,12 +96,8 @@ func (t *Transaction) PutContext(ctx context.Context, e channel.Event) error {
 // record headers (sorted by name), and the KeyHeader's value is the key.
 func (t *Transaction) record(e channel.Event) (*kgo.Record, error) {
 	c := t.c
-	size := len(e.Body)
-	for k, v := range e.Headers {
-		size += len(k) + len(v)
-	}
-	if size > c.cfg.MaxEventSize {
-		return nil, fmt.Errorf("%w: %d bytes of body and headers; Config.MaxEventSize is %d", channel.ErrEventTooLarge, size, c.cfg.MaxEventSize)
+	if size := eventSize(e, c.cfg.KeyHeader); size > int64(c.cfg.MaxEventSize) {
+		return nil, fmt.Errorf("%w: %d bytes as a Kafka record batch (body %d bytes, headers %d); Config.MaxEventSize is %d", channel.ErrEventTooLarge, size, len(e.Body), len(e.Headers), c.cfg.MaxEventSize)
 	}
 	r := &kgo.Record{Topic: c.cfg.Topic}
 	if e.Body != nil {
