@@ -47,6 +47,10 @@ type FileChannel struct {
 	dirsLocked bool
 	locks      []io.Closer
 	logs       *logfile.Set
+	// id is the channel's id (its channel.id), set by Open's claimDirs:
+	// the encrypted log files it writes are bound to it, and one bound to
+	// another channel is refused (logfile.SetOptions.ChannelID).
+	id logfile.ChannelID
 
 	// commitMu orders log writes against checkpoint snapshots. Every write of
 	// records holds it shared from the moment it takes write-order ids until

@@ -57,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_6", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_7", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 6)
-		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
+		testutil.SetLogVersion(t, p, 7)
+		return FormatError{File: p, Offset: 4, Version: 7, Supported: 6}
 	}},
 	{"log_record_of_type_13", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
 		off := testutil.AppendRecord(t, p, 13, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 4, Supported: 5, RecordType: 13}
+		return FormatError{File: p, Offset: off, Version: 4, Supported: 6, RecordType: 13}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_6", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_7", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 6, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 7, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
+		return FormatError{File: p, Offset: 4, Version: 7, Supported: 6}
 	}},
 	{"groups_catalog_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
@@ -200,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 5, RecordType: 13})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 6, RecordType: 13})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -310,6 +310,53 @@ func TestOpensPreviousFormatAsOneGroup(t *testing.T) {
 			c.Close()
 			c = mustOpen(t, cfg)
 			wantEvents(t, drain(t, c), append(want, bodies(40, 2)...))
+		})
+	}
+}
+
+// TestOpensPreviousEncryptedFormat opens an encrypted channel the previous
+// release (log format 5: files bound to no channel) wrote —
+// testdata/v5channel, key "k1" (testKey(0xa1)): 25 events put in two log
+// files, 5 of them taken — from its checkpoint and by a full replay. Its
+// files read as they are; the files it writes from then on are version 6,
+// bound to the channel's id; both kinds read back after a reopen.
+func TestOpensPreviousEncryptedFormat(t *testing.T) {
+	for _, how := range []string{"checkpoint", "full-replay"} {
+		t.Run(how, func(t *testing.T) {
+			base := t.TempDir()
+			if err := os.CopyFS(base, os.DirFS("testdata/v5channel")); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig(t, 1)
+			cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
+			cfg.Capacity, cfg.TransactionCapacity = 100, 20
+			cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": testKey(0xa1)})
+			if how == "full-replay" {
+				removeCheckpoint(t, cfg)
+			}
+			c := mustOpen(t, cfg)
+			wantEvents(t, takeN(t, c, 3, 3), bodies(5, 3))
+			putN(t, c, 25, 2, 2)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			versions := map[uint16]int{}
+			for _, p := range logPaths(t, cfg) {
+				r, err := logfile.OpenReader(vfsOS(), p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				versions[r.Framing().Version()]++
+				if r.Framing().Version() == logfile.ChannelBoundVersion && r.Framing().ChannelID() != channelIDOf(t, cfg) {
+					t.Errorf("%s is bound to channel %x, not to the channel's %x", p, r.Framing().ChannelID(), channelIDOf(t, cfg))
+				}
+				r.Close()
+			}
+			if versions[logfile.EncryptedVersion] != 2 || versions[logfile.ChannelBoundVersion] == 0 {
+				t.Fatalf("log file versions %v: want the two old files at %d and new ones at %d", versions, logfile.EncryptedVersion, logfile.ChannelBoundVersion)
+			}
+			c = mustOpen(t, cfg)
+			wantEvents(t, drain(t, c), bodies(8, 19))
 		})
 	}
 }

@@ -122,12 +122,14 @@ type Config struct {
 
 	// Keys, if set, encrypts event data at rest: every new log file's put
 	// records (event headers and bodies) are sealed with AES-256-GCM under
-	// a key derived for that file from the active key (docs/format.md §3.7;
-	// docs/operations.md, "Encryption at rest"). Files written before keep
-	// the key they were written with (or none), so every key a file still
-	// uses must stay available. Open fails with ErrKey, changing nothing,
-	// if a file's key is missing or wrong, or if Keys is nil and a file is
-	// encrypted. nil = no encryption.
+	// a key derived for that file from the active key and the channel's id
+	// (docs/format.md §3.7; docs/operations.md, "Encryption at rest"). Files
+	// written before keep the key they were written with (or none), so
+	// every key a file still uses must stay available. Open fails with
+	// ErrKey, changing nothing, if a file's key is missing or wrong, if
+	// Keys is nil and a file is encrypted, or if a file is encrypted for
+	// another channel (copied from one with the same key). nil = no
+	// encryption.
 	Keys KeyProvider
 
 	// ReplayProgress, if set, is called during Open's replay of the logs

@@ -268,11 +268,12 @@
 // With Config.Keys (a [KeyProvider]: [KeysFromFile], [KeysFromEnv],
 // [StaticKeys], or a KMS of your own), every event's headers and body are
 // sealed with AES-256-GCM in the log files written from then on, under a
-// key derived for each file from the active key, and authenticated with
-// the record's place in the log. Files keep the key they were written with,
-// so rotation is a new active key with the old ones kept until their files
-// are gone. A missing or wrong key is [ErrKey] from Open, which then changes
-// nothing. It protects the files at rest (a disk, a backup copy), not the
+// key derived for each file from the active key and the channel's id, and
+// authenticated with the record's place in the log. Files keep the key they
+// were written with, so rotation is a new active key with the old ones kept
+// until their files are gone. A missing or wrong key, or a log file of
+// another channel that has the same key, is [ErrKey] from Open, which then
+// changes nothing. It protects the files at rest (a disk, a backup copy), not the
 // running host; sizes, counts and ids stay visible. docs/operations.md,
 // "Encryption at rest", has the threat model and the key management.
 //

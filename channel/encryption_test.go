@@ -64,8 +64,8 @@ func TestEncryptionRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.EncryptedVersion {
-			t.Errorf("%s: format version %d, want %d", p, v, logfile.EncryptedVersion)
+		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.ChannelBoundVersion {
+			t.Errorf("%s: format version %d, want %d", p, v, logfile.ChannelBoundVersion)
 		}
 	}
 }
@@ -195,8 +195,8 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 			versions[uint16(b[4])<<8|uint16(b[5])] = true
 		}
 	}
-	if !versions[logfile.FormatVersion] || !versions[logfile.EncryptedVersion] {
-		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.EncryptedVersion)
+	if !versions[logfile.FormatVersion] || !versions[logfile.ChannelBoundVersion] {
+		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.ChannelBoundVersion)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 20))
 }
@@ -329,10 +329,10 @@ func TestKeysFromFileAndEnv(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, text, want string }{
 		{"no_active", "2026-11 " + k1, `no "active id" line`},
-		{"active_unknown", "active x\n2026-11 " + k1, `active key "x" is not among`},
+		{"active_unknown", "active x\n2026-11 " + k1, `line 1: the active key is not among`},
 		{"short_key", "active a\na " + k1[:62], "is not 64 hex digits"},
 		{"not_hex", "active a\na " + strings.Repeat("zz", KeySize), "is not 64 hex digits"},
-		{"duplicate", "active a\na " + k1 + "\na " + k2, `key "a" again`},
+		{"duplicate", "active a\na " + k1 + "\na " + k2, `line 3: the key id of line 2 again`},
 		{"three_fields", "active a\na " + k1 + " extra", "got 3 fields"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

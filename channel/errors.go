@@ -61,9 +61,11 @@ var (
 	ErrUnsupportedFormat = corrupt.ErrUnsupportedFormat
 	// ErrKey is returned by Open (wrapped, naming the file and the key id)
 	// when a log file is encrypted with a key Config.Keys does not supply,
-	// or supplies wrong (its check value differs from the file's), or when
-	// Config.Keys is nil and a log file is encrypted. Nothing is changed:
-	// a wrong key is never damage.
+	// or supplies wrong (its check value differs from the file's), when
+	// Config.Keys is nil and a log file is encrypted, or when a log file is
+	// encrypted for another channel (its keys are bound to another channel
+	// id: a file copied from a channel with the same key; the error names
+	// both ids). Nothing is changed: a wrong key is never damage.
 	ErrKey = logfile.ErrKey
 	// ErrNotRegular is matched (errors.Is) by the error of Open, Verify,
 	// Repair and Rebuild when a file the channel opens by its name (a

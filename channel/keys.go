@@ -1,10 +1,10 @@
 package channel
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -57,27 +57,19 @@ func (s staticKeys) Key(id string) ([]byte, error) {
 }
 
 // KeysFromFile reads keys from the file at path, which must be a regular
-// file readable and writable by its owner only (mode 0600 or narrower):
-// one key per line, "id hex", with the 64 hex digits of the key's 32
-// bytes; the line "active id" names the active key. Blank lines and lines
-// starting with '#' are ignored. Errors name the line, never a key's bytes.
+// file readable and writable by its owner only (mode 0600 or narrower) and
+// at most 1 MiB: one key per line, "id hex", with the 64 hex digits of the
+// key's 32 bytes; the line "active id" names the active key. Blank lines
+// and lines starting with '#' are ignored. A file that cannot be read whole
+// is an error. Errors name the line and what is wrong with it, never a
+// field of it (a key's bytes may be where the id was expected).
 //
 //	# filechannel keys
 //	active 2026-12
 //	2026-11 8f1c...(64 hex digits)
 //	2026-12 03ab...(64 hex digits)
 func KeysFromFile(path string) (KeyProvider, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("filechannel: key file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("filechannel: key file %s is not a regular file", path)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("filechannel: key file %s has mode %#o: it must be readable by its owner only (chmod 600)", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
+	b, err := readKeyFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("filechannel: key file: %w", err)
 	}
@@ -86,6 +78,54 @@ func KeysFromFile(path string) (KeyProvider, error) {
 		return nil, fmt.Errorf("filechannel: key file %s: %w", path, err)
 	}
 	return k, nil
+}
+
+// maxKeyFileSize is the largest key file KeysFromFile reads: some ten
+// thousand keys.
+const maxKeyFileSize = 1 << 20
+
+// readKeyFile returns the whole of the key file at path, after checking
+// that it is a regular file private to its owner (before opening it, so
+// that a FIFO is not waited on, and again on what was opened).
+func readKeyFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKeyFileMode(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := checkKeyFileMode(path, fi); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
+	if err != nil {
+		return nil, err // an *fs.PathError: "read PATH: ..."
+	}
+	if len(b) > maxKeyFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxKeyFileSize)
+	}
+	return b, nil
+}
+
+// checkKeyFileMode reports a key file that is not a regular file private to
+// its owner.
+func checkKeyFileMode(path string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s has mode %#o: it must be readable by its owner only (chmod 600)", path, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // KeysFromEnv reads keys from the environment variable name, in the key
@@ -103,13 +143,16 @@ func KeysFromEnv(name string) (KeyProvider, error) {
 	return k, nil
 }
 
-// parseKeys parses the key file format.
+// parseKeys parses the key file format. Its errors name lines, never a
+// field: whatever field is wrong may hold a key's bytes (an id and a key
+// swapped, a key on the "active" line).
 func parseKeys(s string) (KeyProvider, error) {
 	keys := map[string][]byte{}
-	active := ""
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	lineOf := map[string]int{} // the line of each key id
+	active, activeLine := "", 0
+	for i, line := range strings.Split(s, "\n") {
+		n := i + 1
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -118,29 +161,33 @@ func parseKeys(s string) (KeyProvider, error) {
 			return nil, fmt.Errorf("line %d: want \"id hex\" or \"active id\", got %d fields", n, len(f))
 		}
 		if f[0] == "active" {
-			if active != "" {
-				return nil, fmt.Errorf("line %d: a second active key", n)
+			if activeLine != 0 {
+				return nil, fmt.Errorf("line %d: a second \"active\" line (the first is line %d)", n, activeLine)
 			}
-			active = f[1]
+			active, activeLine = f[1], n
 			continue
 		}
-		if err := checkKeyID(f[0]); err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
+		id, hexKey := f[0], f[1]
+		if len(id) > MaxKeyIDLen {
+			return nil, fmt.Errorf("line %d: the key id is %d bytes, more than %d", n, len(id), MaxKeyIDLen)
 		}
-		if _, dup := keys[f[0]]; dup {
-			return nil, fmt.Errorf("line %d: key %q again", n, f[0])
+		if first, dup := lineOf[id]; dup {
+			return nil, fmt.Errorf("line %d: the key id of line %d again", n, first)
 		}
-		k, err := hex.DecodeString(f[1])
+		k, err := hex.DecodeString(hexKey)
 		if err != nil || len(k) != KeySize {
-			return nil, fmt.Errorf("line %d: key %q is not %d hex digits", n, f[0], 2*KeySize)
+			if _, err := hex.DecodeString(id); err == nil && len(id) == 2*KeySize {
+				return nil, fmt.Errorf("line %d: the key is not %d hex digits (are the id and the key swapped?)", n, 2*KeySize)
+			}
+			return nil, fmt.Errorf("line %d: the key is not %d hex digits", n, 2*KeySize)
 		}
-		keys[f[0]] = k
+		keys[id], lineOf[id] = k, n
 	}
-	if active == "" {
+	if activeLine == 0 {
 		return nil, fmt.Errorf("no \"active id\" line")
 	}
 	if _, ok := keys[active]; !ok {
-		return nil, fmt.Errorf("the active key %q is not among the %d keys", active, len(keys))
+		return nil, fmt.Errorf("line %d: the active key is not among the %d keys", activeLine, len(keys))
 	}
 	return staticKeys{active: active, keys: keys}, nil
 }

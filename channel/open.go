@@ -59,8 +59,7 @@ func (c *FileChannel) open() (err error) {
 	steps := []func(*recovery) error{
 		c.prepareDirs,           // 2, 3
 		c.lockDirs,              // 4
-		c.claimDirs,             // 4b
-		c.checkKeys,             // 4c
+		c.claimDirs,             // 4b, with 4c (checkKeys) before it writes
 		c.loadCheckpoint,        // 5
 		c.buildGroups,           // 6
 		c.replay,                // 7
@@ -84,14 +83,16 @@ func (c *FileChannel) open() (err error) {
 	return nil
 }
 
-// checkKeys (step 4c) refuses, before any file is changed, a log file
-// encrypted with a key Config.Keys does not supply or supplies wrong, and
-// an encrypted log file when Config.Keys is nil: ErrKey.
+// checkKeys (step 4c, run by claimDirs once it knows the channel's id)
+// refuses, before any file is changed, a log file encrypted with a key
+// Config.Keys does not supply or supplies wrong, an encrypted log file when
+// Config.Keys is nil, and an encrypted log file of another channel (its
+// keys bound to another channel id than claimDirs found): ErrKey.
 func (c *FileChannel) checkKeys(*recovery) error {
 	if c.cfg.noKeyCheck {
 		return nil
 	}
-	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, AllowDuplicates: true})
+	logs, err := logfile.OpenSet(logfile.SetOptions{FS: c.fs, Dirs: c.cfg.DataDirs, AllowDuplicates: true, ChannelID: c.id})
 	if err != nil {
 		return nil // the replay's listing reports it
 	}
@@ -163,14 +164,19 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 // claimDirs (step 4b) refuses a directory of another channel and records
 // this channel's identity in each directory that has none yet
 // (replay.ReadOwners has the rules, docs/format.md §1.1 the file). Nothing
-// is written before every directory is judged.
-func (c *FileChannel) claimDirs(*recovery) error {
+// is written before every directory is judged, and the keys checked (step
+// 4c) with the channel's id: an Open refused for a key changes no file.
+func (c *FileChannel) claimDirs(rc *recovery) error {
 	own, err := replay.ReadOwners(ownerOptions(c.cfg))
 	if err != nil {
 		return opErr("read channel ids", err)
 	}
 	if err := own.Err(); err != nil {
 		return opErrNote("open", err, " (nothing was changed)")
+	}
+	c.id = logfile.ChannelID(own.ID)
+	if err := c.checkKeys(rc); err != nil {
+		return err
 	}
 	rec := owner.Owner{ID: own.ID, CheckpointDir: own.CheckpointDir}
 	for _, d := range own.Dirs {
@@ -313,7 +319,7 @@ func (c *FileChannel) replay(rc *recovery) error {
 		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
 		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
 		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
-		Keys:               logKeys(c.cfg.Keys)})
+		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

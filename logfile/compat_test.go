@@ -83,13 +83,13 @@ const (
 )
 
 // TestVersions pins what this build writes and reads: it writes version 4
-// (Create, AppendFileHeader) without encryption, 5 with it, and reads 1 to
-// 5; 6 is newer, and so is record type 13 (12, the sync mark, is this
-// build's).
+// (Create, AppendFileHeader) without encryption, 6 with it (5 before), and
+// reads 1 to 6; 7 is newer, and so is record type 13 (12, the sync mark,
+// is this build's).
 func TestVersions(t *testing.T) {
-	if FormatVersion != 4 || MaxFormatVersion != 5 || newer != 6 || newerRecType != 13 {
-		t.Fatalf("FormatVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 13",
-			FormatVersion, MaxFormatVersion, newer, newerRecType)
+	if FormatVersion != 4 || EncryptedVersion != 5 || ChannelBoundVersion != 6 || MaxFormatVersion != 6 || newer != 7 || newerRecType != 13 {
+		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 6, 7, 13",
+			FormatVersion, EncryptedVersion, ChannelBoundVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
 	if err != nil {
@@ -119,13 +119,13 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_6", newerHeader(7, newer), newer},
+		{"version_7", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
-		{"version_6_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
-		{"version_6_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
-		{"version_6_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
+		{"version_7_other_crc", cat(newerHeader(7, newer)[:20], []byte{1, 2, 3, 4}), newer},
+		{"version_7_shorter_header", newerHeader(7, newer)[:versionEnd], newer},
+		{"version_7_longer_header", cat(newerHeader(7, newer)[:8], make([]byte, 60)), newer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeFileHeader(tc.b)

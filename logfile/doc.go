@@ -7,11 +7,12 @@
 //
 // A log file is named LogName(id), "log-" followed by the file id as ten
 // zero-padded decimal digits (log-0000000007), so lexical order is numeric
-// order. Create makes it, writes its header (format version 3, 36 bytes,
+// order. Create makes it, writes its header (format version 4, 36 bytes,
 // with a salt of 8 random bytes that every frame of the file is checksummed
-// with) and fsyncs both the file and its directory. Version-2 files (the
-// same layout) and version-1 files (16-byte header, unsalted frames), from
-// older releases, are read too. CutTail, PadRegion and RewriteHeader keep the bytes they
+// with) and fsyncs both the file and its directory; a Set with Keys writes
+// version 6, encrypted and bound to the channel's id (keys.go). Versions 2,
+// 3 and 5 (the same layout) and version-1 files (16-byte header, unsalted
+// frames), from older releases, are read too. CutTail, PadRegion and RewriteHeader keep the bytes they
 // remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
 // published through a ".tmp" file. The live Set also keeps a space reserve,

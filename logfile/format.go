@@ -1,7 +1,7 @@
 package logfile
 
-// Log file format, versions 1 to 4: this build reads all four and writes
-// version 4. All integers are big-endian, but for the uvarints of
+// Log file format, versions 1 to 6: this build reads all six and writes
+// version 4, or 6 for an encrypted file. All integers are big-endian, but for the uvarints of
 // record bodies. Every checksum is CRC32C (Castagnoli). docs/format.md §3 is
 // the full specification.
 //
@@ -18,6 +18,15 @@ package logfile
 // and the dead-letter flag in a groups record's policy byte. A release
 // that reads version 3 refuses a version-4 file as newer, so it never
 // mistakes the flag for damage.
+//
+// Version 5 is version 4 with encryption (keys.go): the same header and
+// frames, a key record (type 11: uvarint key id length, key id, 16-byte
+// key-check value) as the first record, and every put's body sealed.
+// Version 6, written since, is version 5 bound to the file's channel: its
+// key record holds the channel's 16-byte id after the check value, and the
+// file's keys are derived with it (seal.DeriveBound), so that a file copied
+// from another channel with the same key does not open. A release that
+// reads version 5 refuses a version-6 file as newer.
 //
 // File header, versions 2 to 4 (HeaderSize, 36 bytes, at offset 0):
 //
@@ -186,7 +195,8 @@ const (
 	RecordKey RecordType = 11
 	// RecordKey (version 5): the first record of an encrypted file: the
 	// id of the key its put bodies are sealed with, and that key's check
-	// value (internal/seal).
+	// value (internal/seal); from version 6 on, also the id of the channel
+	// the file's keys are bound to.
 	RecordSynced RecordType = 12
 	// RecordSynced (a file of any version): a sync mark, written after an
 	// fsync of its file returned: bytes [0, SyncedTo) of the file were
@@ -207,11 +217,16 @@ const (
 	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 4)
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
 	FormatVersion   = 4        // version written in the header of a file without encryption
-	// EncryptedVersion is the version of a file whose put bodies are
+	// EncryptedVersion is the first version of a file whose put bodies are
 	// encrypted (SetOptions.Keys): version 4 with a key record first and
-	// sealed put bodies. MaxFormatVersion is the newest version read.
-	EncryptedVersion = 5
-	MaxFormatVersion = EncryptedVersion
+	// sealed put bodies. ChannelBoundVersion, what this build writes with
+	// keys, is version 5 with the channel's id in the key record and in
+	// the derivation of the file's keys (SetOptions.ChannelID): a file
+	// copied from another channel with the same key does not open.
+	// MaxFormatVersion is the newest version read.
+	EncryptedVersion    = 5
+	ChannelBoundVersion = 6
+	MaxFormatVersion    = ChannelBoundVersion
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -300,6 +315,10 @@ type Record struct {
 	KeyID        string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
 	KeyCheck     [seal.CheckSize]byte // key: that key's check value for this file
 	SyncedTo     int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
+	// ChannelID is a key record's channel (version 6): the id of the
+	// channel (channel.id) the file's keys are bound to, never zero; zero
+	// in a version-5 file's key record, which names none.
+	ChannelID [seal.ChannelIDSize]byte
 	// Sealed is a put of an encrypted file (version 5) decoded without its
 	// key: its body sealed (ciphertext and tag), Headers and Body nil. It
 	// aliases the buffer it was decoded from.
@@ -339,6 +358,9 @@ func (r *Record) payloadSize() int {
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordKey:
 		n += uvarintLen(uint64(len(r.KeyID))) + len(r.KeyID) + seal.CheckSize
+		if r.ChannelID != ([seal.ChannelIDSize]byte{}) {
+			n += seal.ChannelIDSize
+		}
 	case RecordSynced:
 		n += uvarintLen(uint64(max(r.SyncedTo, 0)))
 	case RecordDeliver:
@@ -483,6 +505,9 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(r.KeyID)))
 		dst = append(dst, r.KeyID...)
 		dst = append(dst, r.KeyCheck[:]...)
+		if r.ChannelID != ([seal.ChannelIDSize]byte{}) {
+			dst = append(dst, r.ChannelID[:]...)
+		}
 	case RecordSynced:
 		dst = binary.AppendUvarint(dst, uint64(r.SyncedTo))
 	}
@@ -563,13 +588,15 @@ func newerType(p []byte) RecordType {
 // decodePayload decodes a checksummed payload into r. It returns a reason
 // for the corruption, or "" if the payload is valid.
 func decodePayload(p []byte, r *Record, s *scratch) string {
-	return decodePayloadOf(p, r, s, false)
+	return decodePayloadOf(p, r, s, FormatVersion)
 }
 
-// decodePayloadOf is decodePayload for a file whose put bodies are sealed
-// (sealed, EncryptedVersion) or not: a sealed put's body is kept in
-// r.Sealed, undecoded (its tag, checked when it is opened, covers it).
-func decodePayloadOf(p []byte, r *Record, s *scratch, sealed bool) string {
+// decodePayloadOf is decodePayload for a file of format version v: from
+// EncryptedVersion on, a put's body is sealed and kept in r.Sealed,
+// undecoded (its tag, checked when it is opened, covers it); from
+// ChannelBoundVersion on, a key record names a channel.
+func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
+	sealed := v >= EncryptedVersion
 	if len(p) < payloadHeaderSize {
 		return "payload shorter than its fixed fields"
 	}
@@ -590,7 +617,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, sealed bool) string {
 		}
 		return decodePut(p, r, s)
 	case RecordKey:
-		return decodeKey(p, r)
+		return decodeKey(p, r, v >= ChannelBoundVersion)
 	case RecordTake:
 		return decodeTake(p, r, s)
 	case typeGroupTake:
@@ -744,17 +771,29 @@ func readBytes(b []byte) ([]byte, []byte, bool) {
 	return b[:l], b[l:], true
 }
 
-// decodeKey decodes a key record's body: the key id and its check value.
-func decodeKey(p []byte, r *Record) string {
+// decodeKey decodes a key record's body: the key id, its check value and,
+// in a file bound to its channel (bound, version 6), the channel id.
+func decodeKey(p []byte, r *Record, bound bool) string {
 	if r.TxID != 0 {
 		return "key record with a transaction id"
 	}
+	want := uint64(seal.CheckSize)
+	if bound {
+		want += seal.ChannelIDSize
+	}
 	n, p, ok := readUvarint(p)
-	if !ok || n == 0 || n > MaxKeyIDLen || uint64(len(p)) != n+seal.CheckSize {
+	if !ok || n == 0 || n > MaxKeyIDLen || uint64(len(p)) != n+want {
 		return "bad key record"
 	}
 	r.KeyID = string(p[:n])
-	copy(r.KeyCheck[:], p[n:])
+	p = p[n:]
+	copy(r.KeyCheck[:], p)
+	if bound {
+		copy(r.ChannelID[:], p[seal.CheckSize:])
+		if r.ChannelID == ([seal.ChannelIDSize]byte{}) {
+			return "key record with a zero channel id"
+		}
+	}
 	return ""
 }
 

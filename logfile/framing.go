@@ -38,11 +38,13 @@ type Framing struct {
 	lost bool
 
 	// Encrypted files (EncryptedVersion): the id of the key their put
-	// bodies are sealed with and its check value, from the file's key
-	// record (zero when that is unknown), and the file's keys once derived
-	// from that key (nil: the bodies stay sealed, Record.Sealed).
+	// bodies are sealed with, its check value and (ChannelBoundVersion)
+	// the channel the file's keys are bound to, from the file's key record
+	// (zero when that is unknown), and the file's keys once derived from
+	// that key (nil: the bodies stay sealed, Record.Sealed).
 	keyID    string
 	keyCheck [seal.CheckSize]byte
+	channel  [seal.ChannelIDSize]byte
 	keys     *seal.FileKeys
 }
 
@@ -67,6 +69,12 @@ func (f Framing) Encrypted() bool { return f.version >= EncryptedVersion }
 // KeyID returns the id of the key an encrypted file's put bodies are
 // sealed with, from its key record ("" if unknown).
 func (f Framing) KeyID() string { return f.keyID }
+
+// ChannelID returns the id of the channel a version-6 file's keys are bound
+// to, from its key record: zero if unknown, and in a version-5 file, which
+// is bound to none. It is authenticated only once the file's keys are
+// derived with it and match its check value (Set.Reader, Set.CheckKeys).
+func (f Framing) ChannelID() [seal.ChannelIDSize]byte { return f.channel }
 
 // sealFrame gives the frame at the start of frame (AppendUnsealed's, or
 // AppendUnsealedEncrypted's for an encrypted file) its write-order id, seals
@@ -181,10 +189,15 @@ func (f Framing) Format(s fmt.State, _ rune) {
 // transaction id or a Catalog that breaks the rules of format.go (ids
 // strictly increasing and below NextGroupID, names of at most
 // MaxGroupNameLen bytes, Policy 0..2), or a skip record whose Skip is empty
-// or not strictly increasing; dst is returned unchanged with an error.
-// A take with a Group other than 0 is written as a group take (type 6). With a dst of enough capacity it does not allocate (unless a
+// or not strictly increasing, or a key record whose ChannelID is zero in a
+// version-6 framing or set in an older one; dst is returned unchanged with
+// an error. A take with a Group other than 0 is written as a group take
+// (type 6). With a dst of enough capacity it does not allocate (unless a
 // put has more than 16 headers).
 func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
+	if r.Type == RecordKey && (r.ChannelID != [seal.ChannelIDSize]byte{}) != (f.version >= ChannelBoundVersion) {
+		return dst, fmt.Errorf("%w: a key record names a channel in version 6 and only there (version %d)", ErrInvalidRecord, f.version)
+	}
 	start := len(dst)
 	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize())
 	if err != nil {
@@ -381,7 +394,7 @@ func decodeFrame(b []byte, r *Record, s *scratch, checked int64, f Framing) (int
 	if t := newerType(payload); t != 0 {
 		return 0, &corrupt.FormatError{Offset: -1, Version: uint64(f.version), Supported: MaxFormatVersion, RecordType: uint8(t)}
 	}
-	if reason := decodePayloadOf(payload, r, s, f.version >= EncryptedVersion); reason != "" {
+	if reason := decodePayloadOf(payload, r, s, f.version); reason != "" {
 		return 0, &corrupt.Error{Offset: -1, Reason: reason}
 	}
 	return n, nil

@@ -19,8 +19,26 @@ import (
 // (the seeds checked in before version 2, still valid as version-1 inputs)
 // and versions 2 to 4 with testFraming's salt (the seeds named v2_...:
 // the frames of both versions are the same bytes, only the header the
-// scanner's file starts with differs).
-var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming}
+// scanner's file starts with differs), and the encrypted versions 5 and 6
+// with that salt, whose puts decode sealed and whose key records differ
+// (the seeds named v5_... and v6_...).
+var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming, testFramingV5, testFramingV6}
+
+// testFramingV5 and testFramingV6 are testFraming in encrypted files of
+// versions 5 and 6, without keys: their puts decode sealed.
+var (
+	testFramingV5 = Framing{version: EncryptedVersion, salt: testFraming.salt}
+	testFramingV6 = Framing{version: ChannelBoundVersion, salt: testFraming.salt}
+)
+
+// frameSize is the size of the frame rec was decoded from in a file of
+// framing fr: a sealed put's is its sealed body's.
+func frameSize(fr Framing, rec *Record) int {
+	if rec.Sealed != nil {
+		return fr.FrameHeaderSize() + payloadHeaderSize + len(rec.Sealed)
+	}
+	return fr.EncodedSize(rec)
+}
 
 // FuzzDecodeRecord feeds arbitrary bytes to DecodeRecord, in each framing,
 // twice: as they are (exercising the frame checks), and wrapped as the
@@ -56,6 +74,15 @@ func checkDecode(t *testing.T, fr Framing, b []byte) {
 	}
 	if n < fr.FrameHeaderSize() || n > len(b) {
 		t.Fatalf("%v: frame length %d of %d input bytes", fr, n, len(b))
+	}
+	if r.Sealed != nil {
+		// A sealed put re-encodes only once opened: its sealed body is
+		// the rest of the payload, as it is.
+		if !fr.Encrypted() || r.Type != RecordPut || frameSize(fr, &r) != n ||
+			!bytes.Equal(r.Sealed, b[fr.FrameHeaderSize()+payloadHeaderSize:n]) {
+			t.Fatalf("%v: sealed %v record of %d bytes in a frame of %d", fr, r.Type, len(r.Sealed), n)
+		}
+		return
 	}
 	if got := fr.EncodedSize(&r); got != n {
 		t.Fatalf("%v: EncodedSize %d of a decoded %d-byte frame", fr, got, n)
@@ -171,10 +198,11 @@ func checkScan(t *testing.T, fr Framing, b []byte) {
 			if err != nil {
 				t.Fatalf("%v: reader at %d: %v", fr, s.Offset(), err)
 			}
-			if again.WriteOrderID != rec.WriteOrderID || again.Type != rec.Type || !bytes.Equal(again.Body, rec.Body) {
+			if again.WriteOrderID != rec.WriteOrderID || again.Type != rec.Type || !bytes.Equal(again.Body, rec.Body) ||
+				!bytes.Equal(again.Sealed, rec.Sealed) {
 				t.Fatalf("%v: reader and scanner disagree at %d", fr, s.Offset())
 			}
-			pos += int64(fr.EncodedSize(rec))
+			pos += int64(frameSize(fr, rec))
 		}
 		if err := s.Err(); err != nil {
 			if !errors.Is(err, corrupt.ErrUnsupportedFormat) {
@@ -216,9 +244,62 @@ func seedsOf(t testing.TB, seeds func(testing.TB, Framing) map[string][]byte) ma
 	return out
 }
 
+// encryptedRecords returns the frames of an encrypted file of version v
+// (testFraming's salt, goldenKeys, bound to testChannel in version 6) that
+// follow its header: its key record, then sampleRecords with every put
+// sealed; and the offset of each frame in those bytes.
+func encryptedRecords(t testing.TB, v uint16) ([]byte, []int) {
+	fr := encryptedTestFraming(t, goldenKeys, v, 1, testChannel)
+	key := keyRecord(fr)
+	recs := append([]Record{key}, sampleRecords()...)
+	var all []byte
+	var offs []int
+	for i := range recs {
+		offs = append(offs, len(all))
+		frame, err := AppendUnsealedEncrypted(nil, &recs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.sealFrame(frame, HeaderSize+int64(len(all)), recs[i].WriteOrderID); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, frame...)
+	}
+	return all, offs
+}
+
+// encryptedSeeds are the seeds of the encrypted versions, named v5_... and
+// v6_...: for FuzzScanner (scanner) their records, intact and damaged in
+// the key record and in a sealed put; for FuzzDecodeRecord the key record
+// and a sealed put.
+func encryptedSeeds(t testing.TB, scanner bool) map[string][]byte {
+	out := map[string][]byte{}
+	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
+	for _, v := range []uint16{EncryptedVersion, ChannelBoundVersion} {
+		all, offs := encryptedRecords(t, v)
+		p := fmt.Sprintf("v%d_", v)
+		if scanner {
+			out[p+"intact"] = all
+			out[p+"damaged_key_record"] = flip(all, offs[0]+FrameHeaderSize+payloadHeaderSize+3)
+			out[p+"damaged_sealed_put"] = flip(all, offs[1]+FrameHeaderSize+payloadHeaderSize+5)
+			out[p+"torn_tail"] = all[:len(all)-7]
+			continue
+		}
+		out[p+"key"] = all[:offs[1]]
+		out[p+"sealed_put"] = all[offs[1]:offs[2]]
+	}
+	return out
+}
+
 // scannerSeeds are record sequences (without the file header), intact and
 // damaged in the ways a crash or a bad disk damages them.
-func scannerSeeds(t testing.TB) map[string][]byte { return seedsOf(t, scannerSeedsOf) }
+func scannerSeeds(t testing.TB) map[string][]byte {
+	out := seedsOf(t, scannerSeedsOf)
+	for name, b := range encryptedSeeds(t, true) {
+		out[name] = b
+	}
+	return out
+}
 
 func scannerSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	var all []byte
@@ -264,7 +345,13 @@ func scannerSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	}
 }
 
-func recordSeeds(t testing.TB) map[string][]byte { return seedsOf(t, recordSeedsOf) }
+func recordSeeds(t testing.TB) map[string][]byte {
+	out := seedsOf(t, recordSeedsOf)
+	for name, b := range encryptedSeeds(t, false) {
+		out[name] = b
+	}
+	return out
+}
 
 func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	appendRec := func(r *Record) []byte {
@@ -310,7 +397,7 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 
 func headerSeeds() map[string][]byte {
 	out := headerSeedsOf(framingV1)
-	for _, fr := range []Framing{testFramingV2, testFramingV3, testFraming} {
+	for _, fr := range []Framing{testFramingV2, testFramingV3, testFraming, testFramingV5, testFramingV6} {
 		prefix := fmt.Sprintf("v%d_", fr.version)
 		for name, b := range withPrefix(prefix, headerSeedsOf(fr)) {
 			out[name] = b

@@ -118,7 +118,7 @@ func declaredHeaderSize(b []byte) int {
 // the file's salt. It tries, in order:
 //
 //  1. the first copy of the salt, if the checksum over bytes 0..19
-//     matches and the version field says 2 to 4;
+//     matches and the version field says 2 to 6;
 //  2. the second copy, if its own checksum (over the id in the file name
 //     and the copy) matches;
 //  3. version 1, if a valid version-1 frame follows the 16 header bytes;
@@ -131,8 +131,10 @@ func declaredHeaderSize(b []byte) int {
 //     verifies.
 //
 // A salt found in steps 2, 4 or 6 comes with the version the version field
-// says if it is 2 to 4, else FormatVersion (saltedVersion): the frames of
+// says if it is 2 to 6, else FormatVersion (saltedVersion): the frames of
 // both are the same, and a rewritten header keeps a version-2 file at 2.
+// In step 4, a first record that is a key record makes it version 5 or 6
+// (the one whose key record it is): only an encrypted file has one.
 //
 // Only I/O errors are returned.
 func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
@@ -160,7 +162,7 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 }
 
 // declaresSalted reports whether the header bytes hdr declare a version
-// with a salt this build reads: 2 to 4.
+// with a salt this build reads: 2 to 6.
 func declaresSalted(hdr []byte) bool {
 	if len(hdr) < versionEnd {
 		return false
@@ -190,9 +192,19 @@ func deriveSalt(r io.ReaderAt, v uint16) (Framing, error) {
 	}
 	hi := headerCRC(first) ^ binary.BigEndian.Uint32(first[4:8])
 	lo := crc32.Checksum(first[FrameHeaderSize:], castagnoli) ^ binary.BigEndian.Uint32(first[8:12])
+	p := first[FrameHeaderSize:]
+	if v < EncryptedVersion && RecordType(p[0]) == RecordKey {
+		// Only an encrypted file starts with a key record, whose layout
+		// tells version 6 from 5: its puts are sealed, whatever the
+		// damaged version field says.
+		v = ChannelBoundVersion
+		if decodePayloadOf(p, new(Record), nil, v) != "" {
+			v = EncryptedVersion
+		}
+	}
 	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
 	var rec Record
-	if decodePayload(first[FrameHeaderSize:], &rec, nil) != "" {
+	if decodePayloadOf(p, &rec, nil, v) != "" {
 		return Framing{}, nil
 	}
 	second, err := readFrame(r, HeaderSize+int64(len(first)), f)

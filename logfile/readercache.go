@@ -35,6 +35,9 @@ type readerCache struct {
 	log  *slog.Logger
 	max  int
 	keys Keys // opens encrypted files' puts (nil: they read back sealed)
+	// channel is the set's channel: a version-6 file bound to another is
+	// refused (zero: not checked).
+	channel ChannelID
 
 	// mu guards nodes, the LRU list and each node's refs, cached and
 	// links. A leaf: no other lock is taken under it, and no I/O is done
@@ -60,8 +63,8 @@ type cacheNode struct {
 	err    error
 }
 
-func newReaderCache(fsys vfs.FS, log *slog.Logger, max int, keys Keys) *readerCache {
-	c := &readerCache{fs: fsys, log: log, max: max, keys: keys, nodes: map[uint32]*cacheNode{}}
+func newReaderCache(fsys vfs.FS, log *slog.Logger, max int, keys Keys, channel ChannelID) *readerCache {
+	c := &readerCache{fs: fsys, log: log, max: max, keys: keys, channel: channel, nodes: map[uint32]*cacheNode{}}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
 	return c
 }
@@ -117,7 +120,7 @@ func (c *readerCache) get(id uint32, path string) (ReaderRef, error) {
 		c.closeReader(e)
 	}
 
-	n.r, n.err = openReader(c.fs, path, c.keys)
+	n.r, n.err = openReader(c.fs, path, c.keys, c.channel)
 	if n.err == nil {
 		c.open.Add(1)
 	}

@@ -106,6 +106,13 @@ type SetOptions struct {
 	// (keys.go), and opens the put bodies of encrypted files for Reader;
 	// nil = no encryption, and readers return encrypted puts sealed.
 	Keys Keys
+	// ChannelID is the id of the channel the set's files belong to (its
+	// channel.id). New encrypted files are bound to it (version 6; with
+	// Keys, creating a file without it is ErrKey), and a version-6 file
+	// bound to another channel is refused with ErrKey (Reader, CheckKeys).
+	// Zero (a tool that does not know the channel): a version-6 file is
+	// read with the channel its key record names.
+	ChannelID ChannelID
 }
 
 // File is a log file found in a data dir.
@@ -153,7 +160,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 	}
 	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{},
 		completes: map[uint32]map[uint32]struct{}{},
-		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders, opts.Keys)}
+		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders, opts.Keys, opts.ChannelID)}
 	for _, d := range opts.Dirs {
 		s.dirs = append(s.dirs, &dir{path: d})
 	}
@@ -327,8 +334,9 @@ func (s *Set) OpenReaders() int { return int(s.readers.open.Load()) }
 
 // openReader opens a reader on path, stepping over a damaged header. An
 // encrypted file's reader gets the file's keys from keys, if set: a key
-// keys does not have, or a wrong one, is ErrKey.
-func openReader(fsys vfs.FS, path string, keys Keys) (*Reader, error) {
+// keys does not have, a wrong one, or a version-6 file bound to another
+// channel than channel (unless zero) is ErrKey.
+func openReader(fsys vfs.FS, path string, keys Keys, channel ChannelID) (*Reader, error) {
 	r, err := OpenReader(fsys, path)
 	if errors.Is(err, corrupt.ErrCorrupt) {
 		r, err = OpenSalvageReader(fsys, path)
@@ -336,7 +344,7 @@ func openReader(fsys vfs.FS, path string, keys Keys) (*Reader, error) {
 	if err != nil || keys == nil || !r.fr.Encrypted() || r.fr.keyID == "" {
 		return r, err
 	}
-	if err := r.fr.attach(keys, r.id); err != nil {
+	if err := r.fr.attach(keys, r.id, channel); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", path, err), r.Close())
 	}
 	return r, nil

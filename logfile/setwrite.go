@@ -185,13 +185,13 @@ func (s *Set) rollLocked(d *dir) error {
 	return nil
 }
 
-// createLog creates log file id in dir: encrypted with the active key
-// if the set has Keys.
+// createLog creates log file id in dir: encrypted with the active key,
+// bound to the set's channel, if the set has Keys.
 func (s *Set) createLog(dir string, id uint32) (*Writer, error) {
 	if s.opts.Keys == nil {
 		return Create(s.fs, dir, id)
 	}
-	fr, err := encryptedFraming(s.opts.Keys, id)
+	fr, err := encryptedFraming(s.opts.Keys, id, s.opts.ChannelID)
 	if err != nil {
 		return nil, fmt.Errorf("create log %d in %s: %w", id, dir, err)
 	}
@@ -204,7 +204,7 @@ func (s *Set) createLog(dir string, id uint32) (*Writer, error) {
 func (s *Set) writeFileStart(w *Writer) error {
 	var recs []Record
 	if w.fr.Encrypted() {
-		recs = append(recs, Record{Type: RecordKey, KeyID: w.fr.keyID, KeyCheck: w.fr.keyCheck})
+		recs = append(recs, Record{Type: RecordKey, KeyID: w.fr.keyID, KeyCheck: w.fr.keyCheck, ChannelID: w.fr.channel})
 	}
 	if s.opts.FileStart != nil {
 		recs = append(recs, s.opts.FileStart()...)

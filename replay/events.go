@@ -141,7 +141,7 @@ func ListEvents(opts VerifyOptions, group string, skip, limit int, fn func(Event
 func (v *verifier) events(l *Listing, group string, skip, limit int, fn func(Event) error) error {
 	// A channel.id a newer release wrote is refused as every file is; a
 	// foreign or damaged one is Verify's to report: the events are listed.
-	if _, err := ReadOwners(v.ownerOptions()); err != nil {
+	if _, err := v.readOwners(); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	groups, err := v.recoverGroups()

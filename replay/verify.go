@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -107,9 +108,13 @@ type verifier struct {
 	rep  *Report
 	mem  *vfs.MemFS // copies of the checkpoint files, at their own paths
 
-	logs    map[uint32]*LogInfo // first file of each id with records
-	puts    int64               // put records in every log
-	set     *logfile.Set        // the data dirs' log files, duplicates listed
+	logs map[uint32]*LogInfo // first file of each id with records
+	puts int64               // put records in every log
+	set  *logfile.Set        // the data dirs' log files, duplicates listed
+	// channel is the channel's id as its directories record it (readOwners;
+	// zero when none does): the set refuses encrypted files bound to
+	// another.
+	channel logfile.ChannelID
 	closers []io.Closer
 
 	journalRead    bool
@@ -179,7 +184,7 @@ func (v *verifier) run() error {
 // the damaged channel.id files (check 0): what makes the channel refuse to
 // open (ReadOwners).
 func (v *verifier) checkOwners() error {
-	own, err := ReadOwners(v.ownerOptions())
+	own, err := v.readOwners()
 	if err != nil {
 		return err
 	}
@@ -198,6 +203,20 @@ func (v *verifier) checkOwners() error {
 		v.rep.add(kind, fe.File, -1, "%s", fe.Detail())
 	}
 	return nil
+}
+
+// readOwners reads the directories' channel.id files (ReadOwners) and
+// keeps the channel's id, if they record one: encrypted log files bound to
+// another channel are then refused, as Open refuses them.
+func (v *verifier) readOwners() (*Owners, error) {
+	own, err := ReadOwners(v.ownerOptions())
+	if err != nil {
+		return nil, err
+	}
+	if !own.New {
+		v.channel = logfile.ChannelID(own.ID)
+	}
+	return own, nil
 }
 
 // ownerOptions names the channel's directories for ReadOwners.
@@ -253,13 +272,24 @@ func (v *verifier) openSet() error {
 	if v.set != nil {
 		return nil
 	}
-	set, err := logfile.OpenSet(logfile.SetOptions{FS: v.opts.FS, Dirs: v.opts.DataDirs, AllowDuplicates: true, Logger: v.log, Keys: v.opts.Keys})
+	set, err := logfile.OpenSet(logfile.SetOptions{FS: v.opts.FS, Dirs: v.opts.DataDirs, AllowDuplicates: true, Logger: v.log,
+		Keys: v.opts.Keys, ChannelID: v.channel})
 	if err != nil {
 		return err
 	}
 	v.set = set
 	v.closers = append(v.closers, set)
 	return nil
+}
+
+// checkBinding reports a key record that binds its file to another channel
+// than the one the directories record (check 2): Open refuses the file.
+func (v *verifier) checkBinding(path string, off int64, r *logfile.Record) {
+	if v.channel == (logfile.ChannelID{}) || r.ChannelID == (logfile.ChannelID{}) || r.ChannelID == v.channel {
+		return
+	}
+	v.rep.add(ProblemForeignLog, path, off, "the file is encrypted for channel %s, not for this channel %s: a log file of another channel, copied here; the channel refuses to open (ErrKey) until it is moved out of the data dir",
+		hex.EncodeToString(r.ChannelID[:]), hex.EncodeToString(v.channel[:]))
 }
 
 // indexLogs fills in v.logs: the file of each id whose records the
@@ -319,7 +349,8 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 		case logfile.RecordCommit:
 			info.Commits++
 		case logfile.RecordKey:
-			info.KeyID = r.KeyID
+			info.KeyID, info.ChannelID = r.KeyID, r.ChannelID
+			v.checkBinding(path, sc.Offset(), r)
 		}
 		if info.Records == 1 {
 			info.FirstWOID = r.WriteOrderID

@@ -111,6 +111,12 @@ const (
 	// channel refuses to open until it is deleted (and then writes it
 	// again).
 	ProblemChannelIDCorrupt ProblemKind = "channel-id-corrupt"
+	// ProblemForeignLog: an encrypted log file bound to another channel
+	// than the one the directories record (its key record names another
+	// channel id): a file of another channel with the same key, copied into
+	// a data dir. The channel refuses to open (ErrKey) until it is moved
+	// out; no event of it is delivered. File and Offset are its key record.
+	ProblemForeignLog ProblemKind = "foreign-log"
 )
 
 // Note kinds: findings that are not damage (Report.Notes; OK ignores them).
@@ -162,7 +168,11 @@ type VerifyOptions struct {
 	Logger *slog.Logger
 	// Keys opens the events of encrypted log files for ListEvents (and
 	// the dump tool). Verify needs none: checksums cover the stored bytes.
-	// nil = encrypted events are listed with an error saying so.
+	// nil = encrypted events are listed with an error saying so. The
+	// channel's id comes from the directories' channel.id files: an event
+	// of a file bound to another channel is listed with an error matching
+	// logfile.ErrKey (without a channel.id, each file is read with the
+	// channel its key record names).
 	Keys logfile.Keys
 }
 
@@ -344,10 +354,13 @@ type LogInfo struct {
 
 	Tail    logfile.Tail
 	TailErr error // why the bytes at End are not a record, for a torn tail
-	// Version is the file's format version (5: encrypted), and KeyID the
-	// key an encrypted file names in its key record ("" for others).
-	Version uint16
-	KeyID   string
+	// Version is the file's format version (5 and 6: encrypted), and
+	// KeyID the key an encrypted file names in its key record ("" for
+	// others); ChannelID the channel a version-6 file is bound to (zero
+	// for others).
+	Version   uint16
+	KeyID     string
+	ChannelID logfile.ChannelID
 	// TornBytes is, for a torn tail, how many bytes from End on are not
 	// zero: the torn write, without the zeros laid out after it
 	// (Config.Preallocate), which Size counts.

@@ -2,9 +2,9 @@
 // keys of one encrypted log file, derived from a master key, and the
 // sealing and opening of one record's body under them.
 //
-// It is the cryptographic core of encryption at rest (issue 18). The log
-// format and the channel do not use it yet: the next steps (a log header
-// that names the key, the channel's Config.Keys) build on it.
+// It is the cryptographic core of encryption at rest (issue 18): the log
+// format's encrypted versions (logfile/keys.go) and the channel's
+// Config.Keys build on it.
 //
 // # Keys
 //
@@ -15,6 +15,15 @@
 //	                     ikm  = master key)
 //	key   = HKDF-Expand(prk, info = "record encryption", 32 bytes)   AES-256-GCM key
 //	check = HKDF-Expand(prk, info = "key check", 16 bytes)           key-check value
+//
+// A file bound to its channel (DeriveBound, log format version 6) has the
+// channel's 16-byte id (channel.id) in the HKDF salt as well:
+//
+//	salt  = "filechannel log keys v2" || file id (uint32 BE) || file salt (uint64 BE) || channel id
+//
+// so that two channels with the same master key never share a file's keys:
+// a file copied from one into the other neither matches its check value
+// nor opens.
 //
 // The file salt is the 8 random bytes every log header carries (format.md
 // §3.1), so two files never share keys unless their ids and salts both

@@ -21,6 +21,7 @@ const (
 	Overhead = 16
 
 	saltLabel  = "filechannel log keys v1"
+	boundLabel = "filechannel log keys v2" // DeriveBound's: a channel id follows the salt
 	infoRecord = "record encryption"
 	infoCheck  = "key check"
 	adMagic    = "FCRE"
@@ -40,13 +41,30 @@ type FileKeys struct {
 	check  [CheckSize]byte
 }
 
+// ChannelIDSize is the size of a channel's id (channel.id), which
+// DeriveBound binds.
+const ChannelIDSize = 16
+
 // Derive returns the keys of log file fileID with header salt salt, from
-// master (KeySize bytes).
+// master (KeySize bytes): those of a version-5 file, bound to no channel.
 func Derive(master []byte, fileID uint32, salt uint64) (*FileKeys, error) {
+	return derive(master, fileID, hkdfSalt(saltLabel, fileID, salt))
+}
+
+// DeriveBound is Derive for a file of the channel whose id is channel
+// (version 6): the keys differ for every channel, so a file (or a record)
+// copied from another channel that has the same master key neither
+// matches its check value nor opens.
+func DeriveBound(master []byte, fileID uint32, salt uint64, channel [ChannelIDSize]byte) (*FileKeys, error) {
+	return derive(master, fileID, append(hkdfSalt(boundLabel, fileID, salt), channel[:]...))
+}
+
+// derive returns the keys HKDF gives master with HKDF salt hsalt.
+func derive(master []byte, fileID uint32, hsalt []byte) (*FileKeys, error) {
 	if len(master) != KeySize {
 		return nil, fmt.Errorf("seal: a key is %d bytes, not %d", len(master), KeySize)
 	}
-	prk, err := hkdf.Extract(sha256.New, master, hkdfSalt(fileID, salt))
+	prk, err := hkdf.Extract(sha256.New, master, hsalt)
 	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
@@ -71,10 +89,11 @@ func Derive(master []byte, fileID uint32, salt uint64) (*FileKeys, error) {
 	return k, nil
 }
 
-// hkdfSalt is the HKDF salt of a file's keys.
-func hkdfSalt(fileID uint32, salt uint64) []byte {
-	b := append([]byte(saltLabel), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-	n := len(saltLabel)
+// hkdfSalt is the HKDF salt of a file's keys: label, the file id and the
+// header's salt (DeriveBound appends the channel id).
+func hkdfSalt(label string, fileID uint32, salt uint64) []byte {
+	b := make([]byte, len(label)+12, len(label)+12+ChannelIDSize)
+	n := copy(b, label)
 	binary.BigEndian.PutUint32(b[n:], fileID)
 	binary.BigEndian.PutUint64(b[n+4:], salt)
 	return b

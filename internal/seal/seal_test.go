@@ -109,6 +109,53 @@ func TestKnownAnswer(t *testing.T) {
 	}
 }
 
+// katChannel is the channel id of TestKnownAnswerBound.
+var katChannel = [ChannelIDSize]byte{0xc0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 0xcf}
+
+// The pinned outputs of DeriveBound: a change here is a change of the
+// on-disk format (version 6).
+const (
+	katBoundCheck  = "db1102d67be3358f0ab1cb1cd7e6164b"
+	katBoundSealed = "7db999cc05b9f4ed9a70fc838716aad86a694e8391281d9196a4d5"
+)
+
+// TestKnownAnswerBound is TestKnownAnswer for DeriveBound: the HKDF salt
+// has its own label and the channel id after the file's salt.
+func TestKnownAnswerBound(t *testing.T) {
+	k, err := DeriveBound(katMaster, katFileID, katSalt, katChannel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := k.Seal(nil, katBody, katFields)
+	check := k.Check()
+
+	salt := append([]byte("filechannel log keys v2"), 0, 0, 0, 7, 1, 2, 3, 4, 5, 6, 7, 8)
+	salt = append(salt, katChannel[:]...)
+	key := hkdfByHand(katMaster, salt, "record encryption", 32)
+	wantCheck := hkdfByHand(katMaster, salt, "key check", 16)
+	block, _ := aes.NewCipher(key)
+	gcm, _ := cipher.NewGCM(block)
+	nonce := []byte{0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0, 5}
+	ad := []byte("FCRE")
+	ad = binary.BigEndian.AppendUint32(ad, katFileID)
+	ad = binary.BigEndian.AppendUint32(ad, 36)
+	ad = binary.BigEndian.AppendUint32(ad, katFields.PayloadLen)
+	ad = append(ad, 1)
+	ad = binary.BigEndian.AppendUint64(ad, 9)
+	ad = binary.BigEndian.AppendUint64(ad, 5)
+	wantSealed := gcm.Seal(nil, nonce, katBody, ad)
+
+	if !bytes.Equal(check[:], wantCheck) {
+		t.Errorf("check %x, by hand %x", check, wantCheck)
+	}
+	if !bytes.Equal(sealed, wantSealed) {
+		t.Errorf("sealed %x, by hand %x", sealed, wantSealed)
+	}
+	if hex.EncodeToString(check[:]) != katBoundCheck || hex.EncodeToString(sealed) != katBoundSealed {
+		t.Errorf("pinned: check %x sealed %x; want %s %s", check, sealed, katBoundCheck, katBoundSealed)
+	}
+}
+
 // TestOpenRefusesWhatWasChanged: a sealed body opens only as the record it
 // was sealed for, in its file, under its key; any changed byte, field,
 // offset, file or key is ErrOpen. In place works both ways.
@@ -133,6 +180,13 @@ func TestOpenRefusesWhatWasChanged(t *testing.T) {
 		}
 		return k
 	}
+	bound := func(channel [ChannelIDSize]byte) *FileKeys {
+		k, err := DeriveBound(katMaster, katFileID, katSalt, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
 	wrongMaster := bytes.Clone(katMaster)
 	wrongMaster[0] ^= 1
 	for _, tc := range []struct {
@@ -151,6 +205,7 @@ func TestOpenRefusesWhatWasChanged(t *testing.T) {
 		{"copied_to_another_file", other(katMaster, katFileID+1, katSalt), katFields, -1},
 		{"another_salt", other(katMaster, katFileID, katSalt+1), katFields, -1},
 		{"wrong_key", other(wrongMaster, katFileID, katSalt), katFields, -1},
+		{"bound_to_a_channel", bound(katChannel), katFields, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := bytes.Clone(sealed)
@@ -167,6 +222,21 @@ func TestOpenRefusesWhatWasChanged(t *testing.T) {
 	}
 	if k.Check() == other(katMaster, katFileID, katSalt+1).Check() {
 		t.Error("two salts give the same check value")
+	}
+	// A file bound to one channel: neither its check value nor its records
+	// are another channel's, nor an unbound file's.
+	otherChannel := katChannel
+	otherChannel[15] ^= 1
+	kc := bound(katChannel)
+	boundSealed := kc.Seal(nil, katBody, katFields)
+	if kc.Check() == bound(otherChannel).Check() || kc.Check() == k.Check() {
+		t.Error("two channels, or a channel and none, give the same check value")
+	}
+	if _, err := bound(otherChannel).Open(nil, boundSealed, katFields); !errors.Is(err, ErrOpen) {
+		t.Errorf("a record of another channel opened: %v", err)
+	}
+	if got, err := kc.Open(nil, boundSealed, katFields); err != nil || !bytes.Equal(got, katBody) {
+		t.Fatalf("open bound: %q, %v", got, err)
 	}
 	if got, err := k.Open(sealed[:0], sealed, katFields); err != nil || !bytes.Equal(got, katBody) { // in place
 		t.Fatalf("open in place: %q, %v", got, err)

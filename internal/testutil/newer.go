@@ -128,13 +128,13 @@ func SetRecordType(t testing.TB, path string, off int64, typ byte) {
 }
 
 // LogSalt returns the salt of the log file whose bytes start with b, and
-// whether it is a salted file (magic "FCLG", version 2 to 4 at offset 4,
-// the salt at 12..19; versions 3 and 4 have version 2's header and frames).
+// whether it is a salted file (magic "FCLG", version 2 to 6 at offset 4,
+// the salt at 12..19; versions 3 to 6 have version 2's header and frames).
 func LogSalt(b []byte) (salt uint64, v2 bool) {
 	if len(b) < 20 || string(b[:4]) != "FCLG" {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 5 {
+	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 6 {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[12:]), true

@@ -29,10 +29,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		name  string
 		patch func(t *testing.T, f *fixture) (file, what string)
 	}{
-		{"log_file_version_6", func(t *testing.T, f *fixture) (string, string) {
+		{"log_file_version_7", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.LogName(1))
-			testutil.SetLogVersion(t, p, 6)
-			return p, "format version 6"
+			testutil.SetLogVersion(t, p, 7)
+			return p, "format version 7"
 		}},
 		{"log_record_of_type_13", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)

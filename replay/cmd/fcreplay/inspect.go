@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -199,8 +200,11 @@ type logJSON struct {
 	Damaged     []regionJSON `json:"damaged,omitempty"`
 	Unfinished  bool         `json:"unfinished,omitempty"` // left by a crash inside its creation
 	// KeyID is the key an encrypted log file's events are sealed with
-	// (format version 5); "" for a file without encryption.
+	// (format versions 5 and 6); "" for a file without encryption.
 	KeyID string `json:"key_id,omitempty"`
+	// ChannelID is the channel a version-6 file's keys are bound to (32
+	// hex digits); "" for other files.
+	ChannelID string `json:"channel_id,omitempty"`
 }
 
 type regionJSON struct {
@@ -256,6 +260,9 @@ func logFacts(l replay.LogInfo, damage map[place]replay.Problem) logJSON {
 		Puts: l.Puts, Takes: l.Takes, Commits: l.Commits, Rollbacks: l.Rollbacks,
 		FirstWriteOrderID: l.FirstWOID, LastWriteOrderID: l.LastWOID, Tail: l.Tail.String(),
 		TailError: errString(l.TailErr), TornBytes: l.TornBytes, HeaderError: errString(l.HeaderErr), Unfinished: l.Unfinished, KeyID: l.KeyID}
+	if l.ChannelID != ([16]byte{}) {
+		j.ChannelID = hex.EncodeToString(l.ChannelID[:])
+	}
 	for _, s := range l.Skipped {
 		j.Damaged = append(j.Damaged, regionJSON{Offset: s.Offset, Length: s.Length, Error: errString(s.Err),
 			costJSON: costFacts(damage[place{l.Path, s.Offset}].Cost)})
@@ -501,7 +508,9 @@ func groupList(gs []groupRefJSON) string {
 // logNotes lists what is unusual about a log file.
 func logNotes(l *logJSON) []string {
 	var notes []string
-	if l.KeyID != "" {
+	if l.KeyID != "" && l.ChannelID != "" {
+		notes = append(notes, fmt.Sprintf("encrypted with key %q for channel %s", l.KeyID, l.ChannelID))
+	} else if l.KeyID != "" {
 		notes = append(notes, fmt.Sprintf("encrypted with key %q", l.KeyID))
 	}
 	if l.Unfinished {

@@ -50,3 +50,56 @@ func TestDumpEncrypted(t *testing.T) {
 	}
 	fcreplay(t, f.args("verify")...).wantCode(t, exitOK)
 }
+
+// TestDumpRefusesAFileOfAnotherChannel: two channels share a key, and a log
+// file of one is copied over the other's file of the same id. The tools
+// learn the victim's channel id from its directories: dump --keys-file
+// lists none of the other channel's events as the victim's (each is an
+// error, exit 1), verify reports foreign-log, and inspect names the
+// channel each file is bound to.
+func TestDumpRefusesAFileOfAnotherChannel(t *testing.T) {
+	key := strings.Repeat("5a", channel.KeySize)
+	keys := channel.StaticKeys("2026-12", map[string][]byte{"2026-12": bytes.Repeat([]byte{0x5a}, channel.KeySize)})
+	var fs [2]*fixture
+	for i := range fs {
+		base := t.TempDir()
+		fs[i] = &fixture{base: base, ckpt: filepath.Join(base, "checkpoint"), data: filepath.Join(base, "data")}
+		cfg := fs[i].config()
+		cfg.Keys = keys
+		c := mustOpen(t, cfg)
+		putN(t, c, 10*i, 6, 3)
+		mustClose(t, c)
+	}
+	other, victim := fs[0], fs[1]
+	keyFile := filepath.Join(victim.base, "keys")
+	if err := os.WriteFile(keyFile, []byte("active 2026-12\n2026-12 "+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log1 := filepath.Join(victim.data, "log-0000000001")
+	b, err := os.ReadFile(filepath.Join(other.data, "log-0000000001"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log1, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := fcreplay(t, victim.args("dump", "--keys-file", keyFile)...)
+	r.wantCode(t, exitFailed)
+	for i := range 6 {
+		if strings.Contains(r.stdout, string(body(i))) {
+			t.Fatalf("dump lists an event of the other channel:\n%s", r.stdout)
+		}
+	}
+	if strings.Count(r.stdout, "belongs to channel") != 6 {
+		t.Fatalf("dump: want each of the 6 events refused as another channel's:\n%s", r.stdout)
+	}
+	r = fcreplay(t, victim.args("verify")...)
+	if r.code == exitOK || !strings.Contains(r.stdout, "foreign-log") {
+		t.Fatalf("verify: exit %d\n%s", r.code, r.stdout)
+	}
+	r = fcreplay(t, victim.args("inspect")...)
+	if !strings.Contains(r.stdout, `encrypted with key "2026-12" for channel `) {
+		t.Fatalf("inspect does not name the channel:\n%s", r.stdout)
+	}
+}

@@ -197,6 +197,9 @@ func advice(r *verifyJSON) []string {
 	if has(replay.ProblemForeignDataDir, replay.ProblemForeignBackupDir, replay.ProblemChannelIDCorrupt) {
 		out = append(out, "a directory belongs to another channel, or its channel.id is damaged: the channel, 'fcreplay repair' and 'fcreplay replay' refuse it; check the directories given (the problem names the file to delete to hand a directory over on purpose)")
 	}
+	if has(replay.ProblemForeignLog) {
+		out = append(out, "an encrypted log file belongs to another channel (copied into a data dir): the channel refuses to open until it is moved out of the data dir")
+	}
 	if has(replay.ProblemTornTail, replay.ProblemUnfinishedCreate) {
 		out = append(out, "torn tails and unfinished creates are normal after a crash; the channel's next open, or 'fcreplay repair', removes them")
 	}
