@@ -132,6 +132,21 @@ func refusedCheckpoints(cfg Config) error {
 	return nil
 }
 
+// refusedFullReplay returns the error of an entry of cfg's data dirs named
+// like a log file that is not a regular file (a symbolic link left where a
+// log file was moved away, say), matching ErrNotRegular, or nil: a full
+// replay would not read it, so nothing would say whether committed events
+// were left out (replay.NeededNotRegular). Whatever replaces the checkpoint
+// with a full replay's asks it first, before anything is changed.
+func refusedFullReplay(cfg Config) error {
+	logs, err := logfile.OpenSet(logfile.SetOptions{FS: cfg.fs, Dirs: cfg.DataDirs, AllowDuplicates: true})
+	if err != nil {
+		return nil // the replay's listing reports it
+	}
+	defer logs.Close()
+	return replay.NeededNotRegular(logs, nil)
+}
+
 // lockDirs (step 4) locks in_use.lock in every directory, unless the caller
 // holds the locks already (Rebuild, Repair).
 func (c *FileChannel) lockDirs(rc *recovery) error {
@@ -224,6 +239,9 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 		} else {
 			c.log.Warn("backup checkpoint unusable", "dir", backup, "err", berr)
 		}
+	}
+	if err := refusedFullReplay(c.cfg); err != nil {
+		return opErr("open", err) // before the checkpoint dir is emptied
 	}
 	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
 		c.log.Warn("no usable checkpoint: replaying every log file in full", "dir", dir)

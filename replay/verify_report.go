@@ -71,7 +71,10 @@ const (
 	// is not a regular file: a symbolic link, a directory, a named pipe, a
 	// socket or a device (Detail says which). Nothing follows a link or
 	// opens it. In a data dir it is left alone: no log file, and no new
-	// file gets its id. A checkpoint file of the kind makes Open fail, and
+	// file gets its id; but a replay that needs a log file of its name
+	// fails (NeededNotRegular: recovery-failed, and missing-log for
+	// queued events), and so does every full replay, Rebuild's and
+	// Repair's included. A checkpoint file of the kind makes Open fail, and
 	// is not read here (the report goes on as if it were missing).
 	ProblemNotRegularFile ProblemKind = "not-a-regular-file"
 
