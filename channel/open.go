@@ -167,8 +167,10 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 }
 
 // claimDirs (step 4b) refuses a directory of another channel and records
-// this channel's identity in each directory that has none yet
-// (replay.ReadOwners has the rules, docs/format.md §1.1 the file). Nothing
+// this channel's identity in each directory that has none yet, and in a
+// checkpoint or backup dir whose damaged channel.id every data dir vouches
+// for (healed: logged and counted in Stats.ChannelIDsHealed).
+// replay.ReadOwners has the rules, docs/format.md §1.1 the file. Nothing
 // is written before every directory is judged.
 func (c *FileChannel) claimDirs(*recovery) error {
 	own, err := replay.ReadOwners(ownerOptions(c.cfg))
@@ -189,6 +191,12 @@ func (c *FileChannel) claimDirs(*recovery) error {
 		}
 		if err := write(c.fs, d.Dir, rec); err != nil {
 			return opErr("record channel id", err)
+		}
+		if d.Healed != nil {
+			c.stats.channelIDsHealed++
+			c.log.Warn("healed a damaged channel.id: wrote it again from what every data dir's records", "dir", d.Dir, "role", d.Role,
+				"channel_id", own.ID.String(), "checkpoint_dir", own.CheckpointDir, "damage", d.Healed)
+			continue
 		}
 		c.log.Info("recorded the channel id", "dir", d.Dir, "role", d.Role, "channel_id", own.ID.String(),
 			"checkpoint_dir", own.CheckpointDir, "new_channel", own.New, "was", ownerString(d.Found))

@@ -183,7 +183,13 @@ func (v *verifier) checkOwners() error {
 	if err != nil {
 		return err
 	}
-	for _, err := range own.Damaged {
+	damaged := own.Damaged
+	for _, d := range own.Dirs {
+		if d.Healed != nil {
+			damaged = append(damaged, fmt.Errorf("%w; every data dir vouches for this channel: the channel's next Open writes it again", d.Healed))
+		}
+	}
+	for _, err := range damaged {
 		file, off := "", int64(-1)
 		if ce := (*corrupt.Error)(nil); errors.As(err, &ce) {
 			file, off = ce.File, ce.Offset

@@ -112,7 +112,9 @@ const (
 	ProblemForeignBackupDir ProblemKind = "foreign-backup-dir"
 	// ProblemChannelIDCorrupt: a directory's channel.id is damaged; the
 	// channel refuses to open until it is deleted (and then writes it
-	// again).
+	// again), unless it is the checkpoint or backup dir's and every data
+	// dir vouches for the channel (ReadOwners' rule 4): then the channel's
+	// next Open writes it again (Detail says so).
 	ProblemChannelIDCorrupt ProblemKind = "channel-id-corrupt"
 )
 

@@ -195,7 +195,7 @@ func advice(r *verifyJSON) []string {
 	}
 	var out []string
 	if has(replay.ProblemForeignDataDir, replay.ProblemForeignBackupDir, replay.ProblemChannelIDCorrupt) {
-		out = append(out, "a directory belongs to another channel, or its channel.id is damaged: the channel, 'fcreplay repair' and 'fcreplay replay' refuse it; check the directories given (the problem names the file to delete to hand a directory over on purpose)")
+		out = append(out, "a directory belongs to another channel, or its channel.id is damaged: the channel, 'fcreplay repair' and 'fcreplay replay' refuse it; check the directories given (the problem names the file to delete to hand a directory over on purpose); but a damaged channel.id of the checkpoint or backup dir that every data dir vouches for is written again by the channel's next open, and 'fcreplay repair' and 'fcreplay replay' go ahead (the problem says so)")
 	}
 	if has(replay.ProblemTornTail, replay.ProblemUnfinishedCreate) {
 		out = append(out, "torn tails and unfinished creates are normal after a crash; the channel's next open, or 'fcreplay repair', removes them")
