@@ -21,9 +21,13 @@ import (
 //     nothing says what the entry stands for.
 //
 // An entry with another id (a file the channel deleted before the
-// checkpoint) is left alone: Set.Listed does not list it, and no new log
-// file takes its id.
+// checkpoint), or with the id of a log file another data dir holds, is left
+// alone: Set.Listed does not list it, and no new log file takes its id.
 func NeededNotRegular(logs *logfile.Set, st *checkpoint.State) error {
+	held := map[uint32]bool{} // ids of the log files the data dirs hold
+	for _, f := range logs.Listed() {
+		held[f.ID] = true
+	}
 	listed := map[uint32]int{} // file id -> queued events per the checkpoint
 	var next uint32
 	if st != nil {
@@ -39,6 +43,8 @@ func NeededNotRegular(logs *logfile.Set, st *checkpoint.State) error {
 		e := &logfile.NotRegularError{NotRegular: n}
 		refs, ok := listed[n.ID]
 		switch {
+		case held[n.ID]:
+			continue
 		case st == nil:
 			e.Need = "a full replay reads every log file"
 		case ok && refs > 0:
