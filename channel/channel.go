@@ -122,6 +122,7 @@ type stats struct {
 	replayCorrupt    int64
 	replayDamagedTxs int64
 	tornTails        int64
+	channelIDsHealed int64
 	replayDuration   time.Duration
 
 	corruptSkipped atomic.Int64

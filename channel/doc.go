@@ -261,7 +261,10 @@
 // widen them; the umask applies). The directories may be symbolic links,
 // but nothing inside them is followed: a checkpoint file or in_use.lock
 // that is not a regular file fails Open ([ErrNotRegular]), and an entry
-// named like a log file that is not one is logged and left alone.
+// named like a log file that is not one is logged and left alone, unless it
+// stands where the recovery needs a log file (one the checkpoint lists or
+// newer, or any in a full replay): then Open, Repair and Rebuild refuse it
+// with ErrNotRegular, naming it (move the file back in place of a link).
 //
 // # Encryption at rest
 //

@@ -73,8 +73,12 @@ var (
 	// pipe or another file that is not a regular file. The channel never
 	// follows a link in its directories (the directories themselves may be
 	// links) and changes nothing: move the entry away. An entry named like a
-	// log file that is not a regular file is no error: it is left alone
-	// (Verify reports it as not-a-regular-file).
+	// log file that is not a regular file is left alone (Verify reports it
+	// as not-a-regular-file), unless it stands where the recovery needs a
+	// log file: one the checkpoint lists (a log file moved away and left as
+	// a link, say), one newer than the checkpoint, or any in a full replay.
+	// Then they fail with a *logfile.NotRegularError naming the entry and
+	// what to do (move the file back in place of the link).
 	ErrNotRegular = vfs.ErrNotRegular
 	// ErrForeignDir is matched (errors.Is) by the error of Open, Repair
 	// and Rebuild when a data dir or the backup checkpoint dir belongs to

@@ -182,6 +182,9 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.stats.replayDamagedTxs)
 	})
 	gauge("replay_torn_tails", "Log files whose torn tail the last Open cut off.", func() float64 { return float64(c.stats.tornTails) })
+	gauge("channel_ids_healed", "Damaged channel.id files of the checkpoint and backup dirs the last Open wrote again from the data dirs'.", func() float64 {
+		return float64(c.stats.channelIDsHealed)
+	})
 	m.all = append(m.all, newGroupCollector(c))
 	for _, dir := range c.cfg.DataDirs {
 		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -142,6 +142,21 @@ func refusedCheckpoints(cfg Config) error {
 	return nil
 }
 
+// refusedFullReplay returns the error of an entry of cfg's data dirs named
+// like a log file that is not a regular file (a symbolic link left where a
+// log file was moved away, say), matching ErrNotRegular, or nil: a full
+// replay would not read it, so nothing would say whether committed events
+// were left out (replay.NeededNotRegular). Whatever replaces the checkpoint
+// with a full replay's asks it first, before anything is changed.
+func refusedFullReplay(cfg Config) error {
+	logs, err := logfile.OpenSet(logfile.SetOptions{FS: cfg.fs, Dirs: cfg.DataDirs, AllowDuplicates: true})
+	if err != nil {
+		return nil // the replay's listing reports it
+	}
+	defer logs.Close()
+	return replay.NeededNotRegular(logs, nil)
+}
+
 // lockDirs (step 4) locks in_use.lock in every directory, unless the caller
 // holds the locks already (Rebuild, Repair).
 func (c *FileChannel) lockDirs(rc *recovery) error {
@@ -162,8 +177,10 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 }
 
 // claimDirs (step 4b) refuses a directory of another channel and records
-// this channel's identity in each directory that has none yet
-// (replay.ReadOwners has the rules, docs/format.md §1.1 the file). Nothing
+// this channel's identity in each directory that has none yet, and in a
+// checkpoint or backup dir whose damaged channel.id every data dir vouches
+// for (healed: logged and counted in Stats.ChannelIDsHealed).
+// replay.ReadOwners has the rules, docs/format.md §1.1 the file. Nothing
 // is written before every directory is judged, and the keys checked (step
 // 4c) with the channel's id: an Open refused for a key changes no file.
 func (c *FileChannel) claimDirs(rc *recovery) error {
@@ -189,6 +206,12 @@ func (c *FileChannel) claimDirs(rc *recovery) error {
 		}
 		if err := write(c.fs, d.Dir, rec); err != nil {
 			return opErr("record channel id", err)
+		}
+		if d.Healed != nil {
+			c.stats.channelIDsHealed++
+			c.log.Warn("healed a damaged channel.id: wrote it again from what every data dir's records", "dir", d.Dir, "role", d.Role,
+				"channel_id", own.ID.String(), "checkpoint_dir", own.CheckpointDir, "damage", d.Healed)
+			continue
 		}
 		c.log.Info("recorded the channel id", "dir", d.Dir, "role", d.Role, "channel_id", own.ID.String(),
 			"checkpoint_dir", own.CheckpointDir, "new_channel", own.New, "was", ownerString(d.Found))
@@ -239,6 +262,9 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 		} else {
 			c.log.Warn("backup checkpoint unusable", "dir", backup, "err", berr)
 		}
+	}
+	if err := refusedFullReplay(c.cfg); err != nil {
+		return opErr("open", err) // before the checkpoint dir is emptied
 	}
 	if errors.Is(err, checkpoint.ErrBadCheckpoint) {
 		c.log.Warn("no usable checkpoint: replaying every log file in full", "dir", dir)

@@ -2,6 +2,8 @@ package channel
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Directories belong to one channel (docs/format.md §1.1): every directory
@@ -409,5 +412,201 @@ func TestChannelIDsAreWrittenAtFirstOpen(t *testing.T) {
 		if got := ownerOf(t, d); got != o {
 			t.Errorf("%s: %+v, want %+v", d, got, o)
 		}
+	}
+}
+
+// damageChannelID damages dir's channel.id the way how says: a flipped
+// bit, cut short, zeroed, or emptied.
+func damageChannelID(t *testing.T, dir, how string) {
+	t.Helper()
+	file := filepath.Join(dir, owner.FileName)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch how {
+	case "flip_a_bit":
+		b[len(b)/2] ^= 0x10
+	case "truncate":
+		b = b[:len(b)-5]
+	case "zero":
+		clear(b)
+	case "empty":
+		b = nil
+	default:
+		t.Fatalf("no damage %q", how)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedCheckpointChannelIDHeals is issue 27's item 14: a damaged
+// channel.id in the checkpoint dir (or the backup dir) made Open refuse
+// until someone deleted it by hand, though every data dir's channel.id,
+// intact, said which channel it was. Now Verify reports it, saying the
+// next Open writes it again, and Open writes it again from the data dirs'
+// (logged, counted in Stats and the channel_ids_healed metric), and opens
+// with every event.
+func TestDamagedCheckpointChannelIDHeals(t *testing.T) {
+	for _, how := range []string{"flip_a_bit", "truncate", "zero", "empty"} {
+		for _, where := range []string{"checkpoint_dir", "backup_dir", "both"} {
+			t.Run(how+"/"+where, func(t *testing.T) {
+				cfg := ownedChannel(t)
+				id := ownerOf(t, cfg.CheckpointDir)
+				var damaged []string
+				if where != "backup_dir" {
+					damaged = append(damaged, cfg.CheckpointDir)
+				}
+				if where != "checkpoint_dir" {
+					damaged = append(damaged, cfg.BackupCheckpointDir)
+				}
+				for _, d := range damaged {
+					damageChannelID(t, d, how)
+				}
+
+				rep, err := Verify(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range damaged {
+					file := filepath.Join(d, owner.FileName)
+					if !hasProblem(rep, replay.ProblemChannelIDCorrupt, file) {
+						t.Errorf("Verify: no %s problem for %s: %v", replay.ProblemChannelIDCorrupt, file, rep.Problems)
+					}
+				}
+				for _, p := range rep.Problems {
+					if p.Kind == replay.ProblemChannelIDCorrupt && !strings.Contains(p.Detail, "the channel's next Open writes it again") {
+						t.Errorf("Verify: %s does not say the next Open heals it", p)
+					}
+				}
+
+				rec := &logRecorder{}
+				reg := prometheus.NewRegistry()
+				cfg.Logger, cfg.Registerer = slog.New(rec), reg
+				c := mustOpen(t, cfg)
+				if got := c.Stats().ChannelIDsHealed; got != int64(len(damaged)) {
+					t.Errorf("Stats().ChannelIDsHealed = %d, want %d", got, len(damaged))
+				}
+				if v, ok := metricValue(t, reg, "filechannel_channel_ids_healed", nil); !ok || v != float64(len(damaged)) {
+					t.Errorf("filechannel_channel_ids_healed = %v (%v), want %d", v, ok, len(damaged))
+				}
+				logged := map[string]bool{}
+				for _, r := range rec.find("healed a damaged channel.id") {
+					if r.Level != slog.LevelWarn {
+						t.Errorf("logged at %v, want a warning", r.Level)
+					}
+					r.Attrs(func(a slog.Attr) bool {
+						if a.Key == "dir" {
+							logged[a.Value.String()] = true
+						}
+						return true
+					})
+				}
+				for _, d := range damaged {
+					if !logged[d] {
+						t.Errorf("no warning for %s (logged %v)", d, logged)
+					}
+				}
+				wantEvents(t, drain(t, c), bodies(20, 40))
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range allDirs(cfg) {
+					if got := ownerOf(t, d); got != id {
+						t.Errorf("%s: owner %+v, want %+v", d, got, id)
+					}
+					if _, err := os.Lstat(filepath.Join(d, owner.FileName+".tmp")); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("%s: a channel.id.tmp is left: %v", d, err)
+					}
+				}
+				// Healed once: the next Open has nothing to heal.
+				c = mustOpen(t, cfg)
+				if got := c.Stats().ChannelIDsHealed; got != 0 {
+					t.Errorf("the next Open healed %d", got)
+				}
+			})
+		}
+	}
+}
+
+// TestDamagedCheckpointChannelIDWithoutVouchersIsRefused: when a data dir
+// does not vouch for the channel (its channel.id missing, damaged too, or
+// recording another channel or another checkpoint dir), or the backup dir
+// names another channel, a damaged channel.id of the checkpoint dir is
+// refused as before (ErrCorrupt naming the file), with the reason it was
+// not healed, and nothing is changed.
+func TestDamagedCheckpointChannelIDWithoutVouchersIsRefused(t *testing.T) {
+	rewrite := func(t *testing.T, dir string, o owner.Owner) {
+		if err := owner.Write(vfsOS(), dir, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, cfg Config, id owner.Owner)
+		why   func(cfg Config) string // after "not rewritten by itself, as "
+	}{
+		{"data_dir_id_missing", func(t *testing.T, cfg Config, _ owner.Owner) {
+			if err := os.Remove(filepath.Join(cfg.DataDirs[1], owner.FileName)); err != nil {
+				t.Fatal(err)
+			}
+		}, func(cfg Config) string {
+			return "DataDirs[1] " + cfg.DataDirs[1] + " has no intact channel.id to vouch for it"
+		}},
+		{"data_dir_id_damaged", func(t *testing.T, cfg Config, _ owner.Owner) { damageChannelID(t, cfg.DataDirs[1], "flip_a_bit") },
+			func(cfg Config) string {
+				return "DataDirs[1] " + cfg.DataDirs[1] + " has no intact channel.id to vouch for it"
+			}},
+		{"data_dir_of_another_channel", func(t *testing.T, cfg Config, id owner.Owner) {
+			id.ID = owner.NewID()
+			rewrite(t, cfg.DataDirs[1], id)
+		}, func(cfg Config) string { return "DataDirs[1] " + cfg.DataDirs[1] + " records channel " }},
+		{"data_dir_of_another_checkpoint_dir", func(t *testing.T, cfg Config, id owner.Owner) {
+			id.CheckpointDir = "/somewhere/else"
+			rewrite(t, cfg.DataDirs[1], id)
+		}, func(cfg Config) string {
+			return "DataDirs[1] " + cfg.DataDirs[1] + " records checkpoint dir /somewhere/else, not " + resolved(t, cfg.CheckpointDir)
+		}},
+		{"backup_dir_of_another_channel", func(t *testing.T, cfg Config, id owner.Owner) {
+			id.ID = owner.NewID()
+			rewrite(t, cfg.BackupCheckpointDir, id)
+		}, func(cfg Config) string { return "BackupCheckpointDir " + cfg.BackupCheckpointDir + " records channel " }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ownedChannel(t)
+			id := ownerOf(t, cfg.CheckpointDir)
+			damageChannelID(t, cfg.CheckpointDir, "zero")
+			tc.spoil(t, cfg, id)
+			expectProblems(t, replay.ProblemChannelIDCorrupt, replay.ProblemForeignDataDir, replay.ProblemForeignBackupDir)
+			before := testutil.Snapshot(t, allDirs(cfg)...)
+
+			file := filepath.Join(cfg.CheckpointDir, owner.FileName)
+			for _, run := range []struct {
+				op string
+				do func() error
+			}{
+				{"Open", func() error {
+					c, err := Open(cfg)
+					if err == nil {
+						c.Close()
+					}
+					return err
+				}},
+				{"Repair", func() error { _, err := Repair(cfg, RepairOptions{}); return err }},
+				{"Rebuild", func() error { _, err := Rebuild(cfg, RebuildOptions{}); return err }},
+			} {
+				err := run.do()
+				msg := fmt.Sprint(err)
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(msg, "CheckpointDir "+cfg.CheckpointDir+": ") ||
+					!strings.Contains(msg, file) || !strings.Contains(msg, "delete the file") {
+					t.Errorf("%s: err %v, want the damage of %s", run.op, err, file)
+				}
+				if w := "not rewritten by itself, as " + tc.why(cfg); !strings.Contains(msg, w) {
+					t.Errorf("%s: error %q does not say %q", run.op, msg, w)
+				}
+			}
+			testutil.RequireUnchanged(t, before, allDirs(cfg)...)
+		})
 	}
 }

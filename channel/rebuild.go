@@ -93,7 +93,9 @@ type RebuildGroup struct {
 // the checkpoint or backup directory or among the logs, makes it fail with
 // an error matching ErrUnsupportedFormat, and a checkpoint file that is not
 // a regular file (a symbolic link) with one matching ErrNotRegular, before
-// anything is changed.
+// anything is changed; so does an entry of a data dir named like a log file
+// that is not a regular file (a log file moved away and left as a link, say),
+// whose events a full replay could not read.
 func Rebuild(cfg Config, opts RebuildOptions) (*RebuildReport, error) {
 	if opts.ProgressEvery < 0 {
 		return nil, fmt.Errorf("filechannel: rebuild: ProgressEvery %v is negative", opts.ProgressEvery)

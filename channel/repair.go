@@ -117,7 +117,9 @@ type RepairReport struct {
 // counts as damage for replay's report of such transactions). A file a newer release wrote
 // stops Repair with an error matching ErrUnsupportedFormat before it changes
 // anything (the Verify it starts with refuses it), and so does a checkpoint
-// file that is not a regular file, with one matching ErrNotRegular. Repair takes every
+// file that is not a regular file, with one matching ErrNotRegular, or an
+// entry named like a log file that is not one (its rebuild is a full replay,
+// which could not read it: see Rebuild). Repair takes every
 // directory's lock (ErrLocked while the channel is open); a missing directory is
 // created, except in a dry run. On an error after changes were made, Repair
 // returns the report of what it did with the error.
@@ -149,7 +151,11 @@ func Repair(cfg Config, opts RepairOptions) (*RepairReport, error) {
 		return nil, opErr("repair", err)
 	}
 	// Its rebuild would refuse them after the logs were changed.
-	if err := refusedCheckpoints(full); err != nil {
+	err = refusedCheckpoints(full)
+	if err == nil {
+		err = refusedFullReplay(full) // its rebuild is a full replay
+	}
+	if err != nil {
 		return nil, opErrNote("repair", err, " (nothing was changed)")
 	}
 	r := &repairer{fs: full.fs, dry: opts.DryRun, rep: &RepairReport{Before: before.Cost}}

@@ -61,6 +61,11 @@ type Stats struct {
 	BackupErrs     int64  // failed backup checkpoints
 	LastCheckpoint uint64 // write-order id of the last successful checkpoint
 
+	// ChannelIDsHealed counts the damaged channel.id files of the
+	// checkpoint and backup dirs the last Open wrote again, from what every
+	// data dir's channel.id records (docs/format.md §1.1, rule 4).
+	ChannelIDsHealed int64
+
 	// Groups are the consumer groups' own numbers, by group id.
 	Groups []GroupStats
 }
@@ -142,6 +147,7 @@ func (c *FileChannel) Stats() Stats {
 	s.ReplayCorrupt = c.stats.replayCorrupt
 	s.ReplayDamagedTxs = c.stats.replayDamagedTxs
 	s.TornTails = c.stats.tornTails
+	s.ChannelIDsHealed = c.stats.channelIDsHealed
 	s.CorruptSkipped = c.stats.corruptSkipped.Load()
 	s.CheckpointErrs = c.stats.checkpointErrs.Load()
 	s.BackupErrs = c.stats.backupErrs.Load()

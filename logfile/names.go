@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/flumego/filechannel/internal/vfs"
 )
@@ -69,6 +70,46 @@ type NotRegular struct {
 	Dir  string // the data dir holding it
 	Path string
 	Mode fs.FileMode // as Lstat reports it; Mode.Type() says what it is
+}
+
+// NotRegularError is the error of a NotRegular entry that takes the name of
+// a log file the channel needs (replay.NeededNotRegular has the rule): it
+// names the entry and says what to do. It matches vfs.ErrNotRegular.
+type NotRegularError struct {
+	NotRegular
+	// Need says why the file is needed, such as "log file log-0000000001
+	// holds 3 queued events according to the checkpoint".
+	Need string
+	// Ours: the id is known to be one of the channel's log files (a
+	// checkpoint lists it), so the entry took that file's place.
+	Ours bool
+}
+
+func (e *NotRegularError) Error() string {
+	kind := vfs.TypeName(e.Mode)
+	link := e.Mode.Type()&fs.ModeSymlink != 0
+	var what string
+	switch {
+	case e.Ours && link:
+		what = "the channel does not follow symbolic links; move the file back into the data dir in place of the link"
+	case e.Ours:
+		what = "the channel reads only regular files; move the " + noArticle(kind) + " out of the data dir and put the log file back in its place"
+	case link:
+		what = "the channel does not follow symbolic links; if the link stands for a log file moved elsewhere, " +
+			"move the file back into the data dir in place of the link, else move the link out of the data dir"
+	default:
+		what = "the channel reads only regular files; move it out of the data dir (and put back the log file of that name, if there was one)"
+	}
+	return fmt.Sprintf("%s, but %s is %s, not a regular file: %s", e.Need, e.Path, kind, what)
+}
+
+// Unwrap lets errors.Is match vfs.ErrNotRegular.
+func (e *NotRegularError) Unwrap() error { return vfs.ErrNotRegular }
+
+// noArticle is a vfs.TypeName without its article: "directory".
+func noArticle(kind string) string {
+	_, rest, _ := strings.Cut(kind, " ")
+	return rest
 }
 
 // listing is what listDir found in one data dir.

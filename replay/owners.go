@@ -86,7 +86,8 @@ type Owners struct {
 	Dirs []OwnedDir
 	// Foreign lists the directories of another channel; Damaged the
 	// errors (each a *corrupt.Error, wrapped with the directory) of
-	// channel.id files that do not decode. Either makes Err not nil.
+	// channel.id files that do not decode and that nothing vouches for
+	// (rule 4). Either makes Err not nil.
 	Foreign []*ForeignDirError
 	Damaged []error
 }
@@ -98,14 +99,20 @@ type OwnedDir struct {
 	Data  bool      // a data dir (its file is logfile's), else a checkpoint dir (checkpoint's)
 	Found *DirOwner // what it records; nil when it has no channel.id, or a damaged one
 	// Write: the directory is this channel's, and its channel.id is
-	// missing or records another checkpoint dir (the channel moved it):
-	// Open writes ID and CheckpointDir there.
+	// missing or records another checkpoint dir (the channel moved it), or
+	// is damaged and healed (Healed): Open writes ID and CheckpointDir
+	// there.
 	Write bool
+	// Healed is the damage (a *corrupt.Error, wrapped with the directory)
+	// of a checkpoint or backup dir's channel.id that every data dir
+	// vouches for (rule 4): Open rewrites the file, logs and counts it.
+	Healed error
 }
 
 // Err returns the error Open, Repair and Rebuild refuse the directories
-// with: the first damaged channel.id, else the first *ForeignDirError; nil
-// when every directory is this channel's or records none.
+// with: the first damaged channel.id that is not healed, else the first
+// *ForeignDirError; nil when every directory is this channel's or records
+// none.
 func (o *Owners) Err() error {
 	if len(o.Damaged) > 0 {
 		return o.Damaged[0]
@@ -132,6 +139,13 @@ func (o *Owners) Err() error {
 //     is this channel's, as is one that records this id with another
 //     checkpoint dir (the channel's dirs were moved): Open writes it
 //     (OwnedDir.Write).
+//  4. A channel.id that does not decode is damage, refused (Damaged), with
+//     one exception: the checkpoint dir's or the backup dir's is healed
+//     (OwnedDir.Healed, Write) when every data dir vouches for the
+//     channel: each has an intact channel.id, all record the same id, and
+//     all record C (and the other checkpoint-side file, if intact, records
+//     that id too). The damaged file is then read as if it were missing
+//     (rules 1 to 3 apply to what is left).
 //
 // It only reads. Its errors are I/O errors and a channel.id a newer release
 // wrote (a *corrupt.FormatError): damaged files are in Damaged.
@@ -141,14 +155,16 @@ func ReadOwners(opts OwnerOptions) (*Owners, error) {
 		return nil, fmt.Errorf("resolve checkpoint dir %s: %w", opts.CheckpointDir, err)
 	}
 	o := &Owners{CheckpointDir: ck}
+	var damaged []error // by directory, as Dirs
 	read := func(role, dir string, data bool) error {
 		readOwner := checkpoint.ReadOwner
 		if data {
 			readOwner = logfile.ReadOwner
 		}
 		rec, ok, err := readOwner(opts.FS, dir)
+		var bad error
 		if errors.Is(err, corrupt.ErrCorrupt) {
-			o.Damaged = append(o.Damaged, fmt.Errorf("%s %s: %w; if the directory is this channel's, delete the file and its id is recorded again", role, dir, err))
+			bad = fmt.Errorf("%s %s: %w", role, dir, err)
 		} else if err != nil {
 			return fmt.Errorf("%s %s: %w", role, dir, err)
 		}
@@ -157,6 +173,7 @@ func ReadOwners(opts OwnerOptions) (*Owners, error) {
 			d.Found = &rec
 		}
 		o.Dirs = append(o.Dirs, d)
+		damaged = append(damaged, bad)
 		return nil
 	}
 	if err := read("CheckpointDir", opts.CheckpointDir, false); err != nil {
@@ -172,11 +189,62 @@ func ReadOwners(opts OwnerOptions) (*Owners, error) {
 			return nil, err
 		}
 	}
+	o.heal(damaged)
 	o.pickID()
 	for i := range o.Dirs {
 		o.judge(&o.Dirs[i])
 	}
 	return o, nil
+}
+
+// heal applies rule 4 to the damage read found in each directory (nil
+// where its channel.id decoded or is missing).
+func (o *Owners) heal(damaged []error) {
+	why := o.unvouched()
+	for i, err := range damaged {
+		d := &o.Dirs[i]
+		switch {
+		case err == nil:
+		case !d.Data && why == "":
+			d.Healed = err
+		case d.Data:
+			o.Damaged = append(o.Damaged, fmt.Errorf("%w; if the directory is this channel's, delete the file and its id is recorded again", err))
+		default:
+			o.Damaged = append(o.Damaged, fmt.Errorf("%w; not rewritten by itself, as %s; if the directory is this channel's, delete the file and its id is recorded again", err, why))
+		}
+	}
+}
+
+// unvouched says why the data dirs do not vouch for the channel (rule 4),
+// or "" when they do: each has an intact channel.id recording C, all with
+// one id, which the intact checkpoint-side files record too.
+func (o *Owners) unvouched() string {
+	var first *OwnedDir
+	for i := range o.Dirs {
+		d := &o.Dirs[i]
+		if !d.Data {
+			continue
+		}
+		switch {
+		case d.Found == nil:
+			return fmt.Sprintf("%s %s has no intact channel.id to vouch for it", d.Role, d.Dir)
+		case d.Found.CheckpointDir != o.CheckpointDir:
+			return fmt.Sprintf("%s %s records checkpoint dir %s, not %s", d.Role, d.Dir, d.Found.CheckpointDir, o.CheckpointDir)
+		case first == nil:
+			first = d
+		case d.Found.ID != first.Found.ID:
+			return fmt.Sprintf("%s %s records channel %s, but %s %s records channel %s", d.Role, d.Dir, d.Found.ID, first.Role, first.Dir, first.Found.ID)
+		}
+	}
+	if first == nil {
+		return "no data dir vouches for it"
+	}
+	for _, d := range o.Dirs {
+		if !d.Data && d.Found != nil && d.Found.ID != first.Found.ID {
+			return fmt.Sprintf("%s %s records channel %s, but %s %s records channel %s", d.Role, d.Dir, d.Found.ID, first.Role, first.Dir, first.Found.ID)
+		}
+	}
+	return ""
 }
 
 // pickID sets ID and New (rule 1).

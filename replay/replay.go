@@ -425,9 +425,13 @@ func (r *run) peekFiles() error {
 	return nil
 }
 
-// checkQueuedFiles (7.3) fails if a file the checkpoint counts queued
-// events in is missing.
+// checkQueuedFiles (7.3) fails if a log file the replay needs is not a
+// regular file (NeededNotRegular), or if a file the checkpoint counts
+// queued events in is missing.
 func (r *run) checkQueuedFiles() error {
+	if err := NeededNotRegular(r.logs, r.opts.Checkpoint); err != nil {
+		return err
+	}
 	for id, refs := range r.ckptRefs {
 		if refs > 0 && r.a.sources[id] == nil { // every file in res.Logs has a source
 			return fmt.Errorf("log file %s holds %d queued events according to the checkpoint but is missing from every data dir", logfile.LogName(id), refs)

@@ -188,7 +188,13 @@ func (v *verifier) checkOwners() error {
 	if err != nil {
 		return err
 	}
-	for _, err := range own.Damaged {
+	damaged := own.Damaged
+	for _, d := range own.Dirs {
+		if d.Healed != nil {
+			damaged = append(damaged, fmt.Errorf("%w; every data dir vouches for this channel: the channel's next Open writes it again", d.Healed))
+		}
+	}
+	for _, err := range damaged {
 		file, off := "", int64(-1)
 		if ce := (*corrupt.Error)(nil); errors.As(err, &ce) {
 			file, off = ce.File, ce.Offset
@@ -250,7 +256,10 @@ func (v *verifier) scanLogs() error {
 	}
 	for _, n := range v.set.NotRegular() {
 		v.rep.add(ProblemNotRegularFile, n.Path, -1,
-			"%s named like a log file: left alone (not read, changed or removed, its id not reused); move it away", vfs.TypeName(n.Mode))
+			"%s named like a log file: not read, changed or removed, its id not reused; a full replay (Rebuild, Repair) refuses it, "+
+				"and so does the channel where a log file it needs has that name: if it stands for a log file moved elsewhere, "+
+				"move the file back into the data dir in its place (the channel follows no symbolic link), else move it out of the data dir",
+			vfs.TypeName(n.Mode))
 	}
 	for _, f := range v.set.Listed() {
 		if f.Duplicate != "" {
@@ -264,6 +273,14 @@ func (v *verifier) scanLogs() error {
 	}
 	v.indexLogs()
 	return nil
+}
+
+// notRegular is v.set's NotRegular, or none before the set is open.
+func (v *verifier) notRegular() []logfile.NotRegular {
+	if v.set == nil {
+		return nil
+	}
+	return v.set.NotRegular()
 }
 
 // openSet lists the data dirs' log files (duplicates included, as
@@ -654,7 +671,15 @@ func (v *verifier) checkPointers(groups []groupQueue, inflight []rolePointer) er
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		v.rep.add(ProblemMissingLog, logfile.LogName(id), -1, "%d queued or in-flight pointers into a log file no data dir holds", missing[id])
+		in := "a log file no data dir holds"
+		for _, n := range v.notRegular() {
+			if n.ID == id {
+				in = fmt.Sprintf("a log file no data dir holds as a regular file: %s is %s; move the file back into the data dir in its place",
+					n.Path, vfs.TypeName(n.Mode))
+				break
+			}
+		}
+		v.rep.add(ProblemMissingLog, logfile.LogName(id), -1, "%d queued or in-flight pointers into %s", missing[id], in)
 	}
 	return nil
 }

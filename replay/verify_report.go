@@ -71,7 +71,10 @@ const (
 	// is not a regular file: a symbolic link, a directory, a named pipe, a
 	// socket or a device (Detail says which). Nothing follows a link or
 	// opens it. In a data dir it is left alone: no log file, and no new
-	// file gets its id. A checkpoint file of the kind makes Open fail, and
+	// file gets its id; but a replay that needs a log file of its name
+	// fails (NeededNotRegular: recovery-failed, and missing-log for
+	// queued events), and so does every full replay, Rebuild's and
+	// Repair's included. A checkpoint file of the kind makes Open fail, and
 	// is not read here (the report goes on as if it were missing).
 	ProblemNotRegularFile ProblemKind = "not-a-regular-file"
 
@@ -109,7 +112,9 @@ const (
 	ProblemForeignBackupDir ProblemKind = "foreign-backup-dir"
 	// ProblemChannelIDCorrupt: a directory's channel.id is damaged; the
 	// channel refuses to open until it is deleted (and then writes it
-	// again).
+	// again), unless it is the checkpoint or backup dir's and every data
+	// dir vouches for the channel (ReadOwners' rule 4): then the channel's
+	// next Open writes it again (Detail says so).
 	ProblemChannelIDCorrupt ProblemKind = "channel-id-corrupt"
 	// ProblemForeignLog: an encrypted log file bound to another channel
 	// than the one the directories record (its key record names another

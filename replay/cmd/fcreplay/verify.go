@@ -195,7 +195,7 @@ func advice(r *verifyJSON) []string {
 	}
 	var out []string
 	if has(replay.ProblemForeignDataDir, replay.ProblemForeignBackupDir, replay.ProblemChannelIDCorrupt) {
-		out = append(out, "a directory belongs to another channel, or its channel.id is damaged: the channel, 'fcreplay repair' and 'fcreplay replay' refuse it; check the directories given (the problem names the file to delete to hand a directory over on purpose)")
+		out = append(out, "a directory belongs to another channel, or its channel.id is damaged: the channel, 'fcreplay repair' and 'fcreplay replay' refuse it; check the directories given (the problem names the file to delete to hand a directory over on purpose); but a damaged channel.id of the checkpoint or backup dir that every data dir vouches for is written again by the channel's next open, and 'fcreplay repair' and 'fcreplay replay' go ahead (the problem says so)")
 	}
 	if has(replay.ProblemForeignLog) {
 		out = append(out, "an encrypted log file belongs to another channel (copied into a data dir): the channel refuses to open until it is moved out of the data dir")
@@ -216,8 +216,11 @@ func advice(r *verifyJSON) []string {
 			out = append(out, "no usable checkpoint: the channel's next open replays every log file in full; 'fcreplay replay' does it now, offline")
 		}
 	}
+	// A replay that failed on an entry that is not a regular file is not
+	// one 'fcreplay replay' can rebuild from: that replay refuses it too.
 	if has(replay.ProblemCheckpointDisagrees, replay.ProblemBadPointer, replay.ProblemDuplicatePointer,
-		replay.ProblemRefcountMismatch, replay.ProblemMissingLogState, replay.ProblemRecoveryFailed) {
+		replay.ProblemRefcountMismatch, replay.ProblemMissingLogState) ||
+		(has(replay.ProblemRecoveryFailed) && !has(replay.ProblemNotRegularFile)) {
 		a := "the checkpoint disagrees with the logs: 'fcreplay replay' rebuilds it from the logs ('fcreplay repair' does, after repairing damaged logs)"
 		if r.Cost.LostFullReplay > r.Cost.Lost {
 			a += "; but a rebuild loses events the checkpoint still holds (see the last line): drain the channel first"
@@ -228,7 +231,7 @@ func advice(r *verifyJSON) []string {
 		out = append(out, "the backup checkpoint is not usable: the channel's next checkpoint (or 'fcreplay replay') writes a new one")
 	}
 	if has(replay.ProblemNotRegularFile) {
-		out = append(out, "entries named like the channel's files are not regular files (links, directories, pipes): nothing follows or opens them; move them away (a checkpoint file of the kind keeps the channel from opening)")
+		out = append(out, "entries named like the channel's files are not regular files (links, directories, pipes): nothing follows or opens them; a log file moved elsewhere and left as a link goes back into the data dir in place of the link; move the others away (a checkpoint file of the kind keeps the channel from opening; one named like a log file keeps 'fcreplay replay' and 'fcreplay repair' from running, and the channel from opening where it needs that log file)")
 	}
 	if has(replay.ProblemDuplicateLog, replay.ProblemMissingLog, replay.ProblemWriteOrder) {
 		out = append(out, "log files are missing, duplicated or out of order: these need a person; see 'When Open fails' in docs/operations.md")
