@@ -93,8 +93,8 @@ func scanPuts(t *testing.T, img *vfs.MemFS) (puts []int, skips []Skip, tail Tail
 	return puts, skips, tail
 }
 
-// flipBit flips one bit of the only log file in /d at off.
-func flipBit(t *testing.T, img *vfs.MemFS, off int64) {
+// openOnlyLog opens the only log file in /d of img for writing.
+func openOnlyLog(t *testing.T, img *vfs.MemFS) vfs.File {
 	t.Helper()
 	names, err := img.List("/d")
 	if err != nil {
@@ -110,6 +110,13 @@ func flipBit(t *testing.T, img *vfs.MemFS, off int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// flipBit flips one bit of the only log file in /d at off.
+func flipBit(t *testing.T, img *vfs.MemFS, off int64) {
+	t.Helper()
+	f := openOnlyLog(t, img)
 	defer f.Close()
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, off); err != nil {
@@ -210,17 +217,7 @@ func TestTornWriteAfterTheLastMarkIsCut(t *testing.T) {
 	s, offs := markedLog(t, mem, []int{2, 2, 2, 2, 8}, 4, -1)
 	s.Abandon()
 	// The power loss kept the unsynced batch but for one sector of put 9.
-	names, _ := mem.List("/d")
-	var path string
-	for _, n := range names {
-		if _, ok := ParseLogName(n); ok {
-			path = "/d/" + n
-		}
-	}
-	f, err := mem.OpenReadWrite(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openOnlyLog(t, mem)
 	sector := (offs[9]/sectorSize + 1) * sectorSize
 	if _, err := f.WriteAt(make([]byte, sectorSize), sector); err != nil {
 		t.Fatal(err)
