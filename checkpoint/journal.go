@@ -123,6 +123,9 @@ func readJournal(f vfs.File, name string) ([]JournalEntry, error) {
 		return nil, nil
 	}
 	size := journalSize(n)
+	if fi.Size() <= journalHeaderLen {
+		return nil, nil // it shrank since Stat: no entries
+	}
 	if fi.Size() > size {
 		return nil, corrupt.New(name, size, "file length %d, longer than the %d bytes of its %d entries", fi.Size(), size, n)
 	}

@@ -290,3 +290,25 @@ func TestCreateJournalInPlaceCrash(t *testing.T) {
 	}
 	t.Logf("%d crash images", len(images))
 }
+
+// TestCreateJournalReplacesAFileItCannotRewrite: a journal file of the
+// length wanted that cannot be opened for writing is replaced (through
+// deliveries.tmp), not an error.
+func TestCreateJournalReplacesAFileItCannotRewrite(t *testing.T) {
+	mem := newMem(t, "/cp")
+	ffs := vfs.NewFaultFS(mem)
+	j, err := CreateJournal(ffs, "/cp", 16, 1, []JournalEntry{{Pointer: 9, Group: 1, Count: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	ffs.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpOpen}, Name: JournalName, Err: syscall.EACCES, Times: 1})
+	live := []JournalEntry{{Pointer: 2, Group: 1, Count: 1}}
+	if j, err = CreateJournal(ffs, "/cp", 16, 2, live); err != nil {
+		t.Fatalf("CreateJournal over a file it cannot open: %v", err)
+	}
+	defer j.Close()
+	if got, err := ReadJournal(ffs, "/cp"); err != nil || !slices.Equal(got, live) {
+		t.Fatalf("journal holds %v, %v; want %v", got, err, live)
+	}
+}

@@ -20,7 +20,7 @@ import (
 //
 //  1. A journal file of exactly that length already there (whatever it
 //     holds) is rewritten in place, then synced, and dir is synced.
-//  2. Otherwise deliveries.tmp is written in full (so that every block of
+//  2. Otherwise (or if that fails) deliveries.tmp is written in full (so that every block of
 //     it is allocated before it is mapped), renamed over the old one, and
 //     dir is synced.
 //  3. If step 2 finds no room (ENOSPC), deliveries.tmp is removed and an
@@ -42,20 +42,26 @@ func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEn
 		return nil, fmt.Errorf("delivery journal of %d entries, want %d to %d", n, journalMinEntries, journalMaxEntries)
 	}
 	old := oldJournalEntries(fsys, path(dir, JournalName))
-	var j *Journal
-	var err error
+	var errs []error
 	if old == n {
-		j, err = rewriteJournal(fsys, dir, n, salt, live)
-	} else {
-		j, err = replaceJournal(fsys, dir, n, salt, live)
-		if errors.Is(err, syscall.ENOSPC) && old > 0 {
-			j, err = rewriteJournal(fsys, dir, old, salt, live)
+		j, err := rewriteJournal(fsys, dir, n, salt, live)
+		if err == nil {
+			return j, nil
 		}
+		errs = append(errs, err) // a file it cannot rewrite (read-only, say) is replaced
 	}
-	if err != nil {
-		return nil, fmt.Errorf("create delivery journal: %w", err)
+	j, err := replaceJournal(fsys, dir, n, salt, live)
+	if err == nil {
+		return j, nil
 	}
-	return j, nil
+	errs = append(errs, err)
+	if errors.Is(err, syscall.ENOSPC) && old > 0 && old != n {
+		if j, err = rewriteJournal(fsys, dir, old, salt, live); err == nil {
+			return j, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("create delivery journal: %w", errors.Join(errs...))
 }
 
 // oldJournalEntries returns the entry count that the length of name, a

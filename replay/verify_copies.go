@@ -25,12 +25,12 @@ func newCopiesFS() *copiesFS { return &copiesFS{MemFS: vfs.NewMem(), lengths: ma
 
 // setLength records that the copy at name stands for a file of size bytes,
 // the ones past what it holds zeros.
-func (c *copiesFS) setLength(name string, size int64) { c.lengths[filepath.Clean(name)] = size }
+func (c *copiesFS) setLength(name string, size int64) { c.lengths[cleanPath(name)] = size }
 
 // length returns the length of the file the copy at name stands for, and
 // whether it is longer than the copy.
 func (c *copiesFS) length(name string) (int64, bool) {
-	n, ok := c.lengths[filepath.Clean(name)]
+	n, ok := c.lengths[cleanPath(name)]
 	return n, ok
 }
 
@@ -77,7 +77,7 @@ func (c *copiesFS) info(name string, fi fs.FileInfo, err error) (fs.FileInfo, er
 func (c *copiesFS) Create(name string, perm fs.FileMode) (vfs.File, error) {
 	f, err := c.MemFS.Create(name, perm)
 	if err == nil {
-		delete(c.lengths, filepath.Clean(name))
+		delete(c.lengths, cleanPath(name))
 	}
 	return f, err
 }
@@ -85,7 +85,7 @@ func (c *copiesFS) Create(name string, perm fs.FileMode) (vfs.File, error) {
 func (c *copiesFS) Remove(name string) error {
 	err := c.MemFS.Remove(name)
 	if err == nil {
-		delete(c.lengths, filepath.Clean(name))
+		delete(c.lengths, cleanPath(name))
 	}
 	return err
 }
@@ -94,14 +94,18 @@ func (c *copiesFS) Rename(oldname, newname string) error {
 	err := c.MemFS.Rename(oldname, newname)
 	if err == nil {
 		if n, ok := c.length(oldname); ok {
-			c.lengths[filepath.Clean(newname)] = n
+			c.lengths[cleanPath(newname)] = n
 		} else {
-			delete(c.lengths, filepath.Clean(newname))
+			delete(c.lengths, cleanPath(newname))
 		}
-		delete(c.lengths, filepath.Clean(oldname))
+		delete(c.lengths, cleanPath(oldname))
 	}
 	return err
 }
+
+// cleanPath is name as the MemFS resolves it: "a/b", "/a/b" and "/a/./b"
+// are one file.
+func cleanPath(name string) string { return filepath.Clean(string(filepath.Separator) + name) }
 
 // sizedInfo is a FileInfo with another length.
 type sizedInfo struct {
