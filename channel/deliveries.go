@@ -3,11 +3,14 @@ package channel
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -34,6 +37,24 @@ import (
 // the event's journal entries durably before its own records are written,
 // and replay resets the count at the move.
 
+// readJournal is replay's ReadJournal: the old delivery journal's
+// entries, read only if a group counts deliveries, as the logs leave the
+// groups or as Config sets them (a journal holds entries of no other
+// group). A journal damaged beyond its torn entries (longer than its
+// header allows) is none: its counts are lost, in the safe direction.
+func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.JournalEntry, error) {
+	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 }) &&
+		!slices.ContainsFunc(c.cfg.Groups, func(g GroupConfig) bool { return g.MaxDeliveries > 0 }) {
+		return nil, nil
+	}
+	entries, err := checkpoint.ReadJournal(c.fs, c.cfg.CheckpointDir)
+	if errors.Is(err, corrupt.ErrCorrupt) && !errors.Is(err, corrupt.ErrUnsupportedFormat) {
+		c.log.Warn("the delivery journal is damaged: its delivery counts are left out (events may be delivered more often)", "err", err)
+		return nil, nil
+	}
+	return entries, err
+}
+
 // openJournal (in Open, once the groups are settled: replay merged the
 // old journal's counts, Options.Journal) starts a new delivery journal
 // holding the counts; without a group that counts deliveries it removes
@@ -45,7 +66,22 @@ func (c *FileChannel) openJournal() error {
 		}
 		return nil
 	}
-	j, err := c.newJournal(c.liveDeliveries())
+	live := c.liveDeliveries()
+	j, err := c.newJournal(live)
+	if errors.Is(err, syscall.ENOSPC) && c.logs.ReleaseReserves() {
+		j, err = c.newJournal(live) // on the room the data dirs' reserves held
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		// Takes note deliveries with deliver records instead, which a
+		// full dir lets take transactions write. The old journal must
+		// go: no Erase reaches it now.
+		c.log.Error("no room for the delivery journal: opening without it (each delivery is a log write), so that sinks can drain the disk",
+			"err", err)
+		if rerr := checkpoint.RemoveJournal(c.fs, c.cfg.CheckpointDir); rerr != nil {
+			return opErr("open", errors.Join(err, rerr))
+		}
+		return nil
+	}
 	if err != nil {
 		return opErr("open", err)
 	}
@@ -65,6 +101,10 @@ func (c *FileChannel) newJournal(live []checkpoint.JournalEntry) (*checkpoint.Jo
 	j, err := checkpoint.CreateJournal(c.fs, c.cfg.CheckpointDir, n, binary.BigEndian.Uint64(salt[:]), live)
 	if err != nil {
 		return nil, err
+	}
+	if j.Entries() != n {
+		c.log.Warn("no room for a delivery journal of the size wanted: the old file is reused at its own size",
+			"entries", j.Entries(), "want_entries", n)
 	}
 	j.OnFault(func(err error) {
 		c.log.Error("the delivery journal's memory mapping faulted (a full copy-on-write filesystem?): each delivery is now a write(2)",

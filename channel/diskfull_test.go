@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/testutil"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
@@ -571,16 +573,24 @@ func TestPutSeesRoomFreedByCheckpoint(t *testing.T) {
 // the disk to the last byte while the channel is down: the Open finds no
 // room at all and uses its reserve.
 func TestDiskFullDrainAfterRestart(t *testing.T) {
-	for _, external := range []bool{false, true} {
-		for _, crashed := range []bool{false, true} {
-			name := map[bool]string{false: "channel_fills_it", true: "filled_while_down"}[external] +
-				map[bool]string{false: "/close", true: "/crash"}[crashed]
-			t.Run(name, func(t *testing.T) { diskFullDrain(t, crashed, external) })
+	for _, counting := range []bool{false, true} {
+		for _, external := range []bool{false, true} {
+			for _, crashed := range []bool{false, true} {
+				name := map[bool]string{false: "channel_fills_it", true: "filled_while_down"}[external] +
+					map[bool]string{false: "/close", true: "/crash"}[crashed]
+				if counting {
+					// A group that counts deliveries has a delivery
+					// journal, which a reopen on the full disk must start
+					// without new room.
+					name = "dead_letters/" + name
+				}
+				t.Run(name, func(t *testing.T) { diskFullDrain(t, crashed, external, counting) })
+			}
 		}
 	}
 }
 
-func diskFullDrain(t *testing.T, crashed, external bool) {
+func diskFullDrain(t *testing.T, crashed, external, counting bool) {
 	const reserve = 128 << 10
 	base := t.TempDir()
 	mnt := filepath.Join(base, "full")
@@ -595,6 +605,9 @@ func diskFullDrain(t *testing.T, crashed, external bool) {
 		MinimumRequiredSpace: -1,
 		SpaceReserve:         reserve,
 		KeepAlive:            -1,
+	}
+	if counting {
+		cfg.Groups = []GroupConfig{{MaxDeliveries: 5}}
 	}
 	reservePath := filepath.Join(cfg.DataDirs[0], logfile.ReserveName)
 	c := mustOpen(t, cfg)
@@ -760,4 +773,49 @@ func TestFullDirGetsItsReserveBackWithoutWrites(t *testing.T) {
 		t.Fatalf("Health with the reserve back: %v", err)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 5))
+}
+
+// TestOpenWithoutRoomForTheJournal: when even the old delivery journal
+// cannot be rewritten in place for lack of space, Open goes on without a
+// journal and removes the old one (no Erase could reach it): takes count
+// deliveries with deliver records, through a crash, and a poison event is
+// still dead-lettered after MaxDeliveries. With room again, the next Open
+// starts a journal.
+func TestOpenWithoutRoomForTheJournal(t *testing.T) {
+	ffs := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ffs, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 3}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	tx, _ := takeOne(t, mustGroup(t, c, "a"))
+	tx.Rollback()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(cfg.CheckpointDir, checkpoint.JournalName)
+	ffs.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpWrite, vfs.OpWriteAt, vfs.OpTruncate}, Name: checkpoint.JournalName + "*", Err: syscall.ENOSPC})
+	for want := 2; want <= 3; want++ {
+		c = mustOpen(t, cfg)
+		if c.hasJournal() {
+			t.Fatal("a delivery journal with no room for it")
+		}
+		if _, err := ffs.Stat(journal); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the old journal after an Open without room for it: %v", err)
+		}
+		tx, ev := takeOne(t, mustGroup(t, c, "a"))
+		if string(ev.Body) != "event-0" || ev.Deliveries != want {
+			t.Fatalf("took %s with Deliveries %d, want event-0 with %d", ev.Body, ev.Deliveries, want)
+		}
+		tx.Rollback()
+		crash(t, c)
+	}
+	ffs.Clear()
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if !c.hasJournal() {
+		t.Fatal("no delivery journal once there is room")
+	}
+	if n := mustGroup(t, c, "a.dlq").Len(); n != 1 {
+		t.Fatalf("a.dlq holds %d events, want the one delivered 3 times", n)
+	}
 }

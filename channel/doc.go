@@ -245,7 +245,8 @@
 // inflightputs, inflighttakes, in_use.lock; with consumer groups, groups and
 // a group-N directory per named group; while a group has MaxDeliveries,
 // deliveries, the delivery journal (786,464 bytes, mapped read-write and
-// never synced; it may be deleted while the channel is closed, at the cost
+// never synced, rewritten in place by each Open so that a full disk does
+// not stop one; it may be deleted while the channel is closed, at the cost
 // of the delivery counts only it holds). In each data dir: log-NNNNNNNNNN
 // data log files (a new one per data dir at every Open and whenever one
 // would pass MaxFileSize), in_use.lock, space.reserve (zeros, removed when

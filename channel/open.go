@@ -351,12 +351,8 @@ func (c *FileChannel) replay(rc *recovery) error {
 	}
 	c.logs = logs
 	rc.fresh = map[uint32]*consumer{}
-	journal, err := checkpoint.ReadJournal(c.fs, c.cfg.CheckpointDir)
-	if err != nil {
-		return opErr("open", err)
-	}
 	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Logger: c.log,
-		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc), Journal: journal}
+		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc), ReadJournal: c.readJournal}
 	if c.main != nil {
 		ropts.Queue = c.main.queue
 	}

@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
-	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
 )
@@ -428,11 +426,7 @@ func existingCapacity(cfg Config) (int, CapacitySource) {
 			!slices.ContainsFunc(cat.Groups, func(g checkpoint.Group) bool { return g.ID == 0 }) {
 			continue // the top level holds the empty ring of one slot
 		}
-		b, err := vfs.ReadFile(cfg.fs, filepath.Join(d.dir, checkpoint.MetaName))
-		if err != nil {
-			continue
-		}
-		if m, err := checkpoint.DecodeMeta(b); err == nil && m.Capacity > 0 {
+		if m, err := checkpoint.ReadMeta(cfg.fs, d.dir); err == nil && m.Capacity > 0 {
 			return m.Capacity, d.from
 		}
 	}

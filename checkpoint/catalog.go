@@ -68,7 +68,7 @@ func WriteCatalog(fsys vfs.FS, dir string, c *Catalog) error {
 // *corrupt.FormatError.
 func ReadCatalog(fsys vfs.FS, dir string) (*Catalog, error) {
 	name := path(dir, CatalogName)
-	b, err := vfs.ReadFile(fsys, name)
+	b, err := readFramed(fsys, name, catalogMagic, catalogVersion)
 	if err != nil {
 		return nil, fmt.Errorf("read group catalog: %w", err)
 	}

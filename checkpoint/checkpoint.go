@@ -236,7 +236,7 @@ func readState(fsys vfs.FS, dir string, f vfs.File) (*State, error) {
 	}
 	st := new(State)
 	metaName := path(dir, MetaName)
-	b, err := vfs.ReadFile(fsys, metaName)
+	b, err := readFramed(fsys, metaName, metaMagic, formatVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func readState(fsys vfs.FS, dir string, f vfs.File) (*State, error) {
 	}
 	for _, kind := range []InflightKind{InflightPuts, InflightTakes} {
 		iname := path(dir, kind.String())
-		b, err := vfs.ReadFile(fsys, iname)
+		b, err := readFramed(fsys, iname, kind.magic(), formatVersion)
 		if err != nil {
 			return nil, err
 		}

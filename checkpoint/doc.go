@@ -30,11 +30,12 @@
 //	                ListGroupDirs): exactly the four files above, made and
 //	                read with Create, Open and Write
 //	deliveries      the delivery journal (Journal, CreateJournal,
-//	                ReadJournal; journal.go): recent delivery counts,
-//	                mapped read-write and never synced; not part of a
-//	                checkpoint set (Remove, Backup and RestoreBackup leave
-//	                it alone), and a version or header it does not know is
-//	                no journal rather than a newer file
+//	                ReadJournal; journal.go, journalcreate.go): recent
+//	                delivery counts, mapped read-write and never synced,
+//	                rewritten in place by the next CreateJournal; not
+//	                part of a checkpoint set (Remove, Backup and
+//	                RestoreBackup leave it alone); a header that does not
+//	                check is no journal, a newer version is refused
 //	*.tmp           a file being published; a leftover is garbage
 //
 // The top-level four files hold the ring of the unnamed group 0 (a 1-slot
@@ -60,6 +61,13 @@
 // (or not a regular file) is refused with an error wrapping
 // vfs.ErrNotRegular, which Open returns as ErrBadCheckpoint; a link named
 // backupComplete is no marker.
+//
+// A file's length is never trusted (readsmall.go): the checkpoint file must
+// be as long as its capacity says, the delivery journal no longer than its
+// entry count says, and checkpoint.meta, the inflight files and the catalog
+// are held in memory only once their CRC, streamed in pieces, matched when
+// they are longer than a megabyte; a file of an impossible length is damage
+// (a *corrupt.Error), and reading one costs a bounded amount of memory.
 //
 // # Format versions
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -47,7 +48,8 @@ import (
 //
 // An entry whose checksum does not match (never written, torn, erased, or
 // left by an earlier file) is not an entry. A file whose header does not
-// check is none at all: ReadJournal returns no entries.
+// check is none at all: ReadJournal returns no entries. A file longer than
+// its header's entry count allows is damage (no crash lengthens it).
 
 // JournalName is the delivery journal's file name in a checkpoint dir.
 const JournalName = "deliveries"
@@ -75,20 +77,44 @@ type JournalEntry struct {
 }
 
 // ReadJournal returns the entries of the delivery journal in dir, in file
-// order, or none if there is none (or its header does not check). Only I/O
-// errors, a journal that is not a regular file and a newer release's
-// journal (a *corrupt.FormatError) are errors.
+// order, or none if there is none (or its header does not check). It
+// reads the header, then the entries in pieces of readChunk bytes: its
+// memory is that of the valid entries it returns. Only I/O errors, a
+// journal that is not a regular file, a newer release's journal (a
+// *corrupt.FormatError) and a journal longer than its header's entry count
+// allows (a *corrupt.Error: no crash lengthens it) are errors.
 func ReadJournal(fsys vfs.FS, dir string) ([]JournalEntry, error) {
-	b, err := vfs.ReadFile(fsys, path(dir, JournalName))
+	name := path(dir, JournalName)
+	f, err := fsys.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read delivery journal: %w", err)
 	}
+	defer f.Close() // read-only: a close error loses nothing
+	out, err := readJournal(f, name)
+	if err != nil {
+		return nil, fmt.Errorf("read delivery journal: %w", err)
+	}
+	return out, nil
+}
+
+// readJournal is ReadJournal on the open file f (name).
+func readJournal(f vfs.File, name string) ([]JournalEntry, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var hb [journalHeaderLen]byte
+	k, err := f.ReadAt(hb[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	b := hb[:k]
 	if len(b) >= versionEnd {
 		// A newer release's journal is refused, not taken for damage.
-		if err := newerFileThan(path(dir, JournalName), b, journalMagic, journalVersion); err != nil {
+		if err := newerFileThan(name, b, journalMagic, journalVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -96,18 +122,35 @@ func ReadJournal(fsys vfs.FS, dir string) ([]JournalEntry, error) {
 	if !ok {
 		return nil, nil
 	}
+	size := journalSize(n)
+	if fi.Size() <= journalHeaderLen {
+		return nil, nil // it shrank since Stat: no entries
+	}
+	if fi.Size() > size {
+		return nil, corrupt.New(name, size, "file length %d, longer than the %d bytes of its %d entries", fi.Size(), size, n)
+	}
 	var out []JournalEntry
-	for i := range n {
-		off := journalHeaderLen + i*journalEntryLen
-		if off+journalEntryLen > len(b) {
-			break
+	buf := make([]byte, min(fi.Size()-journalHeaderLen, readChunk/journalEntryLen*journalEntryLen))
+	for off := int64(journalHeaderLen); off < fi.Size(); {
+		k, err := f.ReadAt(buf[:min(int64(len(buf)), fi.Size()-off)], off)
+		for e := buf[:k-k%journalEntryLen]; len(e) > 0; e = e[journalEntryLen:] {
+			if x, ok := decodeJournalEntry(e[:journalEntryLen], salt); ok {
+				out = append(out, x)
+			}
 		}
-		if e, ok := decodeJournalEntry(b[off:off+journalEntryLen], salt); ok {
-			out = append(out, e)
+		off += int64(k)
+		if errors.Is(err, io.EOF) || (err == nil && k == 0) {
+			break // shorter than it was: a torn entry at most
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// journalSize is the length of a journal of n entries.
+func journalSize(n int) int64 { return journalHeaderLen + int64(n)*journalEntryLen }
 
 func decodeJournalHeader(b []byte) (salt uint64, n int, ok bool) {
 	if len(b) < journalHeaderLen || string(b[:4]) != journalMagic {
@@ -198,65 +241,9 @@ func RemoveJournal(fsys vfs.FS, dir string) error {
 	return nil
 }
 
-// CreateJournal replaces dir's delivery journal with a new one of n
-// entries (JournalEntries if n is 0) holding live, with a new salt: it
-// writes deliveries.tmp in full (so that every block of it is allocated
-// before it is mapped), renames it over the old one and syncs dir (not
-// the file: its entries need no sync). Entries of live beyond n are left
-// out.
-func CreateJournal(fsys vfs.FS, dir string, n int, salt uint64, live []JournalEntry) (*Journal, error) {
-	if n == 0 {
-		n = JournalEntries
-	}
-	if n < journalMinEntries || n > journalMaxEntries {
-		return nil, fmt.Errorf("delivery journal of %d entries, want %d to %d", n, journalMinEntries, journalMaxEntries)
-	}
-	b := make([]byte, journalHeaderLen+n*journalEntryLen)
-	copy(b, journalMagic)
-	be := binary.BigEndian
-	be.PutUint16(b[4:], journalVersion)
-	be.PutUint32(b[8:], uint32(n))
-	be.PutUint64(b[16:], salt)
-	be.PutUint32(b[24:], crc32.Checksum(b[:24], crcTable))
-	live = live[:min(len(live), n)]
-	var scratch [24]byte
-	for i, x := range live {
-		off := journalHeaderLen + i*journalEntryLen
-		encodeJournalEntry(b[off:off+journalEntryLen], x, salt, scratch[:])
-	}
-	name, tmp := path(dir, JournalName), path(dir, JournalName+".tmp")
-	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("create delivery journal: %w", err)
-	}
-	f, err := fsys.Create(tmp, vfs.FileMode(fsys))
-	if err != nil {
-		return nil, fmt.Errorf("create delivery journal: %w", err)
-	}
-	if _, err := f.WriteAt(b, 0); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("create delivery journal: %w", err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("create delivery journal: %w", err)
-	}
-	// The rename must be durable before an Erase is: else a power loss
-	// could bring back the old file, with entries an Erase erased only
-	// from the new one. The file's own bytes need no sync.
-	if err := fsys.SyncDir(dir); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("create delivery journal: %w", err)
-	}
-	j := &Journal{f: f, salt: salt, n: n, next: len(live) % n}
-	if osf, ok := f.(vfs.OSFile); ok {
-		if m, err := mmap.MapRegion(osf.OSFile(), len(b), mmap.RDWR, 0, 0); err == nil {
-			j.m = m
-		}
-		// Without a mapping (an error here), entries are written with
-		// WriteAt: slower, as safe.
-	}
-	return j, nil
-}
+// Entries returns the journal's entry count: the last Entries deliveries
+// are kept.
+func (j *Journal) Entries() int { return j.n }
 
 // Mapped reports whether entries are stored through a memory mapping
 // (else with WriteAt).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // LogState is what a checkpoint records about one data log file.
@@ -78,6 +79,22 @@ func appendMeta(dst []byte, m *Meta) []byte {
 // naming the file "checkpoint.meta" and the offset of the bad field; a
 // newer format version gives a *corrupt.FormatError.
 func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(MetaName, b) }
+
+// ReadMeta reads and decodes dir's checkpoint.meta, with bounded memory
+// (readFramed): bad bytes, an impossible length included, give a
+// *corrupt.Error naming its path.
+func ReadMeta(fsys vfs.FS, dir string) (Meta, error) {
+	name := path(dir, MetaName)
+	b, err := readFramed(fsys, name, metaMagic, formatVersion)
+	if err != nil {
+		return Meta{}, fmt.Errorf("read checkpoint meta: %w", err)
+	}
+	m, err := decodeMeta(name, b)
+	if err != nil {
+		return Meta{}, fmt.Errorf("read checkpoint meta: %w", err)
+	}
+	return m, nil
+}
 
 func decodeMeta(file string, b []byte) (Meta, error) {
 	var m Meta
@@ -177,27 +194,43 @@ func checkFrameUpTo(file string, b []byte, magic string, fixedLen int, newest ui
 	if len(b) < versionEnd {
 		return nil, 0, tooShort()
 	}
-	if string(b[:4]) != magic {
-		return nil, 0, corrupt.New(file, 0, "bad magic %q, want %q", b[:4], magic)
-	}
-	if err := newerFileThan(file, b, magic, newest); err != nil {
+	v, err := checkFramePrefix(file, b, magic, newest)
+	if err != nil {
 		return nil, 0, err
-	}
-	v := binary.BigEndian.Uint16(b[versionOffset:])
-	if v < 1 || v > newest {
-		return nil, 0, corrupt.New(file, versionOffset, "unsupported version %d", v)
 	}
 	if len(b) < fixedLen+crcLen {
 		return nil, 0, tooShort()
 	}
 	body := b[:len(b)-crcLen]
 	if want, got := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); want != got {
-		return nil, 0, corrupt.New(file, int64(len(body)), "checksum mismatch: stored %#08x, computed %#08x", want, got)
+		return nil, 0, checksumMismatch(file, int64(len(body)), want, got)
 	}
 	if r := binary.BigEndian.Uint16(body[6:]); r != 0 {
 		return nil, 0, corrupt.New(file, 6, "reserved bytes %#04x not zero", r)
 	}
 	return body, v, nil
+}
+
+// checkFramePrefix checks the magic and then the version of a framed file
+// from b, its first versionEnd or more bytes, and returns the version.
+func checkFramePrefix(file string, b []byte, magic string, newest uint16) (uint16, error) {
+	if string(b[:4]) != magic {
+		return 0, corrupt.New(file, 0, "bad magic %q, want %q", b[:4], magic)
+	}
+	if err := newerFileThan(file, b, magic, newest); err != nil {
+		return 0, err
+	}
+	v := binary.BigEndian.Uint16(b[versionOffset:])
+	if v < 1 || v > newest {
+		return 0, corrupt.New(file, versionOffset, "unsupported version %d", v)
+	}
+	return v, nil
+}
+
+// checksumMismatch is the error of a framed file whose CRC, stored at off,
+// is not the one computed.
+func checksumMismatch(file string, off int64, stored, computed uint32) error {
+	return corrupt.New(file, off, "checksum mismatch: stored %#08x, computed %#08x", stored, computed)
 }
 
 // timeToNanos stores the zero Time as 0 (its UnixNano is undefined).

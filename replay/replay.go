@@ -46,7 +46,12 @@ type Options struct {
 	// or nil: an event still queued in its group ends with the largest
 	// count the replay or the journal gives it (GroupResult.Deliveries).
 	Journal []checkpoint.JournalEntry
-	Logger  *slog.Logger
+	// ReadJournal, if set and Journal is nil, returns the journal's
+	// entries; Run calls it once, before it builds the queues, with the
+	// groups as the logs leave them, so that the caller reads the journal
+	// only when a group counts deliveries. Its error is Run's.
+	ReadJournal func(groups []logfile.GroupInfo) ([]checkpoint.JournalEntry, error)
+	Logger      *slog.Logger
 	// ProgressEvery is how often a long replay logs its progress and calls
 	// Progress; 0 = 10s.
 	ProgressEvery time.Duration
@@ -576,7 +581,18 @@ func (r *run) apply() error {
 	if newQueue == nil {
 		newQueue = memQueue
 	}
-	groups, err := r.a.finish(newQueue, r.opts.Journal, r.log)
+	journal := r.opts.Journal
+	if journal == nil && r.opts.ReadJournal != nil {
+		infos := make([]logfile.GroupInfo, 0, len(r.a.groups))
+		for _, g := range r.a.sortedGroups() {
+			infos = append(infos, g.info)
+		}
+		var err error
+		if journal, err = r.opts.ReadJournal(infos); err != nil {
+			return err
+		}
+	}
+	groups, err := r.a.finish(newQueue, journal, r.log)
 	if err != nil {
 		return err
 	}

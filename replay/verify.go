@@ -53,7 +53,8 @@ import (
 // under it).
 //
 // Cost: memory for a copy of the checkpoint files (8 bytes a slot of every
-// group's ring) and a few slices of pointers as long as the queues; time
+// group's ring up to its last non-zero byte: a file's tail of zeros, such
+// as a sparse one grown to gigabytes, is not copied; copiesFS) and a few slices of pointers as long as the queues; time
 // for about two scans of every log file (the full replay and the check of
 // each file; the recovery replays only what follows the checkpoint) and one
 // ReadRecord per queued pointer (once for an event several groups hold), in
@@ -106,7 +107,7 @@ type verifier struct {
 	opts VerifyOptions
 	log  *slog.Logger
 	rep  *Report
-	mem  *vfs.MemFS // copies of the checkpoint files, at their own paths
+	mem  *copiesFS // copies of the checkpoint files, at their own paths
 
 	logs map[uint32]*LogInfo // first file of each id with records
 	puts int64               // put records in every log
@@ -136,7 +137,7 @@ type verifier struct {
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
-	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: vfs.NewMem(), disagrees: map[uint32]int{}}
+	v := &verifier{opts: opts, log: opts.Logger, rep: &Report{}, mem: newCopiesFS(), disagrees: map[uint32]int{}}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}

@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -300,8 +299,8 @@ func groupDirID(name string) (uint32, bool) {
 // copyChunk is the unit of copyFile.
 const copyChunk = 1 << 20
 
-// copyFile copies src of the real FS to the same path of the MemFS; a
-// missing src is not copied, nor is one that is not a regular file (a
+// copyFile copies src of the real FS to the same path of the MemFS,
+// without its tail of zeros (copiesFS); a missing src is not copied, nor is one that is not a regular file (a
 // not-a-regular-file problem: the channel refuses it).
 func (v *verifier) copyFile(src string) (err error) {
 	in, err := v.opts.FS.Open(src)
@@ -338,25 +337,14 @@ func (v *verifier) copyFile(src string) (err error) {
 			err = cerr
 		}
 	}()
-	if err := out.Truncate(fi.Size()); err != nil { // one allocation
+	kept, length, err := copyInto(out, in, src, fi.Size(), make([]byte, copyChunk))
+	if err != nil {
 		return err
 	}
-	buf := make([]byte, copyChunk)
-	for off := int64(0); ; {
-		n, rerr := in.ReadAt(buf, off)
-		if n > 0 {
-			if _, err := out.WriteAt(buf[:n], off); err != nil {
-				return err
-			}
-			off += int64(n)
-		}
-		if errors.Is(rerr, io.EOF) || (rerr == nil && n == 0) {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("read %s: %w", src, rerr)
-		}
+	if kept < length {
+		v.mem.setLength(src, length)
 	}
+	return nil
 }
 
 // checkRefs compares the log states of a checkpoint of the set (the top
