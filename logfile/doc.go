@@ -34,13 +34,18 @@
 //     AppendUnsealed encodes a record before its file is known; Set.Append
 //     seals it for the file it goes to.
 //   - Writer appends encoded frames to one file and makes them durable with
-//     group commit (SyncTo): concurrent committers share fsyncs.
+//     group commit (SyncTo): concurrent committers share fsyncs. Set.Sync
+//     is SyncTo followed by a sync mark (RecordSynced): a record saying how
+//     far the file was durable, which lets a later scan tell damage to
+//     acknowledged records from a torn write (Scanner).
 //   - Reader reads single records by offset, for takes. Set.Reader hands
 //     them out from a bounded LRU cache (readercache.go) as ReaderRefs,
 //     which keep the reader open until Release.
 //   - Scanner reads a file sequentially, for replay, steps over damaged
 //     regions in the middle (Skipped) and reports whether what follows the
-//     valid end is a clean end (EOF or zero fill) or a torn tail.
+//     valid end is a clean end (EOF or zero fill) or a torn tail. In a
+//     dir's last file a frame torn the way a power loss tears an overwrite
+//     ends the scan, unless a sync mark after it vouches for it.
 //   - CutTail, PadRegion and RewriteHeader repair a file in place (a torn
 //     tail, a damaged region, a damaged header), keeping what they remove in
 //     a .corrupt file first. A padding record (RecordPadding,
