@@ -585,13 +585,9 @@ func newerType(p []byte) RecordType {
 	return 0
 }
 
-// decodePayload decodes a checksummed payload into r. It returns a reason
-// for the corruption, or "" if the payload is valid.
-func decodePayload(p []byte, r *Record, s *scratch) string {
-	return decodePayloadOf(p, r, s, FormatVersion)
-}
-
-// decodePayloadOf is decodePayload for a file of format version v: from
+// decodePayloadOf decodes a checksummed payload of a file of format
+// version v into r. It returns a reason for the corruption, or "" if the
+// payload is valid. From
 // EncryptedVersion on, a put's body is sealed and kept in r.Sealed,
 // undecoded (its tag, checked when it is opened, covers it); from
 // ChannelBoundVersion on, a key record names a channel.
