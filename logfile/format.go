@@ -587,10 +587,9 @@ func newerType(p []byte) RecordType {
 
 // decodePayloadOf decodes a checksummed payload of a file of format
 // version v into r. It returns a reason for the corruption, or "" if the
-// payload is valid. From
-// EncryptedVersion on, a put's body is sealed and kept in r.Sealed,
-// undecoded (its tag, checked when it is opened, covers it); from
-// ChannelBoundVersion on, a key record names a channel.
+// payload is valid. From EncryptedVersion on, a put's body is sealed and
+// kept in r.Sealed, undecoded (its tag, checked when it is opened, covers
+// it); from ChannelBoundVersion on, a key record names a channel.
 func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	sealed := v >= EncryptedVersion
 	if len(p) < payloadHeaderSize {
