@@ -156,6 +156,12 @@ func newMetrics(c *FileChannel) *metrics {
 	gauge("healthy", "1 when the last checkpoint succeeded, every data dir has MinimumRequiredSpace and no log writer has failed (Flume Unhealthy, inverted).", func() float64 {
 		return b2f(c.Health() == nil)
 	})
+	gauge("minimum_required_space_bytes", "Config.MinimumRequiredSpace: puts fail that would leave less free space in their data dir (-1: the check is off).", func() float64 {
+		return float64(max(c.cfg.MinimumRequiredSpace, -1))
+	})
+	gauge("space_reserve_bytes", "Config.SpaceReserve: the size of the space reserve file each data dir keeps for take commits on a full disk (0: none).", func() float64 {
+		return float64(max(c.cfg.SpaceReserve, 0))
+	})
 	gauge("log_files", "Data log files the channel holds.", func() float64 {
 		return float64(c.logs.Len())
 	})
@@ -186,7 +192,12 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.stats.channelIDsHealed)
 	})
 	m.all = append(m.all, newGroupCollector(c))
-	for _, dir := range c.cfg.DataDirs {
+	for i, dir := range c.cfg.DataDirs {
+		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "data_dir_full",
+			Help:        "1 while a data dir is full: its space reserve is given up for take commits (or had no room), and puts there fail until a checkpoint makes room for it.",
+			ConstLabels: prometheus.Labels{"data_dir": dir},
+		}, func() float64 { return b2f(c.logs.Full(i)) }))
 		m.all = append(m.all, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "data_dir_free_bytes",
 			Help:        "Free bytes on the filesystem of a data dir (puts fail below MinimumRequiredSpace).",

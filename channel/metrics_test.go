@@ -221,6 +221,64 @@ func TestMetricsCountPutWaits(t *testing.T) {
 	}
 }
 
+// The space metrics a dashboard draws beside the free space: the minimum
+// and the reserve from the Config (as Open resolved them), and each data
+// dir's full state, which follows the reserve: 1 while the dir has no room
+// for it, 0 once room is made and the reserve is written again.
+func TestMetricsSpaceReserve(t *testing.T) {
+	const reserve = 64 << 10
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	reg := prometheus.NewPedanticRegistry()
+	cfg := memConfig(ff, 2)
+	cfg.Name, cfg.Registerer = "orders", reg
+	cfg.SpaceReserve, cfg.MinimumRequiredSpace = reserve, 1000
+	cfg.CheckpointInterval = 10 * time.Millisecond
+	ff.SetFreeSpace(2*reserve - 1) // no room for the reserves
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	ch := map[string]string{"channel_name": "orders"}
+	dir := func(i int) map[string]string {
+		return map[string]string{"channel_name": "orders", "data_dir": cfg.DataDirs[i]}
+	}
+	wantMetric(t, reg, "filechannel_space_reserve_bytes", ch, reserve)
+	wantMetric(t, reg, "filechannel_minimum_required_space_bytes", ch, 1000)
+	wantMetric(t, reg, "filechannel_data_dir_full", dir(0), 1)
+	wantMetric(t, reg, "filechannel_data_dir_full", dir(1), 1)
+	wantMetric(t, reg, "filechannel_healthy", ch, 0)
+
+	ff.SetFreeSpace(1 << 30) // the checkpoint tick writes the reserves again
+	deadline := time.Now().Add(10 * time.Second)
+	for c.logs.Full(0) || c.logs.Full(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("a data dir is still full 10 s after room was made")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	wantMetric(t, reg, "filechannel_data_dir_full", dir(0), 0)
+	wantMetric(t, reg, "filechannel_data_dir_full", dir(1), 0)
+	wantMetric(t, reg, "filechannel_healthy", ch, 1)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric lint: %s: %s", p.Metric, p.Text)
+	}
+
+	// Without a reserve or a minimum: 0 and -1, whatever negative value
+	// turned them off.
+	reg2 := prometheus.NewPedanticRegistry()
+	cfg2 := memConfig(vfs.NewMem(), 1)
+	cfg2.Name, cfg2.Registerer = "plain", reg2
+	cfg2.SpaceReserve, cfg2.MinimumRequiredSpace = -7, -9
+	c2 := mustOpen(t, cfg2)
+	defer c2.Close()
+	ch2 := map[string]string{"channel_name": "plain"}
+	wantMetric(t, reg2, "filechannel_space_reserve_bytes", ch2, 0)
+	wantMetric(t, reg2, "filechannel_minimum_required_space_bytes", ch2, -1)
+	wantMetric(t, reg2, "filechannel_data_dir_full", map[string]string{"channel_name": "plain", "data_dir": cfg2.DataDirs[0]}, 0)
+}
+
 // Close unregisters everything, so the same registry takes the channel
 // again; two channels need two names.
 func TestMetricsRegistrationLifecycle(t *testing.T) {
