@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -81,7 +83,6 @@ func TestDocLinksResolve(t *testing.T) {
 			files = append(files, "../docs/"+d.Name())
 		}
 	}
-	heading := regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 	link := regexp.MustCompile(`\]\(([A-Za-z0-9_./-]*\.md)?(#[^)\s]+)?\)`)
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(path string) map[string]bool {
@@ -92,10 +93,7 @@ func TestDocLinksResolve(t *testing.T) {
 		if err != nil {
 			return nil
 		}
-		a := map[string]bool{}
-		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
-			a[githubAnchor(m[1])] = true
-		}
+		a := markdownAnchors(string(b))
 		anchors[path] = a
 		return a
 	}
@@ -123,6 +121,87 @@ func TestDocLinksResolve(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runbookBase is where the runbook_url of every alert in docs/alerts.yml
+// points: the operations guide on GitHub.
+const runbookBase = "https://github.com/flumego/filechannel/blob/main/docs/operations.md#"
+
+// TestAlertRunbooksResolve: every rule of docs/alerts.yml has a
+// runbook_url annotation pointing to a heading of docs/operations.md, as
+// GitHub makes its anchors, and no two rules share one.
+func TestAlertRunbooksResolve(t *testing.T) {
+	b, err := os.ReadFile("../docs/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `yaml:"alert"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatalf("docs/alerts.yml: %v", err)
+	}
+	doc, err := os.ReadFile(operationsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := markdownAnchors(string(doc))
+	seen := map[string]string{}
+	n := 0
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			n++
+			url := r.Annotations["runbook_url"]
+			anchor, ok := strings.CutPrefix(url, runbookBase)
+			switch {
+			case !ok:
+				t.Errorf("alert %s: runbook_url %q does not start with %s", r.Alert, url, runbookBase)
+			case !anchors[anchor]:
+				t.Errorf("alert %s: runbook_url %q: %s has no heading with the anchor %q", r.Alert, url, operationsDoc, anchor)
+			case seen[anchor] != "":
+				t.Errorf("alert %s: runbook_url %q is also %s's", r.Alert, url, seen[anchor])
+			}
+			seen[anchor] = r.Alert
+		}
+	}
+	if n == 0 {
+		t.Fatal("docs/alerts.yml has no rule")
+	}
+}
+
+// markdownAnchors returns the anchors GitHub gives the headings of a
+// markdown document: lines starting with 1 to 6 # outside fenced code
+// blocks (a YAML comment in a code block is no heading); the second
+// heading of one text gets "-1", the third "-2".
+func markdownAnchors(doc string) map[string]bool {
+	heading := regexp.MustCompile(`^#{1,6} (.+)$`)
+	anchors := map[string]bool{}
+	count := map[string]int{}
+	fenced := false
+	for line := range strings.Lines(doc) {
+		line = strings.TrimRight(line, "\r\n")
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "```") {
+			fenced = !fenced
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if fenced || m == nil {
+			continue
+		}
+		a := githubAnchor(m[1])
+		if k := count[a]; k > 0 {
+			anchors[a+"-"+strconv.Itoa(k)] = true
+		} else {
+			anchors[a] = true
+		}
+		count[a]++
+	}
+	return anchors
 }
 
 // githubAnchor is the anchor GitHub gives a heading.
