@@ -207,3 +207,16 @@ func TestFanoutGroups(t *testing.T) {
 	c.exchange("after_restart", "get q+audit q+index q\r\n", "VALUE q+audit 0 2\r\nm2\r\nVALUE q+index 0 2\r\nm2\r\nVALUE q 0 2\r\nm1\r\nEND\r\n")
 	c.exchange("still_fanned_out", "set q 0 0 2\r\nm3\r\nget q+audit\r\n", "STORED\r\nVALUE q+audit 0 2\r\nm3\r\nEND\r\n")
 }
+
+// A wait is at most -idle-timeout, however long the t= asked for, and the
+// reply then has its own time to leave.
+func TestGetWaitIsCappedByIdleTimeout(t *testing.T) {
+	s := startServer(t, options{dir: t.TempDir(), idleTimeout: 300 * time.Millisecond})
+	c := dial(t, s.addr)
+	c.exchange("queue", "set q 0 0 1\r\nx\r\nget q\r\n", "STORED\r\nVALUE q 0 1\r\nx\r\nEND\r\n")
+	start := time.Now()
+	c.exchange("capped", "get q/t=2147483647/open\r\n", "END\r\n")
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Errorf("a get with t=2147483647 and -idle-timeout 300ms ended after %v", d)
+	}
+}
