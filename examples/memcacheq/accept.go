@@ -111,7 +111,7 @@ func (s *server) serve(ln net.Listener) error {
 // admit starts serving nc, or refuses it when -max-conns are open; false
 // means the server is shutting down (nc is closed).
 func (s *server) admit(nc net.Conn) bool {
-	c := &conn{Conn: nc}
+	c := &conn{Conn: nc, reads: map[string]*openRead{}}
 	s.connsMu.Lock()
 	if s.closing.Load() {
 		s.connsMu.Unlock()

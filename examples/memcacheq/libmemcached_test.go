@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,8 @@ import (
 // libmemcached-tools (.ci/run installs it). Debian names them memc*;
 // upstream libmemcached names them mem*.
 
-// tool returns the path of the first of names on $PATH, or skips the test.
+// tool returns the path of the first of names on $PATH; without one the
+// test skips (fails in CI: missingClient).
 func tool(t *testing.T, names ...string) string {
 	t.Helper()
 	for _, name := range names {
@@ -23,7 +25,7 @@ func tool(t *testing.T, names ...string) string {
 			return p
 		}
 	}
-	t.Skipf("none of %v on $PATH (Debian: apt-get install libmemcached-tools)", names)
+	missingClient(t, fmt.Sprintf("none of %v on $PATH (Debian: apt-get install libmemcached-tools)", names))
 	return ""
 }
 
@@ -109,4 +111,33 @@ func TestLibmemcachedToolsBinaryFailFast(t *testing.T) {
 	if stats["cmd_set"] != "0" || stats["queues"] != "0" {
 		t.Errorf("the binary set stored something: cmd_set %s, queues %s", stats["cmd_set"], stats["queues"])
 	}
+}
+
+// memcslap sets random keys (then gets them, or others): its sets stop at
+// -max-queues with CLIENT_ERROR while the other queues go on working, and
+// once the queues it made are drained, new names have room again (a set
+// removes an empty queue to make room).
+func TestMemcslapRandomKeys(t *testing.T) {
+	slap := tool(t, "memcslap", "memslap")
+	s := startServer(t, options{dir: t.TempDir(), maxQueues: 4})
+	c := dial(t, s.addr)
+	c.exchange("jobs", "set jobs 0 0 2\r\nj1\r\n", "STORED\r\n")
+	r := runTool(t, s.addr, slap, "--test=set", "--execute-number=20", "--concurrency=1")
+	if !strings.Contains(r.out, "too many queues") {
+		t.Errorf("memcslap's sets past -max-queues: want the too many queues error in its output")
+	}
+	st := c.stats()
+	if st["queues"] != "4" {
+		t.Fatalf("after memcslap's sets: STAT queues %s, want 4", st["queues"])
+	}
+	c.exchange("jobs_still_works", "get jobs\r\n", "VALUE jobs 0 2\r\nj1\r\nEND\r\n")
+	for name := range st {
+		q, ok := strings.CutPrefix(name, "queue_")
+		if !ok || !strings.HasSuffix(q, "_items") || q == "jobs_items" {
+			continue
+		}
+		for l := c.line("get " + strings.TrimSuffix(q, "_items") + "\r\n"); l != "END\r\n"; l = c.line("") {
+		}
+	}
+	c.exchange("room_again", "set fresh 0 0 1\r\nx\r\nget fresh\r\n", "STORED\r\nVALUE fresh 0 1\r\nx\r\nEND\r\n")
 }

@@ -21,6 +21,7 @@ type options struct {
 	addr        string
 	dir         string
 	maxQueues   int
+	maxGroups   int // named groups per queue (get <queue>+<group>)
 	maxValue    int64
 	capacity    int // 0: defaultCapacity for a new queue, the recorded one for an existing queue
 	idleTimeout time.Duration
@@ -39,6 +40,9 @@ type options struct {
 	// onListen, if set, is called with the listening address before the
 	// first connection is accepted (tests listen on 127.0.0.1:0).
 	onListen func(net.Addr)
+	// configureQueue, if set, adjusts each queue's channel config before
+	// it opens (tests).
+	configureQueue func(*channel.Config)
 }
 
 // maxMaxValue is the largest -max-value: an item is one event, and an
@@ -50,7 +54,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.addr, "addr", "127.0.0.1:22133", "address to listen on")
 	flag.StringVar(&o.dir, "dir", "memcacheqdata", "directory holding one subdirectory per queue")
-	flag.IntVar(&o.maxQueues, "max-queues", 64, "most queues that may exist")
+	flag.IntVar(&o.maxQueues, "max-queues", 64, "most queues that may exist; a set that needs one more removes the least recently used empty queue without groups, or gets CLIENT_ERROR too many queues")
+	flag.IntVar(&o.maxGroups, "max-groups", 4, "most groups (get <queue>+<group>) each queue may have; a get that would create one more gets CLIENT_ERROR too many groups")
 	flag.Int64Var(&o.maxValue, "max-value", 1<<20, "largest item in bytes")
 	flag.IntVar(&o.capacity, "capacity", 0, "items each queue holds (0 = 100000 for a new queue, the recorded capacity for an existing one)")
 	flag.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Minute, "close a connection idle this long (0 = never)")
@@ -71,6 +76,8 @@ func (o options) validate() error {
 	switch {
 	case o.maxQueues <= 0:
 		return fmt.Errorf("-max-queues %d: must be positive", o.maxQueues)
+	case o.maxGroups < 0:
+		return fmt.Errorf("-max-groups %d: must not be negative", o.maxGroups)
 	case o.maxValue < 1 || o.maxValue > maxMaxValue:
 		return fmt.Errorf("-max-value %d: must be in [1, %d]", o.maxValue, maxMaxValue)
 	case o.capacity < 0:
@@ -99,7 +106,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 
-	qs, err := openQueues(o.dir, o.maxQueues, o.capacity, logger)
+	qs, err := openQueues(o.dir, o.maxQueues, o.capacity, logger, o.configureQueue)
 	if err != nil {
 		return err
 	}
@@ -107,10 +114,10 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return errors.Join(err, qs.close())
 	}
-	names, chans := qs.snapshot()
-	fmt.Fprintf(out, "memcacheq: listening on %s; %d queues in %s", ln.Addr(), len(names), o.dir)
-	for _, name := range names {
-		fmt.Fprintf(out, ", %s (%d items)", name, chans[name].Len())
+	all := qs.snapshot()
+	fmt.Fprintf(out, "memcacheq: listening on %s; %d queues in %s", ln.Addr(), len(all), o.dir)
+	for _, q := range all {
+		fmt.Fprintf(out, ", %s (%d items)", q.name, q.ch.Len())
 	}
 	fmt.Fprintln(out)
 	if o.onListen != nil {
@@ -130,19 +137,20 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if serveErr == nil {
 		serveErr = <-served
 	}
-	names, chans = qs.snapshot()
+	all = qs.snapshot()
 	items := 0
-	for _, name := range names {
-		items += chans[name].Len()
+	for _, q := range all {
+		items += q.ch.Len()
 	}
 	err = errors.Join(serveErr, qs.close())
-	fmt.Fprintf(out, "memcacheq: stopped; %d items in %d queues\n", items, len(names))
+	fmt.Fprintf(out, "memcacheq: stopped; %d items in %d queues\n", items, len(all))
 	return err
 }
 
 // Descriptors a queue holds open: its checkpoint file and its active log
 // file, a lock file in each of its two directories, and a few more for a
-// moment (a checkpoint being written, older log files read by gets).
+// moment (a checkpoint being written, older log files read by gets); and
+// one more for each group (its ring's file).
 const fdsPerQueue = 8
 
 // fdsReserved are descriptors for the rest: the listener, the runtime's
@@ -155,9 +163,9 @@ const fdsReserved = 32
 // is reached, and so would sets that create a queue.
 func warnFDLimit(o options, log *slog.Logger) {
 	limit, ok := fdLimit()
-	need := uint64(o.maxConns) + uint64(o.maxQueues)*fdsPerQueue + fdsReserved
+	need := uint64(o.maxConns) + uint64(o.maxQueues)*(fdsPerQueue+uint64(o.maxGroups)) + fdsReserved
 	if ok && limit < need {
-		log.Warn("the descriptor limit is below what -max-conns and -max-queues need: lower -max-conns or raise ulimit -n",
-			"limit", limit, "need", need, "max_conns", o.maxConns, "max_queues", o.maxQueues)
+		log.Warn("the descriptor limit is below what -max-conns, -max-queues and -max-groups need: lower -max-conns or raise ulimit -n",
+			"limit", limit, "need", need, "max_conns", o.maxConns, "max_queues", o.maxQueues, "max_groups", o.maxGroups)
 	}
 }

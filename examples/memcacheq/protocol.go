@@ -5,18 +5,23 @@ import (
 	"strconv"
 )
 
-// The memcached text protocol, the subset a queue can honour.
+// The memcached text protocol, the subset a queue can honour, with
+// Kestrel's options on the names a get asks for (reads.go).
 //
-//	set <queue> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n   → STORED
-//	get <queue>*\r\n   (and gets)   → VALUE <queue> <flags> <bytes>[ <cas>]\r\n<data>\r\n ... END
-//	                                   (at most one VALUE per distinct queue name)
+//	set <queue> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n   → STORED, NOT_STORED (full)
+//	get <key>*\r\n   (and gets)   → VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n ... END
+//	                                 (at most one VALUE per distinct key)
+//	        <key> is <queue>[+<group>][/<option>...], options open, close, abort, peek, t=<ms>
+//	delete <queue>[+<group>] [0] [noreply]\r\n   → DELETED, NOT_FOUND
 //	stats\r\n → STAT <name> <value>\r\n ... END   version\r\n → VERSION <major>.<minor>.<patch>\r\n   quit\r\n
 //
 // Replies to bad input: ERROR for a command this server does not know,
 // CLIENT_ERROR <why> for a known command used wrongly or one a queue cannot
-// do (delete, incr, add, ...), SERVER_ERROR <why> when the server fails. A
-// command whose first byte is 0x80 is a binary-protocol request: it gets a
-// binary error response and the connection is closed (binary.go).
+// do (incr, add, ...), SERVER_ERROR <why> when the server fails. A command
+// that ends in noreply gets no reply at all, errors included, as with
+// memcached (the server counts and logs what it refused). A command whose
+// first byte is 0x80 is a binary-protocol request: it gets a binary error
+// response and the connection is closed (binary.go).
 
 // maxLine is the longest command line accepted, terminator included. A
 // get line holds at most a few hundred queue names before it hits this.
@@ -27,11 +32,18 @@ const maxNameLen = 64
 
 // command is one parsed command line.
 type command struct {
-	name    string   // "get", "gets", "set", "stats", "version", "quit"
-	keys    []string // get, gets: one or more distinct queue names; set: one
-	flags   uint32   // set: the client's opaque flags, returned by get
-	exptime int64    // set: parsed and ignored; a queue's events do not expire
-	noreply bool     // set: reply only on error
+	name string // "get", "gets", "set", "delete", "stats", "version", "quit"
+	// keys are get's distinct keys as the client wrote them (its VALUE
+	// lines repeat them), or the one queue of a set, or the queue or
+	// group of a delete.
+	keys    []string
+	reads   []readKey // get, gets: keys[i] parsed
+	flags   uint32    // set: the client's opaque flags, returned by get
+	exptime int64     // set: parsed and ignored; a queue's events do not expire
+	// noreply: the line ends in noreply, so no reply is written, not
+	// even an error. It is set even when the line is otherwise refused,
+	// for the commands memcached gives noreply (noreplyCommands).
+	noreply bool
 	// dataLen is the length of the data block that follows the line, or -1
 	// when none does. It is set even when the line is otherwise refused, so
 	// that the server can skip the block and stay in step with the client.
@@ -63,7 +75,6 @@ var refused = map[string]string{
 	"append":    "append is not supported by a queue; use set",
 	"prepend":   "prepend is not supported by a queue; use set",
 	"cas":       "cas is not supported by a queue; use set",
-	"delete":    "delete is not supported by a queue; get takes an item",
 	"incr":      "incr is not supported by a queue",
 	"decr":      "decr is not supported by a queue",
 	"touch":     "touch is not supported by a queue",
@@ -71,6 +82,14 @@ var refused = map[string]string{
 	"gats":      "gats is not supported by a queue; use get",
 	"flush_all": "flush_all is not supported by a queue",
 	"verbosity": "verbosity is not supported",
+}
+
+// noreplyCommands are the commands memcached accepts noreply on, as the
+// last word of the line; it silences every reply to the command, errors
+// included, even when the line is refused (memcached's set_noreply_maybe).
+var noreplyCommands = map[string]bool{
+	"set": true, "add": true, "replace": true, "append": true, "prepend": true, "cas": true,
+	"delete": true, "incr": true, "decr": true, "touch": true, "flush_all": true, "verbosity": true,
 }
 
 // parseCommand parses one command line, without its terminator. It never
@@ -83,33 +102,40 @@ func parseCommand(line []byte) (command, error) {
 	}
 	cmd.name = string(fields[0])
 	args := fields[1:]
+	if noreplyCommands[cmd.name] && len(args) > 0 && string(args[len(args)-1]) == "noreply" {
+		cmd.noreply = true
+	}
 	switch cmd.name {
 	case "get", "gets":
 		if len(args) == 0 {
 			return cmd, clientError("get needs at least one queue name")
 		}
-		// A name given twice is taken once: a second item under the same
-		// name would be lost by the clients that key replies by name.
+		// A key given twice is taken once: a second item under the same
+		// key would be lost by the clients that key replies by name.
 		var seen map[string]bool // for a multi-get only
 		for _, a := range args {
-			if !validName(a) {
-				return cmd, clientError(badName(a))
+			k, err := parseReadKey(a)
+			if err != nil {
+				cmd.keys, cmd.reads = nil, nil
+				return cmd, err
 			}
-			name := string(a)
 			if len(args) > 1 {
 				if seen == nil {
 					seen = make(map[string]bool, len(args))
 				}
-				if seen[name] {
+				if seen[k.raw] {
 					continue
 				}
-				seen[name] = true
+				seen[k.raw] = true
 			}
-			cmd.keys = append(cmd.keys, name)
+			cmd.keys = append(cmd.keys, k.raw)
+			cmd.reads = append(cmd.reads, k)
 		}
 		return cmd, nil
 	case "set":
 		return parseSet(cmd, args)
+	case "delete":
+		return parseDelete(cmd, args)
 	case "stats":
 		if len(args) > 0 {
 			return cmd, clientError("stats " + printable(args[0]) + " is not supported; use stats")
@@ -151,6 +177,9 @@ func parseSet(cmd command, args [][]byte) (command, error) {
 	if cmd.dataLen < 0 {
 		return cmd, clientError("bad data length " + printable(args[3]))
 	}
+	if q, _, fanout := bytes.Cut(args[0], []byte{'+'}); fanout && validName(q) {
+		return cmd, clientError("set " + printable(args[0]) + ": set the queue " + string(q) + "; each of its groups gets the item")
+	}
 	if !validName(args[0]) {
 		return cmd, clientError(badName(args[0]))
 	}
@@ -163,12 +192,34 @@ func parseSet(cmd command, args [][]byte) (command, error) {
 	if cmd.exptime, err = strconv.ParseInt(string(args[2]), 10, 64); err != nil {
 		return cmd, clientError("bad exptime " + printable(args[2]))
 	}
-	if len(args) == 5 {
-		if string(args[4]) != "noreply" {
-			return cmd, clientError("bad command line format: expected noreply, got " + printable(args[4]))
-		}
-		cmd.noreply = true
+	if len(args) == 5 && string(args[4]) != "noreply" {
+		return cmd, clientError("bad command line format: expected noreply, got " + printable(args[4]))
 	}
+	return cmd, nil
+}
+
+// parseDelete parses delete <queue>[+<group>] [0] [noreply] (memcached
+// still accepts a time of 0 there, from an older protocol).
+func parseDelete(cmd command, args [][]byte) (command, error) {
+	n := len(args)
+	if cmd.noreply {
+		n--
+	}
+	if n == 2 && string(args[1]) == "0" {
+		n--
+	}
+	if n != 1 {
+		return cmd, clientError("bad command line format: delete <queue>[+<group>] [noreply]")
+	}
+	k, err := parseReadKey(args[0])
+	if err != nil {
+		return cmd, err
+	}
+	if len(k.raw) != len(k.target()) {
+		return cmd, clientError("delete takes a queue or a group, without options: " + printable(args[0]))
+	}
+	cmd.keys = []string{k.raw}
+	cmd.reads = []readKey{k}
 	return cmd, nil
 }
 

@@ -155,3 +155,19 @@ func TestExplicitCapacityResizesQueues(t *testing.T) {
 	dial(t, s.addr).exchange("all items there", "get q\r\nget q\r\nget q\r\n",
 		"VALUE q 0 1\r\n1\r\nEND\r\nVALUE q 0 1\r\n2\r\nEND\r\nVALUE q 0 1\r\n3\r\nEND\r\n")
 }
+
+// A group costs its ring, as the package doc says: (1029 + capacity) × 8
+// bytes, 808,232 at the default capacity.
+func TestAGroupCostsItsRing(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, options{dir: dir})
+	c := dial(t, s.addr)
+	c.exchange("create", "set jobs 0 0 1\r\nx\r\n", "STORED\r\n")
+	before := testutil.DirBytes(t, filepath.Join(dir, "jobs"))
+	c.exchange("group", "get jobs+audit\r\n", "END\r\n")
+	const small = 4 << 10 // the groups record and catalog
+	got := testutil.DirBytes(t, filepath.Join(dir, "jobs")) - before
+	if want := checkpointSize(defaultCapacity); got < want || got > want+small {
+		t.Fatalf("a group costs %d bytes on disk, want %d to %d", got, want, want+small)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,11 @@ type server struct {
 	start time.Time
 
 	closing atomic.Bool
-	stopped chan struct{}  // closed by shutdown: ends waits for a retry or for room
+	// ctx ends at shutdown (stop), and so do the waits for a retry, for
+	// room or for an item (get t=); stopped is its Done channel.
+	ctx     context.Context
+	stop    context.CancelFunc
+	stopped <-chan struct{}
 	conns   sync.WaitGroup // one per connection being served
 	pending *pendingBytes  // -max-pending-bytes
 
@@ -66,14 +71,21 @@ type server struct {
 	rejectedConns            atomic.Int64 // connections refused beyond -max-conns
 	storeNoMemory            atomic.Int64 // sets refused beyond -max-pending-bytes
 	valueTimeouts            atomic.Int64 // connections closed mid-value after -value-timeout
+	noreplyRefused           atomic.Int64 // noreply commands refused, without a reply
+	notStored                atomic.Int64 // sets refused NOT_STORED: the queue was full
+	openReads                atomic.Int64 // items held open (get /open), all connections
+	canceledReads            atomic.Int64 // open items given back: /abort, a closed connection, a failed /close
 
-	rejectLog, noMemoryLog throttledLog
+	// refuseLog logs what clients can cause at will (full queues, too
+	// many queues or groups); noreplyLog the refusals no client was told of.
+	rejectLog, noMemoryLog, refuseLog, noreplyLog throttledLog
 }
 
 func newServer(o options, qs *queues, log *slog.Logger) *server {
+	ctx, stop := context.WithCancel(context.Background())
 	return &server{
 		o: o, qs: qs, log: log, start: time.Now(),
-		stopped: make(chan struct{}),
+		ctx: ctx, stop: stop, stopped: ctx.Done(),
 		pending: newPendingBytes(o.maxPendingBytes),
 		open:    map[*conn]struct{}{},
 	}
@@ -86,6 +98,9 @@ type conn struct {
 	// next command at once, and lets one that is running a command finish.
 	mu   sync.Mutex
 	busy bool
+	// reads are the items the connection holds open (get /open), by
+	// target; only its own goroutine uses them.
+	reads map[string]*openRead
 }
 
 // shutdown stops accepting, interrupts idle connections, waits up to
@@ -94,7 +109,7 @@ type conn struct {
 func (s *server) shutdown(ln net.Listener) {
 	s.connsMu.Lock()
 	s.closing.Store(true)
-	close(s.stopped)
+	s.stop()
 	open := make([]*conn, 0, len(s.open))
 	for c := range s.open {
 		open = append(open, c)
@@ -181,6 +196,7 @@ func isTimeout(err error) bool {
 
 func (s *server) handle(c *conn) {
 	defer func() {
+		s.releaseReads(c)
 		c.Close()
 		s.currConns.Add(-1)
 		s.connsMu.Lock()
@@ -247,20 +263,51 @@ func (s *server) exec(c *conn, line []byte, r *bufio.Reader, w *bufio.Writer) (q
 			s.cmdSet.Add(1)
 		}
 		skipped := cmd.dataLen < 0 || s.skipBlock(c, r, cmd.dataLen)
-		w.WriteString(err.Error() + "\r\n")
+		s.reply(c, w, cmd, err.Error()+"\r\n")
 		return !skipped
 	}
 	switch cmd.name {
 	case "get", "gets":
-		s.get(w, cmd)
+		return s.get(c, w, cmd)
 	case "set":
-		return s.set(c, r, w, cmd)
+		reply, quit := s.set(c, r, cmd)
+		s.reply(c, w, cmd, reply)
+		return quit
+	case "delete":
+		s.reply(c, w, cmd, s.delete(cmd))
 	case "stats":
 		s.writeStats(w)
 	case "version":
 		w.WriteString("VERSION " + version + "\r\n")
 	case "quit":
 		return true
+	}
+	return false
+}
+
+// reply writes the reply line of cmd, unless cmd ends in noreply: then
+// nothing is written, as with memcached, whatever the reply (a client
+// that sent noreply reads no reply, and would take one for the reply to
+// its next command). A refusal kept from the client is counted (STAT
+// noreply_refused) and logged.
+func (s *server) reply(c *conn, w *bufio.Writer, cmd command, line string) {
+	if !cmd.noreply {
+		w.WriteString(line)
+		return
+	}
+	if isRefusal(line) {
+		n := s.noreplyRefused.Add(1)
+		s.noreplyLog.warn(s.log, "refused a noreply command; the client was not told", "command", cmd.name,
+			"reply", strings.TrimSuffix(line, "\r\n"), "remote", c.RemoteAddr().String(), "noreply_refused", n)
+	}
+}
+
+// isRefusal reports whether reply line says a command was not done.
+func isRefusal(line string) bool {
+	for _, p := range []string{"ERROR", "CLIENT_ERROR", "SERVER_ERROR", "NOT_STORED"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
 	}
 	return false
 }
@@ -280,13 +327,13 @@ func (s *server) skipBlock(c *conn, r *bufio.Reader, n int64) bool {
 }
 
 // set stores one item: one put transaction, committed (fsync'd) before
-// the reply.
-func (s *server) set(c *conn, r *bufio.Reader, w *bufio.Writer, cmd command) (quit bool) {
+// the reply, which set returns. The first set that stores an item in a
+// queue creates it: a set that creates one and fails removes it again.
+func (s *server) set(c *conn, r *bufio.Reader, cmd command) (reply string, quit bool) {
 	s.cmdSet.Add(1)
 	if cmd.dataLen > s.o.maxValue {
 		skipped := s.skipBlock(c, r, cmd.dataLen)
-		fmt.Fprintf(w, "CLIENT_ERROR value too large: %d bytes, the limit is %d (-max-value)\r\n", cmd.dataLen, s.o.maxValue)
-		return !skipped
+		return fmt.Sprintf("CLIENT_ERROR value too large: %d bytes, the limit is %d (-max-value)\r\n", cmd.dataLen, s.o.maxValue), !skipped
 	}
 	if !s.pending.acquire(cmd.dataLen, pendingWait, s.stopped) {
 		reply := "SERVER_ERROR shutting down\r\n"
@@ -297,15 +344,14 @@ func (s *server) set(c *conn, r *bufio.Reader, w *bufio.Writer, cmd command) (qu
 				"max_pending_bytes", s.o.maxPendingBytes, "store_no_memory", n)
 		}
 		skipped := s.skipBlock(c, r, cmd.dataLen)
-		w.WriteString(reply)
-		return !skipped
+		return reply, !skipped
 	}
 	defer s.pending.release(cmd.dataLen) // once the put is done with data
 	s.valueDeadline(c)
 	data := make([]byte, cmd.dataLen+2)
 	if _, err := io.ReadFull(r, data); err != nil {
 		s.valueReadFailed(c, cmd.dataLen, err)
-		return true
+		return "", true
 	}
 	if !bytes.HasSuffix(data, crlf) {
 		// Too long a block: its end is on this line. Too short a block: we
@@ -313,26 +359,65 @@ func (s *server) set(c *conn, r *bufio.Reader, w *bufio.Writer, cmd command) (qu
 		// client that miscounts.
 		if data[len(data)-1] != '\n' {
 			if _, err := readLine(r); err != nil && !errors.Is(err, errLineTooLong) {
-				return true
+				return "", true
 			}
 		}
-		w.WriteString("CLIENT_ERROR bad data chunk\r\n")
-		return false
+		return "CLIENT_ERROR bad data chunk\r\n", false
 	}
 	name := cmd.keys[0]
-	ch, err := s.qs.create(name)
+	q, created, err := s.qs.use(name, true)
 	if err == nil {
-		err = put(ch, cmd.flags, data[:cmd.dataLen])
+		err = put(q.ch, cmd.flags, data[:cmd.dataLen])
+		q.mu.RUnlock()
+		if err != nil && created {
+			s.qs.removeIfEmpty(q)
+		}
 	}
 	if err != nil {
-		w.WriteString(s.serverError("set", name, err))
-		return false
+		return s.setError(name, err), false
 	}
 	s.totalItems.Add(1)
-	if !cmd.noreply {
-		w.WriteString("STORED\r\n")
+	return "STORED\r\n", false
+}
+
+// setError returns the reply to a set that failed with err: NOT_STORED
+// for a full queue (back-pressure: memcached's reply for an item it did
+// not store, which clients take as a failed store, not a failed server),
+// CLIENT_ERROR for -max-queues, SERVER_ERROR (serverError) for the rest.
+func (s *server) setError(queue string, err error) string {
+	switch {
+	case errors.Is(err, channel.ErrChannelFull):
+		n := s.notStored.Add(1)
+		s.refuseLog.warn(s.log, "refused a set: the queue is full", "queue", queue, "not_stored", n)
+		return "NOT_STORED\r\n"
+	case errors.Is(err, errTooManyQueues):
+		s.refuseLog.warn(s.log, "refused a set: too many queues", "queue", queue, "max_queues", s.o.maxQueues)
+		return "CLIENT_ERROR " + err.Error() + "\r\n"
 	}
-	return false
+	return s.serverError("set", queue, err)
+}
+
+// delete removes an empty queue or group: DELETED, NOT_FOUND if there is
+// none, CLIENT_ERROR if it holds items (queued or open): a delete never
+// discards an item.
+func (s *server) delete(cmd command) string {
+	k := cmd.reads[0]
+	var err error
+	if k.group == "" {
+		err = s.qs.remove(k.queue)
+	} else {
+		err = s.qs.removeGroup(k.queue, k.group)
+	}
+	var ne *errNotEmpty
+	switch {
+	case err == nil:
+		return "DELETED\r\n"
+	case errors.Is(err, errNoQueue):
+		return "NOT_FOUND\r\n"
+	case errors.As(err, &ne):
+		return "CLIENT_ERROR " + err.Error() + "\r\n"
+	}
+	return s.serverError("delete", k.target(), err)
 }
 
 func put(ch *channel.FileChannel, flags uint32, body []byte) error {
@@ -350,75 +435,10 @@ func put(ch *channel.FileChannel, flags uint32, body []byte) error {
 	return tx.Commit()
 }
 
-// get takes one item per key, in order (the parser has dropped repeated
-// names), each in its own take transaction committed (fsync'd) before the
-// reply is written: a client that loses the connection, or a server that
-// dies before the reply leaves, loses that item. A take that fails ends the
-// reply there: SERVER_ERROR if no VALUE was written yet, else END after the
-// values taken so far.
-func (s *server) get(w *bufio.Writer, cmd command) {
-	values := 0
-	for _, name := range cmd.keys {
-		s.cmdGet.Add(1)
-		ev, ok, err := s.take(name)
-		if err != nil {
-			msg := s.serverError("get", name, err)
-			if values == 0 {
-				w.WriteString(msg)
-				return
-			}
-			break
-		}
-		if !ok {
-			s.getMiss.Add(1)
-			continue
-		}
-		s.getHits.Add(1)
-		values++
-		flags := ev.Headers["flags"]
-		if flags == "" {
-			flags = "0"
-		}
-		fmt.Fprintf(w, "VALUE %s %s %d", name, flags, len(ev.Body))
-		if cmd.name == "gets" {
-			w.WriteString(" 0") // a cas unique, which the cas command (refused) would use
-		}
-		w.Write(crlf)
-		w.Write(ev.Body)
-		w.Write(crlf)
-	}
-	w.WriteString("END\r\n")
-}
-
-// take removes the item at the head of queue name; ok is false when the
-// queue is empty or does not exist.
-func (s *server) take(name string) (ev channel.Event, ok bool, err error) {
-	ch, err := s.qs.lookup(name)
-	if err != nil || ch == nil {
-		return channel.Event{}, false, err
-	}
-	tx, err := ch.Begin()
-	if err != nil {
-		return channel.Event{}, false, err
-	}
-	ev, ok, err = tx.Take()
-	if err != nil || !ok {
-		return channel.Event{}, false, errors.Join(err, tx.Rollback())
-	}
-	if err := tx.Commit(); err != nil {
-		return channel.Event{}, false, err // rolled back: the item stays queued
-	}
-	return ev, true, nil
-}
-
 // serverError logs err and returns the reply line for it.
 func (s *server) serverError(op, queue string, err error) string {
 	s.log.Warn(op+" failed", "queue", queue, "err", err)
 	switch {
-	case errors.Is(err, errTooManyQueues):
-		return fmt.Sprintf("SERVER_ERROR too many queues: the limit is %d (-max-queues)\r\n", s.o.maxQueues)
-	case errors.Is(err, channel.ErrChannelFull):
-		return "SERVER_ERROR queue " + queue + " is full\r\n"
 	case errors.Is(err, channel.ErrInsufficientSpace):
 		return "SERVER_ERROR out of disk space\r\n"
 	case errors.Is(err, channel.ErrClosed):
@@ -433,15 +453,51 @@ func (s *server) serverError(op, queue string, err error) string {
 	return "SERVER_ERROR " + msg + "\r\n"
 }
 
+// queueStat is one line of a queue's (or group's) stats.
+type queueStat struct {
+	name  string
+	value int64
+}
+
+// queueStats returns q's stats lines and its items (all groups): items,
+// bytes and open_transactions, then items and open_transactions of each
+// named group as queue_<queue>+<group>_*; nothing if q is being removed.
+func queueStats(q *queue) (lines []queueStat, items int64, onDisk int64) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.removed {
+		return nil, 0, 0
+	}
+	onDisk = q.ch.Stats().LogBytes
+	for _, name := range q.ch.GroupNames() {
+		g, err := q.ch.Group(name)
+		if err != nil {
+			continue
+		}
+		st := g.Stats()
+		prefix := "queue_" + q.name
+		if name != "" {
+			prefix += "+" + name
+		}
+		lines = append(lines, queueStat{prefix + "_items", int64(st.Queued)})
+		if name == "" {
+			lines = append(lines, queueStat{prefix + "_bytes", onDisk})
+		}
+		lines = append(lines, queueStat{prefix + "_open_transactions", int64(st.InflightTakes)})
+		items += int64(st.Queued)
+	}
+	return lines, items, onDisk
+}
+
 // writeStats writes the stats reply: memcached's names where they fit a
 // queue, and Kestrel-style per-queue lines.
 func (s *server) writeStats(w *bufio.Writer) {
-	names, chans := s.qs.snapshot()
+	qs := s.qs.snapshot()
 	var items, onDisk int64
-	perQueue := make([][2]int64, len(names))
-	for i, name := range names {
-		n, b := int64(chans[name].Len()), chans[name].Stats().LogBytes
-		perQueue[i] = [2]int64{n, b}
+	var perQueue []queueStat
+	for _, q := range qs {
+		lines, n, b := queueStats(q)
+		perQueue = append(perQueue, lines...)
 		items += n
 		onDisk += b
 	}
@@ -461,7 +517,7 @@ func (s *server) writeStats(w *bufio.Writer) {
 	stat("curr_items", items)
 	stat("total_items", s.totalItems.Load())
 	stat("bytes", onDisk)
-	stat("queues", len(names))
+	stat("queues", len(qs))
 	stat("binary_refused", s.binaryRefused.Load())
 	stat("max_connections", s.o.maxConns)
 	stat("rejected_connections", s.rejectedConns.Load())
@@ -469,9 +525,12 @@ func (s *server) writeStats(w *bufio.Writer) {
 	stat("pending_bytes", s.pending.inUse())
 	stat("store_no_memory", s.storeNoMemory.Load())
 	stat("value_timeouts", s.valueTimeouts.Load())
-	for i, name := range names {
-		stat("queue_"+name+"_items", perQueue[i][0])
-		stat("queue_"+name+"_bytes", perQueue[i][1])
+	stat("not_stored", s.notStored.Load())
+	stat("noreply_refused", s.noreplyRefused.Load())
+	stat("open_transactions", s.openReads.Load())
+	stat("canceled_transactions", s.canceledReads.Load())
+	for _, l := range perQueue {
+		stat(l.name, l.value)
 	}
 	w.WriteString("END\r\n")
 }

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +36,9 @@ func startServer(t *testing.T, o options) *testServer {
 	o.addr = "127.0.0.1:0"
 	if o.maxQueues == 0 {
 		o.maxQueues = 8
+	}
+	if o.maxGroups == 0 {
+		o.maxGroups = 8
 	}
 	if o.maxValue == 0 {
 		o.maxValue = 1 << 20
@@ -400,7 +406,7 @@ func TestBadInputKeepsTheConnectionUsable(t *testing.T) {
 		{"value_too_large", "set q 0 0 2000\r\n" + strings.Repeat("v", 2000) + "\r\n", "CLIENT_ERROR value too large: 2000 bytes, the limit is 1000"},
 		{"add", "add q 0 0 2\r\nhi\r\n", "CLIENT_ERROR add is not supported"},
 		{"cas", "cas q 0 0 2 17\r\nhi\r\n", "CLIENT_ERROR cas is not supported"},
-		{"delete", "delete q\r\n", "CLIENT_ERROR delete is not supported"},
+		{"delete_with_option", "delete q/open\r\n", "CLIENT_ERROR delete takes a queue or a group, without options"},
 		{"incr", "incr q 1\r\n", "CLIENT_ERROR incr is not supported"},
 		{"get_without_key", "get\r\n", "CLIENT_ERROR get needs at least one queue name"},
 		{"line_too_long", "get " + strings.Repeat("q ", maxLine) + "\r\n", "CLIENT_ERROR line too long\r\n"},
@@ -462,7 +468,7 @@ func TestMaxQueues(t *testing.T) {
 	c := dial(t, s.addr)
 	c.exchange("first", "set a 0 0 1\r\n1\r\n", "STORED\r\n")
 	c.exchange("second", "set b 0 0 1\r\n1\r\n", "STORED\r\n")
-	c.exchange("third", "set c 0 0 1\r\n1\r\n", "SERVER_ERROR too many queues: the limit is 2 (-max-queues)\r\n")
+	c.exchange("third", "set c 0 0 1\r\n1\r\n", "CLIENT_ERROR too many queues: the limit is 2 (-max-queues), and none is empty\r\n")
 	c.exchange("existing", "set a 0 0 1\r\n2\r\nget c\r\n", "STORED\r\nEND\r\n")
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
@@ -472,7 +478,21 @@ func TestMaxQueues(t *testing.T) {
 	s = startServer(t, options{dir: dir, maxQueues: 1})
 	c = dial(t, s.addr)
 	c.exchange("reopened", "get a b\r\n", "VALUE a 0 1\r\n1\r\nVALUE b 0 1\r\n1\r\nEND\r\n")
-	c.exchange("still_capped", "set d 0 0 1\r\n1\r\n", "SERVER_ERROR too many queues: the limit is 1 (-max-queues)\r\n")
+	c.exchange("still_capped", "set d 0 0 1\r\n1\r\n", "CLIENT_ERROR too many queues: the limit is 1 (-max-queues), and none is empty\r\n")
+
+	// An empty queue makes room for a new one: a drained queue is removed
+	// (b went at the refused set above, a goes now), directory and all.
+	c.exchange("drain_a", "get a\r\n", "VALUE a 0 1\r\n2\r\nEND\r\n")
+	c.exchange("room_made", "set d 0 0 1\r\n1\r\n", "STORED\r\n")
+	if st := c.stats(); st["queues"] != "1" || st["queue_d_items"] != "1" {
+		t.Errorf("after the eviction: STAT queues %s, queue_d_items %s; want 1, 1", st["queues"], st["queue_d_items"])
+	}
+	for _, gone := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the evicted queue %s's directory: %v, want it gone", gone, err)
+		}
+	}
+	c.exchange("gone_is_a_miss", "get a b d\r\n", "VALUE d 0 1\r\n1\r\nEND\r\n")
 }
 
 // Shutdown closes idle connections at once and finishes without waiting
