@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/minfree"
 )
+
+// spaceRetry is how long the source waits before it retries a batch
+// refused for disk space.
+const spaceRetry = 500 * time.Millisecond
 
 // source produces numbered events and commits every batch once to the
 // channel, which appends it to every group; it saves its cursor after
@@ -22,9 +28,16 @@ type source struct {
 	batch, size int
 	target      int64 // stop before this number; 0 = never
 	afterCommit func(from int64) error
+	// out, minFree and maxFileSize are for the message of the first wait
+	// for disk space.
+	out         io.Writer
+	minFree     minfree.Bytes
+	maxFileSize int64
+	roomErr     string // the last failed checkpoint's error printed
 
 	sent    atomic.Int64 // the channel has the events below this number
 	full    atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
+	noSpace atomic.Int64 // batches refused for disk space (retried after spaceRetry)
 	putNS   atomic.Int64 // time spent in Puts that returned, in nanoseconds
 	inPut   atomic.Int64 // when the Put in progress started (UnixNano), 0 if none
 	payload []byte
@@ -37,6 +50,9 @@ func (s *source) run(ctx context.Context) error {
 	}
 	s.sent.Store(s.cursor)
 	for s.target == 0 || s.cursor < s.target {
+		if ctx.Err() != nil {
+			return nil // stopping; put also looks before every Put
+		}
 		n := s.batch
 		if s.target > 0 {
 			n = int(min(int64(n), s.target-s.cursor))
@@ -52,23 +68,43 @@ func (s *source) run(ctx context.Context) error {
 }
 
 // send commits events #from..#from+n-1 and then saves the cursor. A full
-// group does not drop the batch: send retries it until the sink makes room
-// or the run ends.
+// group, or a disk short of -min-free, does not drop the batch: send
+// retries it until the sink makes room or the run ends.
 func (s *source) send(ctx context.Context, from int64, n int) error {
 	for {
 		err := s.put(ctx, from, n)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, channel.ErrChannelFull) {
-			return fmt.Errorf("source: %w", err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
 		}
-		// Put already waited KeepAlive for room in the group the error
-		// names; the batch was rolled back whole, so a retry cannot
-		// duplicate part of it.
-		s.full.Add(1)
-		if ctx.Err() != nil {
-			return ctx.Err()
+		// The batch was rolled back whole, so a retry cannot duplicate
+		// part of it.
+		switch {
+		case errors.Is(err, channel.ErrChannelFull):
+			// Put already waited KeepAlive for room in the group the
+			// error names.
+			s.full.Add(1)
+		case errors.Is(err, channel.ErrInsufficientSpace):
+			// Takes are never refused for space: the sinks drain
+			// meanwhile, and a checkpoint deletes the log files no group
+			// needs any more (never the one being written).
+			if s.noSpace.Add(1) == 1 {
+				fmt.Fprintf(s.out, "fanout: the source waits for disk space while the sinks drain, retrying every %v: %v; on a small disk, lower -min-free (%s) and -max-file-size (%d)\n",
+					spaceRetry, err, s.minFree, s.maxFileSize)
+			}
+			select {
+			case <-time.After(spaceRetry):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := s.ch.Checkpoint(); err != nil && err.Error() != s.roomErr {
+				s.roomErr = err.Error() // printed once; Health reports it too
+				fmt.Fprintf(s.out, "fanout: a checkpoint to make room failed (the source waits on): %v\n", err)
+			}
+		default:
+			return fmt.Errorf("source: %w", err)
 		}
 	}
 	s.sent.Store(from + int64(n))
@@ -89,6 +125,9 @@ func (s *source) put(ctx context.Context, from int64, n int) error {
 		return err
 	}
 	for i := range int64(n) {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, tx.Rollback()) // PutContext looks only while it waits
+		}
 		if err := s.timedPut(ctx, tx, s.event(from+i)); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}
