@@ -59,6 +59,7 @@ type queues struct {
 	// defaultCapacity for a new queue and, for an existing one, the
 	// capacity recorded in its checkpoint (see capacityOf).
 	capacity int
+	minFree  int64 // every queue's MinimumRequiredSpace (-min-free)
 	logger   *slog.Logger
 
 	// mu guards byName and closed. Creating a queue opens its channel
@@ -72,12 +73,13 @@ type queues struct {
 // openQueues opens every queue found under dir. A directory whose name is
 // not a queue name, or that holds no checkpoint/ directory, is left alone.
 // The queues found are all opened, even beyond max: max only stops new ones.
-// capacity is -capacity (0 = each queue's own; see capacityOf).
-func openQueues(dir string, max, capacity int, logger *slog.Logger) (*queues, error) {
+// capacity is -capacity (0 = each queue's own; see capacityOf), minFree
+// every queue's MinimumRequiredSpace.
+func openQueues(dir string, max, capacity int, minFree int64, logger *slog.Logger) (*queues, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	qs := &queues{dir: dir, max: max, capacity: capacity, logger: logger, byName: map[string]*channel.FileChannel{}}
+	qs := &queues{dir: dir, max: max, capacity: capacity, minFree: minFree, logger: logger, byName: map[string]*channel.FileChannel{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -102,6 +104,7 @@ func openQueues(dir string, max, capacity int, logger *slog.Logger) (*queues, er
 func (qs *queues) config(name string) channel.Config {
 	cfg := qs.dirs(name)
 	cfg.Capacity = qs.capacityOf(cfg)
+	cfg.MinimumRequiredSpace = qs.minFree
 	return cfg
 }
 
