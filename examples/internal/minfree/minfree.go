@@ -29,7 +29,8 @@ const Default Bytes = channel.DefaultMinimumRequiredSpace
 
 // Usage is the start of the flag's usage line; each example says what is
 // refused below it.
-const Usage = "free space to keep on the data dir's disk, in bytes or with a unit (64MB, 64MiB, 1GiB; 0 = none)"
+// (The back-quoted word names the value in -h: "-min-free bytes".)
+const Usage = "`bytes` to keep free on the data dir's disk, or a size with a unit (64MB, 64MiB, 1GiB; 0 = none)"
 
 var units = map[string]int64{
 	"": 1, "b": 1,

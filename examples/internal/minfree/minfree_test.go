@@ -84,7 +84,7 @@ func TestFlag(t *testing.T) {
 	var help strings.Builder
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
-	if !strings.Contains(help.String(), "(default 500MiB)") {
+	if !strings.Contains(help.String(), "-min-free bytes") || !strings.Contains(help.String(), "(default 500MiB)") {
 		t.Errorf("-h:\n%s", help.String())
 	}
 	if b.Config() != 524_288_000 {
