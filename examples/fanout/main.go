@@ -231,7 +231,8 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	}()
 
 	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit,
-		out: out, minFree: o.minFree, maxFileSize: o.maxFileSize}
+		space: &minfree.Waiter{Out: out, Prefix: "fanout: ", MakeRoom: ch.Checkpoint,
+			Hint: fmt.Sprintf("on a small disk, lower -min-free (%s) and -max-file-size (%d)", o.minFree, o.maxFileSize)}}
 	if src.cursor, err = counter.Load(src.cursorPath); err != nil {
 		return err
 	}
@@ -365,7 +366,7 @@ func (r *reporter) report(final bool) {
 	if n := r.src.full.Load(); n > 0 {
 		fmt.Fprintf(&b, " (%dx full, retried)", n)
 	}
-	if n := r.src.noSpace.Load(); n > 0 {
+	if n := r.src.space.Count(); n > 0 {
 		fmt.Fprintf(&b, " (%dx no disk space, retried)", n)
 	}
 	b.WriteByte('\n')

@@ -417,7 +417,7 @@ func TestFanoutWaitsForDiskSpace(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
-		"fanout: the source waits for disk space while the sinks drain",
+		"fanout: the source waits for disk space while takes go on",
 		"free space there, or lower MinimumRequiredSpace",
 		"lower -min-free (1024TiB) and -max-file-size",
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -13,10 +12,6 @@ import (
 	"github.com/flumego/filechannel/examples/internal/counter"
 	"github.com/flumego/filechannel/examples/internal/minfree"
 )
-
-// spaceRetry is how long the source waits before it retries a batch
-// refused for disk space.
-const spaceRetry = 500 * time.Millisecond
 
 // source produces numbered events and commits every batch once to the
 // channel, which appends it to every group; it saves its cursor after
@@ -28,16 +23,11 @@ type source struct {
 	batch, size int
 	target      int64 // stop before this number; 0 = never
 	afterCommit func(from int64) error
-	// out, minFree and maxFileSize are for the message of the first wait
-	// for disk space.
-	out         io.Writer
-	minFree     minfree.Bytes
-	maxFileSize int64
-	roomErr     string // the last failed checkpoint's error printed
 
-	sent    atomic.Int64 // the channel has the events below this number
-	full    atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
-	noSpace atomic.Int64 // batches refused for disk space (retried after spaceRetry)
+	sent atomic.Int64 // the channel has the events below this number
+	full atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
+	// space waits after a batch refused for disk space, and counts them.
+	space   *minfree.Waiter
 	putNS   atomic.Int64 // time spent in Puts that returned, in nanoseconds
 	inPut   atomic.Int64 // when the Put in progress started (UnixNano), 0 if none
 	payload []byte
@@ -87,22 +77,7 @@ func (s *source) send(ctx context.Context, from int64, n int) error {
 			// error names.
 			s.full.Add(1)
 		case errors.Is(err, channel.ErrInsufficientSpace):
-			// Takes are never refused for space: the sinks drain
-			// meanwhile, and a checkpoint deletes the log files no group
-			// needs any more (never the one being written).
-			if s.noSpace.Add(1) == 1 {
-				fmt.Fprintf(s.out, "fanout: the source waits for disk space while the sinks drain, retrying every %v: %v; on a small disk, lower -min-free (%s) and -max-file-size (%d)\n",
-					spaceRetry, err, s.minFree, s.maxFileSize)
-			}
-			select {
-			case <-time.After(spaceRetry):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if err := s.ch.Checkpoint(); err != nil && err.Error() != s.roomErr {
-				s.roomErr = err.Error() // printed once; Health reports it too
-				fmt.Fprintf(s.out, "fanout: a checkpoint to make room failed (the source waits on): %v\n", err)
-			}
+			s.space.Wait(ctx, err) // then it checkpoints: the files the sinks drained go
 		default:
 			return fmt.Errorf("source: %w", err)
 		}

@@ -57,8 +57,8 @@
 // back, waits 0.5s, asks for a checkpoint (which deletes the log files
 // whose events are all taken, never the one being written) and tries
 // again, for as long as it takes, while the sink drains the channel
-// (takes are never refused for space). The first refusal is explained on
-// a line of its own; the progress line adds "no space 12x 5.1s (64%)":
+// (takes are never refused for space; minfree.Waiter). The first refusal
+// is explained; the progress line adds "no space 12x 5.1s (64%)":
 // the batches refused, the time spent waiting, and its share of the last
 // second. So the defaults need 500 MiB free, and room for a few log files
 // of 64 MiB (-max-file-size) to run at full speed; on a small disk, lower
@@ -123,11 +123,6 @@ const defaultCapacity = 200_000
 
 // defaultMaxFileSize is a data log file's size without -max-file-size.
 const defaultMaxFileSize = 64 << 20
-
-// spaceRetry is how long the source waits before it tries again a batch
-// refused for disk space. The channel looks at the disk at most once a
-// second, and at once after a checkpoint deleted log files.
-const spaceRetry = 500 * time.Millisecond
 
 type options struct {
 	dir      string
@@ -351,13 +346,14 @@ func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *pro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var put, took, dups, gaps atomic.Int64
-	var space spaceWaits
+	space := &minfree.Waiter{Out: out, Prefix: "pipeline: ", MakeRoom: b.makeRoom,
+		Hint: fmt.Sprintf(`the progress line counts the waits ("no space"); on a small disk, lower -min-free (%s) and -max-file-size (%d)`, o.minFree, o.maxFileSize)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		errs <- source(ctx, b, o, srcNext, &put, &space, out)
+		errs <- source(ctx, b, o, srcNext, &put, space)
 	}()
 	go func() {
 		defer wg.Done()
@@ -371,7 +367,7 @@ func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *pro
 	lastT := start
 	report := func(final bool) {
 		now := time.Now()
-		cur := progressCounts{put: put.Load(), took: took.Load(), spaceWaits: space.n.Load(), spaceWaited: space.waited()}
+		cur := progressCounts{put: put.Load(), took: took.Load(), spaceWaits: space.Count(), spaceWaited: space.Waited()}
 		var ok bool
 		cur.ch, ok = b.stats()
 		cur.noStats = !ok
@@ -470,7 +466,7 @@ type progressCounts struct {
 	// consumer group's lag, which Kafka's own tools show).
 	noStats bool
 	// spaceWaits and spaceWaited are the source's batches refused for
-	// disk space and the time it waited to retry them (spaceWaits).
+	// disk space and the time it waited to retry them (minfree.Waiter).
 	spaceWaits  int64
 	spaceWaited time.Duration
 }
@@ -545,36 +541,14 @@ func serveMetrics(ln net.Listener, reg *prometheus.Registry, health func() error
 	return srv, served
 }
 
-// spaceWaits counts the source's waits for disk space: batches refused
-// with ErrInsufficientSpace, and the time spent waiting to retry them
-// (the wait in progress included, so it grows while the source waits).
-type spaceWaits struct {
-	n     atomic.Int64
-	ns    atomic.Int64 // finished waits
-	since atomic.Int64 // start of the wait in progress (UnixNano), 0 if none
-}
-
-// waited is the time spent waiting for space, the wait in progress
-// included.
-func (w *spaceWaits) waited() time.Duration {
-	d := time.Duration(w.ns.Load())
-	if t0 := w.since.Load(); t0 != 0 {
-		d += max(0, time.Since(time.Unix(0, t0)))
-	}
-	return d
-}
-
 // source produces numbered events in transactions of o.batch on b. A Put
 // waits up to KeepAlive for room in a full channel; the channel counts
 // and times the wait (Stats.PutWaits, PutWaitTime). A batch refused for
 // room (ErrChannelFull) or for disk space (ErrInsufficientSpace) is
 // rolled back and tried again, for as long as it takes: takes are never
-// refused for space, so the sink drains the channel meanwhile. What the
-// sink drained leaves the disk only when a checkpoint deletes the log
-// files whose events are all taken, so while it waits for space the
-// source asks for a checkpoint (b.makeRoom) before each retry, instead of
-// waiting up to 30s for the next periodic one.
-func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int64, put *atomic.Int64, space *spaceWaits, out io.Writer) error {
+// refused for space, so the sink drains the channel meanwhile, and space
+// asks for a checkpoint (b.makeRoom) before each retry.
+func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int64, put *atomic.Int64, space *minfree.Waiter) error {
 	payload := make([]byte, o.size)
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
@@ -584,8 +558,6 @@ func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int
 		pace = time.NewTicker(time.Second * time.Duration(o.batch) / time.Duration(o.rate))
 		defer pace.Stop()
 	}
-	said := false      // the first wait for space of the run is explained; the progress line counts the rest
-	var roomErr string // the last failure of makeRoom printed, so a failing one is printed once
 	for ctx.Err() == nil {
 		if pace != nil {
 			select {
@@ -602,27 +574,7 @@ func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int
 		case errors.Is(err, channel.ErrChannelFull):
 			continue // the sink is behind, and Put waited KeepAlive: try again
 		case errors.Is(err, channel.ErrInsufficientSpace):
-			if !said {
-				said = true
-				fmt.Fprintf(out, "pipeline: the source waits for disk space while the sink drains, retrying every %v (\"no space\" on the progress line): %v\n", spaceRetry, err)
-				fmt.Fprintf(out, "pipeline: a checkpoint deletes a log file once its events are all taken, never the one being written: on a small disk, lower -min-free (%s) and -max-file-size (%d)\n",
-					o.minFree, o.maxFileSize)
-			}
-			space.n.Add(1)
-			t0 := time.Now()
-			space.since.Store(t0.UnixNano())
-			select {
-			case <-time.After(spaceRetry):
-			case <-ctx.Done():
-			}
-			if b.makeRoom != nil && ctx.Err() == nil {
-				if err := b.makeRoom(); err != nil && err.Error() != roomErr {
-					roomErr = err.Error()
-					fmt.Fprintf(out, "pipeline: a checkpoint to make room failed (the source waits on): %v\n", err)
-				}
-			}
-			space.since.Store(0)
-			space.ns.Add(int64(time.Since(t0)))
+			space.Wait(ctx, err)
 			continue
 		default:
 			return fmt.Errorf("source: %w", err)

@@ -8,6 +8,9 @@
 // 64MB is 64,000,000 bytes and 64M or 64MiB is 67,108,864. 0 means no
 // minimum: puts are refused only when the disk is full (the channel's
 // space reserve still lets takes commit).
+//
+// Waiter (waiter.go) is what a source does with a put refused below it:
+// wait, ask for a checkpoint, and retry.
 package minfree
 
 import (
