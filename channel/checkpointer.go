@@ -148,7 +148,7 @@ type groupSnapshot struct {
 func (c *FileChannel) writeCheckpointFiles(snap *ckptSnapshot) error {
 	for _, gs := range snap.groups {
 		if err := gs.g.ckpt.Write(gs.st); err != nil {
-			return fmt.Errorf("consumer %s: %w", groupLabel(gs.g.cfg.Name), err)
+			return fmt.Errorf("%s: %w", groupLabel(gs.g.cfg.Name), err)
 		}
 	}
 	if err := checkpoint.WriteCatalog(c.fs, c.cfg.CheckpointDir, snap.catalog); err != nil {

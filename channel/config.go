@@ -241,15 +241,15 @@ func (cfg *Config) checkGroups() []error {
 			continue
 		}
 		if seen[g.Name] {
-			errs = append(errs, fmt.Errorf("consumer %s is listed twice in Groups", groupLabel(g.Name)))
+			errs = append(errs, fmt.Errorf("%s is listed twice in Groups", groupLabel(g.Name)))
 		}
 		seen[g.Name] = true
 		if cfg.TransactionCapacity > g.Capacity && g.WhenFull == Block && !deadLetterTargets[g.Name] {
-			errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds the Capacity %d of consumer %s",
+			errs = append(errs, fmt.Errorf("TransactionCapacity %d exceeds the Capacity %d of %s",
 				cfg.TransactionCapacity, g.Capacity, groupLabel(g.Name)))
 		}
 		if deadLetterTargets[g.Name] && g.DeadLetter != "" {
-			errs = append(errs, fmt.Errorf("consumer %s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
+			errs = append(errs, fmt.Errorf("%s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
 				groupLabel(g.Name)))
 		}
 		groups = append(groups, g)

@@ -112,7 +112,7 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 			continue
 		}
 		if other := namedBy[name]; other != nil {
-			return nil, fmt.Errorf("consumer %s and consumer %s both name %s as their dead-letter group: each needs its own",
+			return nil, fmt.Errorf("%s and %s both name %s as their dead-letter group: each needs its own",
 				groupLabel(other.cfg.Name), groupLabel(g.cfg.Name), groupLabel(name))
 		}
 		namedBy[name] = g
@@ -128,16 +128,16 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 			}
 			missing = append(missing, gc)
 		case !d.dlqOnly && !created[d]:
-			return nil, fmt.Errorf("consumer %s cannot be the dead-letter group of %s: puts feed it (a dead-letter group must be created as one)",
+			return nil, fmt.Errorf("%s cannot be the dead-letter group of %s: puts feed it (a dead-letter group must be created as one)",
 				groupLabel(name), groupLabel(g.cfg.Name))
 		case d.cfg.DeadLetter != "" || d.cfg.MaxDeliveries > 0:
-			return nil, fmt.Errorf("consumer %s is the dead-letter group of %s: it cannot have MaxDeliveries or a DeadLetter of its own",
+			return nil, fmt.Errorf("%s is the dead-letter group of %s: it cannot have MaxDeliveries or a DeadLetter of its own",
 				groupLabel(name), groupLabel(g.cfg.Name))
 		}
 	}
 	for _, g := range groups {
 		if g.dlqOnly && (g.cfg.DeadLetter != "" || g.cfg.MaxDeliveries > 0) {
-			return nil, fmt.Errorf("consumer %s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
+			return nil, fmt.Errorf("%s is a dead-letter group: it cannot have MaxDeliveries or a DeadLetter of its own",
 				groupLabel(g.cfg.Name))
 		}
 	}
@@ -502,7 +502,7 @@ func (t *Transaction) Reject(e Event) error {
 		return errRemoved(g)
 	}
 	if g.dlq == nil {
-		return fmt.Errorf("%w: consumer %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
+		return fmt.Errorf("%w: %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
 	}
 	i := t.findTake(e)
 	if i < 0 {
@@ -513,7 +513,7 @@ func (t *Transaction) Reject(e Event) error {
 		ok := !g.dlq.removed && g.dlq.gate.tryAcquire(1)
 		c.queueMu.Unlock()
 		if !ok {
-			return fmt.Errorf("%w: dead-letter consumer %s: capacity %d reached", ErrChannelFull, groupLabel(g.dlq.cfg.Name), g.dlq.cfg.Capacity)
+			return fmt.Errorf("%w: dead-letter %s: capacity %d reached", ErrChannelFull, groupLabel(g.dlq.cfg.Name), g.dlq.cfg.Capacity)
 		}
 		t.rejectHeld++
 	}
@@ -572,7 +572,7 @@ func (t *Transaction) rejectPlan() (movePlan, []eventqueue.Pointer, []int, error
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if g.dlq == nil || g.dlq.removed {
-		return movePlan{}, nil, nil, fmt.Errorf("%w: the dead-letter group of consumer %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
+		return movePlan{}, nil, nil, fmt.Errorf("%w: the dead-letter group of %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
 	}
 	counts := make([]int, len(ptrs))
 	for i, p := range ptrs {
@@ -614,7 +614,7 @@ func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
 	}
 	switch {
 	case !src.g.dlqOnly:
-		return 0, fmt.Errorf("filechannel: Redrive: consumer %s is not a dead-letter group", groupLabel(from))
+		return 0, fmt.Errorf("filechannel: Redrive: %s is not a dead-letter group", groupLabel(from))
 	case dst.g.cfg.DeadLetter != from:
 		// Its events left that group, and that group only: any other
 		// may hold them still (every group receives every put).

@@ -66,7 +66,7 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 			if len(groups) == 1 && g.id == 0 {
 				return nil, fmt.Errorf("%w: capacity %d reached and no room within %v", ErrChannelFull, g.cfg.Capacity, c.cfg.KeepAlive)
 			}
-			return nil, fmt.Errorf("%w: consumer %s: capacity %d reached and no room within %v", ErrChannelFull,
+			return nil, fmt.Errorf("%w: %s: capacity %d reached and no room within %v", ErrChannelFull,
 				groupLabel(g.cfg.Name), g.cfg.Capacity, c.cfg.KeepAlive)
 		}
 	}

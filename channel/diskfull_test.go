@@ -97,7 +97,7 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 	if !errors.Is(refused, ErrInsufficientSpace) {
 		t.Fatalf("put on a nearly full disk: %v, want ErrInsufficientSpace", refused)
 	}
-	for _, want := range []string{cfg.DataDirs[0], "bytes free", strconv.Itoa(minFree)} {
+	for _, want := range []string{cfg.DataDirs[0], "bytes free", strconv.Itoa(minFree), "free space there, or lower MinimumRequiredSpace"} {
 		if !strings.Contains(refused.Error(), want) {
 			t.Errorf("error %q does not name %q", refused, want)
 		}
@@ -117,7 +117,8 @@ func TestDiskFullMinimumRequiredSpaceRefusesOnlyPuts(t *testing.T) {
 	fsys.SetFreeSpace(minFree - 1000)
 	refresh()
 	tx, _ := c.Begin()
-	if err := tx.Put(Event{Body: body(next)}); !errors.Is(err, ErrInsufficientSpace) {
+	if err := tx.Put(Event{Body: body(next)}); !errors.Is(err, ErrInsufficientSpace) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%s has %d bytes free, below MinimumRequiredSpace %d", cfg.DataDirs[0], minFree-1000, minFree)) {
 		t.Fatalf("put after the disk filled: %v", err)
 	}
 	tx.Rollback()
@@ -817,5 +818,66 @@ func TestOpenWithoutRoomForTheJournal(t *testing.T) {
 	}
 	if n := mustGroup(t, c, "a.dlq").Len(); n != 1 {
 		t.Fatalf("a.dlq holds %d events, want the one delivered 3 times", n)
+	}
+}
+
+// The error of a put refused for space says what the check counted and
+// what to do. When the disk has more than the minimum free and the put's
+// own bytes (its event and the events the transaction holds) are what
+// falls short, it says what the put would leave, not "has N bytes free"
+// with N above the minimum.
+func TestInsufficientSpaceErrorSaysWhatThePutWouldLeave(t *testing.T) {
+	const minFree = 1 << 20
+	for _, tc := range []struct {
+		name      string
+		free, min int64
+		buffered  int // bytes of events the transaction holds before the refused put
+		want      string
+		wantLeft  bool // the message gives what the put would leave
+	}{
+		{name: "below_the_minimum", free: minFree - 10, min: minFree, want: "/fc/data0 has 1048566 bytes free, below MinimumRequiredSpace 1048576"},
+		{name: "the_put_falls_short", free: minFree + 100, min: minFree, wantLeft: true},
+		{name: "the_transaction_falls_short", free: minFree + 1200, min: minFree, buffered: 500, wantLeft: true}, // the put alone would fit
+		{name: "the_put_does_not_fit", free: 500, min: 1, want: "/fc/data0 has 500 bytes free, too few for this put's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := vfs.NewMem()
+			cfg := memConfig(fsys, 1)
+			cfg.MinimumRequiredSpace = tc.min
+			fsys.SetFreeSpace(1 << 30)
+			c := mustOpen(t, cfg)
+			tx, _ := c.Begin()
+			defer tx.Rollback()
+			if tc.buffered > 0 {
+				if err := tx.Put(Event{Body: make([]byte, tc.buffered)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fsys.SetFreeSpace(tc.free)
+			c.logs.ForgetFreeSpace()
+			err := tx.Put(Event{Body: make([]byte, 1000)})
+			if !errors.Is(err, ErrInsufficientSpace) || !strings.HasSuffix(err.Error(), ": free space there, or lower MinimumRequiredSpace") {
+				t.Fatalf("put: %v, want ErrInsufficientSpace saying what to do", err)
+			}
+			if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q lacks %q", err, tc.want)
+			}
+			left, need := int64(-1), int64(-1)
+			if _, after, ok := strings.Cut(err.Error(), "this put ("); ok {
+				fmt.Sscanf(after, "%d bytes with the events the transaction holds) would leave /fc/data0 %d bytes free", &need, &left)
+			}
+			if !tc.wantLeft {
+				if left >= 0 {
+					t.Errorf("error %q gives what the put would leave", err)
+				}
+				return
+			}
+			if need <= int64(tc.buffered)+1000 || left != tc.free-need || left >= tc.min {
+				t.Errorf("error %q: want \"this put (N bytes …) would leave /fc/data0 %d-N bytes free\", N > %d, below %d", err, tc.free, tc.buffered+1000, tc.min)
+			}
+			if strings.Contains(err.Error(), "has ") {
+				t.Errorf("error %q says what the dir has, above the minimum", err)
+			}
+		})
 	}
 }

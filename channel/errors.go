@@ -38,8 +38,10 @@ var (
 	ErrTransactionFailed = errors.New("filechannel: transaction failed")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
-	// ErrInsufficientSpace is returned by Put when a data dir
-	// has less free space than MinimumRequiredSpace plus the record.
+	// ErrInsufficientSpace is returned by Put when the put would leave its
+	// data dir less free space than MinimumRequiredSpace (counting its
+	// record and those the transaction holds), or the dir is full (its
+	// space reserve in use).
 	ErrInsufficientSpace = errors.New("filechannel: insufficient disk space")
 	// ErrLocked is returned by Open when a directory is in use by another
 	// FileChannel, in this process or another.

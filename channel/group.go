@@ -105,7 +105,9 @@ func errRemoved(g *consumer) error {
 
 var groupNameRE = regexp.MustCompile(`^[a-z0-9._-]{1,64}$`)
 
-// groupLabel is how logs and errors name a group.
+// groupLabel is how logs and errors name a group: "the unnamed group" or
+// `group "x"`, a noun phrase used as it is ("%s: capacity %d reached"),
+// never after "consumer".
 func groupLabel(name string) string {
 	if name == "" {
 		return "the unnamed group"
@@ -117,7 +119,7 @@ func groupLabel(name string) string {
 // channel's).
 func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	bad := func(format string, args ...any) (GroupConfig, error) {
-		return g, fmt.Errorf("consumer %s: %s", groupLabel(g.Name), fmt.Sprintf(format, args...))
+		return g, fmt.Errorf("%s: %s", groupLabel(g.Name), fmt.Sprintf(format, args...))
 	}
 	if g.Name != "" && !groupNameRE.MatchString(g.Name) {
 		return bad("the name must be 1 to 64 of [a-z0-9._-]")

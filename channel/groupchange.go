@@ -73,7 +73,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		return nil, ErrClosed
 	}
 	if _, err := c.Group(gc.Name); err == nil {
-		return nil, fmt.Errorf("filechannel: AddGroup: consumer %s exists already", groupLabel(gc.Name))
+		return nil, fmt.Errorf("filechannel: AddGroup: %s exists already", groupLabel(gc.Name))
 	}
 	var dlq *consumer // a dead-letter group to create with it
 	if gc.DeadLetter != "" {
@@ -85,14 +85,14 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 			}
 			dlq.dlqOnly = true
 		case !d.g.dlqOnly:
-			return nil, fmt.Errorf("filechannel: AddGroup: consumer %s cannot be the dead-letter group of %s: puts feed it",
+			return nil, fmt.Errorf("filechannel: AddGroup: %s cannot be the dead-letter group of %s: puts feed it",
 				groupLabel(gc.DeadLetter), groupLabel(gc.Name))
 		default:
 			c.queueMu.Lock()
 			other := c.namedAsDeadLetter(gc.DeadLetter, nil)
 			c.queueMu.Unlock()
 			if other != nil {
-				return nil, fmt.Errorf("filechannel: AddGroup: consumer %s is the dead-letter group of %s already: each group needs its own",
+				return nil, fmt.Errorf("filechannel: AddGroup: %s is the dead-letter group of %s already: each group needs its own",
 					groupLabel(gc.DeadLetter), groupLabel(other.cfg.Name))
 			}
 		}
@@ -187,7 +187,7 @@ func (c *FileChannel) RemoveGroup(name string) error {
 	src := c.namedAsDeadLetter(name, g)
 	c.queueMu.Unlock()
 	if src != nil {
-		return fmt.Errorf("filechannel: RemoveGroup: consumer %s is the dead-letter group of %s: remove that group first",
+		return fmt.Errorf("filechannel: RemoveGroup: %s is the dead-letter group of %s: remove that group first",
 			groupLabel(name), groupLabel(src.cfg.Name))
 	}
 	err = c.changeGroups(func() {

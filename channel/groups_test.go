@@ -517,3 +517,47 @@ func TestGroupChangeRecordOutlivesOtherDirsActiveFiles(t *testing.T) {
 	c = mustOpen(t, cfg)
 	wantEvents(t, drainGroup(t, c, "late"), bodies(0, 1))
 }
+
+// Errors name a group as groupLabel does, once: "the unnamed group" or
+// `group "x"`, never "consumer the unnamed group" or `consumer group "x"`.
+func TestGroupErrorsNameTheGroupOnce(t *testing.T) {
+	check := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("no error, want one with %q", want)
+		}
+		if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "consumer ") {
+			t.Errorf("error %q: want %q, and no \"consumer \"", err, want)
+		}
+	}
+	t.Run("change_capacity", func(t *testing.T) {
+		cfg := testConfig(t, 1)
+		c := mustOpen(t, cfg)
+		putN(t, c, 0, 50, 10)
+		c.Close()
+		cfg.Capacity, cfg.TransactionCapacity = 10, 10
+		c2, err := Open(cfg)
+		if err == nil {
+			c2.Close()
+		}
+		check(t, err, "the unnamed group: change capacity from 1000 to 10")
+	})
+	t.Run("listed_twice", func(t *testing.T) {
+		_, err := Open(groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "a"}))
+		check(t, err, `group "a" is listed twice in Groups`)
+	})
+	t.Run("full", func(t *testing.T) {
+		cfg := groupsConfig(t, GroupConfig{Name: "a"}, GroupConfig{Name: "b", Capacity: 10})
+		cfg.TransactionCapacity = 10
+		c := mustOpen(t, cfg)
+		putN(t, c, 0, 10, 10)
+		tx, _ := c.Begin()
+		defer tx.Rollback()
+		check(t, tx.Put(Event{Body: []byte("refused")}), `group "b": capacity 10 reached`)
+	})
+	t.Run("not_a_dead_letter_group", func(t *testing.T) {
+		c := mustOpen(t, groupsConfig(t))
+		_, err := c.Redrive("a", "b", 1)
+		check(t, err, `Redrive: group "a" is not a dead-letter group`)
+	})
+}

@@ -83,7 +83,7 @@ func (c *FileChannel) buildGroups(rc *recovery) error {
 			rc.groupStates[cg.ID] = gc.st
 		}
 		if err != nil {
-			return opErr(fmt.Sprintf("load the queue of consumer %s from its checkpoint", groupLabel(cg.Name)), err)
+			return opErr(fmt.Sprintf("load the queue of %s from its checkpoint", groupLabel(cg.Name)), err)
 		}
 		g.id, g.cfg, g.since = cg.ID, groupConfigOf(replay.CatalogGroupInfo(cg)), cg.Since
 		g.dlqOnly, g.deliveries = cg.DeadLetterGroup, replay.CatalogDeliveries(cg)
@@ -289,7 +289,7 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 			c.top = nil
 		}
 		if err := g.resize(create, g.cfg.Capacity); err != nil {
-			return opErr(fmt.Sprintf("consumer %s: change capacity from %d to %d", groupLabel(g.cfg.Name), old, g.cfg.Capacity), err)
+			return opErr(fmt.Sprintf("%s: change capacity from %d to %d", groupLabel(g.cfg.Name), old, g.cfg.Capacity), err)
 		}
 		if old != g.cfg.Capacity && !rc.fromMemory(g) {
 			c.log.Info("capacity changed", "group", g.cfg.Name, "old", old, "new", g.cfg.Capacity, "queued", g.queue.Size())

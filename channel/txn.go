@@ -199,6 +199,26 @@ func (t *Transaction) put(ctx context.Context, e Event) error {
 	return err
 }
 
+// insufficientSpace is the error of a put refused by the space check of
+// data dir: free bytes there, need for the put (its event and the events
+// the transaction buffers), min the MinimumRequiredSpace. It says what the
+// check counted (the put's own bytes, when they are what falls short) and
+// what to do.
+func insufficientSpace(dir string, free, need, min int64) error {
+	const todo = "free space there, or lower MinimumRequiredSpace"
+	switch {
+	case free < min:
+		return fmt.Errorf("%w: %s has %d bytes free, below MinimumRequiredSpace %d: %s",
+			ErrInsufficientSpace, dir, free, min, todo)
+	case need > free:
+		return fmt.Errorf("%w: %s has %d bytes free, too few for this put's %d (with the events the transaction holds) and MinimumRequiredSpace %d: %s",
+			ErrInsufficientSpace, dir, free, need, min, todo)
+	default:
+		return fmt.Errorf("%w: this put (%d bytes with the events the transaction holds) would leave %s %d bytes free, below MinimumRequiredSpace %d: %s",
+			ErrInsufficientSpace, need, dir, free-need, min, todo)
+	}
+}
+
 func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if err := t.enter(); err != nil {
 		return err
@@ -226,13 +246,13 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return fmt.Errorf("%w: %s is full: its room is kept for take commits until a checkpoint frees room for its space reserve",
 			ErrInsufficientSpace, c.logs.DirPath(t.dir))
 	}
-	ok, free, err := c.logs.SpaceOK(t.dir, int64(len(t.buf)+size), c.cfg.MinimumRequiredSpace)
+	need := int64(len(t.buf) + size)
+	ok, free, err := c.logs.SpaceOK(t.dir, need, c.cfg.MinimumRequiredSpace)
 	if err != nil {
 		return opErr("put", err)
 	}
 	if !ok {
-		return fmt.Errorf("%w: %s has %d bytes free, MinimumRequiredSpace is %d", ErrInsufficientSpace,
-			c.logs.DirPath(t.dir), free, c.cfg.MinimumRequiredSpace)
+		return insufficientSpace(c.logs.DirPath(t.dir), free, need, c.cfg.MinimumRequiredSpace)
 	}
 	t.scratch()
 	held, err := t.acquirePermit(ctx)

@@ -70,12 +70,12 @@ func wantGroups(t *testing.T, got, want map[string][]string) {
 	t.Helper()
 	for name, w := range want {
 		if g, ok := got[name]; !ok || !slices.Equal(g, w) {
-			t.Errorf("consumer %s holds %s, want %s", groupLabel(name), short(g), short(w))
+			t.Errorf("%s holds %s, want %s", groupLabel(name), short(g), short(w))
 		}
 	}
 	for name := range got {
 		if _, ok := want[name]; !ok {
-			t.Errorf("consumer %s exists, and should not", groupLabel(name))
+			t.Errorf("%s exists, and should not", groupLabel(name))
 		}
 	}
 }
@@ -97,7 +97,7 @@ func TestVerifyGroups(t *testing.T) {
 	for _, g := range rep.Groups {
 		n := len(want[g.Info.Name])
 		if g.Queued != n || g.FullReplayQueued != n {
-			t.Errorf("consumer %s: %d queued, %d by a full replay; want %d", groupLabel(g.Info.Name), g.Queued, g.FullReplayQueued, n)
+			t.Errorf("%s: %d queued, %d by a full replay; want %d", groupLabel(g.Info.Name), g.Queued, g.FullReplayQueued, n)
 		}
 	}
 	if b := rep.Group(2); b == nil || b.Info.Name != "b" || b.InflightTakes != 1 || b.Info.Capacity != 500 || FullPolicy(b.Info.Policy) != DropOldest {
@@ -151,7 +151,7 @@ func TestVerifyDamagedGroupCheckpoint(t *testing.T) {
 				t.Fatalf("problems:\n%v", rep)
 			}
 			if p := rep.Problems[0]; p.Kind != tc.kind || p.Group == nil || p.Group.Name != tc.group {
-				t.Errorf("problem %v, want %s of consumer %s", p, tc.kind, groupLabel(tc.group))
+				t.Errorf("problem %v, want %s of %s", p, tc.kind, groupLabel(tc.group))
 			}
 			if rep.RecoveredFrom != tc.from {
 				t.Errorf("recovered from %q, want %q", rep.RecoveredFrom, tc.from)

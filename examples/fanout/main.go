@@ -19,8 +19,10 @@
 //	9s  fast: queued      0/20000   0%  delivered    28600 | slow: queued  19900/20000 100%  delivered     8600 | log 9.1 MB in 10 files | source at #28600, blocked 96%
 //
 // Stop it (Ctrl-C, or kill it) and start it again: the source and both
-// sinks resume where they stopped. Every event carries a sequence number;
-// each sink checks it receives them in order with no gap.
+// sinks resume where they stopped. Ctrl-C stops the source before its next
+// Put (PutContext looks at its context only while it waits for room) and
+// each sink after the batch it is on. Every event carries a sequence
+// number; each sink checks it receives them in order with no gap.
 //
 // # Files
 //
@@ -78,6 +80,14 @@
 // backlog (-capacity events, in whole files of -max-file-size); with a
 // drop policy the source runs at full speed, and the log grows by what it
 // writes between two checkpoints.
+//
+// The channel keeps -min-free (default 500 MiB, the channel's
+// MinimumRequiredSpace; 0 = none) free on the data dir's disk. A batch
+// refused for space is rolled back and retried every 0.5s after a
+// checkpoint, while the sinks drain (takes are never refused for space);
+// the progress line counts the refusals ("(3x no disk space, retried)").
+// On a small disk, lower -min-free and -max-file-size: a checkpoint never
+// deletes the file being written.
 package main
 
 import (
@@ -97,6 +107,7 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/minfree"
 	"github.com/flumego/filechannel/examples/internal/progress"
 	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
@@ -111,7 +122,11 @@ type options struct {
 	capacity     int           // events each group holds
 	slowWhenFull channel.FullPolicy
 	maxFileSize  int64
-	verbose      bool
+	// minFree is the free space the channel keeps on the data dir's disk
+	// (MinimumRequiredSpace): the source waits below it. 0 = no minimum
+	// (the flag's default is minfree.Default, 500 MiB).
+	minFree minfree.Bytes
+	verbose bool
 
 	// Test knobs, no flags.
 	keepAlive time.Duration // the channel's KeepAlive; 0 = 1s
@@ -137,6 +152,8 @@ func main() {
 	flag.IntVar(&o.capacity, "capacity", 100_000, "events each group holds before it is full")
 	flag.TextVar(&o.slowWhenFull, "slow-when-full", channel.Block, "what the slow group does when it is full: block (the source waits), drop-oldest or drop-newest")
 	flag.Int64Var(&o.maxFileSize, "max-file-size", 64<<20, "size of a data log file; a file is deleted once no group holds an event in it")
+	o.minFree = minfree.Default
+	flag.Var(&o.minFree, "min-free", minfree.Usage+"; the source waits below it")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -190,14 +207,15 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	}
 
 	ch, err := channel.Open(channel.Config{
-		Name:                "fanout",
-		CheckpointDir:       filepath.Join(o.dir, "checkpoint"),
-		DataDirs:            []string{filepath.Join(o.dir, "data")},
-		Capacity:            o.capacity,
-		TransactionCapacity: o.batch,
-		MaxFileSize:         o.maxFileSize,
-		KeepAlive:           o.keepAlive,
-		Logger:              logger,
+		Name:                 "fanout",
+		CheckpointDir:        filepath.Join(o.dir, "checkpoint"),
+		DataDirs:             []string{filepath.Join(o.dir, "data")},
+		Capacity:             o.capacity,
+		TransactionCapacity:  o.batch,
+		MaxFileSize:          o.maxFileSize,
+		MinimumRequiredSpace: o.minFree.Config(),
+		KeepAlive:            o.keepAlive,
+		Logger:               logger,
 		Groups: []channel.GroupConfig{
 			{Name: "fast"}, // Capacity 0: Config.Capacity; WhenFull 0: Block
 			{Name: "slow", WhenFull: o.slowWhenFull},
@@ -212,7 +230,9 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		}
 	}()
 
-	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit}
+	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit,
+		space: &minfree.Waiter{Out: out, Prefix: "fanout: ", MakeRoom: ch.Checkpoint,
+			Hint: fmt.Sprintf("on a small disk, lower -min-free (%s) and -max-file-size (%d)", o.minFree, o.maxFileSize)}}
 	if src.cursor, err = counter.Load(src.cursorPath); err != nil {
 		return err
 	}
@@ -225,7 +245,8 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		if err != nil {
 			return err
 		}
-		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out}
+		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out,
+			check: fmt.Sprintf("check the channel's files with fcreplay verify --checkpoint-dir %s --data-dirs %s", filepath.Join(o.dir, "checkpoint"), filepath.Join(o.dir, "data"))}
 		if name == "slow" {
 			s.delay, s.drops = o.slowDelay, o.slowWhenFull != channel.Block
 		}
@@ -344,6 +365,9 @@ func (r *reporter) report(final bool) {
 		r.src.sent.Load(), progress.Share(part, since))
 	if n := r.src.full.Load(); n > 0 {
 		fmt.Fprintf(&b, " (%dx full, retried)", n)
+	}
+	if n := r.src.space.Count(); n > 0 {
+		fmt.Fprintf(&b, " (%dx no disk space, retried)", n)
 	}
 	b.WriteByte('\n')
 	io.WriteString(r.out, b.String())

@@ -370,3 +370,85 @@ func checkRestartAfterStop(t *testing.T, dir, firstOut string, minRepeats, maxRe
 	// and the rest once.
 	wantWrittenOnce(t, dir, w, 500, 700)
 }
+
+// Ctrl-C with a dropping slow group (the README's third command): the
+// source used to go on putting after its context ended (PutContext looks
+// at the context only while it waits for room, and with the slow group
+// dropping nothing waits until the fast group fills), for seconds, while
+// the slow group dropped as many real events to make room for them. It
+// must stop within a batch.
+func TestFanoutStopsWithinABatchOfCancel(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const batch, cancelAt = 50, 1000
+	o := options{dir: dir, duration: 30 * time.Second, batch: batch, size: 64, slowDelay: 100 * time.Millisecond,
+		capacity: 20_000, slowWhenFull: channel.DropOldest,
+	}
+	var fastAtCancel int64
+	o.afterCommit = func(from int64) error {
+		if from+batch == cancelAt {
+			fastAtCancel = readCounter(t, dir, "fast.next")
+			cancel() // Ctrl-C, right after the commit of #cancelAt-1
+		}
+		return nil
+	}
+	var out bytes.Buffer
+	if err := run(ctx, o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if n := readCounter(t, dir, "source.next"); n > cancelAt+batch {
+		t.Errorf("the source put up to #%d after its context ended at #%d: more than a batch (%d)\n%s", n-1, cancelAt-1, batch, out.String())
+	}
+	// The sinks stop too: the fast one finishes the batch it was on.
+	if n := readCounter(t, dir, "fast.next"); n > fastAtCancel+batch {
+		t.Errorf("the fast sink delivered up to #%d after the context ended at its #%d: more than a batch (%d)\n%s", n-1, fastAtCancel, batch, out.String())
+	}
+}
+
+// Below -min-free the source's puts are refused for space: it waits and
+// retries (after a checkpoint), saying so, and the run goes on; it used to
+// stop at the first refusal.
+func TestFanoutWaitsForDiskSpace(t *testing.T) {
+	o := options{dir: t.TempDir(), duration: 2 * time.Second, batch: 50, size: 64, capacity: 1000,
+		minFree: 1 << 50} // 1 PiB, more than any disk: every put is refused
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"fanout: the source waits for disk space while takes go on",
+		"free space there, or lower MinimumRequiredSpace",
+		"lower -min-free (1024TiB) and -max-file-size",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if total := lastLine(out.String(), "total"); !regexp.MustCompile(`source at #0, blocked \S+ \([1-9]\d*x no disk space, retried\)`).MatchString(total) {
+		t.Errorf("the total line does not show the waits for space: %s", total)
+	}
+}
+
+// A gap stops the run, and the error says what to run and how to go on.
+// (The source resumes at #100 here while the sinks expect #0.)
+func TestFanoutStopsAtAGap(t *testing.T) {
+	dir := t.TempDir()
+	if err := counter.Save(filepath.Join(dir, "source.next"), 100); err != nil {
+		t.Fatal(err)
+	}
+	o := options{dir: dir, events: 100, duration: 20 * time.Second, batch: 50, size: 64, capacity: 1000}
+	var out bytes.Buffer
+	err := run(context.Background(), o, &out)
+	for _, want := range []string{
+		"sink: gap: expected #0, got #100: events #0..#99 are missing",
+		"fcreplay verify --checkpoint-dir " + filepath.Join(dir, "checkpoint") + " --data-dirs " + filepath.Join(dir, "data"),
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("run: %v, want an error with %q\n%s", err, want, out.String())
+		}
+	}
+	if err != nil && !regexp.MustCompile(`\(to accept the loss and go on from #100: echo 100 > \S+/(fast|slow)\.next\)$`).MatchString(err.Error()) {
+		t.Errorf("run: %v, want how to go on", err)
+	}
+}

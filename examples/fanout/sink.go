@@ -25,6 +25,7 @@ type sink struct {
 	delay     time.Duration // a slow destination: the pause per batch
 	drops     bool          // the group drops events when full: a gap is counted, not an error
 	out       io.Writer
+	check     string // what a gap's error tells the operator to run
 
 	next        atomic.Int64 // the next number expected
 	delivered   atomic.Int64 // events delivered this run
@@ -42,6 +43,9 @@ func (s *sink) run(ctx, srcDone context.Context, target int64, start time.Time) 
 		wait = srcDone
 	}
 	for {
+		if ctx.Err() != nil {
+			return nil // stopping, events left or not
+		}
 		if target > 0 && s.next.Load() >= target {
 			s.done(target, start)
 			return nil
@@ -118,7 +122,8 @@ func (s *sink) deliverBatch(ctx, wait context.Context) (err error) {
 		case seq < next:
 			repeats++ // already delivered: a source re-send or a take the last run did not commit
 		case seq > next && !s.drops:
-			return fmt.Errorf("gap: expected #%d, got #%d: events #%d..#%d are missing", next, seq, next, seq-1)
+			return fmt.Errorf("gap: expected #%d, got #%d: events #%d..#%d are missing; the batch is rolled back and the run stopped: %s (to accept the loss and go on from #%d: echo %d > %s)",
+				next, seq, next, seq-1, s.check, seq, seq, s.statePath)
 		default:
 			dropped += seq - next // the group was full: a drop policy's gap
 			next = seq + 1

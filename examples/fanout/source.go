@@ -10,6 +10,7 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/minfree"
 )
 
 // source produces numbered events and commits every batch once to the
@@ -23,8 +24,10 @@ type source struct {
 	target      int64 // stop before this number; 0 = never
 	afterCommit func(from int64) error
 
-	sent    atomic.Int64 // the channel has the events below this number
-	full    atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
+	sent atomic.Int64 // the channel has the events below this number
+	full atomic.Int64 // Puts that gave up after KeepAlive (the batch was retried)
+	// space waits after a batch refused for disk space, and counts them.
+	space   *minfree.Waiter
 	putNS   atomic.Int64 // time spent in Puts that returned, in nanoseconds
 	inPut   atomic.Int64 // when the Put in progress started (UnixNano), 0 if none
 	payload []byte
@@ -37,6 +40,9 @@ func (s *source) run(ctx context.Context) error {
 	}
 	s.sent.Store(s.cursor)
 	for s.target == 0 || s.cursor < s.target {
+		if ctx.Err() != nil {
+			return nil // stopping; put also looks before every Put
+		}
 		n := s.batch
 		if s.target > 0 {
 			n = int(min(int64(n), s.target-s.cursor))
@@ -52,23 +58,28 @@ func (s *source) run(ctx context.Context) error {
 }
 
 // send commits events #from..#from+n-1 and then saves the cursor. A full
-// group does not drop the batch: send retries it until the sink makes room
-// or the run ends.
+// group, or a disk short of -min-free, does not drop the batch: send
+// retries it until the sink makes room or the run ends.
 func (s *source) send(ctx context.Context, from int64, n int) error {
 	for {
 		err := s.put(ctx, from, n)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, channel.ErrChannelFull) {
-			return fmt.Errorf("source: %w", err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
 		}
-		// Put already waited KeepAlive for room in the group the error
-		// names; the batch was rolled back whole, so a retry cannot
-		// duplicate part of it.
-		s.full.Add(1)
-		if ctx.Err() != nil {
-			return ctx.Err()
+		// The batch was rolled back whole, so a retry cannot duplicate
+		// part of it.
+		switch {
+		case errors.Is(err, channel.ErrChannelFull):
+			// Put already waited KeepAlive for room in the group the
+			// error names.
+			s.full.Add(1)
+		case errors.Is(err, channel.ErrInsufficientSpace):
+			s.space.Wait(ctx, err) // then it checkpoints: the files the sinks drained go
+		default:
+			return fmt.Errorf("source: %w", err)
 		}
 	}
 	s.sent.Store(from + int64(n))
@@ -89,6 +100,9 @@ func (s *source) put(ctx context.Context, from int64, n int) error {
 		return err
 	}
 	for i := range int64(n) {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, tx.Rollback()) // PutContext looks only while it waits
+		}
 		if err := s.timedPut(ctx, tx, s.event(from+i)); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}

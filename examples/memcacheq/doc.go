@@ -231,8 +231,8 @@
 // An empty queue costs about 1.1 MB stopped and at most 1.4 MB while the
 // server runs: 90 MB for the default 64 queues, plus 0.8 MB per group (at
 // most 4 a queue: 205 MB more). A set gets SERVER_ERROR out of disk space
-// while the data directory's file system has less than 500 MB free (the
-// channel's MinimumRequiredSpace).
+// while the data directory's file system has less than -min-free free (the
+// channel's MinimumRequiredSpace: 500 MiB unless given; 0 = no minimum).
 //
 // # Delivery
 //

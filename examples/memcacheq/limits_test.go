@@ -60,7 +60,7 @@ func serveOn(t *testing.T, ln net.Listener) *servedServer {
 	t.Helper()
 	ss := &servedServer{ln: ln, served: make(chan error, 1)}
 	logger := slog.New(slog.NewTextHandler(syncwriter.New(&ss.log), nil))
-	qs, err := openQueues(t.TempDir(), 8, 0, logger, nil)
+	qs, err := openQueues(t.TempDir(), 8, 0, 0, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

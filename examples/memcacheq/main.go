@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/examples/internal/minfree"
 	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
 
@@ -26,6 +27,9 @@ type options struct {
 	capacity    int // 0: defaultCapacity for a new queue, the recorded one for an existing queue
 	idleTimeout time.Duration
 	verbose     bool
+	// minFree is -min-free, every queue's MinimumRequiredSpace (0 = no
+	// minimum; the flag's default is minfree.Default, 500 MiB).
+	minFree minfree.Bytes
 
 	// maxConns is the most connections served at once; one more is sent
 	// SERVER_ERROR too many connections and closed (accept.go).
@@ -63,6 +67,8 @@ func main() {
 	flag.Int64Var(&o.maxPendingBytes, "max-pending-bytes", 64<<20, "most bytes of values being received or committed at once, all connections together; a set beyond it waits 1s, then gets SERVER_ERROR out of memory storing object")
 	flag.DurationVar(&o.valueTimeout, "value-timeout", 30*time.Second, "close a connection whose set's data block has not all arrived this long after the server began to read it (0 = -idle-timeout)")
 	flag.BoolVar(&o.verbose, "v", false, "log connections' errors and the queues' activity in detail")
+	o.minFree = minfree.Default
+	flag.Var(&o.minFree, "min-free", minfree.Usage+"; sets are refused below it")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -106,7 +112,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 
-	qs, err := openQueues(o.dir, o.maxQueues, o.capacity, logger, o.configureQueue)
+	qs, err := openQueues(o.dir, o.maxQueues, o.capacity, o.minFree.Config(), logger, o.configureQueue)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,7 @@ type queues struct {
 	// defaultCapacity for a new queue and, for an existing one, the
 	// capacity recorded in its checkpoint (see capacityOf).
 	capacity int
+	minFree  int64 // every queue's MinimumRequiredSpace (-min-free)
 	logger   *slog.Logger
 	// configure, if set, adjusts each queue's config (tests).
 	configure func(*channel.Config)
@@ -110,12 +111,13 @@ const removedSuffix = "~removed"
 // openQueues opens every queue found under dir. A directory whose name is
 // not a queue name, or that holds no checkpoint/ directory, is left alone.
 // The queues found are all opened, even beyond max: max only stops new ones.
-// capacity is -capacity (0 = each queue's own; see capacityOf).
-func openQueues(dir string, max, capacity int, logger *slog.Logger, configure func(*channel.Config)) (*queues, error) {
+// capacity is -capacity (0 = each queue's own; see capacityOf), minFree
+// every queue's MinimumRequiredSpace.
+func openQueues(dir string, max, capacity int, minFree int64, logger *slog.Logger, configure func(*channel.Config)) (*queues, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	qs := &queues{dir: dir, max: max, capacity: capacity, logger: logger, configure: configure,
+	qs := &queues{dir: dir, max: max, capacity: capacity, minFree: minFree, logger: logger, configure: configure,
 		byName: map[string]*queue{}, created: make(chan struct{})}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -152,6 +154,7 @@ func newQueue(name string, ch *channel.FileChannel) *queue {
 func (qs *queues) config(name string) channel.Config {
 	cfg := qs.dirs(name)
 	cfg.Capacity = qs.capacityOf(cfg)
+	cfg.MinimumRequiredSpace = qs.minFree
 	if qs.configure != nil {
 		qs.configure(&cfg)
 	}

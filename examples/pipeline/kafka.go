@@ -65,9 +65,11 @@ func openKafka(o options, logger *slog.Logger, reg *prometheus.Registry, out io.
 		name:      fmt.Sprintf("Kafka topic %s (%d partitions), sink group %s", o.topic, kc.Partitions(), sinkGroup),
 		begin:     kc.Begin,
 		sinkBegin: g.Begin,
-		queued:    func() int { return -1 },
-		stats:     func() (channel.Stats, bool) { return channel.Stats{}, false },
-		health:    func() error { return nil },
+		check: fmt.Sprintf("look at topic %s's retention and consumer group %s's committed offsets (docs/kafka.md)",
+			o.topic, sinkGroup),
+		queued: func() int { return -1 },
+		stats:  func() (channel.Stats, bool) { return channel.Stats{}, false },
+		health: func() error { return nil },
 		close: func() error {
 			err := kc.Close()
 			closeFake()

@@ -21,6 +21,12 @@ func TestPipelineOnAFakeKafka(t *testing.T) {
 	if !strings.Contains(out.String(), "Kafka topic p (3 partitions)") || !strings.Contains(total, "gaps 0") {
 		t.Fatalf("output:\n%s", out.String())
 	}
+	// The fake cluster ends with the run: its last line must not promise
+	// that the next run resumes where this one stopped.
+	if last := lastLine(out.String(), "pipeline: stopped"); strings.Contains(last, "resumes") ||
+		!strings.Contains(last, "the fake Kafka cluster is gone, and its events with it: the next run starts again at #0") {
+		t.Errorf("last line %q", last)
+	}
 }
 
 // -kafka on a cluster that outlives the runs (a kfake one here): the second

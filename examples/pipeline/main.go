@@ -5,6 +5,7 @@
 //	go run ./examples/pipeline                 # runs until Ctrl-C, data in ./fcdata
 //	go run ./examples/pipeline -events 200000  # stops after 200k events are delivered
 //	go run ./examples/pipeline -dir /tmp/p -capacity 2000 -sink-delay 20ms  # a slow sink: the source waits
+//	go run ./examples/pipeline -min-free 16MiB -max-file-size 4000000  # on a small disk (a 64 MB tmpfs)
 //	go run ./examples/pipeline -kafka-fake -events 100000  # the same over Kafka: an in-process fake broker
 //	go run ./examples/pipeline -kafka host1:9092,host2:9092 -topic events  # over a real Kafka cluster
 //
@@ -18,7 +19,7 @@
 // holds (Kafka orders per partition only). The sink is the consumer group
 // "pipeline-sink". The source's and the sink's positions are kept in -dir
 // as on a FileChannel (under kafka-<topic>/ for a real cluster; not kept
-// for the fake one, which starts empty every run).
+// for the fake one, which starts empty every run, as its last line says).
 //
 // Every second it prints a line like
 //
@@ -40,9 +41,30 @@
 //
 // Stop it with Ctrl-C (or kill it) and start it again: the sink resumes
 // where it stopped, and no committed event is lost. The sink checks this:
-// every event carries a sequence number, and the sink reports gaps (must
-// stay 0) and re-deliveries (possible after a crash: delivery is
-// at-least-once).
+// every event carries a sequence number, and the sink counts re-deliveries
+// (possible after a crash: delivery is at-least-once). A gap (a number
+// above the one expected: lost events) stops the run at once with an
+// error that names the fcreplay verify command to run; the sink rolls the
+// batch back, so the channel still holds it, and its position stays.
+// The source checks its context before every Put: it stops within a Put
+// of Ctrl-C.
+//
+// # Disk space
+//
+// The channel keeps -min-free (default 500 MiB, the channel's
+// MinimumRequiredSpace; 0 = none) free on the data dir's disk, and
+// refuses puts that would go below it. The source then rolls its batch
+// back, waits 0.5s, asks for a checkpoint (which deletes the log files
+// whose events are all taken, never the one being written) and tries
+// again, for as long as it takes, while the sink drains the channel
+// (takes are never refused for space; minfree.Waiter). The first refusal
+// is explained; the progress line adds "no space 12x 5.1s (64%)":
+// the batches refused, the time spent waiting, and its share of the last
+// second. So the defaults need 500 MiB free, and room for a few log files
+// of 64 MiB (-max-file-size) to run at full speed; on a small disk, lower
+// -min-free, and -max-file-size so that the log is several files, of which
+// the drained ones can go (a 64 MB tmpfs runs at about 50 MB/s with
+// -min-free 16MiB -max-file-size 4000000).
 //
 // The sink blocks in TakeContext for the first event of each batch and
 // fills the rest of the batch with non-blocking Takes, so an idle pipeline
@@ -51,7 +73,9 @@
 // While it runs, an HTTP server on -metrics-addr (default 127.0.0.1:9464;
 // empty turns it off) serves the channel's Prometheus metrics, with the Go
 // runtime's and the process's, at /metrics, and the channel's Health at
-// /healthz (200 "ok", or 503 and the error):
+// /healthz (200 "ok", or 503 and the error). It listens before the
+// channel opens: a second pipeline on the same address stops at once,
+// its error pointing at -metrics-addr, before it touches its -dir.
 //
 //	curl -s localhost:9464/metrics | grep '^filechannel_queue_events'
 //	curl -s localhost:9464/healthz
@@ -85,7 +109,9 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/examples/internal/counter"
+	"github.com/flumego/filechannel/examples/internal/minfree"
 	"github.com/flumego/filechannel/examples/internal/progress"
+	"github.com/flumego/filechannel/examples/internal/syncwriter"
 )
 
 // shutdownTimeout bounds how long the HTTP server waits for requests in
@@ -95,6 +121,9 @@ const shutdownTimeout = 5 * time.Second
 // defaultCapacity is the channel's capacity without -capacity.
 const defaultCapacity = 200_000
 
+// defaultMaxFileSize is a data log file's size without -max-file-size.
+const defaultMaxFileSize = 64 << 20
+
 type options struct {
 	dir      string
 	events   int64         // stop after this many delivered events (0 = run until stopped)
@@ -103,6 +132,11 @@ type options struct {
 	size     int
 	rate     int // events per second from the source (0 = as fast as possible)
 	capacity int // events the channel holds (0 = 200,000)
+	// minFree is the free space the channel keeps on the data dir's disk
+	// (MinimumRequiredSpace): the source waits below it. 0 = no minimum
+	// (the flag's default is minfree.Default, 500 MiB).
+	minFree     minfree.Bytes
+	maxFileSize int64 // a data log file's size (0 = 64 MiB)
 	// sinkDelay is the sink's pause per batch: a slow destination.
 	sinkDelay time.Duration
 	verbose   bool
@@ -129,6 +163,9 @@ func main() {
 	flag.IntVar(&o.size, "size", 1024, "event body size in bytes")
 	flag.IntVar(&o.rate, "rate", 0, "source events per second (0 = unlimited)")
 	flag.IntVar(&o.capacity, "capacity", defaultCapacity, "events the channel holds before the source has to wait")
+	o.minFree = minfree.Default
+	flag.Var(&o.minFree, "min-free", minfree.Usage+"; the source waits below it")
+	flag.Int64Var(&o.maxFileSize, "max-file-size", defaultMaxFileSize, "size of a data log file in bytes; a checkpoint deletes a file once its events are all taken")
 	flag.DurationVar(&o.sinkDelay, "sink-delay", 0, "the sink's pause per batch, a slow destination (0 = none)")
 	flag.BoolVar(&o.verbose, "v", false, "log the channel's activity to stderr")
 	flag.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9464", "serve /metrics and /healthz on this address (empty = off)")
@@ -147,8 +184,20 @@ func main() {
 // sinkState is the sink's own durable position: the highest sequence number
 // it has delivered. A real sink would keep this in its destination.
 type sinkState struct {
-	path string
-	next int64 // next sequence number expected
+	path  string
+	next  int64  // next sequence number expected
+	check string // what a gap's error tells the operator to check
+}
+
+// withDefaults is o with its zero capacity and file size defaulted.
+func (o options) withDefaults() options {
+	if o.capacity == 0 {
+		o.capacity = defaultCapacity
+	}
+	if o.maxFileSize == 0 {
+		o.maxFileSize = defaultMaxFileSize
+	}
+	return o
 }
 
 func (o options) validate() error {
@@ -161,18 +210,28 @@ func (o options) validate() error {
 		return fmt.Errorf("-capacity %d: must hold at least one batch (%d)", o.capacity, o.batch)
 	case o.sinkDelay < 0:
 		return fmt.Errorf("-sink-delay %v: must not be negative", o.sinkDelay)
+	case o.maxFileSize < 0:
+		return fmt.Errorf("-max-file-size %d: must not be negative", o.maxFileSize)
 	case o.kafka != "" && o.kafkaFake:
 		return errors.New("-kafka and -kafka-fake: choose one")
 	}
 	return nil
 }
 
-func run(ctx context.Context, o options, out io.Writer) error {
-	if o.capacity == 0 {
-		o.capacity = defaultCapacity
-	}
+func run(ctx context.Context, o options, w io.Writer) error {
+	o = o.withDefaults()
 	if err := o.validate(); err != nil {
 		return err
+	}
+	// Listen before anything opens: a second pipeline on the same port
+	// stops here, before it opens (and locks) a channel. The server's
+	// Shutdown closes ln; this Close is for the returns before it serves.
+	ln, err := listenMetrics(o.metricsAddr)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close()
 	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
@@ -182,6 +241,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
+	out := syncwriter.New(w) // the progress lines and the source's messages
 	logger := slog.New(slog.DiscardHandler)
 	if o.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -196,13 +256,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return runOn(ctx, o, out, reg, b)
+		return runOn(ctx, o, out, reg, ln, b)
 	}
 	b, err := openFile(o, logger, reg)
 	if err != nil {
 		return err
 	}
-	return runOn(ctx, o, out, reg, b)
+	return runOn(ctx, o, out, reg, ln, b)
 }
 
 // backend is what the pipeline runs on: a FileChannel or a channel on
@@ -218,20 +278,32 @@ type backend[T channel.Tx] struct {
 	// srcPath and sinkPath keep the source's and the sink's positions
 	// ("" = not kept: the fake Kafka cluster starts empty every run).
 	srcPath, sinkPath string
+	// check is what a gap's error tells the operator to run or look at.
+	check string
+	// makeRoom, if set, deletes what the sink has drained from the disk
+	// (FileChannel.Checkpoint): the source calls it while it waits for
+	// disk space.
+	makeRoom func() error
+}
+
+// fileConfig is the config of the durable file channel in o.dir.
+func fileConfig(o options) channel.Config {
+	return channel.Config{
+		Name:                 "pipeline",
+		CheckpointDir:        filepath.Join(o.dir, "checkpoint"),
+		DataDirs:             []string{filepath.Join(o.dir, "data")},
+		Capacity:             o.capacity,
+		MaxFileSize:          o.maxFileSize,
+		MinimumRequiredSpace: o.minFree.Config(),
+		KeepAlive:            time.Second,
+	}
 }
 
 // openFile opens the durable file channel in o.dir.
 func openFile(o options, logger *slog.Logger, reg *prometheus.Registry) (backend[*channel.Transaction], error) {
-	ch, err := channel.Open(channel.Config{
-		Name:          "pipeline",
-		CheckpointDir: filepath.Join(o.dir, "checkpoint"),
-		DataDirs:      []string{filepath.Join(o.dir, "data")},
-		Capacity:      o.capacity,
-		MaxFileSize:   64 << 20,
-		KeepAlive:     time.Second,
-		Logger:        logger,
-		Registerer:    reg,
-	})
+	cfg := fileConfig(o)
+	cfg.Logger, cfg.Registerer = logger, reg
+	ch, err := channel.Open(cfg)
 	if err != nil {
 		return backend[*channel.Transaction]{}, err
 	}
@@ -243,15 +315,18 @@ func openFile(o options, logger *slog.Logger, reg *prometheus.Registry) (backend
 		stats:     func() (channel.Stats, bool) { return ch.Stats(), true },
 		health:    ch.Health,
 		close:     ch.Close,
+		makeRoom:  ch.Checkpoint,
 		srcPath:   filepath.Join(o.dir, "source.next"),
 		sinkPath:  filepath.Join(o.dir, "sink.next"),
+		check: fmt.Sprintf("check the channel's files with fcreplay verify --checkpoint-dir %s --data-dirs %s",
+			cfg.CheckpointDir, cfg.DataDirs[0]),
 	}, nil
 }
 
 // runOn runs the source and the sink on b until ctx ends, the sink has
 // delivered o.events, or one of them fails, with a progress line every
-// second.
-func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *prometheus.Registry, b backend[T]) error {
+// second. It serves the metrics on ln (nil = no server).
+func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *prometheus.Registry, ln net.Listener, b backend[T]) error {
 	srcNext, err := counter.Load(b.srcPath)
 	if err != nil {
 		return errors.Join(err, b.close())
@@ -260,24 +335,26 @@ func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *pro
 	if err != nil {
 		return errors.Join(err, b.close())
 	}
-	sink := &sinkState{path: b.sinkPath, next: sinkNext}
+	sink := &sinkState{path: b.sinkPath, next: sinkNext, check: b.check}
 	if n := b.queued(); n >= 0 {
 		fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", b.name, n, srcNext, sink.next)
 	} else {
 		fmt.Fprintf(out, "pipeline: on %s; source resumes at #%d, sink expects #%d\n", b.name, srcNext, sink.next)
 	}
-	srv, served, err := serveMetrics(o, reg, b.health, out)
-	if err != nil {
-		return errors.Join(err, b.close())
-	}
+	srv, served := serveMetrics(ln, reg, b.health, out, o.onListen)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var put, took, dups, gaps atomic.Int64
+	space := &minfree.Waiter{Out: out, Prefix: "pipeline: ", MakeRoom: b.makeRoom,
+		Hint: fmt.Sprintf(`the progress line counts the waits ("no space"); on a small disk, lower -min-free (%s) and -max-file-size (%d)`, o.minFree, o.maxFileSize)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); errs <- source(ctx, b.begin, o, srcNext, b.srcPath, &put) }()
+	go func() {
+		defer wg.Done()
+		errs <- source(ctx, b, o, srcNext, &put, space)
+	}()
 	go func() {
 		defer wg.Done()
 		errs <- sinkLoop(ctx, b.sinkBegin, o, sink, &took, &dups, &gaps, cancel)
@@ -290,7 +367,7 @@ func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *pro
 	lastT := start
 	report := func(final bool) {
 		now := time.Now()
-		cur := progressCounts{put: put.Load(), took: took.Load()}
+		cur := progressCounts{put: put.Load(), took: took.Load(), spaceWaits: space.Count(), spaceWaited: space.Waited()}
 		var ok bool
 		cur.ch, ok = b.stats()
 		cur.noStats = !ok
@@ -324,6 +401,17 @@ loop:
 		}
 	}
 	wg.Wait()
+	// The other goroutine's error, if it failed too (the first one to
+	// fail stopped the run; its error is the one returned).
+	for range 2 {
+		select {
+		case err := <-errs:
+			if firstErr == nil {
+				firstErr = err
+			}
+		default:
+		}
+	}
 	report(true)
 	// The HTTP server goes first, so no scrape or health check sees a
 	// closing channel; then the channel.
@@ -342,15 +430,28 @@ loop:
 	if err := b.close(); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	if left >= 0 {
-		fmt.Fprintf(out, "pipeline: stopped cleanly; %d events wait in the channel for the next run\n", left)
-	} else {
-		fmt.Fprintf(out, "pipeline: stopped cleanly; the sink resumes at #%d\n", sink.next)
-	}
-	if gaps.Load() > 0 && firstErr == nil {
-		firstErr = fmt.Errorf("sink saw %d gaps: events were lost", gaps.Load())
-	}
+	fmt.Fprintln(out, stoppedLine(firstErr, left, b.srcPath == "", sink.next))
 	return firstErr
+}
+
+// stoppedLine is the last line of a run that ended with err (main prints
+// err after it): what waits for the next run. A run that failed never
+// says it stopped cleanly. left is the events the channel holds (-1:
+// unknown, on Kafka); forgets says the backend's events and positions do
+// not outlive the run (the fake Kafka cluster).
+func stoppedLine(err error, left int, forgets bool, sinkNext int64) string {
+	how := "stopped cleanly"
+	if err != nil {
+		how = "stopped on an error"
+	}
+	switch {
+	case left >= 0:
+		return fmt.Sprintf("pipeline: %s; %d events wait in the channel for the next run", how, left)
+	case forgets:
+		return fmt.Sprintf("pipeline: %s; the fake Kafka cluster is gone, and its events with it: the next run starts again at #0", how)
+	default:
+		return fmt.Sprintf("pipeline: %s; the sink resumes at #%d", how, sinkNext)
+	}
 }
 
 // progressCounts are what a progress line reports, and the differences of
@@ -364,37 +465,61 @@ type progressCounts struct {
 	// noStats: the backend has no Stats (Kafka: its depth is the
 	// consumer group's lag, which Kafka's own tools show).
 	noStats bool
+	// spaceWaits and spaceWaited are the source's batches refused for
+	// disk space and the time it waited to retry them (minfree.Waiter).
+	spaceWaits  int64
+	spaceWaited time.Duration
 }
 
 // progressLine is one line of progress: counts so far, rates and the
 // share of the time the source waited over the interval since (from prev
-// to cur), and the channel's fill and log size now.
+// to cur), and the channel's fill and log size now. Once the source has
+// been refused for disk space, the line says how often and how long it
+// waited for space ("no space").
 func progressLine(label string, since time.Duration, prev, cur progressCounts, size int, gaps, dups int64) string {
 	st, puts := cur.ch, float64(cur.put-prev.put)
+	var noSpace string
+	if cur.spaceWaits > 0 {
+		noSpace = fmt.Sprintf("  no space %dx %.1fs (%s)", cur.spaceWaits, cur.spaceWaited.Seconds(),
+			progress.Share(cur.spaceWaited-prev.spaceWaited, since))
+	}
 	if cur.noStats {
-		return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  gaps %d  redelivered %d",
+		return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)%s  gaps %d  redelivered %d",
 			label, cur.put, progress.Rate(progress.PerSecond(puts, since), 8), progress.Bytes(progress.PerSecond(puts*float64(size), since)),
 			cur.took, progress.Rate(progress.PerSecond(float64(cur.took-prev.took), since), 8),
-			gaps, dups)
+			noSpace, gaps, dups)
 	}
-	return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  queued %7d/%d fill %3.0f%%  log %s  source waited %s (blocked %s)  gaps %d  redelivered %d",
+	return fmt.Sprintf("%s: put %9d (%s ev/s, %s/s)  delivered %9d (%s ev/s)  queued %7d/%d fill %3.0f%%  log %s  source waited %s (blocked %s)%s  gaps %d  redelivered %d",
 		label, cur.put, progress.Rate(progress.PerSecond(puts, since), 8), progress.Bytes(progress.PerSecond(puts*float64(size), since)),
 		cur.took, progress.Rate(progress.PerSecond(float64(cur.took-prev.took), since), 8),
 		st.Queued, st.Capacity, 100*progress.Fill(st), progress.Bytes(float64(st.LogBytes)),
 		progress.Waited(st), progress.Share(st.PutWaitTime-prev.ch.PutWaitTime, since),
-		gaps, dups)
+		noSpace, gaps, dups)
 }
 
-// serveMetrics starts the HTTP server of /metrics and /healthz on
-// o.metricsAddr, unless it is empty (then it returns a nil server and a nil
-// channel). served receives Serve's error when the server stops.
-func serveMetrics(o options, reg *prometheus.Registry, health func() error, out io.Writer) (*http.Server, chan error, error) {
-	if o.metricsAddr == "" {
-		return nil, nil, nil
+// listenMetrics listens on addr for the HTTP server of /metrics and
+// /healthz, unless addr is empty (then it returns nil).
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
 	}
-	ln, err := net.Listen("tcp", o.metricsAddr)
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("metrics server: %w: is another pipeline running? Give this one another -metrics-addr (port 0 = any free port), or -metrics-addr \"\" for none", err)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("metrics server: %w", err)
+		return nil, fmt.Errorf("metrics server on -metrics-addr %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// serveMetrics serves /metrics and /healthz on ln, unless ln is nil (then
+// it returns a nil server and a nil channel). served receives Serve's
+// error when the server stops. onListen, if set, is called with the
+// address.
+func serveMetrics(ln net.Listener, reg *prometheus.Registry, health func() error, out io.Writer, onListen func(string)) (*http.Server, chan error) {
+	if ln == nil {
+		return nil, nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -410,16 +535,20 @@ func serveMetrics(o options, reg *prometheus.Registry, health func() error, out 
 	go func() { served <- srv.Serve(ln) }()
 	addr := ln.Addr().String()
 	fmt.Fprintf(out, "pipeline: metrics at http://%s/metrics, health at http://%s/healthz\n", addr, addr)
-	if o.onListen != nil {
-		o.onListen(addr)
+	if onListen != nil {
+		onListen(addr)
 	}
-	return srv, served, nil
+	return srv, served
 }
 
-// source produces numbered events in transactions of o.batch. A Put
+// source produces numbered events in transactions of o.batch on b. A Put
 // waits up to KeepAlive for room in a full channel; the channel counts
-// and times the wait (Stats.PutWaits, PutWaitTime).
-func source[T channel.Tx](ctx context.Context, begin func() (T, error), o options, next int64, statePath string, put *atomic.Int64) error {
+// and times the wait (Stats.PutWaits, PutWaitTime). A batch refused for
+// room (ErrChannelFull) or for disk space (ErrInsufficientSpace) is
+// rolled back and tried again, for as long as it takes: takes are never
+// refused for space, so the sink drains the channel meanwhile, and space
+// asks for a checkpoint (b.makeRoom) before each retry.
+func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int64, put *atomic.Int64, space *minfree.Waiter) error {
 	payload := make([]byte, o.size)
 	for i := range payload {
 		payload[i] = 'a' + byte(i%26)
@@ -437,28 +566,17 @@ func source[T channel.Tx](ctx context.Context, begin func() (T, error), o option
 				return nil
 			}
 		}
-		tx, err := begin()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < o.batch; i++ {
-			body := append(strconv.AppendInt(make([]byte, 0, 16+o.size), next+int64(i), 10), ' ')
-			body = append(body, payload...)
-			if err := tx.PutContext(ctx, channel.Event{Headers: map[string]string{"source": "pipeline"}, Body: body}); err != nil {
-				tx.Rollback()
-				if errors.Is(err, channel.ErrChannelFull) {
-					break // the sink is behind; try again
-				}
-				if ctx.Err() != nil {
-					return nil // stopping
-				}
-				return fmt.Errorf("source: %w", err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			if errors.Is(err, channel.ErrTransactionDone) {
-				continue // rolled back above
-			}
+		err := putBatch(ctx, b.begin, o.batch, next, payload)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil // stopping
+		case errors.Is(err, channel.ErrChannelFull):
+			continue // the sink is behind, and Put waited KeepAlive: try again
+		case errors.Is(err, channel.ErrInsufficientSpace):
+			space.Wait(ctx, err)
+			continue
+		default:
 			return fmt.Errorf("source: %w", err)
 		}
 		next += int64(o.batch)
@@ -466,17 +584,40 @@ func source[T channel.Tx](ctx context.Context, begin func() (T, error), o option
 		// The source's position is saved after the commit: a crash between
 		// the two makes the source produce those numbers again, which the
 		// sink sees as re-deliveries, never as gaps.
-		if err := counter.Save(statePath, next); err != nil {
+		if err := counter.Save(b.srcPath, next); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// putBatch is one put transaction of events #next..#next+n-1: all or
+// none. It stops with ctx.Err() between two Puts once ctx ends.
+func putBatch[T channel.Tx](ctx context.Context, begin func() (T, error), n int, next int64, payload []byte) error {
+	tx, err := begin()
+	if err != nil {
+		return err
+	}
+	for i := range int64(n) {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+		body := append(strconv.AppendInt(make([]byte, 0, 16+len(payload)), next+i, 10), ' ')
+		body = append(body, payload...)
+		if err := tx.PutContext(ctx, channel.Event{Headers: map[string]string{"source": "pipeline"}, Body: body}); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+	}
+	return tx.Commit()
+}
+
 // sinkLoop consumes events in transactions of up to o.batch and checks
 // sequence numbers. It blocks in TakeContext for a batch's first event, then
 // takes what else is there without waiting: a batch is never held back to
-// fill up, and an idle sink sleeps until a put commits.
+// fill up, and an idle sink sleeps until a put commits. A gap (a number
+// above the one expected: lost events) stops it with an error, the batch
+// rolled back: nothing after the gap is delivered until an operator has
+// looked.
 func sinkLoop[T channel.Tx](ctx context.Context, begin func() (T, error), o options, s *sinkState, took, dups, gaps *atomic.Int64, done context.CancelFunc) error {
 	for ctx.Err() == nil {
 		tx, err := begin()
@@ -494,7 +635,7 @@ func sinkLoop[T channel.Tx](ctx context.Context, begin func() (T, error), o opti
 				dups.Add(1)
 			case seq > next:
 				gaps.Add(seq - next)
-				next = seq + 1
+				return s.gap(next, seq)
 			default:
 				next++
 			}
@@ -549,6 +690,16 @@ func sinkLoop[T channel.Tx](ctx context.Context, begin func() (T, error), o opti
 		}
 	}
 	return nil
+}
+
+// gap is the error of a gap: the sink expected #want and got #got.
+func (s *sinkState) gap(want, got int64) error {
+	msg := fmt.Sprintf("gap: expected #%d, got #%d: events #%d..#%d are missing; the batch is rolled back and the pipeline stopped: %s",
+		want, got, want, got-1, s.check)
+	if s.path != "" {
+		msg += fmt.Sprintf(" (to accept the loss and go on from #%d: echo %d > %s)", got, got, s.path)
+	}
+	return errors.New(msg)
 }
 
 func parseSeq(body []byte) (int64, error) {

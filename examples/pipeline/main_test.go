@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -253,4 +256,130 @@ func sinkNext(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// prefill puts events #from..#to-1, as the source makes them, into the
+// channel of o.dir.
+func prefill(t *testing.T, o options, from, to int64) {
+	t.Helper()
+	cfg := fileConfig(o.withDefaults())
+	cfg.MinimumRequiredSpace = -1
+	ch, err := channel.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := ch.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := from; seq < to; seq++ {
+		if err := tx.Put(channel.Event{Body: []byte(strconv.FormatInt(seq, 10) + " prefilled")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Below -min-free the source's puts are refused for space. The source
+// waits and retries, saying so on its progress line, and the sink drains
+// the channel meanwhile (takes are never refused for space): the run goes
+// on. It used to end at the first refusal, the sink with it.
+func TestPipelineWaitsForDiskSpaceWhileTheSinkDrains(t *testing.T) {
+	o := options{dir: t.TempDir(), events: 500, duration: 20 * time.Second, batch: 100, size: 64, capacity: 1000,
+		minFree: 1 << 50} // 1 PiB, more than any disk: every put is refused
+	prefill(t, o, 0, 500)
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if n := sinkNext(t, o.dir); n != 500 {
+		t.Errorf("the sink delivered up to #%d, want #500\n%s", n, out.String())
+	}
+	total := lastLine(out.String(), "total")
+	for _, want := range []string{
+		"pipeline: the source waits for disk space",
+		"free space there, or lower MinimumRequiredSpace",
+		"lower -min-free (1024TiB) and -max-file-size (67108864)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !regexp.MustCompile(`  no space [1-9]\d*x \d+\.\ds \(`).MatchString(total) || !strings.HasPrefix(total, "total   : put         0 ") {
+		t.Errorf("the total line does not show the waits for space, or says events were put: %s", total)
+	}
+}
+
+// A gap stops the pipeline at once, with an error that says what to run,
+// and the run never says it stopped cleanly. The batch with the gap is
+// rolled back: the channel still holds it, and the sink's position stays.
+// (The pipeline used to count the gap, run on, print "stopped cleanly",
+// then the error.)
+func TestPipelineStopsAtTheFirstGap(t *testing.T) {
+	o := options{dir: t.TempDir(), duration: 20 * time.Second, batch: 100, size: 64, capacity: 1000}
+	prefill(t, o, 5, 10) // the sink expects #0
+	var out bytes.Buffer
+	start := time.Now()
+	err := run(context.Background(), o, &out)
+	if err == nil {
+		t.Fatalf("run with a gap: no error\n%s", out.String())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("run took %v to stop at the gap", d)
+	}
+	for _, want := range []string{
+		"sink: gap: expected #0, got #5: events #0..#4 are missing",
+		"fcreplay verify --checkpoint-dir " + o.dir + "/checkpoint --data-dirs " + o.dir + "/data",
+		"echo 5 > " + o.dir + "/sink.next",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(out.String(), "stopped cleanly") || !strings.Contains(out.String(), "pipeline: stopped on an error") {
+		t.Errorf("output of a run that failed:\n%s", out.String())
+	}
+	if n := sinkNext(t, o.dir); n != 0 {
+		t.Errorf("the sink moved to #%d past the gap", n)
+	}
+	ch, err := channel.Open(fileConfig(o.withDefaults()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	tx, _ := ch.Begin()
+	defer tx.Rollback()
+	if ev, ok, err := tx.Take(); err != nil || !ok || !strings.HasPrefix(string(ev.Body), "5 ") {
+		t.Errorf("the channel's head after the gap: %q %v %v, want #5", ev.Body, ok, err)
+	}
+}
+
+// A second pipeline on a metrics port in use fails before it opens the
+// channel (so it does not lock -dir, nor replay it), and the error says
+// which flag to change.
+func TestPipelineListensBeforeItOpens(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	o := options{dir: t.TempDir() + "/p", duration: 5 * time.Second, batch: 10, size: 64, metricsAddr: busy.Addr().String()}
+	var out bytes.Buffer
+	err = run(context.Background(), o, &out)
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "-metrics-addr") {
+		t.Errorf("run on a busy port: %v, want \"address already in use\" and a hint at -metrics-addr\n%s", err, out.String())
+	}
+	if _, err := os.Stat(o.dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("run made or opened %s before it failed to listen (%v)", o.dir, err)
+	}
+	// Not a port in use: the error still names the flag.
+	o.metricsAddr = "127.0.0.1:notaport"
+	if err := run(context.Background(), o, &out); err == nil || !strings.Contains(err.Error(), `-metrics-addr "127.0.0.1:notaport"`) {
+		t.Errorf("run with a bad address: %v", err)
+	}
 }
