@@ -894,12 +894,13 @@ func TestCrashStateEnumerationDeadLetters(t *testing.T) {
 		// every every-th crash point and each right after a log file's
 		// fsync; the long mode runs seeds seeds of longSteps steps and
 		// checks every crash point.
-		steps, every     int
+		steps            int
+		every            int64
 		longSteps, seeds int
 	}
 	configs := []config{
-		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 6, longSteps: 120, seeds: 2},
-		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 10, longSteps: 120, seeds: 2},
+		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 8, longSteps: 120, seeds: 2},
+		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 16, longSteps: 120, seeds: 2},
 		{name: "deadletters/2dirs+backup", dirs: 2, backup: true, longSteps: 40, seeds: 1},
 	}
 	var total atomic.Int64
@@ -914,9 +915,7 @@ func TestCrashStateEnumerationDeadLetters(t *testing.T) {
 			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
 			t.Run(name, func(t *testing.T) {
 				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
-				if !crashLong() {
-					r.every, r.syncs = int64(cf.every), true
-				}
+				r.sample(cf.every, true)
 				w := dlCrashRun(r, uint64(seed))
 				err := w.run(steps)
 				n := r.finish()

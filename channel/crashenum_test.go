@@ -39,7 +39,13 @@ import (
 //   - every producer's events in the order it committed them.
 //
 // The short mode runs in CI; FC_CRASH_LONG=1 runs longer workloads over more
-// seeds and configurations (the count of crash states is logged).
+// seeds and configurations (the count of crash states is logged), checks
+// every crash point and fails every operation. The short mode runs every
+// configuration but checks a sample of its crash points (crashRun.sample:
+// 1 in N, and each right after a log file's fsync) and fails a sample of
+// its operations (faultSample: 1 in N, and the first of each kind), so
+// that the package's tests stay well under their 10-minute limit on 2
+// loaded cores.
 
 // Event states in the model, one byte per event: put phase | take phase<<4.
 const (
@@ -239,7 +245,7 @@ type crashRun struct {
 	groups  []string
 	dynamic bool
 	// every, if above 1, checks only the crash points whose sequence
-	// number it divides (a sample, for the short mode of a costly run);
+	// number it divides (a sample, for the short mode: see sample);
 	// with syncs, also every crash point right after a log file's fsync
 	// (where a commit became durable, and what other files hold unsynced
 	// is not).
@@ -289,6 +295,38 @@ func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) 
 			recoveryCrashes: p.Seq%recoveryCrashEvery == 0}
 	})
 	return r
+}
+
+// sample makes the short mode check only the crash points whose sequence
+// number every divides, and with syncs also each one right after a log
+// file's fsync (crashRun.every); the long mode checks them all. every must
+// be coprime with 3, 5 and recoveryCrashEvery: check picks its further
+// checks by sequence number (Verify at 1 point in 3, a reopen at 1 in 5, a
+// crash during recovery at 1 in recoveryCrashEvery), and with a common
+// factor they would run at every point of the sample, or at none.
+func (r *crashRun) sample(every int64, syncs bool) {
+	if crashLong() {
+		return
+	}
+	if err := checkSampleStep(every); err != nil {
+		r.t.Fatal(err)
+	}
+	r.every, r.syncs = every, syncs
+}
+
+// checkSampleStep checks that every, a short mode's sampling step, is
+// coprime with the steps check samples its further checks with.
+func checkSampleStep(every int64) error {
+	for _, m := range []int64{3, 5, recoveryCrashEvery} {
+		a, b := every, m
+		for b != 0 {
+			a, b = b, a%b
+		}
+		if every > 1 && a != 1 {
+			return fmt.Errorf("sampling 1 point in %d: shares a factor with %d, the step of one of check's own samples", every, m)
+		}
+	}
+	return nil
 }
 
 // isLogSync reports whether p is the fsync of a log file.
@@ -797,7 +835,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 	if crashLong() {
 		steps = 120
 	}
-	faultAtEveryOperation(t, func(r *crashRun) error {
+	faultAtEveryOperation(t, 2, func(r *crashRun) error {
 		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(7, 42)), n: map[int]int{}}
 		return w.serialOn(steps, true)
 	})
@@ -814,7 +852,7 @@ func TestFaultAtEveryOperationEncrypted(t *testing.T) {
 	if crashLong() {
 		steps = 100
 	}
-	faultAtEveryOperation(t, func(r *crashRun) error {
+	faultAtEveryOperation(t, 2, func(r *crashRun) error {
 		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(11, 42)), n: map[int]int{}}
 		return w.serialOn(steps, true)
 	}, func(r *crashRun) {
@@ -825,9 +863,10 @@ func TestFaultAtEveryOperationEncrypted(t *testing.T) {
 // faultAtEveryOperation runs workload (tolerant of failed operations) once
 // to count its filesystem operations, then once per operation and kind of
 // fault with that operation failing, and checks each run's channel after a
-// clean restart and after a power loss. setup may change the crashRun
-// (its groups) before the workload.
-func faultAtEveryOperation(t *testing.T, workload func(*crashRun) error, setup ...func(*crashRun)) {
+// clean restart and after a power loss. The short mode fails a sample of
+// the operations: 1 in every, and the first of each kind (faultSample).
+// setup may change the crashRun (its groups) before the workload.
+func faultAtEveryOperation(t *testing.T, every int64, workload func(*crashRun) error, setup ...func(*crashRun)) {
 	run := func(fault *vfs.Rule) (*crashRun, *vfs.MemFS, *vfs.FaultFS, error) {
 		mem := vfs.NewMem()
 		ff := vfs.NewFaultFS(mem)
@@ -846,9 +885,13 @@ func faultAtEveryOperation(t *testing.T, workload func(*crashRun) error, setup .
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := checkSampleStep(every); err != nil {
+		t.Fatal(err)
+	}
 	total := ff.Ops()
+	ops := faultSample(total, ff.Log(), every)
 	states := 0
-	for n := int64(1); n <= total; n++ {
+	for _, n := range ops {
 		for _, fault := range []vfs.Rule{
 			{Seq: n, Times: 1, Err: syscall.EIO},
 			{Seq: n, Times: 1, Err: syscall.ENOSPC, Short: vfs.ShortHalf},
@@ -874,7 +917,36 @@ func faultAtEveryOperation(t *testing.T, workload func(*crashRun) error, setup .
 			}
 		}
 	}
-	t.Logf("%d operations, %d faults, %d states checked", total, 2*total, states)
+	t.Logf("%d operations, %d faults, %d states checked", total, 2*len(ops), states)
+}
+
+// faultSample returns the operations, numbered 1 to total, that
+// faultAtEveryOperation fails: all of them in the long mode; in the short
+// mode those whose number every divides and the first of each kind, so
+// that every kind of operation still fails once. An operation's kind is
+// its line in log (FaultFS.Log of the run without faults: "sync
+// log-0000000003") with the digits dropped: "sync log-".
+func faultSample(total int64, log []string, every int64) []int64 {
+	first := total - int64(len(log)) + 1 // the number of log[0]
+	seen := map[string]bool{}
+	var ops []int64
+	for n := int64(1); n <= total; n++ {
+		kindFirst := false
+		if i := n - first; i >= 0 {
+			kind := strings.Map(func(r rune) rune {
+				if r >= '0' && r <= '9' {
+					return -1
+				}
+				return r
+			}, log[i])
+			kindFirst = !seen[kind]
+			seen[kind] = true
+		}
+		if crashLong() || every <= 1 || n%every == 0 || kindFirst {
+			ops = append(ops, n)
+		}
+	}
+	return ops
 }
 
 // crashLong reports whether the long mode was asked for.
@@ -887,15 +959,16 @@ func TestCrashStateEnumeration(t *testing.T) {
 		dirs       int
 		backup     bool
 		concurrent bool
-		encrypted  bool // Config.Keys set: every log file encrypted
-		steps      int  // short mode; the long mode runs 4x as many
-		seeds      int  // long mode only; the short mode runs one
+		encrypted  bool  // Config.Keys set: every log file encrypted
+		steps      int   // short mode; the long mode runs 4x as many
+		seeds      int   // long mode only; the short mode runs one
+		every      int64 // short mode: check 1 crash point in every, and each after a log fsync (crashRun.sample)
 	}
 	configs := []config{
-		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6},
-		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4},
-		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4},
-		{name: "encrypted/serial/2dirs", dirs: 2, encrypted: true, steps: 40, seeds: 3},
+		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6, every: 2},
+		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4, every: 4},
+		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4, every: 2},
+		{name: "encrypted/serial/2dirs", dirs: 2, encrypted: true, steps: 40, seeds: 3, every: 2},
 	}
 	var total atomic.Int64
 	for _, cf := range configs {
@@ -907,6 +980,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
 			t.Run(name, func(t *testing.T) {
 				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
+				r.sample(cf.every, true)
 				if cf.encrypted {
 					r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
 				}

@@ -257,10 +257,11 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 		backup bool
 		steps  int
 		seeds  int
+		every  int64 // short mode: check 1 crash point in every, and each after a log fsync (crashRun.sample)
 	}
 	configs := []config{
-		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4},
-		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3},
+		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4},
+		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8},
 	}
 	var total atomic.Int64
 	for _, cf := range configs {
@@ -272,9 +273,7 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
 			t.Run(name, func(t *testing.T) {
 				r := groupsCrashRun(newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed)))
-				if !crashLong() {
-					r.every = 4 // the short mode samples a quarter of the crash points
-				}
+				r.sample(cf.every, true)
 				w := groupsWorkload{&crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 7)), n: map[int]int{}}}
 				err := w.run(steps, false)
 				n := r.finish()
@@ -297,7 +296,7 @@ func TestFaultAtEveryOperationGroups(t *testing.T) {
 	if crashLong() {
 		steps = 100
 	}
-	faultAtEveryOperation(t, func(r *crashRun) error {
+	faultAtEveryOperation(t, 4, func(r *crashRun) error {
 		w := groupsWorkload{&crashWorkload{r: r, rng: rand.New(rand.NewPCG(11, 42)), n: map[int]int{}}}
 		return w.run(steps, true)
 	}, func(r *crashRun) { groupsCrashRun(r) })

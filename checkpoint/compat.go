@@ -27,6 +27,18 @@ const (
 // ckptVersion is the checkpoint file's version, the low half of slot 0.
 const ckptVersion = uint32(magicVersion &^ magicMask)
 
+// The format versions of the checkpoint directory's files that this build
+// writes, for a tool that reports them (fcreplay version). It reads each
+// file's versions from MinFormatVersion up to these and refuses a newer one
+// (CheckFormat).
+const (
+	MinFormatVersion  = 1              // the oldest version read, of every file here
+	CheckpointVersion = ckptVersion    // the checkpoint file
+	MetaVersion       = formatVersion  // checkpoint.meta, inflightputs and inflighttakes
+	CatalogVersion    = catalogVersion // the groups catalog (CatalogName)
+	JournalVersion    = journalVersion // the delivery journal (JournalName)
+)
+
 // CheckFormat reports whether a newer release of filechannel wrote one of
 // the files of the checkpoint set in dir: the checkpoint files at its top
 // level (the checkpoint file, checkpoint.meta, inflightputs,

@@ -221,7 +221,7 @@ func checkFramePrefix(file string, b []byte, magic string, newest uint16) (uint1
 		return 0, err
 	}
 	v := binary.BigEndian.Uint16(b[versionOffset:])
-	if v < 1 || v > newest {
+	if v < MinFormatVersion || v > newest {
 		return 0, corrupt.New(file, versionOffset, "unsupported version %d", v)
 	}
 	return v, nil

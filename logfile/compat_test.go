@@ -79,7 +79,7 @@ func newerHeader(id uint32, v uint16) []byte {
 // newerRecType the first record type it does not know.
 const (
 	newer        = MaxFormatVersion + 1
-	newerRecType = maxRecordType + 1
+	newerRecType = MaxRecordType + 1
 )
 
 // TestVersions pins what this build writes and reads: it writes version 4

@@ -160,7 +160,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// maxRecordType: a newer release numbers its new record types from 13 up.
+// MaxRecordType: a newer release numbers its new record types from 13 up.
 
 import (
 	"bytes"
@@ -223,10 +223,15 @@ const (
 	// keys, is version 5 with the channel's id in the key record and in
 	// the derivation of the file's keys (SetOptions.ChannelID): a file
 	// copied from another channel with the same key does not open.
-	// MaxFormatVersion is the newest version read.
+	// MinFormatVersion and MaxFormatVersion are the oldest and the newest
+	// version read.
 	EncryptedVersion    = 5
 	ChannelBoundVersion = 6
+	MinFormatVersion    = 1
 	MaxFormatVersion    = ChannelBoundVersion
+	// MaxRecordType is the highest record type of this format version; a
+	// newer release numbers the types it adds above it.
+	MaxRecordType = RecordSynced
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -253,10 +258,6 @@ const (
 	// version, so that any build can tell a newer file from a damaged one.
 	versionOffset = 4 // uint16 BE, after the 4-byte magic
 	versionEnd    = 6 // the header bytes needed to read the magic and the version
-
-	// maxRecordType is the highest record type of this format version; a
-	// newer release numbers the types it adds above it.
-	maxRecordType = RecordSynced
 )
 
 // MaxFileSize is the largest size a log file may reach: every record offset
@@ -570,16 +571,16 @@ func (s *scratch) str(b []byte) string {
 	return v
 }
 
-// newerType returns the record type above maxRecordType that the
+// newerType returns the record type above MaxRecordType that the
 // checksummed payload p carries, as its own type or as the type a commit
 // commits: a record a newer release wrote. It returns 0 when there is none.
 func newerType(p []byte) RecordType {
 	switch {
 	case len(p) == 0:
 		return 0
-	case RecordType(p[0]) > maxRecordType:
+	case RecordType(p[0]) > MaxRecordType:
 		return RecordType(p[0])
-	case RecordType(p[0]) == RecordCommit && len(p) > payloadHeaderSize && RecordType(p[payloadHeaderSize]) > maxRecordType:
+	case RecordType(p[0]) == RecordCommit && len(p) > payloadHeaderSize && RecordType(p[payloadHeaderSize]) > MaxRecordType:
 		return RecordType(p[payloadHeaderSize])
 	}
 	return 0

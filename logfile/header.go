@@ -70,7 +70,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	switch {
 	case v > MaxFormatVersion:
 		return 0, Framing{}, &corrupt.FormatError{Offset: versionOffset, Version: uint64(v), Supported: MaxFormatVersion}
-	case v == 0:
+	case v < MinFormatVersion:
 		return 0, Framing{}, corrupt.New("", 0, "unsupported format version %d", v)
 	}
 	f := Framing{version: v}

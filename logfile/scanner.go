@@ -430,7 +430,7 @@ func (s *Scanner) resync(bad error) (next int64, n int, err error) {
 			continue
 		}
 		p := b[fhs:]
-		if t := RecordType(p[0]); t < RecordPut || t > maxRecordType || t == RecordPadding {
+		if t := RecordType(p[0]); t < RecordPut || t > MaxRecordType || t == RecordPadding {
 			continue
 		}
 		if binary.BigEndian.Uint64(p[9:17]) <= s.lastWOID {

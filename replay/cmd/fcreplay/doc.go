@@ -11,11 +11,16 @@
 //	fcreplay repair  ...   [--dry-run] [--file-mode 0600] [--dir-mode 0700]: pad damaged records, cut torn tails (bytes kept in .corrupt files)
 //	fcreplay replay  ...   [--dry-run] [--capacity N] [--file-mode 0600] [--dir-mode 0700]: rebuild the checkpoint from the logs
 //	fcreplay redrive ...   --from DLQ --to GROUP [-n N] [--file-mode 0600] [--dir-mode 0700]: move a dead-letter group's events back
+//	fcreplay version [--json]   the release it was built from and the format versions of the files it reads
 //
 // The directory flags, --file-mode and --dir-mode take the channel's Config
 // values. docs/operations.md,
 // "Recovering a channel with fcreplay", is the procedure and explains each
-// command's output.
+// command's output; it also says how to build the tool for a host and ship
+// it with the application. version takes no directory flags: its format
+// versions come from the constants of the packages that own the files
+// (logfile, checkpoint, internal/owner), its release from the binary's
+// build information (runtime/debug.ReadBuildInfo).
 //
 // # Commands and the library
 //

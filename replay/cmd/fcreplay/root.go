@@ -106,7 +106,7 @@ Exit codes: 0 done (verify: no problem), 1 problems found or the command failed,
 	pf.StringVar(&o.backupDir, "backup-checkpoint-dir", "", "the channel's BackupCheckpointDir, if it has one")
 	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON instead of text")
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the library's log lines on stderr")
-	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o), newRedriveCmd(o))
+	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o), newRedriveCmd(o), newVersionCmd(o))
 	return root
 }
 

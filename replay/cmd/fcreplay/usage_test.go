@@ -47,7 +47,7 @@ func TestUsageErrors(t *testing.T) {
 // TestHelp: the tool and each command have help with an example, on
 // stdout, exit 0.
 func TestHelp(t *testing.T) {
-	for _, cmd := range []string{"", "inspect", "verify", "dump", "repair", "replay", "redrive"} {
+	for _, cmd := range []string{"", "inspect", "verify", "dump", "repair", "replay", "redrive", "version"} {
 		t.Run("help_"+cmd, func(t *testing.T) {
 			args := []string{"--help"}
 			if cmd != "" {
