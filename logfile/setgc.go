@@ -83,7 +83,7 @@ func (s *Set) Snapshot() *Snapshot {
 				// good fsync was taken back. There is nothing to sync.
 				active[w.ID()] = w.Synced()
 			} else {
-				sn.sync = append(sn.sync, syncTarget{d, w})
+				sn.sync = append(sn.sync, syncTarget{d, w, w.Size()})
 			}
 			sn.keep[w.ID()] = true
 		}
@@ -111,7 +111,10 @@ func (sn *Snapshot) Keep(id uint32) { sn.keep[id] = true }
 // when it was rolled).
 func (sn *Snapshot) Sync() error {
 	for _, t := range sn.sync {
-		if err := t.w.Sync(); err != nil {
+		// SyncTo, not Sync: the writer may have been rolled (synced to
+		// its end, then closed) since the snapshot, by a commit that does
+		// not wait for the checkpoint.
+		if err := t.w.SyncTo(t.end); err != nil {
 			return err
 		}
 		sn.set.markSynced(t.d, t.w)
@@ -119,10 +122,12 @@ func (sn *Snapshot) Sync() error {
 	return nil
 }
 
-// syncTarget is an active writer of a Snapshot and its data dir.
+// syncTarget is an active writer of a Snapshot, its data dir and its size
+// at the snapshot.
 type syncTarget struct {
-	d *dir
-	w *Writer
+	d   *dir
+	w   *Writer
+	end int64
 }
 
 // Reclaim deletes the log files that neither the checkpoint of sn nor the

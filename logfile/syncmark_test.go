@@ -285,3 +285,29 @@ func TestSyncMarks(t *testing.T) {
 		t.Fatalf("mark length field % x", mark[:4])
 	}
 }
+
+// TestSnapshotSyncAfterARoll: a writer active at a Snapshot that a roll
+// has synced and closed since is no error for the snapshot's Sync (a
+// commit rolled the dir while the checkpoint ran); it was synced to its
+// end before it was closed.
+func TestSnapshotSyncAfterARoll(t *testing.T) {
+	mem := vfs.NewMem()
+	if err := errors.Join(mem.MkdirAll("/d", 0o700), mem.SyncDir("/")); err != nil {
+		t.Fatal(err)
+	}
+	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/d"}}, Recovered{})
+	var b Batch
+	b.Frames = []int{0}
+	var err error
+	if b.Buf, err = AppendUnsealed(nil, &Record{Type: RecordPut, TxID: 1, Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppendBatch(t, s, 0, &b)
+	sn := s.Snapshot()
+	if err := s.Roll(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sn.Sync(); err != nil {
+		t.Fatalf("sync of a snapshot whose writer was rolled since: %v", err)
+	}
+}
