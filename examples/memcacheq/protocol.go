@@ -246,9 +246,16 @@ func badName(b []byte) string {
 // printable quotes a client's bytes for an error line: short, and with no
 // byte that could end or forge a reply line.
 func printable(b []byte) string {
-	const max = 40
-	if len(b) > max {
-		return strconv.QuoteToASCII(string(b[:max])) + "..."
+	// At most maxQuoted characters however b is escaped (\xNN is four),
+	// so that an error quoting two of them still fits a reply line.
+	const maxQuoted = 64
+	for n := len(b); ; n-- {
+		q := strconv.QuoteToASCII(string(b[:n]))
+		if len(q) <= maxQuoted {
+			if n < len(b) {
+				q += "..."
+			}
+			return q
+		}
 	}
-	return strconv.QuoteToASCII(string(b))
 }
