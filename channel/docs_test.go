@@ -1,7 +1,14 @@
 package channel
 
 import (
+	"go/ast"
+	"go/build"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -216,4 +223,558 @@ func githubAnchor(h string) string {
 		}
 	}
 	return sb.String()
+}
+
+// architectureDoc is the maintainers' map, whose names the tests hold to
+// the code's.
+const architectureDoc = "../docs/architecture.md"
+
+// docNotIdentifiers are words architecture.md writes in backticks that
+// look like Go identifiers but name no declaration of ours, each with the
+// reason. Keep it short: a name that should exist is not excused here.
+var docNotIdentifiers = map[string]string{
+	// System calls and errno names, spelled as the kernel spells them.
+	"pread": "a system call", "pwrite": "a system call", "fdatasync": "a system call",
+	"flock": "a system call", "msync": "a system call", "posix_fadvise": "a system call",
+	"ENOSPC": "an errno", "EIO": "an errno",
+	"O_NOFOLLOW": "an open(2) flag", "POSIX_FADV_WILLNEED": "a posix_fadvise(2) advice",
+	// Commands run from a shell.
+	"fcreplay": "the tool's command name (replay/cmd/fcreplay)",
+	"inspect":  "an fcreplay subcommand", "verify": "an fcreplay subcommand",
+	"dump": "an fcreplay subcommand", "repair": "an fcreplay subcommand",
+}
+
+// docFileSuffixes end the file names the docs write in backticks
+// (channel.id, in_use.lock, checkpoint.meta, logfile/set.go): such a token
+// is a file, not a selector.
+var docFileSuffixes = []string{".go", ".md", ".tmp", ".lock", ".id", ".meta", ".reserve", ".corrupt", ".yml", ".json", ".sh"}
+
+// TestDocArchitectureNames: every backticked token of docs/architecture.md
+// (outside fenced code blocks) that looks like a Go identifier or selector
+// (Name, pkg.Name, Type.Method, Type.Field, pkg.Type.Field.Method, with or
+// without call arguments) names something the module's Go source (tests
+// aside) declares, a package of the module, a standard library package it
+// imports (sync.RWMutex), or the value of a string constant (a file name
+// such as checkpoint.InflightPutsName's "inflightputs"). Other file names,
+// metric names (filechannel_…) and docNotIdentifiers are not names; a Go
+// file the doc names (`logfile/set.go`, or `set.go` where the package is
+// clear) exists. A function renamed, a field removed or a file split
+// without the map following fails it.
+func TestDocArchitectureNames(t *testing.T) {
+	b, err := os.ReadFile(architectureDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := indexGoSource(t, "..")
+	checked := 0
+	for _, tok := range docCodeSpans(string(b)) {
+		if strings.HasSuffix(tok, ".go") && !ix.files[tok] && !ix.files[filepath.Base(tok)] {
+			t.Errorf("%s names the file `%s`, which does not exist", architectureDoc, tok)
+		}
+		name, ok := docGoName(tok)
+		if !ok {
+			continue
+		}
+		checked++
+		if !ix.resolves(strings.Split(name, ".")) {
+			t.Errorf("%s names `%s`, which the code does not declare (renamed or removed? fix the doc)", architectureDoc, tok)
+		}
+	}
+	if checked < 500 {
+		t.Errorf("%s: only %d backticked Go names found; the extraction is broken", architectureDoc, checked)
+	}
+}
+
+// TestDocArchitectureNamesCatchesStale: the check of
+// TestDocArchitectureNames refuses names the code lost, and takes the
+// forms the doc uses.
+func TestDocArchitectureNamesCatchesStale(t *testing.T) {
+	ix := indexGoSource(t, "..")
+	for _, tc := range []struct {
+		tok  string
+		want bool
+	}{
+		{"buildQueue", false},         // became buildGroups
+		{"LogState.TakesFrom", false}, // became LogState.Completes
+		{"checkpoint.LogState.TakesFrom", false},
+		{"logfile.NoSuchThing", false},
+		{"Set.noSuchField", false},
+		{"buildGroups", true},
+		{"checkpoint.LogState.Completes", true},
+		{"logfile.Set", true},
+		{"Set.Reader(file)", true}, // a method, with arguments
+		{"*logfile.NotRegularError", true},
+		{"consumer.gate.acquire", true}, // field, then its type's method
+		{"Problem.Lost", true},          // promoted from the embedded Cost
+		{"sync.RWMutex", true},          // the standard library
+		{"sync.NoSuchMutex", false},
+	} {
+		name, ok := docGoName(tc.tok)
+		if !ok {
+			t.Errorf("%q: not taken for a Go name", tc.tok)
+			continue
+		}
+		if got := ix.resolves(strings.Split(name, ".")); got != tc.want {
+			t.Errorf("%q resolves = %v, want %v", tc.tok, got, tc.want)
+		}
+	}
+	for _, tok := range []string{"channel.id", "logfile/set.go", "filechannel_put_waits_total", "ENOSPC", "size == 0", "log-NNNNNNNNNN"} {
+		if name, ok := docGoName(tok); ok {
+			t.Errorf("%q taken for the Go name %q", tok, name)
+		}
+	}
+}
+
+// docCodeSpans returns the inline code spans of a markdown document,
+// outside fenced code blocks.
+func docCodeSpans(doc string) []string {
+	span := regexp.MustCompile("`([^`\n]+)`")
+	var out []string
+	fenced := false
+	for line := range strings.Lines(doc) {
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range span.FindAllStringSubmatch(line, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// docGoName returns the Go name a code span writes (without a leading *
+// or call arguments), and whether it is one to check.
+func docGoName(tok string) (string, bool) {
+	name := strings.TrimLeft(tok, "*&")
+	if i := strings.IndexByte(name, '('); i > 0 && strings.HasSuffix(name, ")") {
+		name = name[:i]
+	}
+	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`).MatchString(name) {
+		return "", false
+	}
+	if strings.HasPrefix(name, "filechannel_") || docNotIdentifiers[name] != "" {
+		return "", false
+	}
+	for _, s := range docFileSuffixes {
+		if strings.HasSuffix(name, s) {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// goIndex is what Go source declares: per package name, its package-level
+// names and types; every type, method, field and parameter name.
+type goIndex struct {
+	pkgs    map[string]*goPackage // by package name ("main" merges the commands)
+	types   map[string][]*goType  // by type name, of any package
+	named   map[string][]string   // a field, parameter, receiver or variable name: its types' names ("" unknown)
+	members map[string]bool       // every field and method name
+	files   map[string]bool       // the Go files, by path from the root ("logfile/set.go") and by base name
+	consts  map[string]bool       // the values of string constants (file names: "inflightputs")
+	std     map[string]string     // a standard library package's name → its import path, as the source imports it
+	stdIx   map[string]*goIndex   // the standard library packages indexed so far
+}
+
+type goPackage struct {
+	decls map[string][]string // package-level name → its type's name ("" for a func or an unknown type)
+	types map[string]*goType
+}
+
+type goType struct {
+	members  map[string][]string // field or method → a field's type name ("" for a method)
+	embedded []string
+}
+
+// indexGoSource parses the non-test Go files under root (testdata and
+// hidden directories aside) into a goIndex.
+func indexGoSource(t *testing.T, root string) *goIndex {
+	t.Helper()
+	ix := newGoIndex()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "testdata" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		ix.files[filepath.ToSlash(rel)], ix.files[d.Name()] = true, true
+		return ix.addFile(path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+func newGoIndex() *goIndex {
+	return &goIndex{pkgs: map[string]*goPackage{}, types: map[string][]*goType{}, named: map[string][]string{},
+		members: map[string]bool{}, files: map[string]bool{}, consts: map[string]bool{}, std: map[string]string{}, stdIx: map[string]*goIndex{}}
+}
+
+// addFile adds one Go file's declarations.
+func (ix *goIndex) addFile(path string) error {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return err
+	}
+	p := ix.pkgs[f.Name.Name]
+	if p == nil {
+		p = &goPackage{decls: map[string][]string{}, types: map[string]*goType{}}
+		ix.pkgs[f.Name.Name] = p
+	}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		if !strings.Contains(strings.Split(path, "/")[0], ".") {
+			ix.std[name] = path
+		}
+	}
+	typeOf := func(fields *ast.FieldList) {
+		if fields == nil {
+			return
+		}
+		for _, fd := range fields.List {
+			for _, n := range fd.Names {
+				ix.named[n.Name] = append(ix.named[n.Name], goTypeName(fd.Type))
+			}
+		}
+	}
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			typeOf(d.Recv)
+			typeOf(d.Type.Params)
+			typeOf(d.Type.Results)
+			if d.Recv == nil {
+				p.decls[d.Name.Name] = append(p.decls[d.Name.Name], "")
+				ix.named[d.Name.Name] = append(ix.named[d.Name.Name], "")
+				continue
+			}
+			recv := goTypeName(d.Recv.List[0].Type)
+			ix.typeIn(p, recv).members[d.Name.Name] = []string{""}
+			ix.members[d.Name.Name] = true
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				switch s := spec.(type) {
+				case *ast.TypeSpec:
+					p.decls[s.Name.Name] = append(p.decls[s.Name.Name], s.Name.Name)
+					ix.addType(ix.typeIn(p, s.Name.Name), s.Type)
+				case *ast.ValueSpec:
+					for _, v := range s.Values {
+						if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING && d.Tok == token.CONST {
+							val, _ := strconv.Unquote(lit.Value)
+							ix.consts[val] = true
+						}
+					}
+					for _, n := range s.Names {
+						tn := goTypeName(s.Type)
+						p.decls[n.Name] = append(p.decls[n.Name], tn)
+						ix.named[n.Name] = append(ix.named[n.Name], tn)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// typeIn returns package p's type of that name, made on first use (a
+// method may come before its type).
+func (ix *goIndex) typeIn(p *goPackage, name string) *goType {
+	gt := p.types[name]
+	if gt == nil {
+		gt = &goType{members: map[string][]string{}}
+		p.types[name] = gt
+		ix.types[name] = append(ix.types[name], gt)
+	}
+	return gt
+}
+
+// addType adds a struct's fields or an interface's methods to gt.
+func (ix *goIndex) addType(gt *goType, expr ast.Expr) {
+	var fields *ast.FieldList
+	switch x := expr.(type) {
+	case *ast.StructType:
+		fields = x.Fields
+	case *ast.InterfaceType:
+		fields = x.Methods
+	default:
+		return
+	}
+	for _, fd := range fields.List {
+		tn := goTypeName(fd.Type)
+		if len(fd.Names) == 0 { // embedded
+			if tn != "" {
+				gt.embedded = append(gt.embedded, tn)
+				gt.members[tn] = append(gt.members[tn], tn)
+				ix.members[tn] = true
+			}
+			continue
+		}
+		for _, n := range fd.Names {
+			if _, ok := fd.Type.(*ast.FuncType); ok {
+				tn = ""
+			}
+			gt.members[n.Name] = append(gt.members[n.Name], tn)
+			ix.members[n.Name] = true
+			ix.named[n.Name] = append(ix.named[n.Name], tn)
+		}
+	}
+}
+
+// goTypeName is the name of the type an expression names, through
+// pointers, slices, maps' values, channels and type arguments, or "".
+func goTypeName(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.StarExpr:
+		return goTypeName(x.X)
+	case *ast.SelectorExpr:
+		return x.Sel.Name
+	case *ast.ArrayType:
+		return goTypeName(x.Elt)
+	case *ast.MapType:
+		return goTypeName(x.Value)
+	case *ast.ChanType:
+		return goTypeName(x.Value)
+	case *ast.IndexExpr:
+		return goTypeName(x.X)
+	case *ast.IndexListExpr:
+		return goTypeName(x.X)
+	}
+	return ""
+}
+
+// resolves reports whether the selector path names something declared:
+// its head a package (of the module or a standard one it imports), a type,
+// a declared name or a predeclared one; each further element a member of
+// what the one before it names (any type's member when that is unknown).
+func (ix *goIndex) resolves(path []string) bool {
+	head, rest := path[0], path[1:]
+	if p := ix.pkgs[head]; p != nil && len(rest) > 0 {
+		for _, tn := range p.decls[rest[0]] {
+			if ix.resolvesIn(p, tn, rest[1:]) {
+				return true
+			}
+		}
+	}
+	if imp, ok := ix.std[head]; ok && len(rest) > 0 {
+		for _, p := range ix.stdPackage(imp).pkgs {
+			for _, tn := range p.decls[rest[0]] {
+				if ix.stdPackage(imp).resolvesIn(p, tn, rest[1:]) {
+					return true
+				}
+			}
+		}
+	}
+	if len(rest) == 0 {
+		if types.Universe.Lookup(head) != nil || ix.pkgs[head] != nil || ix.consts[head] {
+			return true
+		}
+		if _, ok := ix.types[head]; ok {
+			return true
+		}
+		for _, p := range ix.pkgs {
+			if _, ok := p.decls[head]; ok {
+				return true
+			}
+		}
+		return len(ix.named[head]) > 0 || ix.members[head]
+	}
+	if _, ok := ix.types[head]; ok && ix.resolvesIn(nil, head, rest) {
+		return true
+	}
+	for _, tn := range ix.named[head] {
+		if ix.resolvesIn(nil, tn, rest) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolvesIn reports whether rest is a path of members from type tn (of
+// package p when p is not nil); "" is an unknown type, of which any member
+// is taken.
+func (ix *goIndex) resolvesIn(p *goPackage, tn string, rest []string) bool {
+	if len(rest) == 0 {
+		return true
+	}
+	var cands []*goType
+	switch {
+	case tn == "":
+		if !ix.members[rest[0]] {
+			return false
+		}
+		for _, gts := range ix.types {
+			cands = append(cands, gts...)
+		}
+	case p != nil && p.types[tn] != nil:
+		cands = []*goType{p.types[tn]}
+	default:
+		cands = ix.types[tn]
+	}
+	for _, gt := range cands {
+		for _, mt := range ix.member(gt, rest[0], 0) {
+			if ix.resolvesIn(nil, mt, rest[1:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// member returns the types of gt's member of that name (promoted through
+// embedded types too); none if it has none.
+func (ix *goIndex) member(gt *goType, name string, depth int) []string {
+	if m, ok := gt.members[name]; ok {
+		return m
+	}
+	if depth > 4 {
+		return nil
+	}
+	var out []string
+	for _, e := range gt.embedded {
+		for _, et := range ix.types[e] {
+			out = append(out, ix.member(et, name, depth+1)...)
+		}
+	}
+	return out
+}
+
+// stdPackage returns the index of a standard library package, parsed from
+// GOROOT on first use.
+func (ix *goIndex) stdPackage(imp string) *goIndex {
+	if s := ix.stdIx[imp]; s != nil {
+		return s
+	}
+	s := newGoIndex()
+	ix.stdIx[imp] = s
+	files, _ := filepath.Glob(filepath.Join(build.Default.GOROOT, "src", imp, "*.go"))
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			_ = s.addFile(f) // an unreadable file leaves names out: the check fails, not passes
+		}
+	}
+	return s
+}
+
+// TestDocRecoverySteps: every step that docs/crash-safety.md §3 numbers
+// (1 to 15, and 4b, 4c, 7b) has a row in architecture.md §5's table of
+// Open's steps, and every row a step of §3; the row of each step that
+// FileChannel.open runs names (in backticks) the function open.go's list
+// of steps runs for it. A step added, or a function renamed, without the
+// table following fails it.
+func TestDocRecoverySteps(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cs := read("../docs/crash-safety.md")
+	start, end := strings.Index(cs, "\n## 3. "), strings.Index(cs, "\n## 4. ")
+	if start < 0 || end < start {
+		t.Fatalf("crash-safety.md: no §3 before §4")
+	}
+	defined := map[string]bool{}
+	var order []string
+	for _, m := range regexp.MustCompile(`(?m)^(?:(\d+)\. |\s*\*\*(\d+[a-z])\. )`).FindAllStringSubmatch(cs[start:end], -1) {
+		n := m[1] + m[2]
+		defined[n] = true
+		order = append(order, n)
+	}
+	if len(defined) < 18 || !defined["1"] || !defined["15"] || !defined["4c"] || !defined["7b"] {
+		t.Fatalf("crash-safety.md §3 defines the steps %v; the extraction is broken", order)
+	}
+
+	arch := read(architectureDoc)
+	rows := map[string]string{}
+	inTable := false
+	for line := range strings.Lines(arch) {
+		if strings.HasPrefix(line, "| § 3 |") {
+			inTable = true
+			continue
+		}
+		if !inTable || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			if len(rows) > 0 {
+				break
+			}
+			continue
+		}
+		cell := strings.TrimSpace(strings.Split(line, "|")[1])
+		for _, n := range docStepRange(cell) {
+			rows[n] = line
+		}
+		if len(docStepRange(cell)) == 0 {
+			t.Errorf("%s: recovery table row %q: no step number", architectureDoc, cell)
+		}
+	}
+	for _, n := range order {
+		if rows[n] == "" {
+			t.Errorf("crash-safety.md §3 defines step %s; %s's table of Open's steps has no row for it", n, architectureDoc)
+		}
+	}
+	for n := range rows {
+		if !defined[n] {
+			t.Errorf("%s's table of Open's steps has a row for step %s, which crash-safety.md §3 does not define", architectureDoc, n)
+		}
+	}
+
+	steps := regexp.MustCompile(`(?s)steps := \[\]func\(\*recovery\) error\{(.*?)\n\t\}`).FindStringSubmatch(read("open.go"))
+	if steps == nil {
+		t.Fatal("open.go: no list of steps in open")
+	}
+	ran := 0
+	for _, m := range regexp.MustCompile(`c\.(\w+),\s*// ([^\n]*)`).FindAllStringSubmatch(steps[1], -1) {
+		for _, n := range regexp.MustCompile(`\b\d+[a-z]?\b`).FindAllString(m[2], -1) {
+			ran++
+			if !defined[n] {
+				t.Errorf("open.go runs %s as step %s, which crash-safety.md §3 does not define", m[1], n)
+			}
+			if row := rows[n]; row != "" && !strings.Contains(row, "`"+m[1]+"`") {
+				t.Errorf("open.go runs %s for step %s; %s's row for it does not name `%s`: %s", m[1], n, architectureDoc, m[1], strings.TrimSpace(row))
+			}
+		}
+	}
+	if ran < 14 {
+		t.Errorf("open.go's steps name %d step numbers; the extraction is broken", ran)
+	}
+}
+
+// docStepRange returns the step numbers a table cell names: "4b", "12",
+// or a range "2–3".
+func docStepRange(cell string) []string {
+	if m := regexp.MustCompile(`^(\d+)[–-](\d+)$`).FindStringSubmatch(cell); m != nil {
+		a, _ := strconv.Atoi(m[1])
+		b, _ := strconv.Atoi(m[2])
+		var out []string
+		for i := a; i <= b && i-a < 20; i++ {
+			out = append(out, strconv.Itoa(i))
+		}
+		return out
+	}
+	if regexp.MustCompile(`^\d+[a-z]?$`).MatchString(cell) {
+		return []string{cell}
+	}
+	return nil
 }
