@@ -2,6 +2,7 @@ package channel
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -216,4 +217,251 @@ func githubAnchor(h string) string {
 		}
 	}
 	return sb.String()
+}
+
+// architectureDoc is the maintainers' map, whose names the tests hold to
+// the code's.
+const architectureDoc = "../docs/architecture.md"
+
+// docNotIdentifiers are words architecture.md writes in backticks that
+// look like Go identifiers but name no declaration of ours, each with the
+// reason. Keep it short: a name that should exist is not excused here.
+var docNotIdentifiers = map[string]string{
+	// System calls and errno names, spelled as the kernel spells them.
+	"pread": "a system call", "pwrite": "a system call", "fdatasync": "a system call",
+	"flock": "a system call", "msync": "a system call", "posix_fadvise": "a system call",
+	"ENOSPC": "an errno", "EIO": "an errno",
+	"O_NOFOLLOW": "an open(2) flag", "POSIX_FADV_WILLNEED": "a posix_fadvise(2) advice",
+	// Commands run from a shell.
+	"fcreplay": "the tool's command name (replay/cmd/fcreplay)",
+	"inspect":  "an fcreplay subcommand", "verify": "an fcreplay subcommand",
+	"dump": "an fcreplay subcommand", "repair": "an fcreplay subcommand",
+}
+
+// docFileSuffixes end the file names the docs write in backticks
+// (channel.id, in_use.lock, checkpoint.meta, logfile/set.go): such a token
+// is a file, not a selector.
+var docFileSuffixes = []string{".go", ".md", ".tmp", ".lock", ".id", ".meta", ".reserve", ".corrupt", ".yml", ".json", ".sh"}
+
+// TestDocArchitectureNames: every backticked token of docs/architecture.md
+// (outside fenced code blocks) that looks like a Go identifier or selector
+// (Name, pkg.Name, Type.Method, Type.Field, pkg.Type.Field.Method, with or
+// without call arguments) names something the module's Go source (tests
+// aside) declares, a package of the module, a standard library package it
+// imports (sync.RWMutex), or the value of a string constant (a file name
+// such as checkpoint.InflightPutsName's "inflightputs"). Other file names,
+// metric names (filechannel_…) and docNotIdentifiers are not names; a Go
+// file the doc names (`logfile/set.go`, or `set.go` where the package is
+// clear) exists. A function renamed, a field removed or a file split
+// without the map following fails it.
+func TestDocArchitectureNames(t *testing.T) {
+	b, err := os.ReadFile(architectureDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := indexGoSource(t, "..")
+	checked := 0
+	for _, tok := range docCodeSpans(string(b)) {
+		if strings.HasSuffix(tok, ".go") && !ix.files[tok] && !ix.files[filepath.Base(tok)] {
+			t.Errorf("%s names the file `%s`, which does not exist", architectureDoc, tok)
+		}
+		name, ok := docGoName(tok)
+		if !ok {
+			continue
+		}
+		checked++
+		if !ix.resolves(strings.Split(name, ".")) {
+			t.Errorf("%s names `%s`, which the code does not declare (renamed or removed? fix the doc)", architectureDoc, tok)
+		}
+	}
+	if checked < 500 {
+		t.Errorf("%s: only %d backticked Go names found; the extraction is broken", architectureDoc, checked)
+	}
+}
+
+// TestDocArchitectureNamesCatchesStale: the check of
+// TestDocArchitectureNames refuses names the code lost, and takes the
+// forms the doc uses.
+func TestDocArchitectureNamesCatchesStale(t *testing.T) {
+	ix := indexGoSource(t, "..")
+	for _, tc := range []struct {
+		tok  string
+		want bool
+	}{
+		{"buildQueue", false},         // became buildGroups
+		{"LogState.TakesFrom", false}, // became LogState.Completes
+		{"checkpoint.LogState.TakesFrom", false},
+		{"logfile.NoSuchThing", false},
+		{"Set.noSuchField", false},
+		{"buildGroups", true},
+		{"checkpoint.LogState.Completes", true},
+		{"logfile.Set", true},
+		{"Set.Reader(file)", true}, // a method, with arguments
+		{"*logfile.NotRegularError", true},
+		{"consumer.gate.acquire", true}, // field, then its type's method
+		{"Problem.Lost", true},          // promoted from the embedded Cost
+		{"sync.RWMutex", true},          // the standard library
+		{"sync.NoSuchMutex", false},
+	} {
+		name, ok := docGoName(tc.tok)
+		if !ok {
+			t.Errorf("%q: not taken for a Go name", tc.tok)
+			continue
+		}
+		if got := ix.resolves(strings.Split(name, ".")); got != tc.want {
+			t.Errorf("%q resolves = %v, want %v", tc.tok, got, tc.want)
+		}
+	}
+	for _, tok := range []string{"channel.id", "logfile/set.go", "filechannel_put_waits_total", "ENOSPC", "size == 0", "log-NNNNNNNNNN"} {
+		if name, ok := docGoName(tok); ok {
+			t.Errorf("%q taken for the Go name %q", tok, name)
+		}
+	}
+}
+
+// docCodeSpans returns the inline code spans of a markdown document,
+// outside fenced code blocks.
+func docCodeSpans(doc string) []string {
+	span := regexp.MustCompile("`([^`\n]+)`")
+	var out []string
+	fenced := false
+	for line := range strings.Lines(doc) {
+		if strings.HasPrefix(strings.TrimLeft(line, " "), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range span.FindAllStringSubmatch(line, -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// docGoName returns the Go name a code span writes (without a leading *
+// or call arguments), and whether it is one to check.
+func docGoName(tok string) (string, bool) {
+	name := strings.TrimLeft(tok, "*&")
+	if i := strings.IndexByte(name, '('); i > 0 && strings.HasSuffix(name, ")") {
+		name = name[:i]
+	}
+	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`).MatchString(name) {
+		return "", false
+	}
+	if strings.HasPrefix(name, "filechannel_") || docNotIdentifiers[name] != "" {
+		return "", false
+	}
+	for _, s := range docFileSuffixes {
+		if strings.HasSuffix(name, s) {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// TestDocRecoverySteps: every step that docs/crash-safety.md §3 numbers
+// (1 to 15, and 4b, 4c, 7b) has a row in architecture.md §5's table of
+// Open's steps, and every row a step of §3; the row of each step that
+// FileChannel.open runs names (in backticks) the function open.go's list
+// of steps runs for it. A step added, or a function renamed, without the
+// table following fails it.
+func TestDocRecoverySteps(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cs := read("../docs/crash-safety.md")
+	start, end := strings.Index(cs, "\n## 3. "), strings.Index(cs, "\n## 4. ")
+	if start < 0 || end < start {
+		t.Fatalf("crash-safety.md: no §3 before §4")
+	}
+	defined := map[string]bool{}
+	var order []string
+	for _, m := range regexp.MustCompile(`(?m)^(?:(\d+)\. |\s*\*\*(\d+[a-z])\. )`).FindAllStringSubmatch(cs[start:end], -1) {
+		n := m[1] + m[2]
+		defined[n] = true
+		order = append(order, n)
+	}
+	if len(defined) < 18 || !defined["1"] || !defined["15"] || !defined["4c"] || !defined["7b"] {
+		t.Fatalf("crash-safety.md §3 defines the steps %v; the extraction is broken", order)
+	}
+
+	arch := read(architectureDoc)
+	rows := map[string]string{}
+	inTable := false
+	for line := range strings.Lines(arch) {
+		if strings.HasPrefix(line, "| § 3 |") {
+			inTable = true
+			continue
+		}
+		if !inTable || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		if !strings.HasPrefix(line, "|") {
+			if len(rows) > 0 {
+				break
+			}
+			continue
+		}
+		cell := strings.TrimSpace(strings.Split(line, "|")[1])
+		for _, n := range docStepRange(cell) {
+			rows[n] = line
+		}
+		if len(docStepRange(cell)) == 0 {
+			t.Errorf("%s: recovery table row %q: no step number", architectureDoc, cell)
+		}
+	}
+	for _, n := range order {
+		if rows[n] == "" {
+			t.Errorf("crash-safety.md §3 defines step %s; %s's table of Open's steps has no row for it", n, architectureDoc)
+		}
+	}
+	for n := range rows {
+		if !defined[n] {
+			t.Errorf("%s's table of Open's steps has a row for step %s, which crash-safety.md §3 does not define", architectureDoc, n)
+		}
+	}
+
+	steps := regexp.MustCompile(`(?s)steps := \[\]func\(\*recovery\) error\{(.*?)\n\t\}`).FindStringSubmatch(read("open.go"))
+	if steps == nil {
+		t.Fatal("open.go: no list of steps in open")
+	}
+	ran := 0
+	for _, m := range regexp.MustCompile(`c\.(\w+),\s*// ([^\n]*)`).FindAllStringSubmatch(steps[1], -1) {
+		for _, n := range regexp.MustCompile(`\b\d+[a-z]?\b`).FindAllString(m[2], -1) {
+			ran++
+			if !defined[n] {
+				t.Errorf("open.go runs %s as step %s, which crash-safety.md §3 does not define", m[1], n)
+			}
+			if row := rows[n]; row != "" && !strings.Contains(row, "`"+m[1]+"`") {
+				t.Errorf("open.go runs %s for step %s; %s's row for it does not name `%s`: %s", m[1], n, architectureDoc, m[1], strings.TrimSpace(row))
+			}
+		}
+	}
+	if ran < 14 {
+		t.Errorf("open.go's steps name %d step numbers; the extraction is broken", ran)
+	}
+}
+
+// docStepRange returns the step numbers a table cell names: "4b", "12",
+// or a range "2–3".
+func docStepRange(cell string) []string {
+	if m := regexp.MustCompile(`^(\d+)[–-](\d+)$`).FindStringSubmatch(cell); m != nil {
+		a, _ := strconv.Atoi(m[1])
+		b, _ := strconv.Atoi(m[2])
+		var out []string
+		for i := a; i <= b && i-a < 20; i++ {
+			out = append(out, strconv.Itoa(i))
+		}
+		return out
+	}
+	if regexp.MustCompile(`^\d+[a-z]?$`).MatchString(cell) {
+		return []string{cell}
+	}
+	return nil
 }

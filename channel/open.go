@@ -45,7 +45,7 @@ type dirRole struct{ dir, what string }
 
 // open recovers the channel's committed state. Each step is one of the
 // numbered recovery procedure in docs/crash-safety.md §3 (step 1, the
-// config, is openWith's; step 15 is the "opened" line).
+// config, is Open's; step 15 is the "opened" line).
 func (c *FileChannel) open() (err error) {
 	rc := &recovery{start: time.Now()}
 	done := false

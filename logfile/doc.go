@@ -1,7 +1,10 @@
 // Package logfile reads and writes filechannel's data log files. Every put,
 // take, rollback and commit of the channel is one record appended to a log
-// file; a put's 64-bit pointer (fileID<<32 | offset) names the frame of its
-// record, and takes read events back through that pointer.
+// file, and so is what the consumer groups write (groups, skip, deliver and
+// move records), an encrypted file's key record, padding and sync marks:
+// record types 1 to 12 (format.go). A put's 64-bit pointer
+// (fileID<<32 | offset) names the frame of its record, and takes read
+// events back through that pointer.
 //
 // # Files
 //
@@ -10,10 +13,11 @@
 // order. Create makes it, writes its header (format version 4, 36 bytes,
 // with a salt of 8 random bytes that every frame of the file is checksummed
 // with) and fsyncs both the file and its directory; a Set with Keys writes
-// version 6, encrypted and bound to the channel's id (keys.go). Versions 2,
-// 3 and 5 (the same layout) and version-1 files (16-byte header, unsalted
-// frames), from older releases, are read too. CutTail, PadRegion and RewriteHeader keep the bytes they
-// remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
+// version 6, encrypted and bound to the channel's id (keys.go). Every
+// version from 1 to 6 is read: versions 2, 3 and 5 (the layout of 4 and 6)
+// and version 1 (16-byte header, unsalted frames) from older releases; a
+// newer one is refused (Errors, below). CutTail, PadRegion and
+// RewriteHeader keep the bytes they remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",
 // or "log-0000000007.4096.1.corrupt" when that name holds other bytes),
 // published through a ".tmp" file. The live Set also keeps a space reserve,
 // ReserveName ("space.reserve", zeros), in each data dir (setreserve.go).

@@ -28,10 +28,10 @@ package logfile
 // from another channel with the same key does not open. A release that
 // reads version 5 refuses a version-6 file as newer.
 //
-// File header, versions 2 to 4 (HeaderSize, 36 bytes, at offset 0):
+// File header, versions 2 to 6 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
-//	4  2  format version, uint16 BE = 4 (2 or 3 in earlier versions)
+//	4  2  format version, uint16 BE = 4, or 6 if encrypted (2, 3 or 5 in earlier releases)
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
@@ -50,7 +50,7 @@ package logfile
 // Records follow the header (from offset 36, or 16 in version 1). A
 // record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame, versions 2 to 4 (FrameHeaderSize, 12 bytes, then the payload):
+// Frame, versions 2 to 6 (FrameHeaderSize, 12 bytes, then the payload):
 //
 //	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
 //	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
@@ -100,6 +100,8 @@ package logfile
 //	               the delivery counts in group g of events of take transaction TxID
 //	   move:       uvarint group id g; uvarint n >= 1; n x uint64 BE pointers: at the commit of
 //	               transaction TxID (a take commit), these events go to the tail of group g
+//	   key:        uvarint key id len (1 to MaxKeyIDLen), key id bytes, 16-byte key check value;
+//	               version 6: then the channel's 16-byte id (not all zero)
 //	   synced:     uvarint s >= 1: bytes [0, s) of this file were durable (an fsync had returned)
 //	               before this record was written; s <= the record's own offset
 //
@@ -213,8 +215,8 @@ const typeGroupTake RecordType = 6
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
 const (
-	HeaderSize      = 36       // file header (versions 2 to 4)
-	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 4)
+	HeaderSize      = 36       // file header (versions 2 to 6)
+	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 6)
 	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
 	FormatVersion   = 4        // version written in the header of a file without encryption
 	// EncryptedVersion is the first version of a file whose put bodies are
@@ -409,7 +411,7 @@ func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
 }
 
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
-// version 1, 12 in versions 2 to 4) whose checksum fields are zero.
+// version 1, 12 in versions 2 to 6) whose checksum fields are zero.
 func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	typ := r.Type
 	switch r.Type {

@@ -10,7 +10,7 @@ import (
 )
 
 // The file header, in the versions this build reads (format.go has the
-// diagrams; version 3's is version 2's but for the version field). From
+// diagrams; versions 3 to 6 have version 2's but for the version field). From
 // version 2 on it stores the file's salt twice, each copy with its own
 // checksum, so that a damaged header rarely loses it: every frame of the
 // file is checksummed with it.
@@ -38,7 +38,7 @@ func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
 }
 
 // saltCopyCRC is the checksum of the second copy of the salt (bytes 24..31
-// of a version 2 to 4 header): CRC32C of the file id, uint32 BE, then the copy.
+// of a version 2 to 6 header): CRC32C of the file id, uint32 BE, then the copy.
 func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], fileID)
@@ -47,10 +47,10 @@ func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 
 // DecodeFileHeader checks the file header at the start of b and returns the
 // file id. It reads the magic and the version first: a version above
-// FormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
+// MaxFormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
 // follows. Other errors are *corrupt.Error with File "" and Offset 0
 // (callers fill in the file): short header, bad magic, version 0, checksum
-// mismatch, non-zero reserved bytes, and in versions 2 to 4 salt copies
+// mismatch, non-zero reserved bytes, and in versions 2 to 6 salt copies
 // that disagree or fail their checksum.
 func DecodeFileHeader(b []byte) (fileID uint32, err error) {
 	id, _, err := decodeFileHeader(b)
@@ -80,7 +80,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	}
 	crcAt := size - 4 // version 1: bytes 12..15 over 0..11
 	if v != 1 {
-		crcAt = 20 // versions 2 to 4: bytes 20..23 over 0..19
+		crcAt = 20 // versions 2 to 6: bytes 20..23 over 0..19
 	}
 	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.BigEndian.Uint32(b[crcAt:]); got != want {
 		return 0, Framing{}, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
@@ -172,8 +172,8 @@ func declaresSalted(hdr []byte) bool {
 }
 
 // saltedVersion is the version recoverFraming gives a damaged header whose
-// salt it finds (or loses): the one its version field says if that is 2 or
-// 3, else FormatVersion.
+// salt it finds (or loses): the one its version field says if that is 2 to
+// 6, else FormatVersion.
 func saltedVersion(hdr []byte) uint16 {
 	if declaresSalted(hdr) {
 		return binary.BigEndian.Uint16(hdr[versionOffset:versionEnd])
