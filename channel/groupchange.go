@@ -75,33 +75,13 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	if _, err := c.Group(gc.Name); err == nil {
 		return nil, fmt.Errorf("filechannel: AddGroup: %s exists already", groupLabel(gc.Name))
 	}
-	var dlq *consumer // a dead-letter group to create with it
-	if gc.DeadLetter != "" {
-		d, err := c.Group(gc.DeadLetter)
-		switch {
-		case err != nil:
-			if dlq, err = c.newGroupRing(GroupConfig{Name: gc.DeadLetter, Capacity: gc.Capacity}); err != nil {
-				return nil, opErr("add group", err)
-			}
-			dlq.dlqOnly = true
-		case !d.g.dlqOnly:
-			return nil, fmt.Errorf("filechannel: AddGroup: %s cannot be the dead-letter group of %s: puts feed it",
-				groupLabel(gc.DeadLetter), groupLabel(gc.Name))
-		default:
-			c.queueMu.Lock()
-			other := c.namedAsDeadLetter(gc.DeadLetter, nil)
-			c.queueMu.Unlock()
-			if other != nil {
-				return nil, fmt.Errorf("filechannel: AddGroup: %s is the dead-letter group of %s already: each group needs its own",
-					groupLabel(gc.DeadLetter), groupLabel(other.cfg.Name))
-			}
-		}
+	dlq, err := c.newDeadLetterRing(gc) // nil: none to create with it
+	if err != nil {
+		return nil, err
 	}
 	g, err := c.newGroupRing(gc)
 	if err != nil {
-		if dlq != nil {
-			c.discardGroupRing(dlq)
-		}
+		c.discardGroupRings(dlq)
 		return nil, opErr("add group", err)
 	}
 	// The first group that counts deliveries needs the delivery journal
@@ -109,10 +89,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	var journal *checkpoint.Journal
 	if gc.MaxDeliveries > 0 && !c.hasJournal() {
 		if journal, err = c.newJournal(nil); err != nil {
-			c.discardGroupRing(g)
-			if dlq != nil {
-				c.discardGroupRing(dlq)
-			}
+			c.discardGroupRings(g, dlq)
 			return nil, opErr("add group", err)
 		}
 	}
@@ -126,10 +103,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		c.linkDeadLetters()
 	}
 	if err := c.changeGroups(add); err != nil {
-		c.discardGroupRing(g)
-		if dlq != nil {
-			c.discardGroupRing(dlq)
-		}
+		c.discardGroupRings(g, dlq)
 		if journal != nil {
 			journal.Close()
 		}
@@ -144,6 +118,37 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 		c.log.Info("dead-letter group added", "group", dlq.cfg.Name, "id", dlq.id, "for", gc.Name, "capacity", dlq.cfg.Capacity)
 	}
 	return &Group{c: c, g: g}, nil
+}
+
+// newDeadLetterRing checks gc's dead-letter group: one that exists must be
+// a dead-letter group that no other group names. When none exists, it
+// returns a new ring for it, for AddGroup to add with gc's group; nil when
+// there is nothing to create.
+func (c *FileChannel) newDeadLetterRing(gc GroupConfig) (*consumer, error) {
+	if gc.DeadLetter == "" {
+		return nil, nil
+	}
+	d, err := c.Group(gc.DeadLetter)
+	switch {
+	case err != nil:
+		dlq, err := c.newGroupRing(GroupConfig{Name: gc.DeadLetter, Capacity: gc.Capacity})
+		if err != nil {
+			return nil, opErr("add group", err)
+		}
+		dlq.dlqOnly = true
+		return dlq, nil
+	case !d.g.dlqOnly:
+		return nil, fmt.Errorf("filechannel: AddGroup: %s cannot be the dead-letter group of %s: puts feed it",
+			groupLabel(gc.DeadLetter), groupLabel(gc.Name))
+	}
+	c.queueMu.Lock()
+	other := c.namedAsDeadLetter(gc.DeadLetter, nil)
+	c.queueMu.Unlock()
+	if other != nil {
+		return nil, fmt.Errorf("filechannel: AddGroup: %s is the dead-letter group of %s already: each group needs its own",
+			groupLabel(gc.DeadLetter), groupLabel(other.cfg.Name))
+	}
+	return nil, nil
 }
 
 // hasJournal reports whether the channel has a delivery journal.
@@ -325,15 +330,21 @@ func (c *FileChannel) createGroupCheckpoint(id uint32, capacity int) (*checkpoin
 	return nil, errors.New("the unnamed group can only be created when the channel opens (Config.Groups)")
 }
 
-// discardGroupRing undoes newGroupRing after the group could not be added.
-func (c *FileChannel) discardGroupRing(g *consumer) {
-	if g.ckpt != nil {
-		g.ckpt.Close()
-		g.ckpt = nil
-	}
-	if g.id != 0 {
-		if err := checkpoint.RemoveGroupDir(c.fs, c.cfg.CheckpointDir, g.id); err != nil {
-			c.log.Warn("remove the checkpoint of a group not added", "id", g.id, "err", err)
+// discardGroupRings undoes newGroupRing for each of gs (nil ones
+// skipped), after their groups could not be added.
+func (c *FileChannel) discardGroupRings(gs ...*consumer) {
+	for _, g := range gs {
+		if g == nil {
+			continue
+		}
+		if g.ckpt != nil {
+			g.ckpt.Close()
+			g.ckpt = nil
+		}
+		if g.id != 0 {
+			if err := checkpoint.RemoveGroupDir(c.fs, c.cfg.CheckpointDir, g.id); err != nil {
+				c.log.Warn("remove the checkpoint of a group not added", "id", g.id, "err", err)
+			}
 		}
 	}
 }

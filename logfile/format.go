@@ -413,50 +413,9 @@ func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
 // version 1, 12 in versions 2 to 6) whose checksum fields are zero.
 func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
-	typ := r.Type
-	switch r.Type {
-	case RecordPut, RecordRollback:
-	case RecordTake:
-		if r.Group != 0 {
-			typ = typeGroupTake
-		}
-	case RecordCommit:
-		if r.CommitType != RecordPut && r.CommitType != RecordTake {
-			return dst, fmt.Errorf("%w: commit of %v", ErrInvalidRecord, r.CommitType)
-		}
-	case RecordPadding:
-		if r.TxID != 0 || r.WriteOrderID != 0 || r.Filler < 0 {
-			return dst, fmt.Errorf("%w: padding with transaction id %d, write-order id %d, filler %d", ErrInvalidRecord, r.TxID, r.WriteOrderID, r.Filler)
-		}
-	case RecordGroups:
-		if err := checkGroups(r); err != nil {
-			return dst, err
-		}
-	case RecordSkip:
-		if err := checkSkip(r.Skip); err != nil {
-			return dst, err
-		}
-	case RecordMove:
-		if len(r.Pointers) == 0 {
-			return dst, fmt.Errorf("%w: %v record without pointers", ErrInvalidRecord, r.Type)
-		}
-	case RecordKey:
-		if r.TxID != 0 || len(r.KeyID) == 0 || len(r.KeyID) > MaxKeyIDLen {
-			return dst, fmt.Errorf("%w: key record with transaction id %d and a key id of %d bytes (1 to %d)", ErrInvalidRecord,
-				r.TxID, len(r.KeyID), MaxKeyIDLen)
-		}
-	case RecordSynced:
-		if r.TxID != 0 || r.WriteOrderID != 0 || r.SyncedTo <= 0 || r.SyncedTo > MaxFileSize {
-			return dst, fmt.Errorf("%w: synced record with transaction id %d, write-order id %d, synced to %d", ErrInvalidRecord,
-				r.TxID, r.WriteOrderID, r.SyncedTo)
-		}
-	case RecordDeliver:
-		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
-			return dst, fmt.Errorf("%w: deliver record of %d pointers and %d counts (none zero, at least one)", ErrInvalidRecord,
-				len(r.Pointers), len(r.Counts))
-		}
-	default:
-		return dst, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
+	typ, err := frameType(r)
+	if err != nil {
+		return dst, err
 	}
 	n := r.payloadSize()
 	if n > MaxPayloadSize {
@@ -468,6 +427,62 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	dst = append(dst, byte(typ))
 	dst = binary.BigEndian.AppendUint64(dst, r.TxID)
 	dst = binary.BigEndian.AppendUint64(dst, r.WriteOrderID)
+	return appendBody(dst, r), nil
+}
+
+// frameType checks that r can be encoded and returns the type its frame
+// carries (typeGroupTake for a group's take, r.Type otherwise).
+func frameType(r *Record) (RecordType, error) {
+	switch r.Type {
+	case RecordPut, RecordRollback:
+	case RecordTake:
+		if r.Group != 0 {
+			return typeGroupTake, nil
+		}
+	case RecordCommit:
+		if r.CommitType != RecordPut && r.CommitType != RecordTake {
+			return 0, fmt.Errorf("%w: commit of %v", ErrInvalidRecord, r.CommitType)
+		}
+	case RecordPadding:
+		if r.TxID != 0 || r.WriteOrderID != 0 || r.Filler < 0 {
+			return 0, fmt.Errorf("%w: padding with transaction id %d, write-order id %d, filler %d", ErrInvalidRecord, r.TxID, r.WriteOrderID, r.Filler)
+		}
+	case RecordGroups:
+		if err := checkGroups(r); err != nil {
+			return 0, err
+		}
+	case RecordSkip:
+		if err := checkSkip(r.Skip); err != nil {
+			return 0, err
+		}
+	case RecordMove:
+		if len(r.Pointers) == 0 {
+			return 0, fmt.Errorf("%w: %v record without pointers", ErrInvalidRecord, r.Type)
+		}
+	case RecordKey:
+		if r.TxID != 0 || len(r.KeyID) == 0 || len(r.KeyID) > MaxKeyIDLen {
+			return 0, fmt.Errorf("%w: key record with transaction id %d and a key id of %d bytes (1 to %d)", ErrInvalidRecord,
+				r.TxID, len(r.KeyID), MaxKeyIDLen)
+		}
+	case RecordSynced:
+		if r.TxID != 0 || r.WriteOrderID != 0 || r.SyncedTo <= 0 || r.SyncedTo > MaxFileSize {
+			return 0, fmt.Errorf("%w: synced record with transaction id %d, write-order id %d, synced to %d", ErrInvalidRecord,
+				r.TxID, r.WriteOrderID, r.SyncedTo)
+		}
+	case RecordDeliver:
+		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
+			return 0, fmt.Errorf("%w: deliver record of %d pointers and %d counts (none zero, at least one)", ErrInvalidRecord,
+				len(r.Pointers), len(r.Counts))
+		}
+	default:
+		return 0, fmt.Errorf("%w: unknown type %v", ErrInvalidRecord, r.Type)
+	}
+	return r.Type, nil
+}
+
+// appendBody appends the type-specific part of r's payload (what follows
+// the payload header). dst has capacity for it (padding relies on that).
+func appendBody(dst []byte, r *Record) []byte {
 	switch r.Type {
 	case RecordPut:
 		dst = appendHeaders(dst, r.Headers)
@@ -477,15 +492,12 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		if r.Group != 0 {
 			dst = binary.AppendUvarint(dst, uint64(r.Group))
 		}
-		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
-		for _, p := range r.Pointers {
-			dst = binary.BigEndian.AppendUint64(dst, p)
-		}
+		dst = appendPointers(dst, r.Pointers)
 	case RecordCommit:
 		dst = append(dst, byte(r.CommitType))
 		dst = binary.AppendUvarint(dst, r.Count)
 	case RecordPadding:
-		dst = dst[:len(dst)+r.Filler] // capacity grown above
+		dst = dst[:len(dst)+r.Filler] // capacity grown by appendUnsealed
 		clear(dst[len(dst)-r.Filler:])
 	case RecordGroups:
 		dst = appendGroups(dst, r)
@@ -493,10 +505,7 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 		dst = appendSkip(dst, r.Skip)
 	case RecordMove:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
-		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
-		for _, p := range r.Pointers {
-			dst = binary.BigEndian.AppendUint64(dst, p)
-		}
+		dst = appendPointers(dst, r.Pointers)
 	case RecordDeliver:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
 		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
@@ -514,7 +523,16 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	case RecordSynced:
 		dst = binary.AppendUvarint(dst, uint64(r.SyncedTo))
 	}
-	return dst, nil
+	return dst
+}
+
+// appendPointers appends a pointer count and the pointers, 8 bytes each.
+func appendPointers(dst []byte, ptrs []uint64) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ptrs)))
+	for _, p := range ptrs {
+		dst = binary.BigEndian.AppendUint64(dst, p)
+	}
+	return dst
 }
 
 // appendHeaders appends the header count and the headers sorted by key.

@@ -324,9 +324,9 @@ func (v *verifier) indexLogs() {
 
 // scanLog scans one log file from its header to its end.
 func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
-	fsys, path := v.opts.FS, f.Path
+	path := f.Path
 	info := LogInfo{ID: f.ID, Dir: f.Dir, Path: path, duplicate: f.Duplicate != ""}
-	fi, err := fsys.Stat(path)
+	fi, err := v.opts.FS.Stat(path)
 	if err != nil {
 		return info, err
 	}
@@ -348,6 +348,21 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 		return info, err
 	}
 	defer sc.Close()
+	if err := v.countRecords(sc, &info); err != nil {
+		return info, err
+	}
+	v.puts += info.Puts
+	if err := v.measureEnd(sc, &info); err != nil {
+		return info, err
+	}
+	v.reportSkipped(sc, salvaged, &info)
+	return info, nil
+}
+
+// countRecords reads sc's records into info's counts, first and last
+// write-order ids and key, and reports write-order ids out of order.
+func (v *verifier) countRecords(sc *logfile.Scanner, info *LogInfo) error {
+	path := info.Path
 	var lastWOID uint64
 	badOrder := 0
 	for sc.Next() {
@@ -381,25 +396,37 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 		lastWOID = r.WriteOrderID
 	}
 	if err := sc.Err(); err != nil {
-		return info, err
+		return err
 	}
 	if badOrder > 1 {
 		v.rep.add(ProblemWriteOrder, path, -1, "%d records in all have a write-order id not above the previous record's", badOrder)
 	}
-	v.puts += info.Puts
 	info.LastWOID = lastWOID
+	return nil
+}
+
+// measureEnd records where sc's valid records end, the tail after them
+// (and the non-zero bytes of a torn one), the version and the file size.
+func (v *verifier) measureEnd(sc *logfile.Scanner, info *LogInfo) error {
 	info.End, info.Tail, info.TailErr = sc.End(), sc.Tail(), sc.TailError()
 	info.Version = sc.Framing().Version()
 	if info.Tail == logfile.TailTorn {
-		nz, err := logfile.NonZeroEnd(fsys, path, info.End)
+		nz, err := logfile.NonZeroEnd(v.opts.FS, info.Path, info.End)
 		if err != nil {
-			return info, err
+			return err
 		}
 		info.TornBytes = nz - info.End
 	}
-	if info.Size, err = sc.Size(); err != nil {
-		return info, err
-	}
+	var err error
+	info.Size, err = sc.Size()
+	return err
+}
+
+// reportSkipped reports the damaged ranges sc skipped: a salvaged header
+// (the first range, at offset 0) as a bad header, the rest as corrupt
+// records kept in info.Skipped.
+func (v *verifier) reportSkipped(sc *logfile.Scanner, salvaged bool, info *LogInfo) {
+	path := info.Path
 	for i, sk := range sc.Skipped() {
 		if salvaged && i == 0 && sk.Offset == 0 {
 			info.HeaderErr = sk.Err
@@ -410,7 +437,6 @@ func (v *verifier) scanLog(f logfile.File) (LogInfo, error) {
 		v.addRange(path, sk.Offset, sk.Offset+sk.Length,
 			v.rep.add(ProblemCorruptRecord, path, sk.Offset, "%d damaged bytes skipped: %v", sk.Length, sk.Err))
 	}
-	return info, nil
 }
 
 // tailProblems reports each log file's tail, once the checkpoint recovery

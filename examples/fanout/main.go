@@ -182,16 +182,21 @@ func (o options) validate() error {
 	return nil
 }
 
-func run(ctx context.Context, o options, w io.Writer) (err error) {
-	if err := o.validate(); err != nil {
-		return err
-	}
+// setDefaults fills in the options left zero that have a default.
+func (o *options) setDefaults() {
 	if o.keepAlive == 0 {
 		o.keepAlive = time.Second
 	}
 	if o.maxFileSize == 0 {
 		o.maxFileSize = 64 << 20
 	}
+}
+
+func run(ctx context.Context, o options, w io.Writer) (err error) {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	o.setDefaults()
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -206,21 +211,7 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		fmt.Fprintf(out, "fanout: %s/fast and %s/slow are the channels of an earlier fanout (one per sink); left alone\n", o.dir, o.dir)
 	}
 
-	ch, err := channel.Open(channel.Config{
-		Name:                 "fanout",
-		CheckpointDir:        filepath.Join(o.dir, "checkpoint"),
-		DataDirs:             []string{filepath.Join(o.dir, "data")},
-		Capacity:             o.capacity,
-		TransactionCapacity:  o.batch,
-		MaxFileSize:          o.maxFileSize,
-		MinimumRequiredSpace: o.minFree.Config(),
-		KeepAlive:            o.keepAlive,
-		Logger:               logger,
-		Groups: []channel.GroupConfig{
-			{Name: "fast"}, // Capacity 0: Config.Capacity; WhenFull 0: Block
-			{Name: "slow", WhenFull: o.slowWhenFull},
-		},
-	})
+	ch, err := openChannel(o, logger)
 	if err != nil {
 		return fmt.Errorf("open the channel: %w", err)
 	}
@@ -230,38 +221,15 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		}
 	}()
 
-	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit,
-		space: &minfree.Waiter{Out: out, Prefix: "fanout: ", MakeRoom: ch.Checkpoint,
-			Hint: fmt.Sprintf("on a small disk, lower -min-free (%s) and -max-file-size (%d)", o.minFree, o.maxFileSize)}}
-	if src.cursor, err = counter.Load(src.cursorPath); err != nil {
+	src, err := newSource(ch, o, out)
+	if err != nil {
 		return err
 	}
-	if o.events > 0 {
-		src.target = src.cursor + o.events
+	sinks, err := newSinks(ch, o, out)
+	if err != nil {
+		return err
 	}
-	var sinks []*sink
-	for _, name := range groups {
-		g, err := ch.Group(name)
-		if err != nil {
-			return err
-		}
-		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out,
-			check: fmt.Sprintf("check the channel's files with fcreplay verify --checkpoint-dir %s --data-dirs %s", filepath.Join(o.dir, "checkpoint"), filepath.Join(o.dir, "data"))}
-		if name == "slow" {
-			s.delay, s.drops = o.slowDelay, o.slowWhenFull != channel.Block
-		}
-		next, err := counter.Load(s.statePath)
-		if err != nil {
-			return err
-		}
-		s.next.Store(next)
-		sinks = append(sinks, s)
-	}
-	fmt.Fprintf(out, "fanout: source resumes at #%d", src.cursor)
-	for _, s := range sinks {
-		fmt.Fprintf(out, "; %s group holds %d events, its sink expects #%d", s.name, s.g.Len(), s.next.Load())
-	}
-	fmt.Fprintln(out)
+	printResume(out, src, sinks)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -283,22 +251,8 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 		wg.Go(func() { errs <- s.run(ctx, srcDone, src.target, start) })
 	}
 
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	rep := &reporter{out: out, ch: ch, src: src, sinks: sinks, start: start, lastT: start}
-	var firstErr error
-	for running := 1 + len(sinks); running > 0; {
-		select {
-		case <-tick.C:
-			rep.report(false)
-		case err := <-errs:
-			running--
-			if err != nil && firstErr == nil {
-				firstErr = err
-				cancel()
-			}
-		}
-	}
+	firstErr := waitAll(errs, 1+len(sinks), rep, cancel)
 	wg.Wait()
 	rep.report(true)
 	held := make([]string, len(sinks))
@@ -310,6 +264,95 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	fmt.Fprintf(out, "fanout: stopped; the channel holds %s for the next run\n", strings.Join(held, " and "))
 	if err != nil {
 		return errors.Join(firstErr, err)
+	}
+	return firstErr
+}
+
+// openChannel opens the channel in o.dir, with a group per sink.
+func openChannel(o options, logger *slog.Logger) (*channel.FileChannel, error) {
+	return channel.Open(channel.Config{
+		Name:                 "fanout",
+		CheckpointDir:        filepath.Join(o.dir, "checkpoint"),
+		DataDirs:             []string{filepath.Join(o.dir, "data")},
+		Capacity:             o.capacity,
+		TransactionCapacity:  o.batch,
+		MaxFileSize:          o.maxFileSize,
+		MinimumRequiredSpace: o.minFree.Config(),
+		KeepAlive:            o.keepAlive,
+		Logger:               logger,
+		Groups: []channel.GroupConfig{
+			{Name: "fast"}, // Capacity 0: Config.Capacity; WhenFull 0: Block
+			{Name: "slow", WhenFull: o.slowWhenFull},
+		},
+	})
+}
+
+// newSource returns the source, resuming at the cursor its last run saved.
+func newSource(ch *channel.FileChannel, o options, out io.Writer) (*source, error) {
+	src := &source{ch: ch, cursorPath: filepath.Join(o.dir, "source.next"), batch: o.batch, size: o.size, afterCommit: o.afterCommit,
+		space: &minfree.Waiter{Out: out, Prefix: "fanout: ", MakeRoom: ch.Checkpoint,
+			Hint: fmt.Sprintf("on a small disk, lower -min-free (%s) and -max-file-size (%d)", o.minFree, o.maxFileSize)}}
+	var err error
+	if src.cursor, err = counter.Load(src.cursorPath); err != nil {
+		return nil, err
+	}
+	if o.events > 0 {
+		src.target = src.cursor + o.events
+	}
+	return src, nil
+}
+
+// newSinks returns a sink per group, each expecting the event its last run
+// saved.
+func newSinks(ch *channel.FileChannel, o options, out io.Writer) ([]*sink, error) {
+	var sinks []*sink
+	for _, name := range groups {
+		g, err := ch.Group(name)
+		if err != nil {
+			return nil, err
+		}
+		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out,
+			check: fmt.Sprintf("check the channel's files with fcreplay verify --checkpoint-dir %s --data-dirs %s", filepath.Join(o.dir, "checkpoint"), filepath.Join(o.dir, "data"))}
+		if name == "slow" {
+			s.delay, s.drops = o.slowDelay, o.slowWhenFull != channel.Block
+		}
+		next, err := counter.Load(s.statePath)
+		if err != nil {
+			return nil, err
+		}
+		s.next.Store(next)
+		sinks = append(sinks, s)
+	}
+	return sinks, nil
+}
+
+// printResume prints where the source and each sink resume.
+func printResume(out io.Writer, src *source, sinks []*sink) {
+	fmt.Fprintf(out, "fanout: source resumes at #%d", src.cursor)
+	for _, s := range sinks {
+		fmt.Fprintf(out, "; %s group holds %d events, its sink expects #%d", s.name, s.g.Len(), s.next.Load())
+	}
+	fmt.Fprintln(out)
+}
+
+// waitAll receives the results of the running goroutines from errs, with
+// a progress line every second, and returns the first error; that error
+// cancels the run.
+func waitAll(errs <-chan error, running int, rep *reporter, cancel context.CancelFunc) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var firstErr error
+	for running > 0 {
+		select {
+		case <-tick.C:
+			rep.report(false)
+		case err := <-errs:
+			running--
+			if err != nil && firstErr == nil {
+				firstErr = err
+				cancel()
+			}
+		}
 	}
 	return firstErr
 }

@@ -327,19 +327,9 @@ func openFile(o options, logger *slog.Logger, reg *prometheus.Registry) (backend
 // delivered o.events, or one of them fails, with a progress line every
 // second. It serves the metrics on ln (nil = no server).
 func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *prometheus.Registry, ln net.Listener, b backend[T]) error {
-	srcNext, err := counter.Load(b.srcPath)
+	srcNext, sink, err := resume(b, out)
 	if err != nil {
 		return errors.Join(err, b.close())
-	}
-	sinkNext, err := counter.Load(b.sinkPath)
-	if err != nil {
-		return errors.Join(err, b.close())
-	}
-	sink := &sinkState{path: b.sinkPath, next: sinkNext, check: b.check}
-	if n := b.queued(); n >= 0 {
-		fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", b.name, n, srcNext, sink.next)
-	} else {
-		fmt.Fprintf(out, "pipeline: on %s; source resumes at #%d, sink expects #%d\n", b.name, srcNext, sink.next)
 	}
 	srv, served := serveMetrics(ln, reg, b.health, out, o.onListen)
 
@@ -350,15 +340,8 @@ func runOn[T channel.Tx](ctx context.Context, o options, out io.Writer, reg *pro
 		Hint: fmt.Sprintf(`the progress line counts the waits ("no space"); on a small disk, lower -min-free (%s) and -max-file-size (%d)`, o.minFree, o.maxFileSize)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		errs <- source(ctx, b, o, srcNext, &put, space)
-	}()
-	go func() {
-		defer wg.Done()
-		errs <- sinkLoop(ctx, b.sinkBegin, o, sink, &took, &dups, &gaps, cancel)
-	}()
+	wg.Go(func() { errs <- source(ctx, b, o, srcNext, &put, space) })
+	wg.Go(func() { errs <- sinkLoop(ctx, b.sinkBegin, o, sink, &took, &dups, &gaps, cancel) })
 
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -403,35 +386,69 @@ loop:
 	wg.Wait()
 	// The other goroutine's error, if it failed too (the first one to
 	// fail stopped the run; its error is the one returned).
-	for range 2 {
-		select {
-		case err := <-errs:
-			if firstErr == nil {
-				firstErr = err
-			}
-		default:
-		}
-	}
+	firstErr = firstError(firstErr, errs)
 	report(true)
 	// The HTTP server goes first, so no scrape or health check sees a
 	// closing channel; then the channel.
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		if err := srv.Shutdown(sctx); err != nil {
-			fmt.Fprintf(out, "pipeline: metrics server did not stop within %v (%v); closing its connections\n", shutdownTimeout, err)
-			srv.Close()
-		}
-		scancel()
-		if served != nil {
-			<-served // http.ErrServerClosed
-		}
-	}
+	stopMetrics(srv, served, out)
 	left := b.queued()
 	if err := b.close(); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	fmt.Fprintln(out, stoppedLine(firstErr, left, b.srcPath == "", sink.next))
 	return firstErr
+}
+
+// resume loads where the source and the sink left off and prints them.
+func resume[T channel.Tx](b backend[T], out io.Writer) (srcNext int64, sink *sinkState, err error) {
+	srcNext, err = counter.Load(b.srcPath)
+	if err != nil {
+		return 0, nil, err
+	}
+	sinkNext, err := counter.Load(b.sinkPath)
+	if err != nil {
+		return 0, nil, err
+	}
+	sink = &sinkState{path: b.sinkPath, next: sinkNext, check: b.check}
+	if n := b.queued(); n >= 0 {
+		fmt.Fprintf(out, "pipeline: %s holds %d events; source resumes at #%d, sink expects #%d\n", b.name, n, srcNext, sink.next)
+	} else {
+		fmt.Fprintf(out, "pipeline: on %s; source resumes at #%d, sink expects #%d\n", b.name, srcNext, sink.next)
+	}
+	return srcNext, sink, nil
+}
+
+// firstError is first, or else the first error among the results waiting
+// in errs (each of its goroutines has returned).
+func firstError(first error, errs chan error) error {
+	for range cap(errs) {
+		select {
+		case err := <-errs:
+			if first == nil {
+				first = err
+			}
+		default:
+		}
+	}
+	return first
+}
+
+// stopMetrics shuts the metrics server srv down (nil: none), closing its
+// connections after shutdownTimeout, and waits for its Serve to return on
+// served (nil: already returned).
+func stopMetrics(srv *http.Server, served chan error, out io.Writer) {
+	if srv == nil {
+		return
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	if err := srv.Shutdown(sctx); err != nil {
+		fmt.Fprintf(out, "pipeline: metrics server did not stop within %v (%v); closing its connections\n", shutdownTimeout, err)
+		srv.Close()
+	}
+	scancel()
+	if served != nil {
+		<-served // http.ErrServerClosed
+	}
 }
 
 // stoppedLine is the last line of a run that ended with err (main prints

@@ -81,31 +81,15 @@ type eventJSON struct {
 }
 
 func runDump(o *options, df dumpFlags) error {
-	switch {
-	case df.skip < 0:
-		return usageErrorf("--skip %d is negative", df.skip)
-	case df.limit < -1:
-		return usageErrorf("--limit %d: use -1 for all", df.limit)
-	case df.maxBody < 0:
-		return usageErrorf("--max-body %d is negative", df.maxBody)
+	if err := df.check(); err != nil {
+		return err
 	}
 	opts := o.verifyOptions()
-	switch {
-	case df.keysFile != "" && df.keysEnv != "":
-		return usageErrorf("--keys-file and --keys-env: give one")
-	case df.keysFile != "":
-		k, err := channel.KeysFromFile(df.keysFile)
-		if err != nil {
-			return err
-		}
-		opts.Keys = k
-	case df.keysEnv != "":
-		k, err := channel.KeysFromEnv(df.keysEnv)
-		if err != nil {
-			return err
-		}
-		opts.Keys = k
+	keys, err := df.keys()
+	if err != nil {
+		return err
 	}
+	opts.Keys = keys
 	defer o.lockForRead()()
 	bw := bufio.NewWriter(o.stdout)
 	enc := json.NewEncoder(bw)
@@ -118,20 +102,7 @@ func runDump(o *options, df dumpFlags) error {
 			damaged++
 		}
 		if o.json {
-			e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), Error: errString(ev.Err)}
-			if counting {
-				e.Deliveries = &ev.Deliveries
-			}
-			if ev.Err == nil {
-				e.Headers, e.Body = ev.Headers, ev.Body
-				if e.Headers == nil {
-					e.Headers = map[string]string{}
-				}
-				if e.Body == nil {
-					e.Body = []byte{}
-				}
-			}
-			return enc.Encode(e)
+			return enc.Encode(newEventJSON(&ev, counting))
 		}
 		return writeEventLine(bw, &ev, counting, df.maxBody)
 	})
@@ -145,22 +116,73 @@ func runDump(o *options, df dumpFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.stderr, "fcreplay: listed %d of %d queued events", listed, l.Queued)
+	return dumpSummary(o.stderr, df.group, &l, listed, damaged)
+}
+
+// check refuses flag values out of range.
+func (df *dumpFlags) check() error {
+	switch {
+	case df.skip < 0:
+		return usageErrorf("--skip %d is negative", df.skip)
+	case df.limit < -1:
+		return usageErrorf("--limit %d: use -1 for all", df.limit)
+	case df.maxBody < 0:
+		return usageErrorf("--max-body %d is negative", df.maxBody)
+	}
+	return nil
+}
+
+// keys reads the keys --keys-file or --keys-env names (nil: neither).
+func (df *dumpFlags) keys() (channel.KeyProvider, error) {
+	switch {
+	case df.keysFile != "" && df.keysEnv != "":
+		return nil, usageErrorf("--keys-file and --keys-env: give one")
+	case df.keysFile != "":
+		return channel.KeysFromFile(df.keysFile)
+	case df.keysEnv != "":
+		return channel.KeysFromEnv(df.keysEnv)
+	}
+	return nil, nil
+}
+
+// newEventJSON is ev's line of dump --json, with its delivery count when
+// counting.
+func newEventJSON(ev *replay.Event, counting bool) eventJSON {
+	e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), Error: errString(ev.Err)}
+	if counting {
+		e.Deliveries = &ev.Deliveries
+	}
+	if ev.Err == nil {
+		e.Headers, e.Body = ev.Headers, ev.Body
+		if e.Headers == nil {
+			e.Headers = map[string]string{}
+		}
+		if e.Body == nil {
+			e.Body = []byte{}
+		}
+	}
+	return e
+}
+
+// dumpSummary writes dump's summary line to w and returns problemsFound
+// when an event did not read back.
+func dumpSummary(w io.Writer, group string, l *replay.Listing, listed, damaged int) error {
+	fmt.Fprintf(w, "fcreplay: listed %d of %d queued events", listed, l.Queued)
 	switch {
 	case l.Group.DeadLetterGroup:
-		fmt.Fprintf(o.stderr, " of dead-letter group %q", df.group)
-	case df.group != "":
-		fmt.Fprintf(o.stderr, " of group %q", df.group)
+		fmt.Fprintf(w, " of dead-letter group %q", group)
+	case group != "":
+		fmt.Fprintf(w, " of group %q", group)
 	}
 	if damaged > 0 {
 		verb := "do"
 		if damaged == 1 {
 			verb = "does"
 		}
-		fmt.Fprintf(o.stderr, "; %d %s not read back\n", damaged, verb)
+		fmt.Fprintf(w, "; %d %s not read back\n", damaged, verb)
 		return problemsFound
 	}
-	fmt.Fprintln(o.stderr)
+	fmt.Fprintln(w)
 	return nil
 }
 
