@@ -31,13 +31,12 @@
 // # Read-only tools
 //
 // Verify checks a closed channel's files and reports every inconsistency
-// (per consumer group); Events lists the queue the channel would recover
-// for the unnamed group, event by event, GroupEvents for any group and
-// ListEvents with each event's delivery count (groups with MaxDeliveries;
-// Report.Groups has each group's counts too). All copy the checkpoint files
-// into memory and only read the data dirs, so they take no lock and write
-// nothing (channel.Verify takes the locks); they must not run while the
-// channel is open.
+// (per consumer group); ListEvents lists the queue the channel would
+// recover for a consumer group, event by event, with each event's delivery
+// count (groups with MaxDeliveries; Report.Groups has each group's counts
+// too). Both copy the checkpoint files into memory and only read the data
+// dirs, so they take no lock and write nothing (channel.Verify takes the
+// locks); they must not run while the channel is open.
 //
 // Which channel each directory belongs to (the channel.id files) is
 // internal/owner's: Verify reports a directory of another channel or a
