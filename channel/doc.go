@@ -316,7 +316,7 @@
 // place (no record moves), rewrites damaged headers, cuts torn tails and
 // removes unfinished log files, keeping every byte it removes in a .corrupt
 // file, then rebuilds the checkpoint; [Rebuild] replaces the checkpoint with
-// one made by a full replay of the logs. replay.Events lists the queued
+// one made by a full replay of the logs. replay.ListEvents lists the queued
 // events read-only. The fcreplay command (replay/cmd/fcreplay) does all of
 // this from a shell.
 //

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
-	"github.com/flumego/filechannel/replay"
 )
 
 var (
@@ -90,14 +90,14 @@ var (
 	// names the directory, both channels and the file to delete to hand the
 	// directory over on purpose (docs/operations.md, "Directories belong to
 	// one channel").
-	ErrForeignDir = replay.ErrForeignDir
+	ErrForeignDir = owner.ErrForeignDir
 )
 
 // ForeignDirError names a directory of another channel: its Config field,
 // the channel it belongs to and that channel's checkpoint dir, this
 // channel's id and checkpoint dir, and its channel.id file. It unwraps to
 // ErrForeignDir.
-type ForeignDirError = replay.ForeignDirError
+type ForeignDirError = owner.ForeignDirError
 
 // CorruptError names the file and byte offset of damaged data. It unwraps to
 // ErrCorrupt.

@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
-	"github.com/flumego/filechannel/replay"
 )
 
 // The offline tools (Verify, Repair, Rebuild) work on a closed channel's
@@ -79,9 +79,9 @@ func lockDirs(cfg Config, what string, missing missingDirs) (dirLocks, error) {
 	return locks, nil
 }
 
-// ownerOptions names cfg's directories for replay.ReadOwners.
-func ownerOptions(cfg Config) replay.OwnerOptions {
-	return replay.OwnerOptions{FS: cfg.fs, CheckpointDir: cfg.CheckpointDir,
+// ownerOptions names cfg's directories for owner.ReadOwners.
+func ownerOptions(cfg Config) owner.Options {
+	return owner.Options{FS: cfg.fs, CheckpointDir: cfg.CheckpointDir,
 		BackupCheckpointDir: cfg.BackupCheckpointDir, DataDirs: cfg.DataDirs}
 }
 
@@ -89,7 +89,7 @@ func ownerOptions(cfg Config) replay.OwnerOptions {
 // directory of cfg belongs to another channel or has a damaged channel.id,
 // as Open refuses it (claimDirs); nil otherwise. It only reads.
 func refuseForeign(cfg Config, what string) error {
-	own, err := replay.ReadOwners(ownerOptions(cfg))
+	own, err := owner.ReadOwners(ownerOptions(cfg))
 	if err != nil {
 		return opErr(what, err)
 	}

@@ -180,11 +180,11 @@ func (c *FileChannel) lockDirs(rc *recovery) error {
 // this channel's identity in each directory that has none yet, and in a
 // checkpoint or backup dir whose damaged channel.id every data dir vouches
 // for (healed: logged and counted in Stats.ChannelIDsHealed).
-// replay.ReadOwners has the rules, docs/format.md §1.1 the file. Nothing
+// owner.ReadOwners has the rules, docs/format.md §1.1 the file. Nothing
 // is written before every directory is judged, and the keys checked (step
 // 4c) with the channel's id: an Open refused for a key changes no file.
 func (c *FileChannel) claimDirs(rc *recovery) error {
-	own, err := replay.ReadOwners(ownerOptions(c.cfg))
+	own, err := owner.ReadOwners(ownerOptions(c.cfg))
 	if err != nil {
 		return opErr("read channel ids", err)
 	}

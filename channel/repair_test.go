@@ -9,7 +9,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
@@ -375,7 +374,7 @@ func TestOfflineToolsAreLockedOutWhileOpen(t *testing.T) {
 	requireUnchanged(t, before, hashDirs(t, cfg))
 }
 
-// TestEventsListsWhatTakesReturn: replay.Events over a closed channel's
+// TestEventsListsWhatTakesReturn: replay.ListEvents over a closed channel's
 // files lists the events takes would return, in order.
 func TestEventsListsWhatTakesReturn(t *testing.T) {
 	cfg := testConfig(t, 2)
@@ -393,18 +392,18 @@ func TestEventsListsWhatTakesReturn(t *testing.T) {
 	}
 	full, _ := cfg.withDefaults()
 	var listed []string
-	n, err := replay.Events(verifyOptions(full), 0, -1, func(i int, _ eventqueue.Pointer, h map[string]string, b []byte, err error) error {
-		if err != nil {
-			return err
+	l, err := replay.ListEvents(verifyOptions(full), "", 0, -1, func(e replay.Event) error {
+		if e.Err != nil {
+			return e.Err
 		}
-		if h["i"] != string(b[len("event-"):]) {
-			t.Errorf("event %d: headers %v, body %q", i, h, b)
+		if e.Headers["i"] != string(e.Body[len("event-"):]) {
+			t.Errorf("event %d: headers %v, body %q", e.Index, e.Headers, e.Body)
 		}
-		listed = append(listed, string(b))
+		listed = append(listed, string(e.Body))
 		return nil
 	})
-	if err != nil || n != 41 {
-		t.Fatalf("Events: %d queued, %v", n, err)
+	if err != nil || l.Queued != 41 {
+		t.Fatalf("ListEvents: %d queued, %v", l.Queued, err)
 	}
 	c = mustOpen(t, cfg)
 	defer c.Close()

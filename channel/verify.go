@@ -32,8 +32,8 @@ func Verify(cfg Config) (*replay.Report, error) {
 	return replay.Verify(verifyOptions(cfg))
 }
 
-// verifyOptions are the options of replay.Verify and replay.Events for the
-// channel cfg describes (defaults applied).
+// verifyOptions are the options of replay.Verify and replay.ListEvents for
+// the channel cfg describes (defaults applied).
 func verifyOptions(cfg Config) replay.VerifyOptions {
 	return replay.VerifyOptions{
 		FS:                  cfg.fs,

@@ -31,19 +31,15 @@
 // # Read-only tools
 //
 // Verify checks a closed channel's files and reports every inconsistency
-// (per consumer group); Events lists the queue the channel would recover
-// for the unnamed group, event by event, GroupEvents for any group and
-// ListEvents with each event's delivery count (groups with MaxDeliveries;
-// Report.Groups has each group's counts too). All copy the checkpoint files
-// into memory and only read the data dirs, so they take no lock and write
-// nothing (channel.Verify takes the locks); they must not run while the
-// channel is open.
+// (per consumer group); ListEvents lists the queue the channel would
+// recover for a consumer group, event by event, with each event's delivery
+// count (groups with MaxDeliveries; Report.Groups has each group's counts
+// too). Both copy the checkpoint files into memory and only read the data
+// dirs, so they take no lock and write nothing (channel.Verify takes the
+// locks); they must not run while the channel is open.
 //
-// # Which channel a directory belongs to
-//
-// ReadOwners reads the channel.id of every directory of a channel and
-// applies the rules that keep each directory with one channel: the
-// channel's Open (its step 4b) writes what it decides, and refuses, as
-// Repair and Rebuild do, with a *ForeignDirError (ErrForeignDir) a data dir
-// or backup dir of another channel; Verify reports it.
+// Which channel each directory belongs to (the channel.id files) is
+// internal/owner's: Verify reports a directory of another channel or a
+// damaged channel.id where the channel's Open, Repair and Rebuild refuse
+// them (channel.ErrForeignDir).
 package replay

@@ -11,13 +11,12 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
-// firstGuess is the capacity of the queue a full replay in Events starts
+// firstGuess is the capacity of the queue a full replay in ListEvents starts
 // with; a replay that recovers more is run again at the size it reports.
 const firstGuess = 1 << 16
 
-// ErrNoGroup is returned (wrapped, in a *NoGroupError) by GroupEvents for
-// a consumer group the recovered channel does not have, and by Events when
-// it has no unnamed group.
+// ErrNoGroup is returned (wrapped, in a *NoGroupError) by ListEvents for
+// a consumer group the recovered channel does not have.
 var ErrNoGroup = errors.New("filechannel: no such consumer group")
 
 // ErrEncrypted is an event's error in ListEvents (wrapped, naming the
@@ -25,8 +24,8 @@ var ErrNoGroup = errors.New("filechannel: no such consumer group")
 // and VerifyOptions.Keys is nil or lacks its key.
 var ErrEncrypted = errors.New("filechannel: the event is encrypted: its key is needed to read it")
 
-// NoGroupError is the error of GroupEvents (and Events) for a consumer
-// group the recovered channel does not have. It unwraps to ErrNoGroup.
+// NoGroupError is the error of ListEvents for a consumer group the
+// recovered channel does not have. It unwraps to ErrNoGroup.
 type NoGroupError struct {
 	Name   string     // the group asked for; "" is the unnamed group
 	Groups []GroupRef // the groups the channel has, by id
@@ -51,49 +50,12 @@ func (e *NoGroupError) Error() string {
 // Unwrap returns ErrNoGroup.
 func (e *NoGroupError) Unwrap() error { return ErrNoGroup }
 
-// Events recovers the queue read-only, as the channel would on Open
-// (checkpoint, else backup, else full replay; nothing is written: checkpoint
-// files are copied into memory as Verify does), and calls fn for the events
-// of the unnamed consumer group at positions skip, skip+1, ... (at most
-// limit of them; limit < 0 means all), in queue order. err is non-nil for an
-// event that does not read back (fn decides whether to go on by its return
-// value). It returns the number of events queued for the group. A channel
-// without an unnamed group is an error matching ErrNoGroup; GroupEvents
-// lists a named group, ListEvents with each event's delivery count.
-//
-// Like Verify it takes no lock and must not run while the channel is open.
-// The err given to fn is a *corrupt.Error (a record that is damaged, is not
-// a put, or lies in a log file no data dir holds) or an I/O error; headers
-// and body are then nil. Events
-// stops at the first error fn returns and returns it with the count, and at
-// a record a newer release wrote (an error wrapping
-// corrupt.ErrUnsupportedFormat), which it returns without calling fn; a
-// channel.id a newer release wrote is refused before anything is read. A
-// directory of another channel does not stop it (Verify reports it). It
-// returns an error, and calls fn for nothing, when the recovery fails: the
-// channel would not open either.
-//
-// Cost: as Open's recovery (a copy of the checkpoint in memory, a replay of
-// the logs after it; a full replay runs twice when it recovers more than
-// 65 536 events for a group), then one ReadRecord per event listed.
-func Events(opts VerifyOptions, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
-	return GroupEvents(opts, "", skip, limit, fn)
-}
-
-// GroupEvents is Events for the consumer group of that name ("" is the
-// unnamed group). A group the recovered channel does not have is a
-// *NoGroupError (matching ErrNoGroup), naming the groups it has.
-func GroupEvents(opts VerifyOptions, group string, skip, limit int, fn func(i int, p eventqueue.Pointer, headers map[string]string, body []byte, err error) error) (int, error) {
-	l, err := ListEvents(opts, group, skip, limit, func(e Event) error { return fn(e.Index, e.Pointer, e.Headers, e.Body, e.Err) })
-	return l.Queued, err
-}
-
 // Event is one queued event as ListEvents lists it.
 type Event struct {
 	Index   int                // its position in the group's queue
 	Pointer eventqueue.Pointer // its put record
 	// Headers and Body are nil when Err is set: the event does not read
-	// back (as Events' err).
+	// back (see ListEvents).
 	Headers map[string]string
 	Body    []byte
 	Err     error
@@ -121,9 +83,32 @@ type Listing struct {
 	Groups []logfile.GroupInfo
 }
 
-// ListEvents is GroupEvents with each event's delivery count; it returns
-// what the recovery found of the group and of the others. limit 0 lists
-// nothing: a look at the groups at the cost of the recovery alone.
+// ListEvents recovers the queue read-only, as the channel would on Open
+// (checkpoint, else backup, else full replay; nothing is written: checkpoint
+// files are copied into memory as Verify does), and calls fn for the events
+// of the consumer group of that name ("" is the unnamed group) at positions
+// skip, skip+1, ... (at most limit of them; limit < 0 means all), in queue
+// order, each with its delivery count. It returns what the recovery found
+// of the group (Listing.Queued: the number of events queued for it) and of
+// the others. limit 0 lists nothing: a look at the groups at the cost of
+// the recovery alone. A group the recovered channel does not have is a
+// *NoGroupError (matching ErrNoGroup), naming the groups it has.
+//
+// Like Verify it takes no lock and must not run while the channel is open.
+// Event.Err is non-nil for an event that does not read back (fn decides
+// whether to go on by its return value): a *corrupt.Error (a record that is
+// damaged, is not a put, or lies in a log file no data dir holds), an I/O
+// error, or ErrEncrypted; Headers and Body are then nil. ListEvents stops
+// at the first error fn returns and returns it, and at a record a newer
+// release wrote (an error wrapping corrupt.ErrUnsupportedFormat), which it
+// returns without calling fn; a channel.id a newer release wrote is refused
+// before anything is read. A directory of another channel does not stop it
+// (Verify reports it). It returns an error, and calls fn for nothing, when
+// the recovery fails: the channel would not open either.
+//
+// Cost: as Open's recovery (a copy of the checkpoint in memory, a replay of
+// the logs after it; a full replay runs twice when it recovers more than
+// 65 536 events for a group), then one ReadRecord per event listed.
 func ListEvents(opts VerifyOptions, group string, skip, limit int, fn func(Event) error) (Listing, error) {
 	if err := opts.check(); err != nil {
 		return Listing{}, fmt.Errorf("events: %w", err)

@@ -126,26 +126,26 @@ func TestRunReportsProgress(t *testing.T) {
 	}
 }
 
-// eventsOf lists the events Events gives, as "pointer body" or "pointer
-// error".
+// eventsOf lists the events ListEvents gives for the unnamed group, as
+// "pointer body" or "pointer error".
 func eventsOf(t *testing.T, opts VerifyOptions, skip, limit int) ([]string, int) {
 	t.Helper()
 	var out []string
-	n, err := Events(opts, skip, limit, func(i int, p eventqueue.Pointer, h map[string]string, body []byte, err error) error {
-		if i != skip+len(out) {
-			t.Fatalf("event index %d, want %d", i, skip+len(out))
+	l, err := ListEvents(opts, "", skip, limit, func(e Event) error {
+		if e.Index != skip+len(out) {
+			t.Fatalf("event index %d, want %d", e.Index, skip+len(out))
 		}
-		if err != nil {
-			out = append(out, p.String()+" error")
+		if e.Err != nil {
+			out = append(out, e.Pointer.String()+" error")
 			return nil
 		}
-		out = append(out, p.String()+" "+string(body))
+		out = append(out, e.Pointer.String()+" "+string(e.Body))
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("Events: %v", err)
+		t.Fatalf("ListEvents: %v", err)
 	}
-	return out, n
+	return out, l.Queued
 }
 
 func describe(v *verifyChannel, ps []ptr) []string {
@@ -195,7 +195,7 @@ func TestEventsListsTheRecoveredQueue(t *testing.T) {
 				}
 			}
 			if v.fault.Ops() != ops || !maps.Equal(before, hashTree(t, v.mem)) {
-				t.Fatal("Events changed the files")
+				t.Fatal("ListEvents changed the files")
 			}
 		})
 	}
@@ -208,15 +208,15 @@ func TestEventsDamagedEventGivesAnError(t *testing.T) {
 	// it, a take would find it damaged.
 	v.l.flip(1, int64(v.a[2].Offset())+logfile.FrameHeaderSize+3)
 	var errs []error
-	n, err := Events(v.opts(), 0, -1, func(i int, p eventqueue.Pointer, h map[string]string, body []byte, err error) error {
-		errs = append(errs, err)
-		if err != nil && (h != nil || body != nil) {
-			t.Errorf("event %d: an error with headers %v body %q", i, h, body)
+	l, err := ListEvents(v.opts(), "", 0, -1, func(e Event) error {
+		errs = append(errs, e.Err)
+		if e.Err != nil && (e.Headers != nil || e.Body != nil) {
+			t.Errorf("event %d: an error with headers %v body %q", e.Index, e.Headers, e.Body)
 		}
 		return nil
 	})
-	if err != nil || n != 6 || len(errs) != 6 {
-		t.Fatalf("Events: %d queued, %d calls, %v", n, len(errs), err)
+	if err != nil || l.Queued != 6 || len(errs) != 6 {
+		t.Fatalf("ListEvents: %d queued, %d calls, %v", l.Queued, len(errs), err)
 	}
 	var ce *corrupt.Error
 	if !errors.As(errs[0], &ce) || ce.Offset != int64(v.a[2].Offset()) {
@@ -233,8 +233,8 @@ func TestEventsDamagedEventGivesAnError(t *testing.T) {
 	v.st.InflightTakes = nil
 	v.writeCheckpoint()
 	errs = nil
-	if _, err := Events(v.opts(), 0, 2, func(i int, p eventqueue.Pointer, h map[string]string, body []byte, err error) error {
-		errs = append(errs, err)
+	if _, err := ListEvents(v.opts(), "", 0, 2, func(e Event) error {
+		errs = append(errs, e.Err)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -251,15 +251,15 @@ func TestEventsStopsAtTheCallbacksError(t *testing.T) {
 	v.writeCheckpoint()
 	stop := errors.New("stop")
 	calls := 0
-	n, err := Events(v.opts(), 0, -1, func(int, eventqueue.Pointer, map[string]string, []byte, error) error {
+	l, err := ListEvents(v.opts(), "", 0, -1, func(Event) error {
 		calls++
 		if calls == 2 {
 			return stop
 		}
 		return nil
 	})
-	if err != stop || n != 6 || calls != 2 {
-		t.Fatalf("Events: %d queued, %d calls, %v; want 6, 2, stop", n, calls, err)
+	if err != stop || l.Queued != 6 || calls != 2 {
+		t.Fatalf("ListEvents: %d queued, %d calls, %v; want 6, 2, stop", l.Queued, calls, err)
 	}
 }
 
@@ -285,33 +285,33 @@ func TestEventsFullReplayBeyondTheFirstGuess(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	got, err := Events(VerifyOptions{FS: l.fs, CheckpointDir: vCkptDir, DataDirs: l.dirs}, n-1, -1,
-		func(i int, p eventqueue.Pointer, h map[string]string, body []byte, err error) error {
+	got, err := ListEvents(VerifyOptions{FS: l.fs, CheckpointDir: vCkptDir, DataDirs: l.dirs}, "", n-1, -1,
+		func(e Event) error {
 			calls++
-			if i != n-1 || err != nil {
-				return fmt.Errorf("event %d: %v", i, err)
+			if e.Index != n-1 || e.Err != nil {
+				return fmt.Errorf("event %d: %v", e.Index, e.Err)
 			}
 			return nil
 		})
-	if err != nil || got != n || calls != 1 {
-		t.Fatalf("Events: %d queued, %d calls, %v; want %d, 1", got, calls, err, n)
+	if err != nil || got.Queued != n || calls != 1 {
+		t.Fatalf("ListEvents: %d queued, %d calls, %v; want %d, 1", got.Queued, calls, err, n)
 	}
 }
 
 func TestEventsErrors(t *testing.T) {
 	v := newVerifyChannel(t)
 	v.writeCheckpoint()
-	noop := func(int, eventqueue.Pointer, map[string]string, []byte, error) error { return nil }
+	noop := func(Event) error { return nil }
 	bad := v.opts()
 	bad.DataDirs = nil
-	if _, err := Events(bad, 0, -1, noop); err == nil {
-		t.Error("Events without data dirs succeeded")
+	if _, err := ListEvents(bad, "", 0, -1, noop); err == nil {
+		t.Error("ListEvents without data dirs succeeded")
 	}
 	// A recovery the channel could not do either: the checkpoint's queue
 	// has no room for the events after it.
 	v.st.Capacity, v.st.Head = 3, 0
 	v.writeCheckpoint()
-	if _, err := Events(v.opts(), 0, -1, noop); !errors.Is(err, eventqueue.ErrFull) {
-		t.Errorf("Events over a full checkpoint: %v, want eventqueue.ErrFull", err)
+	if _, err := ListEvents(v.opts(), "", 0, -1, noop); !errors.Is(err, eventqueue.ErrFull) {
+		t.Errorf("ListEvents over a full checkpoint: %v, want eventqueue.ErrFull", err)
 	}
 }

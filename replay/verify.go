@@ -17,13 +17,14 @@ import (
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
+	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
 
 // Verify checks a closed channel's files without changing a byte of them:
 //
-//  0. every directory's channel.id (ReadOwners): a data dir or backup dir
+//  0. every directory's channel.id (owner.ReadOwners): a data dir or backup dir
 //     that belongs to another channel, a damaged file;
 //  1. the checkpoint and the backup checkpoint: complete, incomplete,
 //     corrupt or missing; with consumer groups a checkpoint is a set (its
@@ -183,7 +184,7 @@ func (v *verifier) run() error {
 
 // checkOwners reports the directories that belong to another channel and
 // the damaged channel.id files (check 0): what makes the channel refuse to
-// open (ReadOwners).
+// open (owner.ReadOwners).
 func (v *verifier) checkOwners() error {
 	own, err := v.readOwners()
 	if err != nil {
@@ -212,11 +213,11 @@ func (v *verifier) checkOwners() error {
 	return nil
 }
 
-// readOwners reads the directories' channel.id files (ReadOwners) and
+// readOwners reads the directories' channel.id files (owner.ReadOwners) and
 // keeps the channel's id, if they record one: encrypted log files bound to
 // another channel are then refused, as Open refuses them.
-func (v *verifier) readOwners() (*Owners, error) {
-	own, err := ReadOwners(v.ownerOptions())
+func (v *verifier) readOwners() (*owner.Owners, error) {
+	own, err := owner.ReadOwners(v.ownerOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +227,9 @@ func (v *verifier) readOwners() (*Owners, error) {
 	return own, nil
 }
 
-// ownerOptions names the channel's directories for ReadOwners.
-func (v *verifier) ownerOptions() OwnerOptions {
-	return OwnerOptions{FS: v.opts.FS, CheckpointDir: v.opts.CheckpointDir,
+// ownerOptions names the channel's directories for owner.ReadOwners.
+func (v *verifier) ownerOptions() owner.Options {
+	return owner.Options{FS: v.opts.FS, CheckpointDir: v.opts.CheckpointDir,
 		BackupCheckpointDir: v.opts.BackupCheckpointDir, DataDirs: v.opts.DataDirs}
 }
 

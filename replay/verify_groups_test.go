@@ -372,9 +372,9 @@ func TestVerifyGroupProblemsNameTheGroup(t *testing.T) {
 	}
 }
 
-// TestGroupEvents: the events of each group, and a clear error for a group
-// the channel does not have.
-func TestGroupEvents(t *testing.T) {
+// TestListEventsPerGroup: the events of each group, and a clear error for a
+// group the channel does not have.
+func TestListEventsPerGroup(t *testing.T) {
 	g := newGroupChannel(t)
 	g.writeCheckpoint()
 	for _, tc := range []struct {
@@ -386,10 +386,11 @@ func TestGroupEvents(t *testing.T) {
 		{"b", []ptr{g.e[1], g.e[2], g.f[0]}},
 	} {
 		var got []ptr
-		n, err := GroupEvents(g.opts(), tc.group, 0, -1, func(_ int, p eventqueue.Pointer, _ map[string]string, _ []byte, err error) error {
-			got = append(got, p)
-			return err
+		l, err := ListEvents(g.opts(), tc.group, 0, -1, func(e Event) error {
+			got = append(got, e.Pointer)
+			return e.Err
 		})
+		n := l.Queued
 		if err != nil || n != len(tc.want) || !slices.Equal(got, tc.want) {
 			t.Errorf("group %q: %d events %v, %v; want %v", tc.group, n, got, err, tc.want)
 		}
@@ -400,13 +401,13 @@ func TestGroupEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []ptr
-	if _, err := GroupEvents(g.opts(), "a", 1, -1, func(_ int, p eventqueue.Pointer, _ map[string]string, _ []byte, _ error) error {
-		got = append(got, p)
+	if _, err := ListEvents(g.opts(), "a", 1, -1, func(e Event) error {
+		got = append(got, e.Pointer)
 		return nil
 	}); err != nil || !slices.Equal(got, []ptr{g.f[0]}) {
 		t.Errorf("group a after a full replay, from 1: %v, %v", got, err)
 	}
-	_, err := GroupEvents(g.opts(), "nope", 0, -1, func(int, eventqueue.Pointer, map[string]string, []byte, error) error { return nil })
+	_, err := ListEvents(g.opts(), "nope", 0, -1, func(Event) error { return nil })
 	var ne *NoGroupError
 	if !errors.Is(err, ErrNoGroup) || !errors.As(err, &ne) || ne.Name != "nope" || len(ne.Groups) != 3 ||
 		!strings.Contains(err.Error(), `no consumer group "nope" (its consumer groups: the unnamed group, group "a", group "b")`) {

@@ -105,15 +105,16 @@ const (
 	// ProblemForeignDataDir: a data dir belongs to another channel (its
 	// channel.id names another channel than the checkpoint dir's, or
 	// another checkpoint dir when the checkpoint dir records no channel id;
-	// ReadOwners): the channel, Repair and Rebuild refuse to open it
-	// (ErrForeignDir). File is its channel.id; Detail names both channels.
+	// the rules of internal/owner's ReadOwners): the channel, Repair and
+	// Rebuild refuse to open it (channel.ErrForeignDir). File is its
+	// channel.id; Detail names both channels.
 	ProblemForeignDataDir ProblemKind = "foreign-data-dir"
 	// ProblemForeignBackupDir: the same for the backup checkpoint dir.
 	ProblemForeignBackupDir ProblemKind = "foreign-backup-dir"
 	// ProblemChannelIDCorrupt: a directory's channel.id is damaged; the
 	// channel refuses to open until it is deleted (and then writes it
 	// again), unless it is the checkpoint or backup dir's and every data
-	// dir vouches for the channel (ReadOwners' rule 4): then the channel's
+	// dir vouches for the channel (internal/owner's rule 4): then the channel's
 	// next Open writes it again (Detail says so).
 	ProblemChannelIDCorrupt ProblemKind = "channel-id-corrupt"
 	// ProblemForeignLog: an encrypted log file bound to another channel

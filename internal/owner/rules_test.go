@@ -1,4 +1,4 @@
-package replay
+package owner
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
-	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -14,16 +13,16 @@ import (
 // checkpoint dir /ck, a backup dir /bk and data dirs /d0 and /d1: each case
 // is the files found, and what Open then does.
 func TestReadOwnersRules(t *testing.T) {
-	a, b := owner.NewID(), owner.NewID()
-	at := func(id owner.ID, ck string) *owner.Owner { return &owner.Owner{ID: id, CheckpointDir: ck} }
-	type files struct{ ck, bk, d0, d1 *owner.Owner }
+	a, b := NewID(), NewID()
+	at := func(id ID, ck string) *Owner { return &Owner{ID: id, CheckpointDir: ck} }
+	type files struct{ ck, bk, d0, d1 *Owner }
 	for _, tc := range []struct {
 		name    string
 		files   files
-		id      owner.ID // zero: a new one
-		write   string   // the dirs written, in order
-		foreign string   // the roles refused, in order
-		channel string   // ForeignDirError.Channel of the first refused: "a", "b" or "" (none)
+		id      ID     // zero: a new one
+		write   string // the dirs written, in order
+		foreign string // the roles refused, in order
+		channel string // ForeignDirError.Channel of the first refused: "a", "b" or "" (none)
 	}{
 		{name: "new_channel", write: "/ck /bk /d0 /d1"},
 		{name: "older_release_dirs_adopted", write: "/ck /bk /d0 /d1"}, // the same files: none
@@ -50,17 +49,17 @@ func TestReadOwnersRules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := vfs.NewMem()
-			for dir, o := range map[string]*owner.Owner{"/ck": tc.files.ck, "/bk": tc.files.bk, "/d0": tc.files.d0, "/d1": tc.files.d1} {
+			for dir, o := range map[string]*Owner{"/ck": tc.files.ck, "/bk": tc.files.bk, "/d0": tc.files.d0, "/d1": tc.files.d1} {
 				if err := fsys.MkdirAll(dir, 0o700); err != nil {
 					t.Fatal(err)
 				}
 				if o != nil {
-					if err := owner.Write(fsys, dir, *o); err != nil {
+					if err := Write(fsys, dir, *o); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			own, err := ReadOwners(OwnerOptions{FS: fsys, CheckpointDir: "/ck", BackupCheckpointDir: "/bk", DataDirs: []string{"/d0", "/d1"}})
+			own, err := ReadOwners(Options{FS: fsys, CheckpointDir: "/ck", BackupCheckpointDir: "/bk", DataDirs: []string{"/d0", "/d1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +117,7 @@ func TestReadOwnersRules(t *testing.T) {
 // ReadOwners' error.
 func TestReadOwnersDamagedAndNewer(t *testing.T) {
 	fsys := vfs.NewMem()
-	opts := OwnerOptions{FS: fsys, CheckpointDir: "/ck", DataDirs: []string{"/d0"}}
+	opts := Options{FS: fsys, CheckpointDir: "/ck", DataDirs: []string{"/d0"}}
 	for _, d := range []string{"/ck", "/d0"} {
 		if err := fsys.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)

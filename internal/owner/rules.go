@@ -1,70 +1,19 @@
-package replay
+package owner
+
+// This file has the rules that keep every directory with one channel
+// (docs/format.md §1.1): ReadOwners and what it returns.
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 
-	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/corrupt"
-	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
-	"github.com/flumego/filechannel/logfile"
 )
 
-// ErrForeignDir is matched (errors.Is) by the error of Open, Repair and
-// Rebuild when one of the configured directories belongs to another channel
-// (its channel.id names another channel): a data dir, or the backup
-// checkpoint dir. The concrete *ForeignDirError names the directory and both
-// channels. Nothing was changed.
-var ErrForeignDir = errors.New("filechannel: directory belongs to another channel")
-
-// ForeignDirError says that a directory of the config belongs to another
-// channel than the one the config describes. It unwraps to ErrForeignDir.
-type ForeignDirError struct {
-	Role string // the Config field naming the directory: "DataDirs[1]", "BackupCheckpointDir"
-	Dir  string // the directory, as configured
-	// File is the directory's channel.id. Deleting it hands the directory,
-	// with every log file (or checkpoint backup) in it, over to the
-	// channel that opens it next: do that only to move it on purpose.
-	File string
-	// Owner is the id the directory records (32 hex digits), and
-	// OwnerCheckpointDir the checkpoint dir of that channel.
-	Owner, OwnerCheckpointDir string
-	// Channel is this channel's id: its checkpoint dir's, or that of the
-	// directories that record its checkpoint dir when that one holds none
-	// (a lost checkpoint); "" when there is none (a new channel).
-	Channel string
-	// CheckpointDir is this channel's checkpoint dir (absolute, symlinks
-	// resolved).
-	CheckpointDir string
-}
-
-func (e *ForeignDirError) Error() string { return ErrForeignDir.Error() + ": " + e.Detail() }
-
-// Detail is the error's message without the sentinel's.
-func (e *ForeignDirError) Detail() string {
-	this := "this channel " + e.Channel + " (checkpoint dir " + e.CheckpointDir + ")"
-	if e.Channel == "" {
-		this = "this channel (checkpoint dir " + e.CheckpointDir + ", which records no channel id)"
-	}
-	return fmt.Sprintf("%s %s belongs to channel %s (checkpoint dir %s), not to %s; to hand it over to this channel on purpose, delete %s",
-		e.Role, e.Dir, e.Owner, e.OwnerCheckpointDir, this, e.File)
-}
-
-// Unwrap lets errors.Is match ErrForeignDir.
-func (e *ForeignDirError) Unwrap() error { return ErrForeignDir }
-
-// ChannelID is a channel's identity: 16 random bytes, written as 32 hex
-// digits (String).
-type ChannelID = owner.ID
-
-// DirOwner is what a directory's channel.id records: the channel's id and
-// its checkpoint dir (absolute, symlinks resolved).
-type DirOwner = owner.Owner
-
-// OwnerOptions names the directories of a channel for ReadOwners.
-type OwnerOptions struct {
+// Options names the directories of a channel for ReadOwners.
+type Options struct {
 	FS                  vfs.FS
 	CheckpointDir       string
 	BackupCheckpointDir string // "" = none
@@ -76,7 +25,7 @@ type OwnerOptions struct {
 type Owners struct {
 	// ID is the channel's id: the one its directories record, or a new one
 	// (New) when none records one that is this channel's.
-	ID  ChannelID
+	ID  ID
 	New bool
 	// CheckpointDir is the checkpoint dir, absolute with symlinks resolved:
 	// what every directory's channel.id is to record.
@@ -96,8 +45,8 @@ type Owners struct {
 type OwnedDir struct {
 	Role  string // the Config field naming it: "CheckpointDir", "BackupCheckpointDir", "DataDirs[i]"
 	Dir   string
-	Data  bool      // a data dir (its file is logfile's), else a checkpoint dir (checkpoint's)
-	Found *DirOwner // what it records; nil when it has no channel.id, or a damaged one
+	Data  bool   // a data dir (its file is logfile's), else a checkpoint dir (checkpoint's)
+	Found *Owner // what it records; nil when it has no channel.id, or a damaged one
 	// Write: the directory is this channel's, and its channel.id is
 	// missing or records another checkpoint dir (the channel moved it), or
 	// is damaged and healed (Healed): Open writes ID and CheckpointDir
@@ -149,7 +98,7 @@ func (o *Owners) Err() error {
 //
 // It only reads. Its errors are I/O errors and a channel.id a newer release
 // wrote (a *corrupt.FormatError): damaged files are in Damaged.
-func ReadOwners(opts OwnerOptions) (*Owners, error) {
+func ReadOwners(opts Options) (*Owners, error) {
 	ck, err := vfs.Resolve(opts.CheckpointDir)
 	if err != nil {
 		return nil, fmt.Errorf("resolve checkpoint dir %s: %w", opts.CheckpointDir, err)
@@ -157,11 +106,7 @@ func ReadOwners(opts OwnerOptions) (*Owners, error) {
 	o := &Owners{CheckpointDir: ck}
 	var damaged []error // by directory, as Dirs
 	read := func(role, dir string, data bool) error {
-		readOwner := checkpoint.ReadOwner
-		if data {
-			readOwner = logfile.ReadOwner
-		}
-		rec, ok, err := readOwner(opts.FS, dir)
+		rec, ok, err := Read(opts.FS, dir)
 		var bad error
 		if errors.Is(err, corrupt.ErrCorrupt) {
 			bad = fmt.Errorf("%s %s: %w", role, dir, err)
@@ -259,7 +204,7 @@ func (o *Owners) pickID() {
 			return
 		}
 	}
-	o.ID, o.New = owner.NewID(), true
+	o.ID, o.New = NewID(), true
 }
 
 // judge applies rules 2 and 3 to d.
@@ -269,7 +214,7 @@ func (o *Owners) judge(d *OwnedDir) {
 		// No file, or a damaged one (in Damaged: Err refuses first).
 		d.Write = true
 	case d.Found.ID != o.ID:
-		fe := &ForeignDirError{Role: d.Role, Dir: d.Dir, File: filepath.Join(d.Dir, owner.FileName),
+		fe := &ForeignDirError{Role: d.Role, Dir: d.Dir, File: filepath.Join(d.Dir, FileName),
 			Owner: d.Found.ID.String(), OwnerCheckpointDir: d.Found.CheckpointDir, CheckpointDir: o.CheckpointDir}
 		if !o.New {
 			fe.Channel = o.ID.String()
