@@ -521,7 +521,7 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	plan := c.planDelivery(t)
+	plan := c.planFanout(t)
 	recs := plan.records(t.id)
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)})
 	// A commit counts puts spilled to earlier files of the dir too: they
@@ -537,7 +537,7 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 		err = c.sync(a)
 	}
 	if err != nil {
-		c.undoDelivery(plan)
+		c.undoFanout(plan)
 		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
 	return c.queuePuts(t, plan, ptrs), nil
