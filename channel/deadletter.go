@@ -76,12 +76,12 @@ const redriveBatch = 4096
 // open (only Open changes a group's config), so it writes only the links
 // of new groups: Take reads them without a lock.
 func (c *FileChannel) linkDeadLetters() {
-	byName := make(map[string]*consumer, len(c.groups))
+	byName := make(map[string]*groupState, len(c.groups))
 	for _, g := range c.groups {
 		byName[g.cfg.Name] = g
 	}
 	for _, g := range c.groups {
-		var d *consumer
+		var d *groupState
 		if g.cfg.DeadLetter != "" {
 			d = byName[g.cfg.DeadLetter]
 		}
@@ -99,13 +99,13 @@ func (c *FileChannel) linkDeadLetters() {
 // would be created with (the capacity of the first group naming it).
 // Missing ones that the groups list (Config.Groups at Open) are not
 // returned: the caller creates them, marked as dead-letter groups.
-func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created map[*consumer]bool) ([]GroupConfig, error) {
-	byName := make(map[string]*consumer, len(groups))
+func deadLetterNeeds(groups []*groupState, listed map[string]GroupConfig, created map[*groupState]bool) ([]GroupConfig, error) {
+	byName := make(map[string]*groupState, len(groups))
 	for _, g := range groups {
 		byName[g.cfg.Name] = g
 	}
 	var missing []GroupConfig
-	namedBy := map[string]*consumer{}
+	namedBy := map[string]*groupState{}
 	for _, g := range groups {
 		name := g.cfg.DeadLetter
 		if name == "" {
@@ -147,7 +147,7 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 // namedAsDeadLetter returns a group other than except that names the group
 // name as its dead-letter group, or nil. No group names the unnamed group
 // ("" is no dead-letter group).
-func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer {
+func (c *FileChannel) namedAsDeadLetter(name string, except *groupState) *groupState {
 	if name == "" {
 		return nil
 	}
@@ -161,7 +161,7 @@ func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer
 
 // movePlan is how events moving into a group fit in it (planMove).
 type movePlan struct {
-	to       *consumer
+	to       *groupState
 	accept   int                  // the first accept events land in the group
 	discard  int                  // the next discard are dropped instead (a full DropNewest group)
 	acquired int                  // permits planMove took (undoMove returns them)
@@ -177,7 +177,7 @@ func (m *movePlan) moved() int { return m.accept + m.discard }
 // rest (they stay where they are), DropOldest drops g's oldest events to
 // make room (their permits pass to the new ones), DropNewest takes what
 // fits and drops the rest.
-func (g *consumer) planMove(n, held int) movePlan {
+func (g *groupState) planMove(n, held int) movePlan {
 	m := movePlan{to: g}
 	need := n - held
 	if need <= 0 || g.gate.tryAcquire(need) {
@@ -239,7 +239,7 @@ func (c *FileChannel) undoMove(m *movePlan) {
 // (taken from group from; the first m.accept land in m.to) and drop
 // m.drops, without the commit. Their pointers are in words, which it
 // returns grown.
-func moveRecords(tx uint64, from *consumer, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
+func moveRecords(tx uint64, from *groupState, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
 	words = words[:0]
 	for _, p := range ptrs {
 		words = append(words, uint64(p))
@@ -405,7 +405,7 @@ func (c *FileChannel) landed(m *movePlan, qerr error) {
 // deadLetterNotes returns what Config.OnDeadLetter is told of ptrs, moved
 // from g, whose delivery counts were counts; notifyDeadLetters reads their
 // events.
-func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
+func deadLetterNotes(g *groupState, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
 	out := make([]DeadLetter, len(ptrs))
 	for i, p := range ptrs {
 		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected,
@@ -641,7 +641,7 @@ func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
 
 // redrive moves up to n events from src's head to dst's tail in one
 // durable take transaction.
-func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
+func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
@@ -707,7 +707,7 @@ func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
 
 // catalogDeliveries returns g's delivery counts as the checkpoint catalog
 // keeps them. The caller holds queueMu.
-func (g *consumer) catalogDeliveries() []checkpoint.Delivery {
+func (g *groupState) catalogDeliveries() []checkpoint.Delivery {
 	if !g.counting() || len(g.deliveries) == 0 {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 
 // Where delivery counts live (groups with MaxDeliveries):
 //
-//   - in memory, consumer.deliveries, under queueMu: the truth while the
+//   - in memory, groupState.deliveries, under queueMu: the truth while the
 //     channel is open;
 //   - in the delivery journal (checkpoint.Journal, a file of the checkpoint
 //     dir mapped into memory): every Take notes the event's new count there
@@ -60,7 +60,7 @@ func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.Jour
 // holding the counts; without a group that counts deliveries it removes
 // the journal.
 func (c *FileChannel) openJournal() error {
-	if !slices.ContainsFunc(c.groups, (*consumer).counting) {
+	if !slices.ContainsFunc(c.groups, (*groupState).counting) {
 		if err := checkpoint.RemoveJournal(c.fs, c.cfg.CheckpointDir); err != nil {
 			return opErr("open", err)
 		}
@@ -135,7 +135,7 @@ func (c *FileChannel) liveDeliveries() []checkpoint.JournalEntry {
 // process before Take returns: a journal entry, or, if the journal cannot
 // take it, a deliver record in the log (a system call). The caller holds
 // commitMu shared and saw the channel open.
-func (c *FileChannel) noteDelivery(t *Transaction, g *consumer, p eventqueue.Pointer, n uint32) error {
+func (c *FileChannel) noteDelivery(t *Transaction, g *groupState, p eventqueue.Pointer, n uint32) error {
 	if j := c.journal; j != nil {
 		err := j.Add(checkpoint.JournalEntry{Pointer: uint64(p), Group: g.id, Count: n})
 		if err == nil {
@@ -188,7 +188,7 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
 
 // eraseDeliveries erases the journal entries of ptrs in group g, durably,
 // before a redrive brings them back into g with their counts reset.
-func (c *FileChannel) eraseDeliveries(g *consumer, ptrs []eventqueue.Pointer) error {
+func (c *FileChannel) eraseDeliveries(g *groupState, ptrs []eventqueue.Pointer) error {
 	if c.journal == nil || !g.counting() {
 		return nil
 	}

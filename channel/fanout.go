@@ -30,12 +30,12 @@ import (
 
 // permit is the capacity permits a put transaction holds in one group.
 type permit struct {
-	g *consumer
+	g *groupState
 	n int
 }
 
 // releaseBlock gives n permits back to each Block group of gs.
-func releaseBlock(gs []*consumer, n int) {
+func releaseBlock(gs []*groupState, n int) {
 	for _, g := range gs {
 		if g.fedBlock() {
 			g.gate.release(n)
@@ -47,7 +47,7 @@ func releaseBlock(gs []*consumer, n int) {
 // waiting up to KeepAlive in all of them together. It returns the group
 // list it took them in (to give to addPermits or releaseBlock); on error
 // it holds none. It allocates nothing: it runs at every Put.
-func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
+func (t *Transaction) acquirePermit(ctx context.Context) ([]*groupState, error) {
 	c := t.c
 	var deadline time.Time // set at the first group without room: a Put with room reads no clock
 	groups := c.currentGroups()
@@ -74,7 +74,7 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 }
 
 // addPermits counts one more permit in each Block group of gs.
-func (t *Transaction) addPermits(gs []*consumer) {
+func (t *Transaction) addPermits(gs []*groupState) {
 next:
 	for _, g := range gs {
 		if !g.fedBlock() {
@@ -91,7 +91,7 @@ next:
 }
 
 // permitsIn returns the permits t holds in g.
-func (t *Transaction) permitsIn(g *consumer) int {
+func (t *Transaction) permitsIn(g *groupState) int {
 	for _, p := range t.permits {
 		if p.g == g {
 			return p.n
@@ -103,16 +103,16 @@ func (t *Transaction) permitsIn(g *consumer) int {
 // fanout is a put commit's plan: the groups that receive its events, the
 // permits it took at commit, the events it drops, the groups it misses.
 type fanout struct {
-	to       []*consumer
+	to       []*groupState
 	acquired []permit // taken at commit (returned by undoFanout)
 	drops    []drop
-	skip     []*consumer
+	skip     []*groupState
 }
 
 // drop is the oldest events of a full DropOldest group that a put commit
 // drops (their permits pass to the commit's events).
 type drop struct {
-	g    *consumer
+	g    *groupState
 	ptrs []eventqueue.Pointer
 }
 

@@ -84,7 +84,7 @@ type Transaction struct {
 	// Group.Begin transaction. The events taken, in order; skipped of
 	// them are damaged events that Take stepped over (they do not count
 	// toward TransactionCapacity, but the commit's take record lists them).
-	grp      *consumer
+	grp      *groupState
 	takeOnly bool
 	takes    []eventqueue.Pointer
 	skipped  int
@@ -755,7 +755,7 @@ func (t *Transaction) writeRollback() {
 // nothing.
 
 // takeHead moves the event at g's head into tx's in-flight takes.
-func (c *FileChannel) takeHead(g *consumer, tx uint64) (eventqueue.Pointer, bool, error) {
+func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bool, error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -769,7 +769,7 @@ func (c *FileChannel) takeHead(g *consumer, tx uint64) (eventqueue.Pointer, bool
 }
 
 // untake puts p, the last event tx took, back at g's head.
-func (c *FileChannel) untake(g *consumer, tx uint64, p eventqueue.Pointer) error {
+func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -782,7 +782,7 @@ func (c *FileChannel) untake(g *consumer, tx uint64, p eventqueue.Pointer) error
 }
 
 // returnTakes puts tx's takes back at g's head in their order.
-func (c *FileChannel) returnTakes(g *consumer, tx uint64, takes []eventqueue.Pointer) error {
+func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -796,14 +796,14 @@ func (c *FileChannel) returnTakes(g *consumer, tx uint64, takes []eventqueue.Poi
 
 // committedTakes ends tx's takes after their commit. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
-func (c *FileChannel) committedTakes(g *consumer, tx uint64, takes []eventqueue.Pointer) {
+func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	g.committed(tx, takes)
 }
 
 // unnamedGroup returns the unnamed group, or nil.
-func (c *FileChannel) unnamedGroup() *consumer {
+func (c *FileChannel) unnamedGroup() *groupState {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	return c.main
