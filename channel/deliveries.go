@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -200,4 +201,60 @@ func (c *FileChannel) eraseDeliveries(g *groupState, ptrs []eventqueue.Pointer) 
 		return fmt.Errorf("erase delivery counts: %w", err)
 	}
 	return nil
+}
+
+// deliver counts one delivery of p, which t just took from its group (one
+// with MaxDeliveries), and returns the count, noted where a crash of the
+// process does not lose it (noteDelivery). An event that had reached
+// MaxDeliveries is moved to the dead-letter group instead (notes: its
+// dead letter, for the caller to notify once t no longer holds it; Take
+// goes on with the next one), unless that group is full and blocks: then
+// it is delivered once more. A group RemoveGroup removed since the take
+// counts nothing (ErrNoGroup).
+func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, notes []DeadLetter, err error) {
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return 0, nil, ErrClosed
+	}
+	g := t.grp
+	c.queueMu.Lock()
+	removed, count := g.removed, g.deliveries[p]
+	c.queueMu.Unlock()
+	if removed {
+		// RemoveGroup holds commitMu exclusively: it cannot happen
+		// before this Take's own writes below are done.
+		return 0, nil, errRemoved(g)
+	}
+	if int64(count) >= int64(g.cfg.MaxDeliveries) {
+		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
+			return 0, notes, nil
+		}
+	}
+	// t holds p: no one else changes its count meanwhile.
+	count++
+	if err := c.noteDelivery(t, g, p, count); err != nil {
+		return 0, nil, err
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.deliveries == nil {
+		g.deliveries = map[eventqueue.Pointer]uint32{}
+	}
+	g.deliveries[p] = count
+	return int(count), nil, nil
+}
+
+// catalogDeliveries returns g's delivery counts as the checkpoint catalog
+// keeps them. The caller holds queueMu.
+func (g *groupState) catalogDeliveries() []checkpoint.Delivery {
+	if !g.counting() || len(g.deliveries) == 0 {
+		return nil
+	}
+	out := make([]checkpoint.Delivery, 0, len(g.deliveries))
+	for p, n := range g.deliveries {
+		out = append(out, checkpoint.Delivery{Pointer: uint64(p), Count: n})
+	}
+	slices.SortFunc(out, func(a, b checkpoint.Delivery) int { return cmp.Compare(a.Pointer, b.Pointer) })
+	return out
 }

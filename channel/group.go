@@ -2,7 +2,6 @@ package channel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -91,11 +90,6 @@ type GroupConfig struct {
 // drops the oldest dead letter; DropNewest drops the new one). It has no
 // MaxDeliveries or DeadLetter of its own. FileChannel.Redrive moves its
 // events back.
-
-// ErrNoGroup is returned for a consumer group that does not exist (or was
-// removed), and by a take on c.Begin() when the channel has no unnamed
-// group.
-var ErrNoGroup = errors.New("filechannel: no such consumer group")
 
 // errRemoved is the error of a call on group g after RemoveGroup removed
 // it.
