@@ -32,7 +32,8 @@ const LockFileName = "in_use.lock"
 // FileChannel is a durable channel of events. It is safe for concurrent use.
 //
 // It is a log set (logs: the data dirs, their log files and writers, the
-// ids) plus one consumer (main: the ring, in-flight takes, capacity gate),
+// ids) plus its consumer groups (groups, each a groupState: the ring,
+// in-flight takes, capacity gate; main is the unnamed one),
 // tied together by the transactions and the checkpoint. See
 // docs/architecture.md.
 type FileChannel struct {
@@ -64,11 +65,11 @@ type FileChannel struct {
 	// groups is the consumer groups, by id; main the unnamed one (nil if
 	// the channel has none). The list changes under commitMu (exclusive)
 	// and queueMu, so either is enough to read it.
-	groups []*consumer
-	main   *consumer
+	groups []*groupState
+	main   *groupState
 	// groupList is a copy of groups for the lock-free readers (each Put's
 	// permits): see currentGroups.
-	groupList atomic.Pointer[[]*consumer]
+	groupList atomic.Pointer[[]*groupState]
 	// top is the checkpoint file of the checkpoint dir itself: the
 	// unnamed group's ring (main.ckpt), or an empty ring of one slot when
 	// there is no unnamed group. The other groups' are in group-N subdirs.

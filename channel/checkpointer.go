@@ -139,7 +139,7 @@ type ckptSnapshot struct {
 }
 
 type groupSnapshot struct {
-	g  *consumer
+	g  *groupState
 	st *checkpoint.State
 }
 

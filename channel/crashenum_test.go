@@ -478,13 +478,13 @@ func (r *crashRun) recoveredAll(c *FileChannel, s crashSnap) ([][]int, error) {
 
 // recovered returns the ids of the events queued in c's group g, in order,
 // without consuming them; a damaged or foreign event is an error.
-func (r *crashRun) recovered(c *FileChannel, g *consumer) ([]int, error) {
+func (r *crashRun) recovered(c *FileChannel, g *groupState) ([]int, error) {
 	ids, _, err := recoveredPointers(c, g)
 	return ids, err
 }
 
 // recoveredPointers is recovered, with the events' pointers.
-func recoveredPointers(c *FileChannel, g *consumer) ([]int, []eventqueue.Pointer, error) {
+func recoveredPointers(c *FileChannel, g *groupState) ([]int, []eventqueue.Pointer, error) {
 	c.queueMu.Lock()
 	ptrs := g.queue.Pointers()
 	inflight := g.inflight.Len() + c.inflightPuts.Len()

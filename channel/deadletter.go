@@ -1,15 +1,10 @@
 package channel
 
 import (
-	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"unsafe"
 
-	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -20,10 +15,10 @@ import (
 //   - A Take from a group with MaxDeliveries counts the delivery in the
 //     group's deliveries map and notes the new count where a crash of the
 //     process does not lose it before it returns the event: in the
-//     delivery journal, else in a deliver record (deliveries.go has where
-//     counts live and why losing any is safe). A power loss may lose
-//     counts: the event is delivered more often, never dead-lettered
-//     early.
+//     delivery journal, else in a deliver record (deliveries.go has
+//     deliver, where counts live and why losing any is safe). A power
+//     loss may lose counts: the event is delivered more often, never
+//     dead-lettered early.
 //   - An event whose count has reached MaxDeliveries is not delivered
 //     again: a Rollback that returns it, or the Take that finds it at the
 //     head (after a crash), moves it instead. The move is a take
@@ -33,10 +28,10 @@ import (
 //     group (so that no take commit of the dead-letter group can be
 //     durable while the move it depends on is not). Replay applies it
 //     whole or not at all. No copy of the event is written.
-//   - Transaction.Reject marks a taken event; the transaction's commit
-//     writes a move record for it with its take record, under the commit's
-//     fsync. Redrive moves events out of a dead-letter group the same way,
-//     with an fsync.
+//   - Transaction.Reject (reject.go) marks a taken event; the
+//     transaction's commit writes a move record for it with its take
+//     record, under the commit's fsync. Redrive (redrive.go) moves events
+//     out of a dead-letter group the same way, with an fsync.
 //   - A dead-letter group is fed by no put. Its full policy decides what
 //     a move that finds it full does (planMove).
 
@@ -57,18 +52,11 @@ type DeadLetter struct {
 	ptr eventqueue.Pointer // the event, until notifyDeadLetters reads it
 }
 
-// ErrNotTaken is returned by Transaction.Reject for an event the
-// transaction did not take (or rejected already).
-var ErrNotTaken = errors.New("filechannel: event not taken by this transaction")
-
 // Reasons in the reason label of group_dead_lettered_total.
 const (
 	deadReasonMax      = "max_deliveries" // delivered MaxDeliveries times
 	deadReasonRejected = "rejected"       // Transaction.Reject
 )
-
-// redriveBatch bounds the events one redrive transaction moves.
-const redriveBatch = 4096
 
 // linkDeadLetters points every group at its dead-letter group. The caller
 // holds queueMu (or has the channel to itself, in Open) and has made sure
@@ -76,12 +64,12 @@ const redriveBatch = 4096
 // open (only Open changes a group's config), so it writes only the links
 // of new groups: Take reads them without a lock.
 func (c *FileChannel) linkDeadLetters() {
-	byName := make(map[string]*consumer, len(c.groups))
+	byName := make(map[string]*groupState, len(c.groups))
 	for _, g := range c.groups {
 		byName[g.cfg.Name] = g
 	}
 	for _, g := range c.groups {
-		var d *consumer
+		var d *groupState
 		if g.cfg.DeadLetter != "" {
 			d = byName[g.cfg.DeadLetter]
 		}
@@ -99,13 +87,13 @@ func (c *FileChannel) linkDeadLetters() {
 // would be created with (the capacity of the first group naming it).
 // Missing ones that the groups list (Config.Groups at Open) are not
 // returned: the caller creates them, marked as dead-letter groups.
-func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created map[*consumer]bool) ([]GroupConfig, error) {
-	byName := make(map[string]*consumer, len(groups))
+func deadLetterNeeds(groups []*groupState, listed map[string]GroupConfig, created map[*groupState]bool) ([]GroupConfig, error) {
+	byName := make(map[string]*groupState, len(groups))
 	for _, g := range groups {
 		byName[g.cfg.Name] = g
 	}
 	var missing []GroupConfig
-	namedBy := map[string]*consumer{}
+	namedBy := map[string]*groupState{}
 	for _, g := range groups {
 		name := g.cfg.DeadLetter
 		if name == "" {
@@ -147,7 +135,7 @@ func deadLetterNeeds(groups []*consumer, listed map[string]GroupConfig, created 
 // namedAsDeadLetter returns a group other than except that names the group
 // name as its dead-letter group, or nil. No group names the unnamed group
 // ("" is no dead-letter group).
-func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer {
+func (c *FileChannel) namedAsDeadLetter(name string, except *groupState) *groupState {
 	if name == "" {
 		return nil
 	}
@@ -161,7 +149,7 @@ func (c *FileChannel) namedAsDeadLetter(name string, except *consumer) *consumer
 
 // movePlan is how events moving into a group fit in it (planMove).
 type movePlan struct {
-	to       *consumer
+	to       *groupState
 	accept   int                  // the first accept events land in the group
 	discard  int                  // the next discard are dropped instead (a full DropNewest group)
 	acquired int                  // permits planMove took (undoMove returns them)
@@ -177,7 +165,7 @@ func (m *movePlan) moved() int { return m.accept + m.discard }
 // rest (they stay where they are), DropOldest drops g's oldest events to
 // make room (their permits pass to the new ones), DropNewest takes what
 // fits and drops the rest.
-func (g *consumer) planMove(n, held int) movePlan {
+func (g *groupState) planMove(n, held int) movePlan {
 	m := movePlan{to: g}
 	need := n - held
 	if need <= 0 || g.gate.tryAcquire(need) {
@@ -239,7 +227,7 @@ func (c *FileChannel) undoMove(m *movePlan) {
 // (taken from group from; the first m.accept land in m.to) and drop
 // m.drops, without the commit. Their pointers are in words, which it
 // returns grown.
-func moveRecords(tx uint64, from *consumer, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
+func moveRecords(tx uint64, from *groupState, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
 	words = words[:0]
 	for _, p := range ptrs {
 		words = append(words, uint64(p))
@@ -268,48 +256,6 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 	}
 	slices.Sort(dst)
 	return slices.Compact(dst)
-}
-
-// deliver counts one delivery of p, which t just took from its group (one
-// with MaxDeliveries), and returns the count, noted where a crash of the
-// process does not lose it (noteDelivery). An event that had reached
-// MaxDeliveries is moved to the dead-letter group instead (notes: its
-// dead letter, for the caller to notify once t no longer holds it; Take
-// goes on with the next one), unless that group is full and blocks: then
-// it is delivered once more. A group RemoveGroup removed since the take
-// counts nothing (ErrNoGroup).
-func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, notes []DeadLetter, err error) {
-	c.commitMu.RLock()
-	defer c.commitMu.RUnlock()
-	if c.closed.Load() {
-		return 0, nil, ErrClosed
-	}
-	g := t.grp
-	c.queueMu.Lock()
-	removed, count := g.removed, g.deliveries[p]
-	c.queueMu.Unlock()
-	if removed {
-		// RemoveGroup holds commitMu exclusively: it cannot happen
-		// before this Take's own writes below are done.
-		return 0, nil, errRemoved(g)
-	}
-	if int64(count) >= int64(g.cfg.MaxDeliveries) {
-		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
-			return 0, notes, nil
-		}
-	}
-	// t holds p: no one else changes its count meanwhile.
-	count++
-	if err := c.noteDelivery(t, g, p, count); err != nil {
-		return 0, nil, err
-	}
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	if g.deliveries == nil {
-		g.deliveries = map[eventqueue.Pointer]uint32{}
-	}
-	g.deliveries[p] = count
-	return int(count), nil, nil
 }
 
 // deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
@@ -405,7 +351,7 @@ func (c *FileChannel) landed(m *movePlan, qerr error) {
 // deadLetterNotes returns what Config.OnDeadLetter is told of ptrs, moved
 // from g, whose delivery counts were counts; notifyDeadLetters reads their
 // events.
-func deadLetterNotes(g *consumer, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
+func deadLetterNotes(g *groupState, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
 	out := make([]DeadLetter, len(ptrs))
 	for i, p := range ptrs {
 		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected,
@@ -467,254 +413,4 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 		t.takes = slices.DeleteFunc(t.takes, func(p eventqueue.Pointer) bool { return gone[p] })
 	}
 	return notes
-}
-
-// Reject marks e, an event t took, as a dead letter: when t commits, e
-// moves to the dead-letter group of the group t takes from (which needs
-// MaxDeliveries or DeadLetter) instead of being taken for good; a sink
-// that took 100 events and can deliver 99 commits the 99 and rejects one.
-// If t rolls back, e returns to the head with the others: Rollback
-// dead-letters nothing it rejected. With a Block dead-letter group Reject
-// takes room in it at once, and returns ErrChannelFull if there is none;
-// with the other policies the commit applies the policy.
-//
-// e is found by its Body (the slice Take returned), else by its content.
-// An event the transaction did not take, or rejected already, is
-// ErrNotTaken. After RemoveGroup removed the group, Reject returns an
-// error matching ErrNoGroup.
-func (t *Transaction) Reject(e Event) error {
-	if err := t.enter(); err != nil {
-		return err
-	}
-	defer t.leave()
-	if t.done {
-		return ErrTransactionDone
-	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if t.kind != txTake || t.grp == nil {
-		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
-	}
-	g := t.grp
-	if c.groupRemoved(g) {
-		return errRemoved(g)
-	}
-	if g.dlq == nil {
-		return fmt.Errorf("%w: %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
-	}
-	i := t.findTake(e)
-	if i < 0 {
-		return fmt.Errorf("%w: Reject: no such event among its %d takes", ErrNotTaken, len(t.takes)-t.skipped-len(t.rejected))
-	}
-	if g.dlq.cfg.WhenFull == Block {
-		c.queueMu.Lock()
-		ok := !g.dlq.removed && g.dlq.gate.tryAcquire(1)
-		c.queueMu.Unlock()
-		if !ok {
-			return fmt.Errorf("%w: dead-letter %s: capacity %d reached", ErrChannelFull, groupLabel(g.dlq.cfg.Name), g.dlq.cfg.Capacity)
-		}
-		t.rejectHeld++
-	}
-	t.rejected = append(t.rejected, i)
-	return nil
-}
-
-// findTake returns the index in t.takes of e, not rejected yet: the take
-// whose Body is e's slice, else the first whose content equals e's, or -1.
-func (t *Transaction) findTake(e Event) int {
-	if len(e.Body) > 0 {
-		want := unsafe.Pointer(unsafe.SliceData(e.Body))
-		for i, b := range t.bodies {
-			if b == want && !slices.Contains(t.rejected, i) {
-				return i
-			}
-		}
-	}
-	for i, p := range t.takes {
-		if slices.Contains(t.rejected, i) {
-			continue
-		}
-		ev, err := t.c.readEvent(p)
-		if err == nil && bytes.Equal(ev.Body, e.Body) && maps.Equal(ev.Headers, e.Headers) {
-			return i
-		}
-	}
-	return -1
-}
-
-// noteBody records the Body of the event t's last take returned, for
-// Reject (only in a group with a dead-letter group); nil for a damaged
-// event skipped.
-func (t *Transaction) noteBody(body []byte) {
-	if t.grp.dlq == nil {
-		return
-	}
-	var b unsafe.Pointer
-	if len(body) > 0 {
-		b = unsafe.Pointer(unsafe.SliceData(body))
-	}
-	t.bodies = append(t.bodies, b)
-}
-
-// rejectPlan plans the move of t's rejected takes into the dead-letter
-// group at its commit, under queueMu: which land there, which its policy
-// drops. It returns the rejected pointers in take order.
-func (t *Transaction) rejectPlan() (movePlan, []eventqueue.Pointer, []int, error) {
-	c, g := t.c, t.grp
-	idx := slices.Clone(t.rejected)
-	slices.Sort(idx)
-	ptrs := make([]eventqueue.Pointer, len(idx))
-	for i, j := range idx {
-		ptrs[i] = t.takes[j]
-	}
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	if g.dlq == nil || g.dlq.removed {
-		return movePlan{}, nil, nil, fmt.Errorf("%w: the dead-letter group of %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
-	}
-	counts := make([]int, len(ptrs))
-	for i, p := range ptrs {
-		counts[i] = int(g.deliveries[p])
-	}
-	m := g.dlq.planMove(len(ptrs), t.rejectHeld)
-	return m, ptrs, counts, nil
-}
-
-// releaseRejects gives back the permits t's rejects hold in the
-// dead-letter group (a rollback, or a failed commit).
-func (t *Transaction) releaseRejects() {
-	if t.rejectHeld > 0 && t.grp != nil && t.grp.dlq != nil {
-		t.grp.dlq.gate.release(t.rejectHeld)
-	}
-	t.rejectHeld, t.rejected = 0, t.rejected[:0]
-}
-
-// Redrive moves up to n events from the head of the dead-letter group
-// from to the tail of group to, the group whose dead-letter group it is
-// (the SQS "redrive"), in their order, and
-// returns how many it moved: fewer when from holds fewer or to has room
-// for fewer (Redrive never drops an event of to to make room). Their
-// delivery counts start again at zero. Events from's open transactions
-// hold are not moved. Each batch of moves is durable (fsync, unless
-// NoSync) before the next starts; on an error, the count says how many
-// were moved.
-func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
-	if n < 0 {
-		return 0, fmt.Errorf("filechannel: Redrive: n %d is negative", n)
-	}
-	src, err := c.Group(from)
-	if err != nil {
-		return 0, err
-	}
-	dst, err := c.Group(to)
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case !src.g.dlqOnly:
-		return 0, fmt.Errorf("filechannel: Redrive: %s is not a dead-letter group", groupLabel(from))
-	case dst.g.cfg.DeadLetter != from:
-		// Its events left that group, and that group only: any other
-		// may hold them still (every group receives every put).
-		return 0, fmt.Errorf("filechannel: Redrive: %s is not the dead-letter group of %s: redrive moves dead letters back to the group they left",
-			groupLabel(from), groupLabel(to))
-	}
-	total := 0
-	for total < n {
-		k, err := c.redrive(src.g, dst.g, min(n-total, redriveBatch))
-		total += k
-		if err != nil {
-			return total, err
-		}
-		if k == 0 {
-			break
-		}
-	}
-	if total > 0 {
-		src.g.counts.redriven.Add(int64(total))
-		c.log.Info("redrive: events moved back", "from", from, "to", to, "events", total)
-	}
-	return total, nil
-}
-
-// redrive moves up to n events from src's head to dst's tail in one
-// durable take transaction.
-func (c *FileChannel) redrive(src, dst *consumer, n int) (int, error) {
-	c.commitMu.RLock()
-	defer c.commitMu.RUnlock()
-	if c.closed.Load() {
-		return 0, ErrClosed
-	}
-	c.queueMu.Lock()
-	if src.removed || dst.removed {
-		c.queueMu.Unlock()
-		return 0, fmt.Errorf("%w: a group of the redrive was removed", ErrNoGroup)
-	}
-	k := min(n, src.queue.Size(), dst.gate.free())
-	for k > 0 && !dst.gate.tryAcquire(k) {
-		k = min(n, src.queue.Size(), dst.gate.free())
-	}
-	ptrs := make([]eventqueue.Pointer, 0, max(k, 0))
-	for range k {
-		p, _ := src.queue.RemoveHead()
-		ptrs = append(ptrs, p)
-	}
-	c.queueMu.Unlock()
-	if len(ptrs) == 0 {
-		return 0, nil
-	}
-	tx := c.nextTxID.Add(1) - 1
-	t := &Transaction{c: c, id: tx, dir: int(tx % uint64(c.logs.NumDirs())), kind: txTake}
-	defer t.recycle()
-	m := movePlan{to: dst, accept: len(ptrs), acquired: len(ptrs)}
-	recs, words := moveRecords(tx, src, ptrs, &m, t.scratch().words)
-	t.s.words = words
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))})
-	// Their counts in dst start again: no journal entry of an earlier stay
-	// in dst may come back after a crash.
-	err := c.eraseDeliveries(dst, ptrs)
-	if err == nil {
-		var a logfile.Appended
-		if a, _, err = c.appendRecords(t, recs, nil, filesOf(nil, ptrs)); err == nil {
-			err = c.sync(a)
-		}
-	}
-	var qerr error
-	func() {
-		c.queueMu.Lock()
-		defer c.queueMu.Unlock()
-		if err != nil {
-			for i := len(ptrs) - 1; i >= 0; i-- {
-				qerr = errors.Join(qerr, src.queue.AddHead(ptrs[i]))
-			}
-			return
-		}
-		qerr = c.landQueue(&m, ptrs)
-	}()
-	if err != nil {
-		dst.gate.release(len(ptrs))
-		if qerr != nil {
-			c.log.Error("queue refused events a failed redrive had taken", "group", src.cfg.Name, "err", qerr)
-		}
-		return 0, opErrNote("redrive", err, " (the events stay where they were)")
-	}
-	c.landed(&m, qerr)
-	src.gate.release(len(ptrs))
-	return len(ptrs), nil
-}
-
-// catalogDeliveries returns g's delivery counts as the checkpoint catalog
-// keeps them. The caller holds queueMu.
-func (g *consumer) catalogDeliveries() []checkpoint.Delivery {
-	if !g.counting() || len(g.deliveries) == 0 {
-		return nil
-	}
-	out := make([]checkpoint.Delivery, 0, len(g.deliveries))
-	for p, n := range g.deliveries {
-		out = append(out, checkpoint.Delivery{Pointer: uint64(p), Count: n})
-	}
-	slices.SortFunc(out, func(a, b checkpoint.Delivery) int { return cmp.Compare(a.Pointer, b.Pointer) })
-	return out
 }

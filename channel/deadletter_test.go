@@ -26,7 +26,7 @@ func dlqConfig(t testing.TB, max int) Config {
 	return cfg
 }
 
-// groupState is what a test compares of a channel across restarts: per
+// groupView is what a test compares of a channel across restarts: per
 // group, its queued events in order, and the delivery count of each that
 // has one (read without taking anything, so without counting).
 type groupView struct {

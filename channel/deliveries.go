@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -16,7 +17,7 @@ import (
 
 // Where delivery counts live (groups with MaxDeliveries):
 //
-//   - in memory, consumer.deliveries, under queueMu: the truth while the
+//   - in memory, groupState.deliveries, under queueMu: the truth while the
 //     channel is open;
 //   - in the delivery journal (checkpoint.Journal, a file of the checkpoint
 //     dir mapped into memory): every Take notes the event's new count there
@@ -60,7 +61,7 @@ func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.Jour
 // holding the counts; without a group that counts deliveries it removes
 // the journal.
 func (c *FileChannel) openJournal() error {
-	if !slices.ContainsFunc(c.groups, (*consumer).counting) {
+	if !slices.ContainsFunc(c.groups, (*groupState).counting) {
 		if err := checkpoint.RemoveJournal(c.fs, c.cfg.CheckpointDir); err != nil {
 			return opErr("open", err)
 		}
@@ -135,7 +136,7 @@ func (c *FileChannel) liveDeliveries() []checkpoint.JournalEntry {
 // process before Take returns: a journal entry, or, if the journal cannot
 // take it, a deliver record in the log (a system call). The caller holds
 // commitMu shared and saw the channel open.
-func (c *FileChannel) noteDelivery(t *Transaction, g *consumer, p eventqueue.Pointer, n uint32) error {
+func (c *FileChannel) noteDelivery(t *Transaction, g *groupState, p eventqueue.Pointer, n uint32) error {
 	if j := c.journal; j != nil {
 		err := j.Add(checkpoint.JournalEntry{Pointer: uint64(p), Group: g.id, Count: n})
 		if err == nil {
@@ -188,7 +189,7 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
 
 // eraseDeliveries erases the journal entries of ptrs in group g, durably,
 // before a redrive brings them back into g with their counts reset.
-func (c *FileChannel) eraseDeliveries(g *consumer, ptrs []eventqueue.Pointer) error {
+func (c *FileChannel) eraseDeliveries(g *groupState, ptrs []eventqueue.Pointer) error {
 	if c.journal == nil || !g.counting() {
 		return nil
 	}
@@ -200,4 +201,60 @@ func (c *FileChannel) eraseDeliveries(g *consumer, ptrs []eventqueue.Pointer) er
 		return fmt.Errorf("erase delivery counts: %w", err)
 	}
 	return nil
+}
+
+// deliver counts one delivery of p, which t just took from its group (one
+// with MaxDeliveries), and returns the count, noted where a crash of the
+// process does not lose it (noteDelivery). An event that had reached
+// MaxDeliveries is moved to the dead-letter group instead (notes: its
+// dead letter, for the caller to notify once t no longer holds it; Take
+// goes on with the next one), unless that group is full and blocks: then
+// it is delivered once more. A group RemoveGroup removed since the take
+// counts nothing (ErrNoGroup).
+func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, notes []DeadLetter, err error) {
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return 0, nil, ErrClosed
+	}
+	g := t.grp
+	c.queueMu.Lock()
+	removed, count := g.removed, g.deliveries[p]
+	c.queueMu.Unlock()
+	if removed {
+		// RemoveGroup holds commitMu exclusively: it cannot happen
+		// before this Take's own writes below are done.
+		return 0, nil, errRemoved(g)
+	}
+	if int64(count) >= int64(g.cfg.MaxDeliveries) {
+		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
+			return 0, notes, nil
+		}
+	}
+	// t holds p: no one else changes its count meanwhile.
+	count++
+	if err := c.noteDelivery(t, g, p, count); err != nil {
+		return 0, nil, err
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.deliveries == nil {
+		g.deliveries = map[eventqueue.Pointer]uint32{}
+	}
+	g.deliveries[p] = count
+	return int(count), nil, nil
+}
+
+// catalogDeliveries returns g's delivery counts as the checkpoint catalog
+// keeps them. The caller holds queueMu.
+func (g *groupState) catalogDeliveries() []checkpoint.Delivery {
+	if !g.counting() || len(g.deliveries) == 0 {
+		return nil
+	}
+	out := make([]checkpoint.Delivery, 0, len(g.deliveries))
+	for p, n := range g.deliveries {
+		out = append(out, checkpoint.Delivery{Pointer: uint64(p), Count: n})
+	}
+	slices.SortFunc(out, func(a, b checkpoint.Delivery) int { return cmp.Compare(a.Pointer, b.Pointer) })
+	return out
 }

@@ -347,7 +347,7 @@ package channel
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
-//	queueMu    the consumer's queue (and the checkpoint slots under it), its
+//	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
 //
 // and inside the log set (logfile.Set), after commitMu and never nested

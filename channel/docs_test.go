@@ -298,9 +298,9 @@ func TestDocArchitectureNamesCatchesStale(t *testing.T) {
 		{"logfile.Set", true},
 		{"Set.Reader(file)", true}, // a method, with arguments
 		{"*logfile.NotRegularError", true},
-		{"consumer.gate.acquire", true}, // field, then its type's method
-		{"Problem.Lost", true},          // promoted from the embedded Cost
-		{"sync.RWMutex", true},          // the standard library
+		{"groupState.gate.acquire", true}, // field, then its type's method
+		{"Problem.Lost", true},            // promoted from the embedded Cost
+		{"sync.RWMutex", true},            // the standard library
 		{"sync.NoSuchMutex", false},
 	} {
 		name, ok := docGoName(tc.tok)

@@ -8,6 +8,7 @@ import (
 	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 var (
@@ -91,6 +92,16 @@ var (
 	// directory over on purpose (docs/operations.md, "Directories belong to
 	// one channel").
 	ErrForeignDir = owner.ErrForeignDir
+	// ErrNoGroup is returned for a consumer group that does not exist (or was
+	// removed), and by a take on c.Begin() when the channel has no unnamed
+	// group. It is one value for every backend and tool: replay.ListEvents
+	// (fcreplay) returns it for a group the recovered channel lacks, and
+	// package channel/kafka for a name that cannot be a consumer group, so
+	// errors.Is(err, ErrNoGroup) holds for all of them.
+	ErrNoGroup = replay.ErrNoGroup
+	// ErrNotTaken is returned by Transaction.Reject for an event the
+	// transaction did not take (or rejected already).
+	ErrNotTaken = errors.New("filechannel: event not taken by this transaction")
 )
 
 // ForeignDirError names a directory of another channel: its Config field,

@@ -2,7 +2,6 @@ package channel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -92,14 +91,9 @@ type GroupConfig struct {
 // MaxDeliveries or DeadLetter of its own. FileChannel.Redrive moves its
 // events back.
 
-// ErrNoGroup is returned for a consumer group that does not exist (or was
-// removed), and by a take on c.Begin() when the channel has no unnamed
-// group.
-var ErrNoGroup = errors.New("filechannel: no such consumer group")
-
 // errRemoved is the error of a call on group g after RemoveGroup removed
 // it.
-func errRemoved(g *consumer) error {
+func errRemoved(g *groupState) error {
 	return fmt.Errorf("%w: %s was removed", ErrNoGroup, groupLabel(g.cfg.Name))
 }
 
@@ -165,7 +159,7 @@ func defaultDeadLetter(name string) string {
 }
 
 // info is g as a groups record lists it.
-func (g *consumer) info() logfile.GroupInfo {
+func (g *groupState) info() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.id, Name: g.cfg.Name, Since: g.since, Capacity: uint64(g.cfg.Capacity),
 		Policy: uint8(g.cfg.WhenFull), MaxDeliveries: uint32(g.cfg.MaxDeliveries), DeadLetter: g.cfg.DeadLetter,
 		DeadLetterGroup: g.dlqOnly}
@@ -181,7 +175,7 @@ func groupConfigOf(gi logfile.GroupInfo) GroupConfig {
 // channel's events, taken by its own take transactions.
 type Group struct {
 	c *FileChannel
-	g *consumer
+	g *groupState
 }
 
 // Name returns the group's name ("" for the unnamed group).
@@ -223,7 +217,7 @@ func (g *Group) Cap() int { return g.g.cfg.Capacity }
 func (g *Group) Wait(ctx context.Context) error { return g.c.waitGroup(ctx, g.g) }
 
 // groupRemoved reports whether RemoveGroup removed g.
-func (c *FileChannel) groupRemoved(g *consumer) bool {
+func (c *FileChannel) groupRemoved(g *groupState) bool {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	return g.removed
@@ -258,7 +252,7 @@ func (c *FileChannel) GroupNames() []string {
 // currentGroups returns the groups now, by id, without a lock (the list
 // publishGroups last stored: each Put reads it). The caller must not
 // modify it.
-func (c *FileChannel) currentGroups() []*consumer {
+func (c *FileChannel) currentGroups() []*groupState {
 	if p := c.groupList.Load(); p != nil {
 		return *p
 	}

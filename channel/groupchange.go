@@ -124,7 +124,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 // a dead-letter group that no other group names. When none exists, it
 // returns a new ring for it, for AddGroup to add with gc's group; nil when
 // there is nothing to create.
-func (c *FileChannel) newDeadLetterRing(gc GroupConfig) (*consumer, error) {
+func (c *FileChannel) newDeadLetterRing(gc GroupConfig) (*groupState, error) {
 	if gc.DeadLetter == "" {
 		return nil, nil
 	}
@@ -196,7 +196,7 @@ func (c *FileChannel) RemoveGroup(name string) error {
 			groupLabel(name), groupLabel(src.cfg.Name))
 	}
 	err = c.changeGroups(func() {
-		c.groups = slices.DeleteFunc(c.groups, func(x *consumer) bool { return x == g })
+		c.groups = slices.DeleteFunc(c.groups, func(x *groupState) bool { return x == g })
 		g.removed = true
 		if c.main == g {
 			c.main = nil
@@ -295,7 +295,7 @@ func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
 // newGroupRing makes the ring of a new group: its id, and its checkpoint
 // (a group-N subdir of the checkpoint dir; the unnamed group's is the
 // checkpoint dir's own file).
-func (c *FileChannel) newGroupRing(gc GroupConfig) (*consumer, error) {
+func (c *FileChannel) newGroupRing(gc GroupConfig) (*groupState, error) {
 	c.queueMu.Lock()
 	id := uint32(0)
 	if gc.Name != "" {
@@ -307,7 +307,7 @@ func (c *FileChannel) newGroupRing(gc GroupConfig) (*consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := newConsumer(ck, nil)
+	g, err := newGroupState(ck, nil)
 	if err != nil {
 		return nil, errors.Join(err, ck.Close())
 	}
@@ -332,7 +332,7 @@ func (c *FileChannel) createGroupCheckpoint(id uint32, capacity int) (*checkpoin
 
 // discardGroupRings undoes newGroupRing for each of gs (nil ones
 // skipped), after their groups could not be added.
-func (c *FileChannel) discardGroupRings(gs ...*consumer) {
+func (c *FileChannel) discardGroupRings(gs ...*groupState) {
 	for _, g := range gs {
 		if g == nil {
 			continue
@@ -350,8 +350,8 @@ func (c *FileChannel) discardGroupRings(gs ...*consumer) {
 }
 
 // insertGroup inserts g into gs, keeping them sorted by id.
-func insertGroup(gs []*consumer, g *consumer) []*consumer {
-	i, _ := slices.BinarySearchFunc(gs, g.id, func(x *consumer, id uint32) int {
+func insertGroup(gs []*groupState, g *groupState) []*groupState {
+	i, _ := slices.BinarySearchFunc(gs, g.id, func(x *groupState, id uint32) int {
 		switch {
 		case x.id < id:
 			return -1

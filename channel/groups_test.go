@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/replay"
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -80,6 +81,29 @@ func TestGroupsBroadcast(t *testing.T) {
 		t.Fatalf("Put on a group's transaction: %v, want ErrMixedTransaction", err)
 	}
 	gtx.Rollback()
+}
+
+// TestGroupsNoGroupIsOneValue: a missing group is ErrNoGroup whoever tells
+// it, the channel or the replay tools (fcreplay's ListEvents), so that
+// errors.Is(err, ErrNoGroup) holds for both (channel/kafka's Group has its
+// own test).
+func TestGroupsNoGroupIsOneValue(t *testing.T) {
+	cfg := groupsConfig(t)
+	c := mustOpen(t, cfg)
+	_, cerr := c.Group("nope")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	full, _ := cfg.withDefaults()
+	_, rerr := replay.ListEvents(verifyOptions(full), "nope", 0, -1, func(replay.Event) error { return nil })
+	for _, tc := range []struct {
+		who string
+		err error
+	}{{"FileChannel.Group", cerr}, {"replay.ListEvents", rerr}} {
+		if !errors.Is(tc.err, ErrNoGroup) || !errors.Is(tc.err, replay.ErrNoGroup) {
+			t.Errorf("%s of a missing group: %v, want an error matching ErrNoGroup and replay.ErrNoGroup", tc.who, tc.err)
+		}
+	}
 }
 
 func TestGroupsClusteringTakersCompete(t *testing.T) {

@@ -51,7 +51,7 @@ func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	c := g.c
 	type row struct {
-		grp              *consumer
+		grp              *groupState
 		queued, inflight int
 	}
 	var rows []row

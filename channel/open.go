@@ -35,9 +35,9 @@ type recovery struct {
 	catalog       *checkpoint.Catalog
 	groupCkpts    map[uint32]groupCkpt
 	groupStates   map[uint32]*checkpoint.State
-	fresh         map[uint32]*consumer
+	fresh         map[uint32]*groupState
 	groupsChanged bool
-	inMemory      []*consumer // groups whose ring resizeGroups moved out of memory
+	inMemory      []*groupState // groups whose ring resizeGroups moved out of memory
 }
 
 // dirRole is a directory Open uses and the Config field naming it.
@@ -350,7 +350,7 @@ func (c *FileChannel) replay(rc *recovery) error {
 		return fmt.Errorf("filechannel: %w", err)
 	}
 	c.logs = logs
-	rc.fresh = map[uint32]*consumer{}
+	rc.fresh = map[uint32]*groupState{}
 	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Logger: c.log,
 		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc), ReadJournal: c.readJournal}
 	if c.main != nil {

@@ -55,7 +55,7 @@ func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
 	return seeds
 }
 
-// buildGroups (step 6) builds a consumer per group of the checkpoint: the
+// buildGroups (step 6) builds a groupState per group of the checkpoint: the
 // unnamed group on the top ring (always, without a catalog), each named
 // group on its own.
 func (c *FileChannel) buildGroups(rc *recovery) error {
@@ -63,23 +63,23 @@ func (c *FileChannel) buildGroups(rc *recovery) error {
 	c.nextGroupID = 1
 	rc.groupStates = map[uint32]*checkpoint.State{}
 	if rc.catalog == nil {
-		g, err := newConsumer(rc.ck, rc.st)
+		g, err := newGroupState(rc.ck, rc.st)
 		if err != nil {
 			return opErr("load queue from checkpoint", err)
 		}
 		g.cfg = GroupConfig{Capacity: rc.ck.Capacity()}
-		c.groups, c.main = []*consumer{g}, g
+		c.groups, c.main = []*groupState{g}, g
 		return nil
 	}
 	c.nextGroupID = max(rc.catalog.NextGroupID, 1)
 	for _, cg := range rc.catalog.Groups {
-		var g *consumer
+		var g *groupState
 		var err error
 		if cg.ID == 0 {
-			g, err = newConsumer(rc.ck, rc.st)
+			g, err = newGroupState(rc.ck, rc.st)
 		} else {
 			gc := rc.groupCkpts[cg.ID]
-			g, err = newConsumer(gc.ck, gc.st)
+			g, err = newGroupState(gc.ck, gc.st)
 			rc.groupStates[cg.ID] = gc.st
 		}
 		if err != nil {
@@ -102,14 +102,14 @@ func (c *FileChannel) newReplayQueue(rc *recovery) func(logfile.GroupInfo) (*eve
 	return func(gi logfile.GroupInfo) (*eventqueue.Queue, error) {
 		capacity := int(min(gi.Capacity, MaxCapacity))
 		if gi.ID == 0 && c.main == nil && c.top.Capacity() >= capacity {
-			g, err := newConsumer(c.top, nil)
+			g, err := newGroupState(c.top, nil)
 			if err != nil {
 				return nil, err
 			}
 			rc.fresh[0] = g
 			return g.queue, nil
 		}
-		g, err := newMemConsumer(max(capacity, 1))
+		g, err := newMemGroupState(max(capacity, 1))
 		if err != nil {
 			return nil, err
 		}
@@ -124,12 +124,12 @@ func (c *FileChannel) newReplayQueue(rc *recovery) func(logfile.GroupInfo) (*eve
 // policy from it; one it does not list is kept, and logged. Config.Groups
 // nil means the unnamed group alone, which is created if missing.
 func (c *FileChannel) settleGroups(rc *recovery) error {
-	byID := map[uint32]*consumer{}
+	byID := map[uint32]*groupState{}
 	for _, g := range c.groups {
 		byID[g.id] = g
 	}
-	var groups []*consumer
-	var main *consumer
+	var groups []*groupState
+	var main *groupState
 	for _, gr := range rc.res.Groups {
 		g := byID[gr.Info.ID]
 		if g == nil || g.queue != gr.Queue {
@@ -177,15 +177,15 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 		// Neither the checkpoint nor the logs name the groups: a new
 		// channel (or an older release's, empty) that Config gives named
 		// groups only. The unnamed group replay assumed is not one.
-		c.groups = slices.DeleteFunc(c.groups, func(g *consumer) bool { return g == c.main })
+		c.groups = slices.DeleteFunc(c.groups, func(g *groupState) bool { return g == c.main })
 		c.main = nil
 		rc.groupsChanged = true
 	}
 	listed := map[string]GroupConfig{}
-	created := map[*consumer]bool{}
+	created := map[*groupState]bool{}
 	for _, gc := range want {
 		listed[gc.Name] = gc
-		var g *consumer
+		var g *groupState
 		for _, x := range c.groups {
 			if x.cfg.Name == gc.Name {
 				g = x
@@ -236,13 +236,13 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 
 // newOpenGroup creates the group gc at Open (its ring in memory until
 // resizeGroups) and adds it to the groups.
-func (c *FileChannel) newOpenGroup(gc GroupConfig) (*consumer, error) {
+func (c *FileChannel) newOpenGroup(gc GroupConfig) (*groupState, error) {
 	id := uint32(0)
 	if gc.Name != "" {
 		id = c.nextGroupID
 		c.nextGroupID++
 	}
-	g, err := newMemConsumer(gc.Capacity)
+	g, err := newMemGroupState(gc.Capacity)
 	if err != nil {
 		return nil, opErr("add consumer group", err)
 	}
@@ -344,4 +344,4 @@ func (c *FileChannel) findStaleGroupDirs() error {
 
 // fromMemory reports whether g's ring was in memory (created by the logs
 // or the config), not in a checkpoint of another capacity.
-func (rc *recovery) fromMemory(g *consumer) bool { return slices.Contains(rc.inMemory, g) }
+func (rc *recovery) fromMemory(g *groupState) bool { return slices.Contains(rc.inMemory, g) }

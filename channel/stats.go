@@ -117,7 +117,7 @@ func (g *Group) Stats() GroupStats {
 }
 
 // statsLocked is the group's GroupStats; the caller holds queueMu.
-func (g *consumer) statsLocked() GroupStats {
+func (g *groupState) statsLocked() GroupStats {
 	w := g.gate.putWaits()
 	return GroupStats{Name: g.cfg.Name, WhenFull: g.cfg.WhenFull, Queued: g.queue.Size(), InflightTakes: g.inflight.Len(),
 		Capacity: g.cfg.Capacity, Taken: g.counts.taken.Load(), Rollbacks: g.counts.rollbacks.Load(),

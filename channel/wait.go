@@ -50,7 +50,7 @@ func (c *FileChannel) Wait(ctx context.Context) error {
 }
 
 // waitGroup is Wait on group g; a removed g returns ErrNoGroup.
-func (c *FileChannel) waitGroup(ctx context.Context, g *consumer) error {
+func (c *FileChannel) waitGroup(ctx context.Context, g *groupState) error {
 	if ctx == nil {
 		return errors.New("filechannel: Wait: nil context")
 	}
@@ -77,7 +77,7 @@ func (c *FileChannel) waitGroup(ctx context.Context, g *consumer) error {
 }
 
 // groupLen returns g's queued events and whether it was removed.
-func (c *FileChannel) groupLen(g *consumer) (int, bool) {
+func (c *FileChannel) groupLen(g *groupState) (int, bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if g.removed || c.released {

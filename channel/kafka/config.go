@@ -94,10 +94,14 @@ type Config struct {
 	Registerer prometheus.Registerer // nil = no metrics (never the global registry)
 }
 
-// ConfigError names the Config field that is wrong and why.
+// ConfigError names the Config field that is wrong and why. The error of
+// Channel.Group for a name that cannot be a consumer group id also matches
+// channel.ErrNoGroup, as a FileChannel's Group does for a group it lacks.
 type ConfigError struct {
 	Field  string
 	Reason string
+
+	err error // what it unwraps to besides ErrBadConfig: channel.ErrNoGroup from Group; nil
 }
 
 func (e *ConfigError) Error() string {
@@ -108,6 +112,9 @@ func (e *ConfigError) Error() string {
 var ErrBadConfig = errors.New("filechannel/kafka: bad config")
 
 func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
+
+// Unwrap returns channel.ErrNoGroup for the error of Channel.Group, else nil.
+func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
 func (cfg Config) withDefaults() (Config, error) {

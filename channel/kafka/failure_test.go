@@ -83,8 +83,14 @@ func TestBadConfig(t *testing.T) {
 	})
 	t.Run("bad group name", func(t *testing.T) {
 		ch := open(t, good)
-		if _, err := ch.Group(""); !errors.Is(err, ErrBadConfig) {
-			t.Fatalf("Group(\"\"): %v", err)
+		// Code written against both backends tells a missing group by
+		// channel.ErrNoGroup: Kafka has no unnamed group, and no group of
+		// a name it refuses.
+		for _, name := range []string{"", " g", strings.Repeat("g", 256)} {
+			_, err := ch.Group(name)
+			if !errors.Is(err, ErrBadConfig) || !errors.Is(err, channel.ErrNoGroup) {
+				t.Fatalf("Group(%q): %v, want an error matching ErrBadConfig and channel.ErrNoGroup", name, err)
+			}
 		}
 	})
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
-// consumer is one consumer group of the channel's log: the ring of its
+// groupState is one consumer group of the channel's log (what a Group
+// handle names, and what users call a group): the ring of its
 // queued events (a FlumeEventQueue over its own checkpoint file), the takes
 // its transactions hold in flight, its capacity gate, and the signal that
 // wakes its waiting takers. A FileChannel is a log set (logfile.Set) plus
@@ -20,7 +21,7 @@ import (
 // queue, ckpt's slots, inflight and removed are guarded by
 // FileChannel.queueMu: every method below except the gate's and avail's is
 // called with it held.
-type consumer struct {
+type groupState struct {
 	id    uint32      // 0: the unnamed group; never reused
 	cfg   GroupConfig // its config, defaults filled in
 	since uint64      // the write-order id of the groups record that created it
@@ -40,23 +41,23 @@ type consumer struct {
 	// not yet taken for good (groups with MaxDeliveries; nil until the
 	// first).
 	dlqOnly    bool
-	dlq        *consumer
+	dlq        *groupState
 	deliveries map[eventqueue.Pointer]uint32
 }
 
-// newConsumer builds the consumer over ck's ring: head and size as the
+// newGroupState builds the group's state over ck's ring: head and size as the
 // checkpoint recorded them (st nil: empty), with its per-file counts.
-func newConsumer(ck *checkpoint.Checkpoint, st *checkpoint.State) (*consumer, error) {
-	return newConsumerOn(ck, ck.Capacity(), st)
+func newGroupState(ck *checkpoint.Checkpoint, st *checkpoint.State) (*groupState, error) {
+	return newGroupStateOn(ck, ck.Capacity(), st)
 }
 
-// newMemConsumer builds an empty consumer whose ring is in memory, until
+// newMemGroupState builds an empty group state whose ring is in memory, until
 // Open moves it into a checkpoint file (resize).
-func newMemConsumer(capacity int) (*consumer, error) {
-	return newConsumerOn(eventqueue.NewMemSlots(capacity), capacity, nil)
+func newMemGroupState(capacity int) (*groupState, error) {
+	return newGroupStateOn(eventqueue.NewMemSlots(capacity), capacity, nil)
 }
 
-func newConsumerOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (*consumer, error) {
+func newGroupStateOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (*groupState, error) {
 	refs := map[uint32]int{}
 	head, size := 0, 0
 	if st != nil {
@@ -72,7 +73,7 @@ func newConsumerOn(slots eventqueue.Slots, capacity int, st *checkpoint.State) (
 		return nil, err
 	}
 	ck, _ := slots.(*checkpoint.Checkpoint)
-	return &consumer{queue: q, ckpt: ck, inflight: eventqueue.NewInflight()}, nil
+	return &groupState{queue: q, ckpt: ck, inflight: eventqueue.NewInflight()}, nil
 }
 
 // groupCounts are a group's counters for its metrics (atomic: read with
@@ -88,110 +89,110 @@ type groupCounts struct {
 
 // fedBlock reports whether puts take capacity permits in g: a Block group
 // that is not a dead-letter group.
-func (q *consumer) fedBlock() bool { return q.cfg.WhenFull == Block && !q.dlqOnly }
+func (g *groupState) fedBlock() bool { return g.cfg.WhenFull == Block && !g.dlqOnly }
 
 // counting reports whether g counts deliveries.
-func (q *consumer) counting() bool { return q.cfg.MaxDeliveries > 0 }
+func (g *groupState) counting() bool { return g.cfg.MaxDeliveries > 0 }
 
 // takeHead moves the event at the head into tx's in-flight takes.
-func (q *consumer) takeHead(tx uint64) (eventqueue.Pointer, bool) {
-	p, ok := q.queue.RemoveHead()
+func (g *groupState) takeHead(tx uint64) (eventqueue.Pointer, bool) {
+	p, ok := g.queue.RemoveHead()
 	if ok {
-		q.inflight.Add(tx, p)
+		g.inflight.Add(tx, p)
 	}
 	return p, ok
 }
 
 // untake puts p, the last event tx took, back at the head.
-func (q *consumer) untake(tx uint64, p eventqueue.Pointer) error {
-	q.inflight.RemovePointer(tx, p)
-	return q.queue.AddHead(p)
+func (g *groupState) untake(tx uint64, p eventqueue.Pointer) error {
+	g.inflight.RemovePointer(tx, p)
+	return g.queue.AddHead(p)
 }
 
 // returnTakes ends tx's takes without committing them: the events go back
 // to the head in their original order.
-func (q *consumer) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
-	q.inflight.Remove(tx)
+func (g *groupState) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
+	g.inflight.Remove(tx)
 	var err error
 	for i := len(takes) - 1; i >= 0; i-- {
-		err = errors.Join(err, q.queue.AddHead(takes[i]))
+		err = errors.Join(err, g.queue.AddHead(takes[i]))
 	}
 	return err
 }
 
 // committed ends tx's takes after their commit: the events are gone, and
 // so are their delivery counts.
-func (q *consumer) committed(tx uint64, takes []eventqueue.Pointer) {
-	q.inflight.Remove(tx)
-	q.forgetDeliveries(takes)
+func (g *groupState) committed(tx uint64, takes []eventqueue.Pointer) {
+	g.inflight.Remove(tx)
+	g.forgetDeliveries(takes)
 }
 
 // forgetDeliveries drops the delivery counts of ps, which left the group.
-func (q *consumer) forgetDeliveries(ps []eventqueue.Pointer) {
-	if len(q.deliveries) == 0 {
+func (g *groupState) forgetDeliveries(ps []eventqueue.Pointer) {
+	if len(g.deliveries) == 0 {
 		return
 	}
 	for _, p := range ps {
-		delete(q.deliveries, p)
+		delete(g.deliveries, p)
 	}
 }
 
 // add appends committed events at the tail.
-func (q *consumer) add(ps []eventqueue.Pointer) error {
+func (g *groupState) add(ps []eventqueue.Pointer) error {
 	var err error
 	for _, p := range ps {
-		err = errors.Join(err, q.queue.AddTail(p))
+		err = errors.Join(err, g.queue.AddTail(p))
 	}
 	return err
 }
 
-// capture fills in the consumer's part of a checkpoint: its ring's
+// capture fills in the group's part of a checkpoint: its ring's
 // capacity, head and size, its in-flight takes and each file's count of
 // queued events; and tells the log snapshot which files it points into.
-func (q *consumer) capture(st *checkpoint.State, sn *logfile.Snapshot) {
-	st.Capacity, st.Head, st.Size = q.queue.Capacity(), q.queue.Head(), q.queue.Size()
-	st.InflightTakes = q.inflight.Entries()
+func (g *groupState) capture(st *checkpoint.State, sn *logfile.Snapshot) {
+	st.Capacity, st.Head, st.Size = g.queue.Capacity(), g.queue.Head(), g.queue.Size()
+	st.InflightTakes = g.inflight.Entries()
 	for i := range st.Logs {
-		st.Logs[i].Refs = q.queue.FileRef(st.Logs[i].FileID)
+		st.Logs[i].Refs = g.queue.FileRef(st.Logs[i].FileID)
 	}
-	for id := range q.queue.FileRefs() {
+	for id := range g.queue.FileRefs() {
 		sn.Keep(id)
 	}
-	for id := range q.inflight.Files() {
+	for id := range g.inflight.Files() {
 		sn.Keep(id)
 	}
 }
 
-// holds reports whether the consumer points into log file id now.
-func (q *consumer) holds(id uint32, inflightFiles map[uint32]int) bool {
-	return q.queue.FileRef(id) > 0 || inflightFiles[id] > 0
+// holds reports whether the group points into log file id now.
+func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
+	return g.queue.FileRef(id) > 0 || inflightFiles[id] > 0
 }
 
 // resize moves the queue into a new checkpoint of the given capacity (the
 // configured one, when the checkpoint recorded another). If it crashes
 // midway the logs still hold every event: the next open finds no complete
 // checkpoint and replays them.
-func (q *consumer) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
-	ptrs := q.queue.Pointers()
+func (g *groupState) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
+	ptrs := g.queue.Pointers()
 	if len(ptrs) > capacity {
 		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
 			len(ptrs), capacity, len(ptrs))
 	}
-	if q.ckpt != nil {
-		if err := q.ckpt.Close(); err != nil {
+	if g.ckpt != nil {
+		if err := g.ckpt.Close(); err != nil {
 			return fmt.Errorf("close checkpoint: %w", err)
 		}
-		q.ckpt = nil
+		g.ckpt = nil
 	}
 	ck, err := create(capacity)
 	if err != nil {
 		return err
 	}
-	q.ckpt = ck
+	g.ckpt = ck
 	nq, err := eventqueue.New(ck, capacity, 0, 0, nil)
 	if err != nil {
 		return err
 	}
-	q.queue = nq
-	return q.add(ptrs)
+	g.queue = nq
+	return g.add(ptrs)
 }

@@ -15,7 +15,7 @@ import (
 //   - Each Put takes one capacity permit in every Block group (waiting up to
 //     KeepAlive in all of them together); the transaction counts them in
 //     permits. A Put refused by one group takes none.
-//   - The commit plans the delivery (planDelivery, under queueMu): a Block
+//   - The commit plans the fan-out (planFanout, under queueMu): a Block
 //     group whose permits the transaction holds receives its events; any
 //     other group (DropOldest, DropNewest, or a Block group added since the
 //     Puts) takes permits now if it has room. Without room a DropOldest
@@ -25,17 +25,17 @@ import (
 //     take record per DropOldest group that drops (Group, the put's TxID,
 //     the pointers dropped) and a skip record naming the groups missed, so
 //     that replay rebuilds every group exactly.
-//   - If the write fails, undoDelivery returns the dropped events to their
+//   - If the write fails, undoFanout returns the dropped events to their
 //     heads and the permits taken at commit; abortPuts releases the rest.
 
 // permit is the capacity permits a put transaction holds in one group.
 type permit struct {
-	g *consumer
+	g *groupState
 	n int
 }
 
 // releaseBlock gives n permits back to each Block group of gs.
-func releaseBlock(gs []*consumer, n int) {
+func releaseBlock(gs []*groupState, n int) {
 	for _, g := range gs {
 		if g.fedBlock() {
 			g.gate.release(n)
@@ -47,7 +47,7 @@ func releaseBlock(gs []*consumer, n int) {
 // waiting up to KeepAlive in all of them together. It returns the group
 // list it took them in (to give to addPermits or releaseBlock); on error
 // it holds none. It allocates nothing: it runs at every Put.
-func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
+func (t *Transaction) acquirePermit(ctx context.Context) ([]*groupState, error) {
 	c := t.c
 	var deadline time.Time // set at the first group without room: a Put with room reads no clock
 	groups := c.currentGroups()
@@ -74,7 +74,7 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*consumer, error) {
 }
 
 // addPermits counts one more permit in each Block group of gs.
-func (t *Transaction) addPermits(gs []*consumer) {
+func (t *Transaction) addPermits(gs []*groupState) {
 next:
 	for _, g := range gs {
 		if !g.fedBlock() {
@@ -91,7 +91,7 @@ next:
 }
 
 // permitsIn returns the permits t holds in g.
-func (t *Transaction) permitsIn(g *consumer) int {
+func (t *Transaction) permitsIn(g *groupState) int {
 	for _, p := range t.permits {
 		if p.g == g {
 			return p.n
@@ -100,29 +100,29 @@ func (t *Transaction) permitsIn(g *consumer) int {
 	return 0
 }
 
-// delivery is a put commit's plan: the groups that receive its events, the
+// fanout is a put commit's plan: the groups that receive its events, the
 // permits it took at commit, the events it drops, the groups it misses.
-type delivery struct {
-	to       []*consumer
-	acquired []permit // taken at commit (returned by undoDelivery)
+type fanout struct {
+	to       []*groupState
+	acquired []permit // taken at commit (returned by undoFanout)
 	drops    []drop
-	skip     []*consumer
+	skip     []*groupState
 }
 
 // drop is the oldest events of a full DropOldest group that a put commit
 // drops (their permits pass to the commit's events).
 type drop struct {
-	g    *consumer
+	g    *groupState
 	ptrs []eventqueue.Pointer
 }
 
-// planDelivery decides, under queueMu, which groups receive t's events
+// planFanout decides, under queueMu, which groups receive t's events
 // (see the comment at the top of this file). The caller holds commitMu
 // shared, so the groups do not change until the commit is queued.
-func (c *FileChannel) planDelivery(t *Transaction) *delivery {
+func (c *FileChannel) planFanout(t *Transaction) *fanout {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	d := &delivery{}
+	d := &fanout{}
 	for _, g := range c.groups {
 		if g.dlqOnly {
 			continue // no put feeds a dead-letter group (replay knows it)
@@ -158,7 +158,7 @@ func (c *FileChannel) planDelivery(t *Transaction) *delivery {
 
 // records returns the drop and skip records of the plan, for put
 // transaction tx.
-func (d *delivery) records(tx uint64) []logfile.Record {
+func (d *fanout) records(tx uint64) []logfile.Record {
 	var recs []logfile.Record
 	for _, dr := range d.drops {
 		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: dr.g.id, Pointers: pointerWords(dr.ptrs)})
@@ -174,16 +174,16 @@ func (d *delivery) records(tx uint64) []logfile.Record {
 }
 
 // dropFiles appends to dst the log files of the events the plan drops.
-func (d *delivery) dropFiles(dst []uint32) []uint32 {
+func (d *fanout) dropFiles(dst []uint32) []uint32 {
 	for _, dr := range d.drops {
 		dst = filesOf(dst, dr.ptrs)
 	}
 	return dst
 }
 
-// undoDelivery undoes a plan whose commit failed: the dropped events go
+// undoFanout undoes a plan whose commit failed: the dropped events go
 // back to their groups' heads, the permits taken at commit are returned.
-func (c *FileChannel) undoDelivery(d *delivery) {
+func (c *FileChannel) undoFanout(d *fanout) {
 	c.queueMu.Lock()
 	for _, dr := range d.drops {
 		if c.released || dr.g.removed {
@@ -206,10 +206,10 @@ func (c *FileChannel) undoDelivery(d *delivery) {
 }
 
 // queuePuts appends a put commit's events at the tail of every group the
-// plan delivers to: tx's spilled puts, then ptrs. The caller holds commitMu
+// plan feeds: tx's spilled puts, then ptrs. The caller holds commitMu
 // shared and saw the channel open. It gives back the permits t holds in
 // the groups the plan skipped, counts the drops and wakes the takers.
-func (c *FileChannel) queuePuts(t *Transaction, d *delivery, ptrs []eventqueue.Pointer) error {
+func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Pointer) error {
 	var err error
 	func() {
 		c.queueMu.Lock()

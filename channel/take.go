@@ -1,0 +1,314 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Take removes the event at the head of the channel and returns it; ok is
+// false when the channel is empty. The event is invisible to other takers
+// until the transaction commits (it is gone) or rolls back (it returns to
+// the head). A damaged event is never returned: it is logged, counted and
+// consumed by this transaction, and does not count toward
+// TransactionCapacity.
+func (t *Transaction) Take() (Event, bool, error) {
+	if err := t.enter(); err != nil {
+		t.c.metrics.takeAttempts.Inc()
+		t.c.metrics.takeErrors.WithLabelValues(reasonMisuse).Inc()
+		return Event{}, false, err
+	}
+	defer t.leave()
+	return t.takeCounted()
+}
+
+// takeCounted is Take, t entered, with its metrics.
+func (t *Transaction) takeCounted() (Event, bool, error) {
+	m := t.c.metrics
+	m.takeAttempts.Inc()
+	ev, ok, err := t.take()
+	if err != nil {
+		m.takeErrors.WithLabelValues(takeErrorReason(err)).Inc()
+	}
+	return ev, ok, err
+}
+
+func (t *Transaction) take() (Event, bool, error) {
+	if err := t.use(txTake); err != nil {
+		return Event{}, false, err
+	}
+	c := t.c
+	for {
+		if n := len(t.takes) - t.skipped; n >= c.cfg.TransactionCapacity {
+			return Event{}, false, fmt.Errorf("%w: %d takes; commit more often or raise TransactionCapacity", ErrTransactionFull, n)
+		}
+		if len(t.takes) >= MaxTransactionCapacity {
+			// The damaged events skipped count toward the take record,
+			// which must fit one log record.
+			return Event{}, false, fmt.Errorf("%w: %d takes, %d of them damaged events skipped: the take record is full; commit",
+				ErrTransactionFull, len(t.takes), t.skipped)
+		}
+		t.scratch()
+		if t.grp == nil {
+			if t.grp = c.unnamedGroup(); t.grp == nil {
+				return Event{}, false, fmt.Errorf("%w: this channel has no unnamed group: take from a named one (FileChannel.Group)", ErrNoGroup)
+			}
+		}
+		p, ok, err := c.takeHead(t.grp, t.id)
+		if err != nil || !ok {
+			return Event{}, false, err
+		}
+		t.takes = append(t.takes, p)
+		ev, err := c.readEvent(p)
+		if err == nil {
+			if t.grp.counting() {
+				// Counted once read, before it is returned: a read that
+				// fails counts nothing.
+				n, notes, err := c.deliver(t, p)
+				if len(notes) > 0 || err != nil {
+					t.takes = t.takes[:len(t.takes)-1]
+				}
+				if len(notes) > 0 {
+					// It had reached MaxDeliveries: now a dead letter.
+					// The move is complete and t no longer holds it,
+					// so a panic in OnDeadLetter leaves t as it was
+					// before this Take.
+					c.notifyDeadLetters(notes)
+					continue
+				}
+				if err != nil {
+					uerr := c.untake(t.grp, t.id, p)
+					t.grp.avail.broadcast()
+					if c.closed.Load() {
+						return Event{}, false, ErrClosed
+					}
+					if errors.Is(err, ErrNoGroup) {
+						return Event{}, false, err
+					}
+					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
+				}
+				ev.Deliveries = n
+			}
+			t.noteBody(ev.Body)
+			return ev, true, nil
+		}
+		if c.closed.Load() || !errors.Is(err, ErrCorrupt) {
+			// Not damage but a failure to read (Close may have closed
+			// the file under the read): put the event back.
+			t.takes = t.takes[:len(t.takes)-1]
+			uerr := c.untake(t.grp, t.id, p)
+			t.grp.avail.broadcast()
+			if c.closed.Load() {
+				return Event{}, false, ErrClosed
+			}
+			return Event{}, false, opErr("take", errors.Join(err, uerr))
+		}
+		t.noteBody(nil)
+		t.skipped++
+		c.stats.corruptSkipped.Add(1)
+		c.metrics.corruptSkipped.Inc()
+		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
+	}
+}
+
+func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
+	r, err := c.logs.Reader(p.FileID())
+	if err != nil {
+		return Event{}, err
+	}
+	defer r.Release()
+	rec, err := r.ReadRecord(int64(p.Offset()))
+	if err != nil {
+		return Event{}, err
+	}
+	if rec.Type != logfile.RecordPut {
+		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()), Reason: fmt.Sprintf("event pointer refers to a record of type %d, not a put", rec.Type)}
+	}
+	if rec.Sealed != nil {
+		// Open checked every key it could read: this file's key record is
+		// damaged, so no key opens its events.
+		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()),
+			Reason: "an encrypted event whose key is unknown: the file's key record is damaged"}
+	}
+	return Event{Headers: rec.Headers, Body: rec.Body}, nil
+}
+
+func (t *Transaction) commitTakes() error {
+	notes, err := t.writeTakeCommit()
+	if err != nil {
+		t.returnTakes()
+		return err
+	}
+	g := t.grp
+	g.gate.release(len(t.takes))
+	g.counts.taken.Add(int64(len(t.takes) - len(notes)))
+	g.counts.deadRejected.Add(int64(len(notes)))
+	if len(notes) > 0 {
+		t.c.log.Warn("rejected events moved to the dead-letter group", "group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name,
+			"events", len(notes))
+	}
+	t.takes, t.rejected, t.rejectHeld = t.takes[:0], t.rejected[:0], 0
+	t.notes = append(t.notes, notes...)
+	return nil
+}
+
+// writeTakeCommit writes and syncs t's take and commit records (and the
+// move record of the events it rejected) and ends its takes in the queue,
+// all under commitMu shared. It returns the dead letters it moved. If
+// RemoveGroup removed t's group it writes nothing (ErrNoGroup): RemoveGroup
+// holds commitMu exclusively, so the removal is before this check or after
+// the whole commit.
+func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
+	c := t.c
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if c.groupRemoved(t.grp) {
+		return nil, errRemoved(t.grp)
+	}
+	var m movePlan
+	var rejected []eventqueue.Pointer
+	var counts []int
+	if len(t.rejected) > 0 {
+		var err error
+		if m, rejected, counts, err = t.rejectPlan(); err != nil {
+			return nil, err
+		}
+	}
+	ptrs := t.s.words[:0]
+	for _, p := range t.takes {
+		ptrs = append(ptrs, uint64(p))
+	}
+	t.s.words = ptrs
+	recs := []logfile.Record{{Type: logfile.RecordTake, TxID: t.id, Group: t.grp.id, Pointers: ptrs}}
+	completes := t.takeFiles()
+	if len(m.drops) > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: t.id, Group: m.to.id, Pointers: pointerWords(m.drops)})
+		completes = filesOf(slices.Clone(completes), m.drops)
+	}
+	if m.accept > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: t.id, Group: m.to.id, Pointers: pointerWords(rejected[:m.accept])})
+	}
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordTake,
+		Count: uint64(len(ptrs) + len(m.drops))})
+	a, _, err := c.appendRecords(t, recs, nil, completes)
+	if err == nil {
+		err = c.sync(a)
+	}
+	if err != nil {
+		if m.to != nil {
+			c.undoMove(&m)
+		}
+		return nil, opErrNote("commit", err, " (the taken events were returned to the channel)")
+	}
+	c.committedTakes(t.grp, t.id, t.takes)
+	if m.to == nil {
+		return nil, nil
+	}
+	moved := rejected[:m.moved()]
+	var qerr error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		qerr = c.landQueue(&m, moved)
+	}()
+	c.landed(&m, qerr)
+	return deadLetterNotes(t.grp, moved, counts, m.accept, true), nil
+}
+
+// pointerWords returns ps as a take record's pointers.
+func pointerWords(ps []eventqueue.Pointer) []uint64 {
+	out := make([]uint64, len(ps))
+	for i, p := range ps {
+		out[i] = uint64(p)
+	}
+	return out
+}
+
+// returnTakes puts the taken events back at the head in their order. After
+// Close released the queue it leaves them: they come back at the next Open
+// (the last checkpoint holds them in flight, or in the queue, and no commit
+// of their takes was written).
+func (t *Transaction) returnTakes() {
+	c := t.c
+	if t.grp == nil {
+		return
+	}
+	t.releaseRejects()
+	notes := t.deadLetterReturned()
+	t.logDeliveries(t.takes)
+	err := c.returnTakes(t.grp, t.id, t.takes)
+	if len(t.takes) > 0 {
+		t.grp.avail.broadcast()
+	}
+	if err != nil && !errors.Is(err, ErrClosed) {
+		c.log.Error("queue refused returned events", "err", err)
+	}
+	t.takes = t.takes[:0]
+	t.notes = append(t.notes, notes...)
+}
+
+// The transactions' steps under queueMu. Each unlocks with defer, so that a
+// panic never leaves queueMu held. After Close released the queue
+// (released), those that would change the ring return ErrClosed and change
+// nothing.
+
+// takeHead moves the event at g's head into tx's in-flight takes.
+func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bool, error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return 0, false, ErrClosed
+	}
+	if g.removed {
+		return 0, false, errRemoved(g)
+	}
+	p, ok := g.takeHead(tx)
+	return p, ok, nil
+}
+
+// untake puts p, the last event tx took, back at g's head.
+func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
+	if g.removed {
+		return nil
+	}
+	return g.untake(tx, p)
+}
+
+// returnTakes puts tx's takes back at g's head in their order.
+func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) error {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return ErrClosed
+	}
+	if g.removed {
+		return nil
+	}
+	return g.returnTakes(tx, takes)
+}
+
+// committedTakes ends tx's takes after their commit. The caller holds
+// commitMu shared and saw the channel open, so the queue is not released.
+func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	g.committed(tx, takes)
+}
+
+// unnamedGroup returns the unnamed group, or nil.
+func (c *FileChannel) unnamedGroup() *groupState {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return c.main
+}
