@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/internal/zeros"
 )
@@ -124,54 +123,6 @@ func listedGroups(fsys vfs.FS, dir string) (ids []uint32, hasCatalog bool, err e
 		ids = append(ids, g.ID)
 	}
 	return ids, true, nil
-}
-
-// readCatalogIfAny is ReadCatalog with nil for a dir without a catalog.
-// Bad bytes are an error wrapping ErrBadCheckpoint.
-func readCatalogIfAny(fsys vfs.FS, dir string) (*Catalog, error) {
-	cat, err := ReadCatalog(fsys, dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case errors.Is(err, corrupt.ErrCorrupt):
-		return nil, fmt.Errorf("%w: %w", ErrBadCheckpoint, err)
-	}
-	return cat, err
-}
-
-// validateSet checks the checkpoint set in dir as the channel's Open
-// accepts it: the top-level checkpoint validates (validate) and, if dir has
-// a catalog, the catalog decodes and carries the same write-order id W, and
-// every group it lists (id >= 1) has a group dir whose checkpoint validates
-// and carries W. Its errors wrap ErrBadCheckpoint.
-func validateSet(fsys vfs.FS, dir string) error {
-	w, err := validate(fsys, dir)
-	if err != nil {
-		return err
-	}
-	cat, err := readCatalogIfAny(fsys, dir)
-	if err != nil || cat == nil {
-		return err
-	}
-	if cat.WriteOrderID != w {
-		return fmt.Errorf("%w: %w", ErrBadCheckpoint, corrupt.New(path(dir, CatalogName), catalogOffWriteID,
-			"write-order id %d, checkpoint has %d", cat.WriteOrderID, w))
-	}
-	for _, g := range cat.Groups {
-		if g.ID == 0 {
-			continue
-		}
-		gdir := GroupDir(dir, g.ID)
-		gw, err := validate(fsys, gdir)
-		if err != nil {
-			return fmt.Errorf("group %d: %w", g.ID, err)
-		}
-		if gw != w {
-			return fmt.Errorf("%w: %w", ErrBadCheckpoint, corrupt.New(path(gdir, MetaName), metaOffWriteID,
-				"write-order id %d, the top-level checkpoint and %s have %d", gw, CatalogName, w))
-		}
-	}
-	return nil
 }
 
 // HasBackup reports whether backupDir holds a complete backup (its

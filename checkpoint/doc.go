@@ -40,11 +40,13 @@
 //
 // The top-level four files hold the ring of the unnamed group 0 (a 1-slot
 // empty ring when there is none) and the channel's global state. One
-// checkpoint of the channel is a set: every group dir's Write, then
-// WriteCatalog, then the top-level Write, all with the same write-order id
-// W; the channel accepts the set only if the top level opens, the catalog
-// (if any) has W, and every group it lists opens with W. Remove,
-// CheckFormat, Backup and RestoreBackup work on the whole set.
+// checkpoint of the channel is a set (set.go): WriteSet writes every group
+// dir's checkpoint, then the catalog, then the top level, all with the same
+// write-order id W; OpenSet accepts the set only if the top level opens,
+// the catalog (if any) has W, and every group it lists opens with W, and
+// opens all of it or nothing. StaleGroupDirs names the group dirs the set
+// no longer lists. Remove, CheckFormat, Backup and RestoreBackup work on
+// the whole set.
 //
 // A backup directory (Backup, RestoreBackup) holds copies of the same
 // files in the same layout (the catalog and the group dirs it lists), its

@@ -163,7 +163,7 @@ func listGroupDirs(fsys vfs.FS, dir string) ([]uint32, error) {
 	}
 	var ids []uint32
 	for _, n := range names {
-		id, ok := parseGroupDirName(n)
+		id, ok := ParseGroupDirName(n)
 		if !ok {
 			continue
 		}

@@ -17,13 +17,13 @@ func TestGroupDirNames(t *testing.T) {
 		t.Fatalf("GroupDir = %q", got)
 	}
 	for _, id := range []uint32{1, 9, 10, 12345, math.MaxUint32} {
-		if got, ok := parseGroupDirName(filepath.Base(GroupDir("/cp", id))); !ok || got != id {
+		if got, ok := ParseGroupDirName(filepath.Base(GroupDir("/cp", id))); !ok || got != id {
 			t.Fatalf("parse(GroupDir(%d)) = %d, %v", id, got, ok)
 		}
 	}
 	for _, name := range []string{"group-0", "group-01", "group-", "group-+1", "group--1", "group-1.tmp", "group-1 ",
 		"group-4294967296", "group-0x1", "group-1_0", "groups", "Group-1", "group1", "xgroup-1"} {
-		if id, ok := parseGroupDirName(name); ok {
+		if id, ok := ParseGroupDirName(name); ok {
 			t.Errorf("%q parsed as group dir %d", name, id)
 		}
 	}

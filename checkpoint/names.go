@@ -33,7 +33,7 @@ const (
 
 	// groupDirPrefix starts the name of a group's subdirectory, group-N
 	// with N the group id in decimal, without leading zeros (GroupDir,
-	// parseGroupDirName).
+	// ParseGroupDirName).
 	groupDirPrefix = "group-"
 )
 
@@ -54,14 +54,14 @@ func path(dir, name string) string { return filepath.Join(dir, name) }
 // ListGroupDirs ignores a group-0 entry).
 func GroupDir(dir string, id uint32) string { return filepath.Join(dir, groupDirName(id)) }
 
-// groupDirName is the name of group id's subdirectory; parseGroupDirName is
+// groupDirName is the name of group id's subdirectory; ParseGroupDirName is
 // its inverse.
 func groupDirName(id uint32) string { return fmt.Sprintf("%s%d", groupDirPrefix, id) }
 
-// parseGroupDirName returns the group id a directory entry's name stands
-// for: exactly groupDirName(id) for an id >= 1. Other names (group-0,
+// ParseGroupDirName returns the group id a directory entry's name in a
+// checkpoint directory stands for: exactly groupDirName(id) for an id >= 1. Other names (group-0,
 // group-01, group-+1, group-4294967296, group-7.tmp) are not group dirs.
-func parseGroupDirName(name string) (uint32, bool) {
+func ParseGroupDirName(name string) (uint32, bool) {
 	s, ok := strings.CutPrefix(name, groupDirPrefix)
 	if !ok || s == "" || s[0] < '1' || s[0] > '9' {
 		return 0, false

@@ -3,11 +3,12 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -63,73 +64,67 @@ func (s *ckptSet) removeGroup(id uint32) {
 	}
 }
 
-// write writes the set at write-order id w as the channel does: every
-// group's Write, then WriteCatalog, then the top-level Write. Every ring
-// holds setSlot(w, id, r) at each position r, its live part 5 slots from
-// head id % capacity.
+// write writes the set at write-order id w with WriteSet, as the channel
+// does. Every ring holds setSlot(w, id, r) at each position r, its live
+// part 5 slots from head id % capacity.
 func (s *ckptSet) write(w uint64) {
 	s.t.Helper()
+	rings := []*Checkpoint{s.top}
+	var groups []SetWrite
 	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
-		s.writeRing(s.groups[id], w, id)
+		rings = append(rings, s.groups[id])
+		groups = append(groups, SetWrite{Name: fmt.Sprintf("g%d", id), Checkpoint: s.groups[id], State: s.ringState(s.groups[id], w, id)})
 	}
+	top := s.ringState(s.top, w, 0)
 	s.cat.WriteOrderID = w
-	if err := WriteCatalog(s.fsys, s.dir, &s.cat); err != nil {
+	for _, c := range rings {
+		c.Freeze()
+	}
+	err := WriteSet(s.fsys, s.dir, s.top, top, &s.cat, groups)
+	for _, c := range rings {
+		c.Thaw(err == nil)
+	}
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.writeRing(s.top, w, 0)
 }
 
+// writeRing writes ring c of group id alone, as write(w) would.
 func (s *ckptSet) writeRing(c *Checkpoint, w uint64, id uint32) {
 	s.t.Helper()
+	commit(s.t, c, s.ringState(c, w, id))
+}
+
+// ringState fills ring c of group id for write(w) and returns its state.
+func (s *ckptSet) ringState(c *Checkpoint, w uint64, id uint32) *State {
 	for r := range s.capacity {
 		c.SetSlot(r, setSlot(w, id, r))
 	}
-	commit(s.t, c, &State{Meta: Meta{WriteOrderID: w, Capacity: s.capacity, Head: int(id) % s.capacity, Size: 5}})
+	return &State{Meta: Meta{WriteOrderID: w, Capacity: s.capacity, Head: int(id) % s.capacity, Size: 5}}
 }
 
 func setSlot(w uint64, id uint32, r int) uint64 { return w<<40 | uint64(id)<<20 | uint64(r) + 1 }
 
-// openSet opens the set in dir as the channel does: the top level must
-// open; a dir without a catalog is one unnamed group; with one, the
-// catalog's W and that of every group it lists must be the top level's. It
+// openSet opens the set in dir with OpenSet, as the channel does, and
 // returns W and the listed group ids (>= 1), after checking that every
 // live slot of every ring is the one write(W) put there: a set is never a
 // mix.
 func openSet(fsys vfs.FS, dir string) (uint64, []uint32, error) {
-	c, st, err := Open(fsys, dir)
+	s, err := OpenSet(fsys, dir)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer c.Close()
-	w := st.WriteOrderID
-	if err := checkSetRing(c, st, w, 0); err != nil {
+	defer s.Close()
+	w := s.State.WriteOrderID
+	if err := checkSetRing(s.Top, s.State, w, 0); err != nil {
 		return 0, nil, err
-	}
-	cat, err := ReadCatalog(fsys, dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return w, nil, nil
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	if cat.WriteOrderID != w {
-		return 0, nil, fmt.Errorf("catalog W %d, top level %d", cat.WriteOrderID, w)
 	}
 	var ids []uint32
-	for _, g := range cat.Groups {
-		if g.ID == 0 {
-			continue
-		}
-		gc, gst, err := Open(fsys, GroupDir(dir, g.ID))
-		if err != nil {
-			return 0, nil, fmt.Errorf("group %d: %w", g.ID, err)
-		}
-		err = checkSetRing(gc, gst, w, g.ID)
-		gc.Close()
-		if err != nil {
+	for _, g := range s.Groups {
+		if err := checkSetRing(g.Checkpoint, g.State, w, g.Group.ID); err != nil {
 			return 0, nil, err
 		}
-		ids = append(ids, g.ID)
+		ids = append(ids, g.Group.ID)
 	}
 	return w, ids, nil
 }
@@ -203,5 +198,144 @@ func sameTree(t *testing.T, a, b map[string][]byte, except ...string) {
 		if string(v) != string(b[k]) {
 			t.Fatalf("%s differs", k)
 		}
+	}
+}
+
+// TestOpenSet opens whole sets: with named groups, each at the set's W and
+// found by Group, and an older release's set without a catalog.
+func TestOpenSet(t *testing.T) {
+	mem := newMem(t, "/cp", "/old")
+	newSet(t, mem, "/cp", 10, 1, 4).write(2)
+	s, err := OpenSet(mem, "/cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Catalog == nil || s.Catalog.WriteOrderID != 2 || len(s.Groups) != 2 || s.Groups[0].Group.ID != 1 || s.Groups[1].Group.ID != 4 {
+		t.Fatalf("set: catalog %+v, groups %+v", s.Catalog, s.Groups)
+	}
+	if g, ok := s.Group(4); !ok || g.Dir != GroupDir("/cp", 4) || g.State.WriteOrderID != 2 || g.Group.Name != "g4" {
+		t.Fatalf("Group(4) = %+v, %v", g, ok)
+	}
+	if _, ok := s.Group(2); ok {
+		t.Fatal("Group(2) found a group the catalog does not list")
+	}
+
+	newSet(t, mem, "/old", 10).write(3)
+	if err := mem.Remove(path("/old", CatalogName)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := OpenSet(mem, "/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if old.Catalog != nil || old.Groups != nil || old.State.WriteOrderID != 3 {
+		t.Fatalf("older release's set: catalog %+v, groups %+v", old.Catalog, old.Groups)
+	}
+}
+
+// TestOpenSetRefuses: a set that is not whole at one W opens nothing, with
+// an error naming the part that spoils it.
+func TestOpenSetRefuses(t *testing.T) {
+	cases := []struct {
+		name   string
+		edit   func(t *testing.T, s *ckptSet)
+		want   []error  // every one matches
+		groups []uint32 // the *GroupError of each, in order; nil: a *CatalogError
+	}{
+		{"catalog_of_other_w", func(t *testing.T, s *ckptSet) {
+			s.cat.WriteOrderID = 2
+			if err := WriteCatalog(s.fsys, s.dir, &s.cat); err != nil {
+				t.Fatal(err)
+			}
+		}, []error{ErrBadCheckpoint, ErrIncomplete}, nil},
+		{"catalog_damaged", func(t *testing.T, s *ckptSet) { patch(t, s.fsys, path(s.dir, CatalogName), 9, []byte{0xFF}) },
+			[]error{ErrBadCheckpoint, corrupt.ErrCorrupt}, nil},
+		{"group_of_other_w", func(t *testing.T, s *ckptSet) { s.writeRing(s.groups[4], 2, 4) },
+			[]error{ErrBadCheckpoint, ErrIncomplete}, []uint32{4}},
+		{"two_groups_bad", func(t *testing.T, s *ckptSet) {
+			s.writeRing(s.groups[4], 2, 4)
+			patch(t, s.fsys, path(GroupDir(s.dir, 1), CheckpointName), slotMarker*8, be64(markerIncomplete))
+		}, []error{ErrBadCheckpoint}, []uint32{1, 4}},
+		{"group_dir_missing", func(t *testing.T, s *ckptSet) {
+			s.groups[1].Close()
+			if err := RemoveGroupDir(s.fsys, s.dir, 1); err != nil {
+				t.Fatal(err)
+			}
+		}, []error{ErrBadCheckpoint, ErrNoCheckpoint}, []uint32{1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := newMem(t, "/cp")
+			s := newSet(t, mem, "/cp", 10, 1, 4)
+			s.write(1)
+			tc.edit(t, s)
+			set, err := OpenSet(mem, "/cp")
+			if set != nil || err == nil {
+				t.Fatalf("OpenSet = %+v, %v; want an error", set, err)
+			}
+			for _, w := range tc.want {
+				if !errors.Is(err, w) {
+					t.Errorf("OpenSet = %v, want it to match %v", err, w)
+				}
+			}
+			if tc.groups == nil {
+				var ce *CatalogError
+				if !errors.As(err, &ce) || ce.File != path("/cp", CatalogName) {
+					t.Fatalf("OpenSet = %v, want a *CatalogError naming the catalog", err)
+				}
+				return
+			}
+			var got []uint32
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ge *GroupError
+				if !errors.As(e, &ge) || ge.Dir != GroupDir("/cp", ge.Group.ID) {
+					t.Fatalf("part %v of OpenSet's error is no *GroupError naming its dir", e)
+				}
+				got = append(got, ge.Group.ID)
+			}
+			if !slices.Equal(got, tc.groups) {
+				t.Fatalf("OpenSet names groups %v, want %v (%v)", got, tc.groups, err)
+			}
+		})
+	}
+	t.Run("no_checkpoint", func(t *testing.T) {
+		if set, err := OpenSet(newMem(t, "/cp"), "/cp"); set != nil || !errors.Is(err, ErrNoCheckpoint) {
+			t.Fatalf("OpenSet = %+v, %v; want ErrNoCheckpoint", set, err)
+		}
+	})
+}
+
+// TestWriteSetFailsFirstGroup: a group checkpoint that fails to write
+// stops WriteSet before the catalog and the top level, so that the set on
+// disk stays the previous one.
+func TestWriteSetFailsFirstGroup(t *testing.T) {
+	mem := newMem(t, "/cp")
+	s := newSet(t, mem, "/cp", 10, 1, 4)
+	s.write(1)
+	top := s.ringState(s.top, 2, 0)
+	cat := s.cat
+	cat.WriteOrderID = 2
+	err := WriteSet(mem, "/cp", s.top, top, &cat, []SetWrite{{Name: "g1", Checkpoint: s.groups[1]}})
+	if err == nil || !strings.Contains(err.Error(), `group "g1"`) {
+		t.Fatalf("WriteSet = %v, want an error naming group g1", err)
+	}
+	wantSet(t, mem, "/cp", 1, 1, 4)
+}
+
+// TestStaleGroupDirs lists the group dirs that no live group owns.
+func TestStaleGroupDirs(t *testing.T) {
+	mem := newMem(t, "/cp")
+	for _, id := range []uint32{1, 3, 5} {
+		if err := CreateGroupDir(mem, "/cp", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := StaleGroupDirs(mem, "/cp", []uint32{0, 3}); err != nil || !slices.Equal(got, []uint32{1, 5}) {
+		t.Fatalf("StaleGroupDirs = %v, %v; want [1 5]", got, err)
+	}
+	if got, err := StaleGroupDirs(mem, "/cp", []uint32{1, 3, 5}); err != nil || got != nil {
+		t.Fatalf("StaleGroupDirs = %v, %v; want none", got, err)
 	}
 }
