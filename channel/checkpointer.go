@@ -80,7 +80,7 @@ func (c *FileChannel) checkpointLocked() error {
 // the same write-order id: each named group's in its group-N subdir, then
 // the catalog, then the checkpoint dir's own (the unnamed group's ring and
 // the channel's state), whose COMPLETE marker is written last. Open uses
-// them only if they all agree (see loadGroupCheckpoints).
+// them only if they all agree (checkpoint.OpenSet).
 func (c *FileChannel) writeCheckpoint(start time.Time) error {
 	snap, sn := c.capture()
 	capture := time.Since(start)
@@ -143,18 +143,14 @@ type groupSnapshot struct {
 	st *checkpoint.State
 }
 
-// writeCheckpointFiles writes the named groups' checkpoints, the catalog,
-// then the top one.
+// writeCheckpointFiles writes the checkpoint set in its order
+// (checkpoint.WriteSet).
 func (c *FileChannel) writeCheckpointFiles(snap *ckptSnapshot) error {
+	groups := make([]checkpoint.SetWrite, 0, len(snap.groups))
 	for _, gs := range snap.groups {
-		if err := gs.g.ckpt.Write(gs.st); err != nil {
-			return fmt.Errorf("%s: %w", groupLabel(gs.g.cfg.Name), err)
-		}
+		groups = append(groups, checkpoint.SetWrite{Name: gs.g.cfg.Name, Checkpoint: gs.g.ckpt, State: gs.st})
 	}
-	if err := checkpoint.WriteCatalog(c.fs, c.cfg.CheckpointDir, snap.catalog); err != nil {
-		return err
-	}
-	return c.top.Write(snap.top)
+	return checkpoint.WriteSet(c.fs, c.cfg.CheckpointDir, c.top, snap.top, snap.catalog, groups)
 }
 
 // removeStaleGroupDirs deletes the checkpoint subdirs of removed groups

@@ -48,10 +48,7 @@ func (c *FileChannel) fileStart() []logfile.Record {
 func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
 	cat := &checkpoint.Catalog{WriteOrderID: w, NextGroupID: c.nextGroupID}
 	for _, g := range c.groups {
-		gi := g.info()
-		cat.Groups = append(cat.Groups, checkpoint.Group{ID: gi.ID, Name: gi.Name, Since: gi.Since,
-			Capacity: int(gi.Capacity), Policy: gi.Policy, MaxDeliveries: gi.MaxDeliveries, DeadLetter: gi.DeadLetter,
-			DeadLetterGroup: gi.DeadLetterGroup, Deliveries: g.catalogDeliveries()})
+		cat.Groups = append(cat.Groups, checkpoint.CatalogGroup(g.info(), g.catalogDeliveries()))
 	}
 	return cat
 }

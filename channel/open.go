@@ -29,11 +29,11 @@ type recovery struct {
 	created bool
 
 	// The consumer groups: the checkpoint's catalog (nil: an older
-	// release's checkpoint, or none) and named groups' checkpoints; their
-	// states by id; the consumers replay created (fresh); whether the
+	// release's checkpoint, or none) and the set it belongs to, with the
+	// named groups' checkpoints; their states by id; the consumers replay created (fresh); whether the
 	// groups differ from the checkpoint's (then a checkpoint is written).
 	catalog       *checkpoint.Catalog
-	groupCkpts    map[uint32]groupCkpt
+	set           *checkpoint.Set
 	groupStates   map[uint32]*checkpoint.State
 	fresh         map[uint32]*groupState
 	groupsChanged bool
@@ -279,19 +279,18 @@ func (c *FileChannel) loadCheckpoint(rc *recovery) error {
 	return nil
 }
 
-// openCheckpointSet opens the checkpoint in dir and, if it has a group
-// catalog, the named groups' checkpoints (all or nothing).
+// openCheckpointSet opens the checkpoint set in dir, all or nothing
+// (checkpoint.OpenSet has the rules: a set not at one write-order id is
+// incomplete, a damaged part matches checkpoint.ErrBadCheckpoint). Without
+// a catalog the checkpoint is an older release's: the unnamed group alone,
+// on the top ring.
 func (c *FileChannel) openCheckpointSet(rc *recovery, dir string) (*checkpoint.Checkpoint, *checkpoint.State, error) {
-	ck, st, err := checkpoint.Open(c.fs, dir)
+	set, err := checkpoint.OpenSet(c.fs, dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	cat, groups, err := c.loadGroupCheckpoints(dir, st)
-	if err != nil {
-		return nil, nil, errors.Join(err, ck.Close())
-	}
-	rc.catalog, rc.groupCkpts = cat, groups
-	return ck, st, nil
+	rc.catalog, rc.set = set.Catalog, set
+	return set.Top, set.State, nil
 }
 
 // undoRolls runs when a step of Open fails: it deletes the log files

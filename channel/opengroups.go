@@ -11,31 +11,6 @@ import (
 	"github.com/flumego/filechannel/replay"
 )
 
-// groupCkpt is a named group's checkpoint, as loadGroupCheckpoints opened
-// it.
-type groupCkpt struct {
-	ck *checkpoint.Checkpoint
-	st *checkpoint.State
-}
-
-// loadGroupCheckpoints opens the catalog of the checkpoint in dir (top
-// opened with state st) and every named group's checkpoint it lists, all
-// or nothing (replay.OpenGroupCheckpoints has the rules: a set not at one
-// write-order id is incomplete, a damaged part matches
-// checkpoint.ErrBadCheckpoint). Without a catalog the checkpoint is an
-// older release's: the unnamed group alone, on the top ring.
-func (c *FileChannel) loadGroupCheckpoints(dir string, st *checkpoint.State) (*checkpoint.Catalog, map[uint32]groupCkpt, error) {
-	cat, gcs, err := replay.OpenGroupCheckpoints(c.fs, dir, st)
-	if err != nil || cat == nil {
-		return nil, nil, err
-	}
-	out := make(map[uint32]groupCkpt, len(gcs))
-	for _, gc := range gcs {
-		out[gc.Info.ID] = groupCkpt{ck: gc.Checkpoint, st: gc.State}
-	}
-	return cat, out, nil
-}
-
 // replaySeeds returns replay's group seeds from the loaded checkpoint (nil:
 // an older release's checkpoint, or a full replay).
 func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
@@ -78,15 +53,15 @@ func (c *FileChannel) buildGroups(rc *recovery) error {
 		if cg.ID == 0 {
 			g, err = newGroupState(rc.ck, rc.st)
 		} else {
-			gc := rc.groupCkpts[cg.ID]
-			g, err = newGroupState(gc.ck, gc.st)
-			rc.groupStates[cg.ID] = gc.st
+			gc, _ := rc.set.Group(cg.ID) // OpenSet opened every group the catalog lists
+			g, err = newGroupState(gc.Checkpoint, gc.State)
+			rc.groupStates[cg.ID] = gc.State
 		}
 		if err != nil {
 			return opErr(fmt.Sprintf("load the queue of %s from its checkpoint", groupLabel(cg.Name)), err)
 		}
-		g.id, g.cfg, g.since = cg.ID, groupConfigOf(replay.CatalogGroupInfo(cg)), cg.Since
-		g.dlqOnly, g.deliveries = cg.DeadLetterGroup, replay.CatalogDeliveries(cg)
+		g.id, g.cfg, g.since = cg.ID, groupConfigOf(cg.GroupInfo()), cg.Since
+		g.dlqOnly, g.deliveries = cg.DeadLetterGroup, cg.DeliveryCounts()
 		c.groups = append(c.groups, g)
 		if cg.ID == 0 {
 			c.main = g
@@ -326,19 +301,15 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 // belong to no group (removed groups, or a group whose AddGroup a crash
 // interrupted): the next checkpoint deletes them.
 func (c *FileChannel) findStaleGroupDirs() error {
-	ids, err := checkpoint.ListGroupDirs(c.fs, c.cfg.CheckpointDir)
+	live := make([]uint32, 0, len(c.groups))
+	for _, g := range c.groups {
+		live = append(live, g.id)
+	}
+	stale, err := checkpoint.StaleGroupDirs(c.fs, c.cfg.CheckpointDir, live)
 	if err != nil {
 		return opErr("list group checkpoints", err)
 	}
-	live := map[uint32]bool{}
-	for _, g := range c.groups {
-		live[g.id] = true
-	}
-	for _, id := range ids {
-		if !live[id] {
-			c.staleGroupDirs = append(c.staleGroupDirs, id)
-		}
-	}
+	c.staleGroupDirs = append(c.staleGroupDirs, stale...)
 	return nil
 }
 

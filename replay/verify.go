@@ -29,7 +29,7 @@ import (
 //  1. the checkpoint and the backup checkpoint: complete, incomplete,
 //     corrupt or missing; with consumer groups a checkpoint is a set (its
 //     top level, its groups catalog, every named group's checkpoint, all at
-//     one write-order id: OpenGroupCheckpoints), usable only whole, as the
+//     one write-order id: checkpoint.OpenSet), usable only whole, as the
 //     channel's Open uses it;
 //  2. every log file, scanned in full from its header: damaged header,
 //     damaged regions in the middle, torn tail, a file left by an
@@ -444,10 +444,10 @@ func (v *verifier) reportSkipped(sc *logfile.Scanner, salvaged bool, info *LogIn
 // uses is known: a torn tail beyond what the checkpoint covers is normal
 // after a crash; valid records that end below the length the checkpoint
 // recorded mean that synced, checkpointed records were cut off.
-func (v *verifier) tailProblems(used *loadedCheckpoint) {
+func (v *verifier) tailProblems(used *checkpoint.Set) {
 	positions := map[uint32]int64{}
 	if used != nil {
-		for _, l := range used.st.Logs {
+		for _, l := range used.State.Logs {
 			positions[l.FileID] = l.Position
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -24,12 +22,12 @@ import (
 // checkpoint if complete, else the backup if complete, else nil (a full
 // replay). It fills in the report's Checkpoint, Backup and RecoveredFrom,
 // and a problem for each one that is not usable.
-func (v *verifier) pickCheckpoint() (*loadedCheckpoint, error) {
+func (v *verifier) pickCheckpoint() (*checkpoint.Set, error) {
 	primary, err := v.loadCheckpoint()
 	if err != nil {
 		return nil, err
 	}
-	var backup *loadedCheckpoint
+	var backup *checkpoint.Set
 	if v.opts.BackupCheckpointDir == "" {
 		v.rep.Backup = CheckpointInfo{State: StateNone}
 	} else if backup, err = v.loadBackup(); err != nil {
@@ -47,28 +45,17 @@ func (v *verifier) pickCheckpoint() (*loadedCheckpoint, error) {
 	return nil, nil
 }
 
-// loadedCheckpoint is a checkpoint set opened in the MemFS (at the paths
-// of the real files): the top level, the catalog and the named groups'
-// checkpoints, all at one write-order id.
-type loadedCheckpoint struct {
-	dir     string // the checkpoint dir, or the backup dir
-	ck      *checkpoint.Checkpoint
-	st      *checkpoint.State
-	catalog *checkpoint.Catalog // nil: an older release's checkpoint
-	groups  []GroupCheckpoint   // the named groups'
-}
-
 // loadCheckpoint copies the checkpoint into the MemFS, at the same path,
 // and opens it there. It returns nil when the checkpoint is not complete.
-func (v *verifier) loadCheckpoint() (*loadedCheckpoint, error) {
+func (v *verifier) loadCheckpoint() (*checkpoint.Set, error) {
 	dir := v.opts.CheckpointDir
 	info := &v.rep.Checkpoint
 	info.Dir = dir
 	if err := v.copyDir(dir, false); err != nil {
 		return nil, err
 	}
-	ck, st, err := checkpoint.Open(v.mem, dir)
-	return v.opened(info, ck, st, err, ProblemCheckpointMissing, ProblemCheckpointIncomplete, ProblemCheckpointCorrupt)
+	set, err := checkpoint.OpenSet(v.mem, dir)
+	return v.opened(info, set, err, ProblemCheckpointMissing, ProblemCheckpointIncomplete, ProblemCheckpointCorrupt)
 }
 
 // loadBackup copies the backup into the MemFS, at the same path, and opens
@@ -77,7 +64,7 @@ func (v *verifier) loadCheckpoint() (*loadedCheckpoint, error) {
 // before opening it; the restore copies the files byte for byte, so opening
 // the copy in place gives the same result, with errors naming the backup's
 // files.
-func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
+func (v *verifier) loadBackup() (*checkpoint.Set, error) {
 	dir := v.opts.BackupCheckpointDir
 	info := &v.rep.Backup
 	info.Dir = dir
@@ -94,38 +81,36 @@ func (v *verifier) loadBackup() (*loadedCheckpoint, error) {
 		v.rep.add(ProblemBackupMissing, dir, -1, "no complete backup (no %s marker)", checkpoint.BackupCompleteName)
 		return nil, nil
 	}
-	ck, st, err := checkpoint.Open(v.mem, dir)
+	set, err := checkpoint.OpenSet(v.mem, dir)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		// backupComplete without the files: RestoreBackup would fail.
 		err = fmt.Errorf("%w: %w", checkpoint.ErrBadCheckpoint, err)
 	}
-	return v.opened(info, ck, st, err, ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt)
+	return v.opened(info, set, err, ProblemBackupMissing, ProblemBackupIncomplete, ProblemBackupCorrupt)
 }
 
-// opened classifies the result of checkpoint.Open in the MemFS, and of
-// the consumer groups' part of the set (openGroups) when the top level
-// opened. The real files were already read without an I/O error, so every
-// failure here is about their contents: files a newer release wrote are
-// returned as the error, anything else is a problem (one for each group
-// checkpoint that spoils the set).
-func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *checkpoint.State, err error,
-	missing, incomplete, bad ProblemKind) (*loadedCheckpoint, error) {
-	var c *loadedCheckpoint
-	if err == nil {
-		if c, err = v.openGroups(info.Dir, ck, st); err != nil {
-			if cerr := ck.Close(); cerr != nil {
-				return nil, cerr
-			}
-		}
-	}
+// opened classifies the result of checkpoint.OpenSet in the MemFS. The
+// real files were already read without an I/O error, so every failure here
+// is about their contents: files a newer release wrote are returned as the
+// error, anything else is a problem (one for each group checkpoint that
+// spoils the set).
+func (v *verifier) opened(info *CheckpointInfo, set *checkpoint.Set, err error,
+	missing, incomplete, bad ProblemKind) (*checkpoint.Set, error) {
 	switch {
 	case errors.Is(err, corrupt.ErrUnsupportedFormat):
 		return nil, err // not damage: this build cannot check them
 	case err == nil:
+		v.closers = append(v.closers, set)
+		if set.Catalog != nil {
+			for _, g := range set.Catalog.Groups {
+				v.ref(g.GroupInfo())
+			}
+		}
+		st := set.State
 		info.State = StateComplete
 		info.WriteOrderID, info.Capacity, info.Head, info.Size = st.WriteOrderID, st.Capacity, st.Head, st.Size
-		info.Time, info.LogStates, info.Catalog = st.Time, len(st.Logs), c.catalog
-		return c, nil
+		info.Time, info.LogStates, info.Catalog = st.Time, len(st.Logs), set.Catalog
+		return set, nil
 	}
 	info.Err = err
 	parts := []error{err}
@@ -133,7 +118,7 @@ func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *c
 		parts = ges
 	}
 	for i, part := range parts {
-		state := v.unusable(info.Dir, ck != nil, part, missing, incomplete, bad)
+		state := v.unusable(info.Dir, part, missing, incomplete, bad)
 		if i == 0 {
 			info.State = state
 		}
@@ -142,22 +127,24 @@ func (v *verifier) opened(info *CheckpointInfo, ck *checkpoint.Checkpoint, st *c
 }
 
 // unusable reports the problem err makes of the checkpoint set in dir (a
-// group checkpoint's, when err is a *GroupCheckpointError; the catalog's
-// when the top level opened) and returns the State it gives the set.
-func (v *verifier) unusable(dir string, topOpened bool, err error, missing, incomplete, bad ProblemKind) string {
+// group checkpoint's, when err is a *checkpoint.GroupError; the catalog's,
+// when it is a *checkpoint.CatalogError) and returns the State it gives the
+// set.
+func (v *verifier) unusable(dir string, err error, missing, incomplete, bad ProblemKind) string {
 	var g *GroupRef
-	var ge *GroupCheckpointError
+	var ge *checkpoint.GroupError
 	if errors.As(err, &ge) {
-		g = v.ref(ge.Group)
+		g = v.ref(ge.Group.GroupInfo())
 	}
+	var ce *checkpoint.CatalogError
 	switch {
 	case errors.Is(err, checkpoint.ErrIncomplete):
 		file := filepath.Join(dir, checkpoint.CheckpointName)
 		switch {
 		case ge != nil:
 			file = filepath.Join(ge.Dir, checkpoint.CheckpointName)
-		case topOpened:
-			file = filepath.Join(dir, checkpoint.CatalogName) // at another W
+		case errors.As(err, &ce):
+			file = ce.File // at another W
 		}
 		v.rep.addGroup(g, incomplete, file, -1, "%v", err)
 		return StateIncomplete
@@ -166,10 +153,10 @@ func (v *verifier) unusable(dir string, topOpened bool, err error, missing, inco
 		return StateMissing
 	}
 	file, off := dir, int64(-1)
-	var ce *corrupt.Error
+	var cerr *corrupt.Error
 	switch {
-	case errors.As(err, &ce):
-		file, off = ce.File, ce.Offset
+	case errors.As(err, &cerr):
+		file, off = cerr.File, cerr.Offset
 	case ge != nil:
 		file = ge.Dir
 	}
@@ -177,7 +164,7 @@ func (v *verifier) unusable(dir string, topOpened bool, err error, missing, inco
 	return StateCorrupt
 }
 
-// groupErrors returns the group checkpoints' errors that OpenGroupCheckpoints
+// groupErrors returns the group checkpoints' errors that checkpoint.OpenSet
 // joined into err, if it is those.
 func groupErrors(err error) []error {
 	errs := []error{err}
@@ -186,32 +173,11 @@ func groupErrors(err error) []error {
 	}
 	var out []error
 	for _, e := range errs {
-		if ge := (*GroupCheckpointError)(nil); errors.As(e, &ge) {
+		if ge := (*checkpoint.GroupError)(nil); errors.As(e, &ge) {
 			out = append(out, ge)
 		}
 	}
 	return out
-}
-
-// openGroups opens the catalog and the named groups' checkpoints of the
-// checkpoint set in dir of the MemFS, whose top level ck opened with state
-// st (OpenGroupCheckpoints: all of them at st's write-order id, or the set
-// is unusable).
-func (v *verifier) openGroups(dir string, ck *checkpoint.Checkpoint, st *checkpoint.State) (*loadedCheckpoint, error) {
-	cat, groups, err := OpenGroupCheckpoints(v.mem, dir, st)
-	if err != nil {
-		return nil, err
-	}
-	v.closers = append(v.closers, ck)
-	for _, g := range groups {
-		v.closers = append(v.closers, g.Checkpoint)
-	}
-	if cat != nil {
-		for _, g := range cat.Groups {
-			v.ref(CatalogGroupInfo(g))
-		}
-	}
-	return &loadedCheckpoint{dir: dir, ck: ck, st: st, catalog: cat, groups: groups}, nil
 }
 
 // copyDir copies the checkpoint files of dir (and backupComplete if
@@ -248,7 +214,7 @@ func (v *verifier) copyGroupDirs(dir string) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		id, ok := groupDirID(name)
+		id, ok := checkpoint.ParseGroupDirName(name)
 		if !ok {
 			continue
 		}
@@ -276,24 +242,6 @@ func (v *verifier) copyGroupDirs(dir string) error {
 		}
 	}
 	return nil
-}
-
-// groupDirPrefix is how the name of a group's checkpoint dir starts.
-var groupDirPrefix = strings.TrimSuffix(filepath.Base(checkpoint.GroupDir("", 1)), "1")
-
-// groupDirID returns the group id of a checkpoint dir entry named as
-// checkpoint.GroupDir names a group's dir (exactly: group-1, not group-01
-// or group-0).
-func groupDirID(name string) (uint32, bool) {
-	s, ok := strings.CutPrefix(name, groupDirPrefix)
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || id == 0 || filepath.Base(checkpoint.GroupDir("", uint32(id))) != name {
-		return 0, false
-	}
-	return uint32(id), true
 }
 
 // copyChunk is the unit of copyFile.

@@ -64,31 +64,27 @@ func (v *verifier) ref(g logfile.GroupInfo) *GroupRef {
 // each on a queue over its ring, and the options of the replay that
 // recovers them as the channel does: the catalog's groups (GroupSeeds), or
 // without a catalog the unnamed group alone on the top-level ring.
-func (v *verifier) checkpointGroups(c *loadedCheckpoint) ([]ckptGroup, Options, error) {
-	opts := Options{Checkpoint: c.st}
-	topMeta := filepath.Join(c.dir, checkpoint.MetaName)
-	seeds, err := GroupSeeds(c.ck, c.st, c.catalog, c.groups)
+func (v *verifier) checkpointGroups(c *checkpoint.Set) ([]ckptGroup, Options, error) {
+	opts := Options{Checkpoint: c.State}
+	topMeta := filepath.Join(c.Dir, checkpoint.MetaName)
+	seeds, err := GroupSeeds(c)
 	if err != nil {
 		return nil, opts, err // Open checked every head and size
 	}
 	if seeds == nil {
-		q, err := ringQueue(c.ck, c.st)
+		q, err := ringQueue(c.Top, c.State)
 		if err != nil {
 			return nil, opts, err
 		}
 		opts.Queue = q
 		info := logfile.GroupInfo{Capacity: uint64(q.Capacity())} // as Run seeds it
-		return []ckptGroup{{info: info, meta: topMeta, st: c.st, q: q, ring: q.Pointers()}}, opts, nil
+		return []ckptGroup{{info: info, meta: topMeta, st: c.State, q: q, ring: q.Pointers()}}, opts, nil
 	}
-	opts.Groups, opts.NextGroupID = seeds, c.catalog.NextGroupID
-	named := make(map[uint32]GroupCheckpoint, len(c.groups))
-	for _, g := range c.groups {
-		named[g.Info.ID] = g
-	}
+	opts.Groups, opts.NextGroupID = seeds, c.Catalog.NextGroupID
 	groups := make([]ckptGroup, 0, len(seeds))
 	for _, s := range seeds {
-		g := ckptGroup{info: s.Info, meta: topMeta, st: c.st, q: s.Queue, ring: s.Queue.Pointers()}
-		if gc, ok := named[s.Info.ID]; ok {
+		g := ckptGroup{info: s.Info, meta: topMeta, st: c.State, q: s.Queue, ring: s.Queue.Pointers()}
+		if gc, ok := c.Group(s.Info.ID); ok {
 			g.meta, g.st = filepath.Join(gc.Dir, checkpoint.MetaName), gc.State
 		}
 		groups = append(groups, g)
@@ -98,15 +94,15 @@ func (v *verifier) checkpointGroups(c *loadedCheckpoint) ([]ckptGroup, Options, 
 
 // recoverFrom runs the recovery from the checkpoint set c (queue A), after
 // checking each of its checkpoints' bookkeeping (check 5).
-func (v *verifier) recoverFrom(c *loadedCheckpoint) (recovery, error) {
+func (v *verifier) recoverFrom(c *checkpoint.Set) (recovery, error) {
 	var rec recovery
 	var puts []rolePointer
-	for _, tx := range c.st.InflightPuts {
+	for _, tx := range c.State.InflightPuts {
 		for _, p := range tx.Pointers {
 			puts = append(puts, rolePointer{p: p, role: roleInflightPut})
 		}
 	}
-	v.rep.InflightPuts = countPointers(c.st.InflightPuts)
+	v.rep.InflightPuts = countPointers(c.State.InflightPuts)
 	groups, opts, err := v.checkpointGroups(c)
 	if err != nil {
 		return rec, err
@@ -122,7 +118,7 @@ func (v *verifier) recoverFrom(c *loadedCheckpoint) (recovery, error) {
 		v.rep.InflightTakes += len(takes)
 		// The top level's log states count the puts in flight too.
 		check := takes
-		if g.st == c.st {
+		if g.st == c.State {
 			check, topIsGroup = append(slices.Clone(puts), takes...), true
 		}
 		v.checkRefs(g.meta, v.ref(g.info), g.st, g.ring, check)
@@ -131,11 +127,11 @@ func (v *verifier) recoverFrom(c *loadedCheckpoint) (recovery, error) {
 	if !topIsGroup {
 		// No unnamed group: the top level holds an empty ring, and the
 		// puts in flight.
-		q, err := ringQueue(c.ck, c.st)
+		q, err := ringQueue(c.Top, c.State)
 		if err != nil {
 			return rec, err
 		}
-		v.checkRefs(filepath.Join(c.dir, checkpoint.MetaName), nil, c.st, q.Pointers(), puts)
+		v.checkRefs(filepath.Join(c.Dir, checkpoint.MetaName), nil, c.State, q.Pointers(), puts)
 	}
 	rec.inflight = append(rec.inflight, puts...)
 	rec.ckpt = groups
@@ -214,7 +210,7 @@ func queuedLen(groups []groupQueue) int {
 // compareGroups fills in the report's groups and compares each group's
 // recovered queue with a full replay's (check 3). used is nil when the
 // recovery is the full replay.
-func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Result, used *loadedCheckpoint) {
+func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Result, used *checkpoint.Set) {
 	recOK := rec.res != nil
 	v.rep.Queued, v.rep.FullReplayQueued = -1, -1
 	if recOK {
@@ -249,7 +245,7 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 	// record says it. Otherwise Run assumed the unnamed group alone, and
 	// a group only the other side has is no disagreement.
 	setKnown := used != nil && fullRes != nil && recOK &&
-		(used.catalog != nil || rec.res.Catalogs > 0) && fullRes.Catalogs > 0
+		(used.Catalog != nil || rec.res.Catalogs > 0) && fullRes.Catalogs > 0
 	for _, id := range ids {
 		r, f := recBy[id], fullBy[id]
 		gr := GroupReport{Queued: -1, FullReplayQueued: -1, InflightTakes: inflight[id]}
