@@ -58,9 +58,14 @@ type FileChannel struct {
 	// the queue reflects the write; a checkpoint holds it exclusively only
 	// while it captures its snapshot, so a snapshot never sees half a commit.
 	commitMu sync.RWMutex
+	// journal is the delivery journal (deliveries.go), nil when no group
+	// counts deliveries; set (setJournal) and released with the files
+	// under commitMu exclusive, used under commitMu shared.
+	journal *checkpoint.Journal
 
 	// queueMu guards the groups' queues, checkpoint slots and in-flight
-	// takes, the group list, and inflightPuts.
+	// takes, the group list, nextGroupID, inflightPuts, removedWaits and
+	// released: the fields below, down to groupMu.
 	queueMu sync.Mutex
 	// groups is the consumer groups, by id; main the unnamed one (nil if
 	// the channel has none). The list changes under commitMu (exclusive)
@@ -76,31 +81,28 @@ type FileChannel struct {
 	top          *checkpoint.Checkpoint
 	nextGroupID  uint32
 	inflightPuts *eventqueue.Inflight
+	// removedWaits is what the gates of removed groups counted: Stats and
+	// the put-wait counters add it, so that they never go down when a
+	// group goes.
+	removedWaits gateWaits
+	// released: Close released the checkpoint and the log set; the queue's
+	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
+	// any one of them is enough to read it.
+	released bool
 	// groupMu serialises AddGroup and RemoveGroup.
 	groupMu sync.Mutex
 	// catalog is the groups record every new log file starts with
 	// (logfile.SetOptions.FileStart), replaced when the groups change.
 	catalog atomic.Pointer[logfile.Record]
-	// removedWaits is what the gates of removed groups counted (guarded by
-	// queueMu): Stats and the put-wait counters add it, so that they never
-	// go down when a group goes.
-	removedWaits gateWaits
-	// staleGroupDirs are the checkpoint subdirs of removed groups, deleted
-	// once a checkpoint without them is written (guarded by ckptMu).
-	staleGroupDirs []uint32
-	// journal is the delivery journal (deliveries.go), nil when no group
-	// counts deliveries. Released with the files.
-	journal *checkpoint.Journal
-	// released: Close released the checkpoint and the log set; the queue's
-	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
-	// any one of them is enough to read it.
-	released bool
 
 	nextTxID  atomic.Uint64
 	lastCkptW atomic.Uint64 // write-order id of the last successful checkpoint
 
 	// ckptMu serialises checkpoints (periodic, explicit, on close).
 	ckptMu sync.Mutex
+	// staleGroupDirs are the checkpoint subdirs of removed groups, deleted
+	// once a checkpoint without them is written.
+	staleGroupDirs []uint32
 
 	stats   stats
 	metrics *metrics

@@ -265,17 +265,10 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 // The caller holds commitMu shared and saw the channel open.
 func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer) []DeadLetter {
 	g := t.grp
-	c.queueMu.Lock()
-	if g.removed || g.dlq == nil || g.dlq.removed {
-		c.queueMu.Unlock()
+	m, counts, ok := c.planDeadLetters(g, ptrs)
+	if !ok {
 		return nil
 	}
-	m := g.dlq.planMove(len(ptrs), 0)
-	counts := make([]int, len(ptrs))
-	for i, p := range ptrs {
-		counts[i] = int(g.deliveries[p])
-	}
-	c.queueMu.Unlock()
 	if refused := len(ptrs) - m.moved(); refused > 0 {
 		g.counts.deadRefused.Add(int64(refused))
 		c.log.Warn("dead-letter group full: events that reached MaxDeliveries are delivered again",
@@ -316,6 +309,23 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	c.log.Warn("events reached MaxDeliveries: moved to the dead-letter group", "group", g.cfg.Name,
 		"dead_letter", g.dlq.cfg.Name, "events", len(moved), "max_deliveries", g.cfg.MaxDeliveries)
 	return deadLetterNotes(g, moved, counts, m.accept, false)
+}
+
+// planDeadLetters plans, under queueMu, the move of ptrs from g to its
+// dead-letter group and reads their delivery counts; ok is false when
+// either group is gone.
+func (c *FileChannel) planDeadLetters(g *groupState, ptrs []eventqueue.Pointer) (m movePlan, counts []int, ok bool) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.removed || g.dlq == nil || g.dlq.removed {
+		return movePlan{}, nil, false
+	}
+	m = g.dlq.planMove(len(ptrs), 0)
+	counts = make([]int, len(ptrs))
+	for i, p := range ptrs {
+		counts[i] = int(g.deliveries[p])
+	}
+	return m, counts, true
 }
 
 // landQueue queues, under queueMu, the events a move plan accepts at its
@@ -393,14 +403,7 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 	if c.closed.Load() {
 		return nil
 	}
-	var over []eventqueue.Pointer
-	c.queueMu.Lock()
-	for _, p := range t.takes {
-		if int64(g.deliveries[p]) >= int64(g.cfg.MaxDeliveries) {
-			over = append(over, p)
-		}
-	}
-	c.queueMu.Unlock()
+	over := c.atDeliveryLimit(g, t.takes)
 	if len(over) == 0 {
 		return nil
 	}
@@ -413,4 +416,18 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 		t.takes = slices.DeleteFunc(t.takes, func(p eventqueue.Pointer) bool { return gone[p] })
 	}
 	return notes
+}
+
+// atDeliveryLimit returns those of ptrs whose delivery count in g reached
+// its MaxDeliveries, reading the counts under queueMu.
+func (c *FileChannel) atDeliveryLimit(g *groupState, ptrs []eventqueue.Pointer) []eventqueue.Pointer {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	var over []eventqueue.Pointer
+	for _, p := range ptrs {
+		if int64(g.deliveries[p]) >= int64(g.cfg.MaxDeliveries) {
+			over = append(over, p)
+		}
+	}
+	return over
 }

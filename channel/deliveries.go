@@ -165,18 +165,10 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
 	if c.closed.Load() {
 		return
 	}
-	words, counts := t.s.words[:0], t.s.counts[:0]
-	c.queueMu.Lock()
-	if g.removed {
-		c.queueMu.Unlock()
+	words, counts, removed := c.deliveryCounts(g, ptrs, t.s.words[:0], t.s.counts[:0])
+	if removed {
 		return // its counts went with it
 	}
-	for _, p := range ptrs {
-		if n := g.deliveries[p]; n > 0 {
-			words, counts = append(words, uint64(p)), append(counts, n)
-		}
-	}
-	c.queueMu.Unlock()
 	t.s.words, t.s.counts = words, counts
 	if len(words) == 0 {
 		return
@@ -185,6 +177,31 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
 	if _, _, err := c.appendRecords(t, recs[:], nil, nil); err != nil {
 		c.log.Warn("write the delivery counts of a rollback (the journal has them)", "group", g.cfg.Name, "err", err)
 	}
+}
+
+// deliveryCounts appends to words and counts, under queueMu, each of ptrs
+// that g counted a delivery of, and its count; removed is true when g is
+// gone (and its counts with it).
+func (c *FileChannel) deliveryCounts(g *groupState, ptrs []eventqueue.Pointer, words []uint64, counts []uint32) ([]uint64, []uint32, bool) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.removed {
+		return words, counts, true
+	}
+	for _, p := range ptrs {
+		if n := g.deliveries[p]; n > 0 {
+			words, counts = append(words, uint64(p)), append(counts, n)
+		}
+	}
+	return words, counts, false
+}
+
+// deliveryCount returns, under queueMu, whether g is removed and the
+// delivery count of p in g.
+func (c *FileChannel) deliveryCount(g *groupState, p eventqueue.Pointer) (removed bool, count uint32) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return g.removed, g.deliveries[p]
 }
 
 // eraseDeliveries erases the journal entries of ptrs in group g, durably,
@@ -218,9 +235,7 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, ErrClosed
 	}
 	g := t.grp
-	c.queueMu.Lock()
-	removed, count := g.removed, g.deliveries[p]
-	c.queueMu.Unlock()
+	removed, count := c.deliveryCount(g, p)
 	if removed {
 		// RemoveGroup holds commitMu exclusively: it cannot happen
 		// before this Take's own writes below are done.

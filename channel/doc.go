@@ -344,6 +344,7 @@ package channel
 // For maintainers (docs/architecture.md has the whole picture and every
 // nesting): the locks, always taken in this order:
 //
+//	groupMu    serialises AddGroup and RemoveGroup
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
@@ -359,12 +360,15 @@ package channel
 //	Set.depMu       the commit dependencies between files
 //
 // The delivery journal's lock (checkpoint.Journal.mu) is a leaf taken under
-// commitMu, never under queueMu.
+// commitMu, never under queueMu; the set's other locks (layState.mu,
+// layouter.mu, Reader.blkMu) are leaves.
 //
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a
 // checkpoint writes and syncs its files under ckptMu only. Nothing under
-// queueMu writes, syncs or logs. Every unlock of commitMu and queueMu (and
-// of the set's locks around I/O or the logger) is deferred, so that a panic
-// (the user's logger, a misused Transaction) leaves no lock held. Close
-// releases the files holding ckptMu, commitMu and queueMu (released).
+// queueMu writes, syncs or logs. Every unlock of ckptMu, commitMu and
+// queueMu (and of the set's locks around I/O or the logger) is deferred,
+// but in the one function architecture.md §6 names (TestDocLockRules
+// checks), so that a panic (the user's logger, a misused Transaction)
+// leaves no lock held. Close releases the files holding ckptMu, commitMu
+// and queueMu (released).

@@ -184,18 +184,9 @@ func (d *fanout) dropFiles(dst []uint32) []uint32 {
 // undoFanout undoes a plan whose commit failed: the dropped events go
 // back to their groups' heads, the permits taken at commit are returned.
 func (c *FileChannel) undoFanout(d *fanout) {
-	c.queueMu.Lock()
-	for _, dr := range d.drops {
-		if c.released || dr.g.removed {
-			continue
-		}
-		for i := len(dr.ptrs) - 1; i >= 0; i-- {
-			if err := dr.g.queue.AddHead(dr.ptrs[i]); err != nil {
-				c.log.Error("queue refused an event a failed commit had dropped", "group", dr.g.cfg.Name, "err", err)
-			}
-		}
+	for _, r := range c.requeueDrops(d) {
+		c.log.Error("queue refused an event a failed commit had dropped", "group", r.g.cfg.Name, "err", r.err)
 	}
-	c.queueMu.Unlock()
 	for _, p := range d.acquired {
 		p.g.gate.release(p.n)
 	}
@@ -203,6 +194,32 @@ func (c *FileChannel) undoFanout(d *fanout) {
 		dr.g.gate.release(len(dr.ptrs))
 		dr.g.avail.broadcast()
 	}
+}
+
+// refusal is a queue's refusal of one event, logged once queueMu is
+// released.
+type refusal struct {
+	g   *groupState
+	err error
+}
+
+// requeueDrops puts the events d dropped back at their groups' heads, under
+// queueMu, and returns the queues' refusals.
+func (c *FileChannel) requeueDrops(d *fanout) []refusal {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	var refused []refusal
+	for _, dr := range d.drops {
+		if c.released || dr.g.removed {
+			continue
+		}
+		for i := len(dr.ptrs) - 1; i >= 0; i-- {
+			if err := dr.g.queue.AddHead(dr.ptrs[i]); err != nil {
+				refused = append(refused, refusal{dr.g, err})
+			}
+		}
+	}
+	return refused
 }
 
 // queuePuts appends a put commit's events at the tail of every group the

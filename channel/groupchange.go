@@ -138,10 +138,7 @@ func (c *FileChannel) newDeadLetterRing(gc GroupConfig) (*groupState, error) {
 		return nil, fmt.Errorf("filechannel: AddGroup: %s cannot be the dead-letter group of %s: puts feed it",
 			groupLabel(gc.DeadLetter), groupLabel(gc.Name))
 	}
-	c.queueMu.Lock()
-	other := c.namedAsDeadLetter(gc.DeadLetter, nil)
-	c.queueMu.Unlock()
-	if other != nil {
+	if other := c.deadLetterUser(gc.DeadLetter, nil); other != nil {
 		return nil, fmt.Errorf("filechannel: AddGroup: %s is the dead-letter group of %s already: each group needs its own",
 			groupLabel(gc.DeadLetter), groupLabel(other.cfg.Name))
 	}
@@ -185,10 +182,7 @@ func (c *FileChannel) RemoveGroup(name string) error {
 		return err
 	}
 	g := grp.g
-	c.queueMu.Lock()
-	src := c.namedAsDeadLetter(name, g)
-	c.queueMu.Unlock()
-	if src != nil {
+	if src := c.deadLetterUser(name, g); src != nil {
 		return fmt.Errorf("filechannel: RemoveGroup: %s is the dead-letter group of %s: remove that group first",
 			groupLabel(name), groupLabel(src.cfg.Name))
 	}
@@ -204,29 +198,60 @@ func (c *FileChannel) RemoveGroup(name string) error {
 	}
 	g.gate.unbound()
 	g.avail.broadcast()
+	c.keepRemovedWaits(g)
+	if err := c.retireGroupCheckpoint(g); err != nil {
+		c.log.Warn("close the checkpoint of a removed group", "group", name, "err", err)
+	}
+	c.log.Info("consumer group removed", "group", name, "id", g.id, "queued", g.queue.Size())
+	return nil
+}
+
+// deadLetterUser returns, under queueMu, a group other than except that
+// names the group name as its dead-letter group, or nil.
+func (c *FileChannel) deadLetterUser(name string, except *groupState) *groupState {
 	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return c.namedAsDeadLetter(name, except)
+}
+
+// keepRemovedWaits adds what the gate of g, a removed group, counted to
+// removedWaits, under queueMu.
+func (c *FileChannel) keepRemovedWaits(g *groupState) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
 	w := g.gate.putWaits()
 	c.removedWaits.waits += w.waits
 	c.removedWaits.time += w.time
 	c.removedWaits.full += w.full
-	c.queueMu.Unlock()
-	// A checkpoint that captured the group before the change may still be
-	// writing its file: ckptMu waits for it.
+}
+
+// retireGroupCheckpoint notes the checkpoint subdir of g, a removed named
+// group, as stale and closes its checkpoint. It holds ckptMu throughout: a
+// checkpoint that captured the group before the change may still be
+// writing its file. The checkpoint leaves g under queueMu (no slot read
+// finds it afterwards) and is closed after queueMu, with no I/O under it.
+func (c *FileChannel) retireGroupCheckpoint(g *groupState) error {
 	c.ckptMu.Lock()
-	if g.id != 0 {
-		c.staleGroupDirs = append(c.staleGroupDirs, g.id)
-		c.queueMu.Lock()
-		if g.ckpt != nil {
-			if err := g.ckpt.Close(); err != nil {
-				c.log.Warn("close the checkpoint of a removed group", "group", name, "err", err)
-			}
-			g.ckpt = nil
-		}
-		c.queueMu.Unlock()
+	defer c.ckptMu.Unlock()
+	if g.id == 0 {
+		return nil
 	}
-	c.ckptMu.Unlock()
-	c.log.Info("consumer group removed", "group", name, "id", g.id, "queued", g.queue.Size())
-	return nil
+	c.staleGroupDirs = append(c.staleGroupDirs, g.id)
+	ck := c.detachCheckpoint(g)
+	if ck == nil {
+		return nil
+	}
+	return ck.Close()
+}
+
+// detachCheckpoint takes g's checkpoint away from g, under queueMu, and
+// returns it (nil if it has none).
+func (c *FileChannel) detachCheckpoint(g *groupState) *checkpoint.Checkpoint {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	ck := g.ckpt
+	g.ckpt = nil
+	return ck
 }
 
 // changeGroups applies change to the group list and makes it durable: with
@@ -238,26 +263,46 @@ func (c *FileChannel) changeGroups(change func()) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	c.queueMu.Lock()
-	old := c.groups
-	oldMain, oldNext := c.main, c.nextGroupID
-	c.groups = slices.Clone(old) // change edits a copy: old stays as it was
-	change()
-	c.publishGroups()
-	rec := c.catalogRecord()
-	c.queueMu.Unlock()
+	old, rec := c.applyGroupChange(change)
 	if err := c.writeCatalog(rec); err != nil {
-		c.queueMu.Lock()
-		for _, g := range old {
-			g.removed = false
-		}
-		c.groups, c.main, c.nextGroupID = old, oldMain, oldNext
-		c.publishGroups()
-		c.queueMu.Unlock()
+		c.restoreGroups(old)
 		return opErr("change consumer groups", err)
 	}
 	c.catalog.Store(rec)
 	return nil
+}
+
+// groupsBefore is the group list as it was before a change (changeGroups).
+type groupsBefore struct {
+	groups []*groupState
+	main   *groupState
+	nextID uint32
+}
+
+// applyGroupChange runs change on a copy of the group list under queueMu,
+// publishes it and returns the list as it was and the new groups record.
+// The caller holds commitMu exclusively.
+func (c *FileChannel) applyGroupChange(change func()) (groupsBefore, *logfile.Record) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	old := groupsBefore{c.groups, c.main, c.nextGroupID}
+	c.groups = slices.Clone(old.groups) // change edits a copy: old stays as it was
+	change()
+	c.publishGroups()
+	return old, c.catalogRecord()
+}
+
+// restoreGroups puts back, under queueMu, the group list a change whose
+// record could not be written replaced. The caller holds commitMu
+// exclusively.
+func (c *FileChannel) restoreGroups(old groupsBefore) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	for _, g := range old.groups {
+		g.removed = false
+	}
+	c.groups, c.main, c.nextGroupID = old.groups, old.main, old.nextID
+	c.publishGroups()
 }
 
 // writeCatalog appends rec to the first data dir, twice, and syncs it; the
@@ -293,13 +338,7 @@ func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
 // (a group-N subdir of the checkpoint dir; the unnamed group's is the
 // checkpoint dir's own file).
 func (c *FileChannel) newGroupRing(gc GroupConfig) (*groupState, error) {
-	c.queueMu.Lock()
-	id := uint32(0)
-	if gc.Name != "" {
-		id = c.nextGroupID
-		c.nextGroupID++
-	}
-	c.queueMu.Unlock()
+	id := c.newGroupID(gc.Name)
 	ck, err := c.createGroupCheckpoint(id, gc.Capacity)
 	if err != nil {
 		return nil, err
@@ -358,4 +397,17 @@ func insertGroup(gs []*groupState, g *groupState) []*groupState {
 		return 0
 	})
 	return slices.Insert(gs, i, g)
+}
+
+// newGroupID returns, under queueMu, the id of a new group called name:
+// the next one, or 0 for the unnamed group.
+func (c *FileChannel) newGroupID(name string) uint32 {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if name == "" {
+		return 0
+	}
+	id := c.nextGroupID
+	c.nextGroupID++
+	return id
 }

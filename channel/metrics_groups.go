@@ -49,19 +49,7 @@ func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
-	c := g.c
-	type row struct {
-		grp              *groupState
-		queued, inflight int
-	}
-	var rows []row
-	c.queueMu.Lock()
-	if !c.released {
-		for _, grp := range c.groups {
-			rows = append(rows, row{grp, grp.queue.Size(), grp.inflight.Len()})
-		}
-	}
-	c.queueMu.Unlock()
+	rows := g.rows()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -90,4 +78,26 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(g.redriven, float64(n.redriven.Load()), name)
 		}
 	}
+}
+
+// groupRow is one group's sizes at a scrape.
+type groupRow struct {
+	grp              *groupState
+	queued, inflight int
+}
+
+// rows reads, under queueMu, each group's queued and in-flight events
+// (none once the channel released its files).
+func (g *groupCollector) rows() []groupRow {
+	c := g.c
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if c.released {
+		return nil
+	}
+	rows := make([]groupRow, 0, len(c.groups))
+	for _, grp := range c.groups {
+		rows = append(rows, groupRow{grp, grp.queue.Size(), grp.inflight.Len()})
+	}
+	return rows
 }

@@ -59,18 +59,13 @@ func (c *FileChannel) Redrive(from, to string, n int) (int, error) {
 	return total, nil
 }
 
-// redrive moves up to n events from src's head to dst's tail in one
-// durable take transaction.
-func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
-	c.commitMu.RLock()
-	defer c.commitMu.RUnlock()
-	if c.closed.Load() {
-		return 0, ErrClosed
-	}
+// redriveHead removes, under queueMu, up to n events from src's head, as
+// many as dst has free permits for (taken here: a redrive never drops).
+func (c *FileChannel) redriveHead(src, dst *groupState, n int) ([]eventqueue.Pointer, error) {
 	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
 	if src.removed || dst.removed {
-		c.queueMu.Unlock()
-		return 0, fmt.Errorf("%w: a group of the redrive was removed", ErrNoGroup)
+		return nil, fmt.Errorf("%w: a group of the redrive was removed", ErrNoGroup)
 	}
 	k := min(n, src.queue.Size(), dst.gate.free())
 	for k > 0 && !dst.gate.tryAcquire(k) {
@@ -81,7 +76,21 @@ func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
 		p, _ := src.queue.RemoveHead()
 		ptrs = append(ptrs, p)
 	}
-	c.queueMu.Unlock()
+	return ptrs, nil
+}
+
+// redrive moves up to n events from src's head to dst's tail in one
+// durable take transaction.
+func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	ptrs, err := c.redriveHead(src, dst, n)
+	if err != nil {
+		return 0, err
+	}
 	if len(ptrs) == 0 {
 		return 0, nil
 	}
@@ -94,7 +103,7 @@ func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))})
 	// Their counts in dst start again: no journal entry of an earlier stay
 	// in dst may come back after a crash.
-	err := c.eraseDeliveries(dst, ptrs)
+	err = c.eraseDeliveries(dst, ptrs)
 	if err == nil {
 		var a logfile.Appended
 		if a, _, err = c.appendRecords(t, recs, nil, filesOf(nil, ptrs)); err == nil {

@@ -50,10 +50,7 @@ func (t *Transaction) Reject(e Event) error {
 		return fmt.Errorf("%w: Reject: no such event among its %d takes", ErrNotTaken, len(t.takes)-t.skipped-len(t.rejected))
 	}
 	if g.dlq.cfg.WhenFull == Block {
-		c.queueMu.Lock()
-		ok := !g.dlq.removed && g.dlq.gate.tryAcquire(1)
-		c.queueMu.Unlock()
-		if !ok {
+		if !c.holdDeadLetterPermit(g.dlq) {
 			return fmt.Errorf("%w: dead-letter %s: capacity %d reached", ErrChannelFull, groupLabel(g.dlq.cfg.Name), g.dlq.cfg.Capacity)
 		}
 		t.rejectHeld++
@@ -130,4 +127,13 @@ func (t *Transaction) releaseRejects() {
 		t.grp.dlq.gate.release(t.rejectHeld)
 	}
 	t.rejectHeld, t.rejected = 0, t.rejected[:0]
+}
+
+// holdDeadLetterPermit takes one permit of dead-letter group dlq, under
+// queueMu (so that RemoveGroup cannot remove it meanwhile); false when dlq
+// is removed or full.
+func (c *FileChannel) holdDeadLetterPermit(dlq *groupState) bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return !dlq.removed && dlq.gate.tryAcquire(1)
 }
