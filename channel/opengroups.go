@@ -291,10 +291,15 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 	for _, g := range c.groups {
 		g.gate = newGate(g.cfg.Capacity, g.queue.Size())
 	}
-	c.queueMu.Lock()
-	c.publishGroups()
-	c.queueMu.Unlock()
+	c.publishOpenedGroups()
 	return nil
+}
+
+// publishOpenedGroups publishes the groups Open recovered, under queueMu.
+func (c *FileChannel) publishOpenedGroups() {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	c.publishGroups()
 }
 
 // findStaleGroupDirs notes the group-N subdirs of the checkpoint dir that
