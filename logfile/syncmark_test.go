@@ -171,6 +171,8 @@ func TestRotBeforeAcknowledgedRecordsCostsOnlyItsRecord(t *testing.T) {
 		// the mark written after its fsync vouches for it.
 		{"kill, one commit of all", []int{21}, 1, 0, "kill", seq(1, 21), TailClean},
 		{"clean close, one commit of all", []int{21}, 1, 0, "close", seq(1, 21), TailClean},
+		// No commit synced (NoSync): only Close's own mark vouches.
+		{"clean close, nothing synced before", []int{21}, 0, 0, "close", seq(1, 21), TailClean},
 		{"kill, bit in the middle of the last commit", []int{5, 5, 11}, 3, 13, "kill", without(seq(0, 21), 13), TailClean},
 		// A kill leaves the unsynced commit in the page cache: its
 		// records are read back too.
