@@ -158,6 +158,18 @@ func (g *gate) release(n int) {
 	g.mu.Unlock()
 }
 
+// adjust changes the permits in use by n (a reset's new queue less the
+// events it removed), waking waiting Puts when it frees some.
+func (g *gate) adjust(n int) {
+	if n < 0 {
+		g.release(-n)
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.used += n
+}
+
 func (g *gate) inUse() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -235,6 +235,9 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, ErrClosed
 	}
 	g := t.grp
+	if c.groupFenced(g, t.id) {
+		return 0, nil, errReset(g) // ResetGroup took p with t's other events
+	}
 	removed, count := c.deliveryCount(g, p)
 	if removed {
 		// RemoveGroup holds commitMu exclusively: it cannot happen

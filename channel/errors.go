@@ -37,6 +37,11 @@ var (
 	// it. (A failed spill normally leaves the transaction as it was: only
 	// the Put that returned the error is not in it.)
 	ErrTransactionFailed = errors.New("filechannel: transaction failed")
+	// ErrGroupReset is returned by Take and Commit of a take transaction
+	// whose group ResetGroup reset while the transaction held events of
+	// it: the commit changes nothing (the reset decided the group's
+	// queue); roll the transaction back.
+	ErrGroupReset = errors.New("filechannel: the consumer group was reset")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
 	// ErrInsufficientSpace is returned by Put when the put would leave its

@@ -43,6 +43,11 @@ type groupState struct {
 	dlqOnly    bool
 	dlq        *groupState
 	deliveries map[eventqueue.Pointer]uint32
+
+	// fenced: the take transactions that held events of the group when
+	// ResetGroup reset it; they cannot take or commit (ErrGroupReset).
+	// An entry goes when its transaction ends.
+	fenced map[uint64]bool
 }
 
 // newGroupState builds the group's state over ck's ring: head and size as the

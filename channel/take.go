@@ -85,7 +85,7 @@ func (t *Transaction) take() (Event, bool, error) {
 					if c.closed.Load() {
 						return Event{}, false, ErrClosed
 					}
-					if errors.Is(err, ErrNoGroup) {
+					if errors.Is(err, ErrNoGroup) || errors.Is(err, ErrGroupReset) {
 						return Event{}, false, err
 					}
 					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
@@ -171,6 +171,9 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	if c.groupRemoved(t.grp) {
 		return nil, errRemoved(t.grp)
 	}
+	if c.groupFenced(t.grp, t.id) {
+		return nil, errReset(t.grp)
+	}
 	var m movePlan
 	var rejected []eventqueue.Pointer
 	var counts []int
@@ -240,6 +243,12 @@ func (t *Transaction) returnTakes() {
 		return
 	}
 	t.releaseRejects()
+	if c.unfence(t.grp, t.id) {
+		// The reset took its events: they do not come back, and their
+		// deliveries count nothing.
+		t.takes = t.takes[:0]
+		return
+	}
 	notes := t.deadLetterReturned()
 	t.logDeliveries(t.takes)
 	err := c.returnTakes(t.grp, t.id, t.takes)
@@ -268,6 +277,9 @@ func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bo
 	if g.removed {
 		return 0, false, errRemoved(g)
 	}
+	if g.fencedLocked(tx) {
+		return 0, false, errReset(g)
+	}
 	p, ok := g.takeHead(tx)
 	return p, ok, nil
 }
@@ -279,8 +291,8 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 	if c.released {
 		return ErrClosed
 	}
-	if g.removed {
-		return nil
+	if g.removed || g.fencedLocked(tx) {
+		return nil // p went with the group, or with its reset
 	}
 	return g.untake(tx, p)
 }

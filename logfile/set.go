@@ -236,6 +236,20 @@ func (s *Set) Files() []File {
 	return out
 }
 
+// LiveFiles returns the log files of the live set now, by id: those it
+// found at Open that recovery kept and those it created since, less the
+// files it deleted. The active writers' files are included.
+func (s *Set) LiveFiles() []File {
+	s.mu.RLock()
+	out := make([]File, 0, len(s.files))
+	for _, f := range s.files {
+		out = append(out, f.File)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b File) int { return compareIDs(a.ID, b.ID) })
+	return out
+}
+
 // NotRegular returns the entries of the data dirs named like log files that
 // are not regular files (links, directories, ...), dir by dir: left alone,
 // listed nowhere else, never opened. Each was logged as it was found.

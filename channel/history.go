@@ -1,0 +1,179 @@
+package channel
+
+import (
+	"container/heap"
+	"fmt"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// The history of a channel is every put commit its log files still hold,
+// in commit order (the order of the commit records' write-order ids, the
+// order a replay applies them). ResetGroup rebuilds a group's queue from
+// it. Each data dir's files are read in id order (a dir's records are in
+// write order), and the dirs are merged on the write-order ids, as replay
+// merges them; a transaction's puts wait until its commit record (or
+// vanish with its rollback record, or with the end of the logs).
+
+// histEvent is one committed event of the history.
+type histEvent struct {
+	ptr    eventqueue.Pointer
+	put    uint64 // the write-order id of its put record
+	commit uint64 // the write-order id of its commit record
+}
+
+// histPut is a put record waiting for its transaction's commit.
+type histPut struct {
+	ptr eventqueue.Pointer
+	put uint64
+}
+
+// history reads the live log set's files and calls emit with each
+// committed event, in commit order. It stops early when emit returns
+// false. The caller keeps appends and deletions out (commitMu exclusive,
+// ckptMu). Damaged regions are stepped over (their events are not in the
+// history: skipped counts the regions); an I/O error ends it.
+func (c *FileChannel) history(emit func(histEvent) bool) (skipped int, err error) {
+	var h histHeap
+	byDir := map[string][]logfile.File{}
+	var order []string
+	for _, f := range c.logs.LiveFiles() {
+		if _, ok := byDir[f.Dir]; !ok {
+			order = append(order, f.Dir)
+		}
+		byDir[f.Dir] = append(byDir[f.Dir], f)
+	}
+	defer func() {
+		for _, d := range h {
+			d.close()
+			skipped += d.skipped
+		}
+	}()
+	for _, dir := range order {
+		d := &histDir{c: c, files: byDir[dir]}
+		ok, err := d.next()
+		if err != nil || !ok {
+			d.close()
+			skipped += d.skipped
+		}
+		if err != nil {
+			return skipped, err
+		}
+		if ok {
+			h = append(h, d)
+		}
+	}
+	heap.Init(&h)
+	pending := map[uint64][]histPut{}
+	for len(h) > 0 {
+		d := h[0]
+		if !d.apply(pending, emit) {
+			return skipped, nil
+		}
+		ok, err := d.next()
+		if err != nil {
+			return skipped, err // the deferred close counts d's regions
+		}
+		if ok {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+			skipped += d.skipped
+		}
+	}
+	return skipped, nil
+}
+
+// histDir reads one data dir's files in id order.
+type histDir struct {
+	c       *FileChannel
+	files   []logfile.File
+	sc      *logfile.Scanner
+	file    uint32
+	skipped int
+	// the current record's fields
+	typ, commitType logfile.RecordType
+	tx, woid        uint64
+	off             int64
+}
+
+// next moves to the dir's next record that has a write-order id; false at
+// the end of its last file.
+func (d *histDir) next() (bool, error) {
+	for {
+		if d.sc == nil {
+			if len(d.files) == 0 {
+				return false, nil
+			}
+			f := d.files[0]
+			d.files = d.files[1:]
+			sc, _, err := d.c.logs.Scan(f, 0)
+			if err != nil {
+				return false, err
+			}
+			d.sc, d.file = sc, f.ID
+		}
+		for d.sc.Next() {
+			r := d.sc.Record()
+			if r.Type == logfile.RecordPadding {
+				continue
+			}
+			d.typ, d.commitType, d.tx, d.woid, d.off = r.Type, r.CommitType, r.TxID, r.WriteOrderID, d.sc.Offset()
+			return true, nil
+		}
+		if err := d.sc.Err(); err != nil {
+			d.close()
+			return false, fmt.Errorf("read log %d: %w", d.file, err)
+		}
+		d.close()
+	}
+}
+
+// close closes the current scanner, adding the damaged regions it
+// stepped over to skipped.
+func (d *histDir) close() {
+	if d.sc == nil {
+		return
+	}
+	if n := len(d.sc.Skipped()); n > 0 {
+		d.skipped += n
+		d.c.log.Warn("history: damaged regions stepped over; their events are not in it", "file", d.file, "regions", n)
+	}
+	d.sc.Close()
+	d.sc = nil
+}
+
+// apply applies the current record to pending and emits the events its
+// commit commits; false when emit asked to stop.
+func (d *histDir) apply(pending map[uint64][]histPut, emit func(histEvent) bool) bool {
+	switch {
+	case d.typ == logfile.RecordPut:
+		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid})
+	case d.typ == logfile.RecordRollback:
+		delete(pending, d.tx)
+	case d.typ == logfile.RecordCommit && d.commitType == logfile.RecordPut:
+		puts := pending[d.tx]
+		delete(pending, d.tx)
+		for _, p := range puts {
+			if !emit(histEvent{ptr: p.ptr, put: p.put, commit: d.woid}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// histHeap orders the dirs by their current record's write-order id.
+type histHeap []*histDir
+
+func (h histHeap) Len() int           { return len(h) }
+func (h histHeap) Less(i, j int) bool { return h[i].woid < h[j].woid }
+func (h histHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *histHeap) Push(x any)        { *h = append(*h, x.(*histDir)) }
+func (h *histHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,294 @@
+package channel
+
+import (
+	"fmt"
+
+	"github.com/flumego/filechannel/eventqueue"
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Position is where a group's queue starts: a new group's
+// (GroupConfig.StartAt) or a reset one's (ResetGroup). The zero Position
+// is Latest.
+type Position struct {
+	kind positionKind
+}
+
+type positionKind uint8
+
+const (
+	posLatest positionKind = iota
+	posEarliest
+)
+
+// Earliest is the oldest event the logs retain: with Config.Retention,
+// events every group had taken may still be there.
+func Earliest() Position { return Position{kind: posEarliest} }
+
+// Latest is "now": only the events committed from now on.
+func Latest() Position { return Position{} }
+
+// String names the position, as fcreplay reset takes it.
+func (p Position) String() string {
+	switch p.kind {
+	case posEarliest:
+		return "earliest"
+	default:
+		return "latest"
+	}
+}
+
+// resetPointersPerRecord bounds the pointers of one take or move record a
+// reset writes (8 MiB of pointers, well below a record's limit).
+const resetPointersPerRecord = 1 << 20
+
+// ResetGroup moves group name to p: its queue becomes every event the logs
+// retain that was committed from p on, in commit order (the order of
+// their commit records, which a replay follows), with delivery counts of
+// zero. Events the group's dead-letter group holds (queued or in flight)
+// are left there and not queued again. It returns the number of events
+// now queued.
+//
+// The group's open take transactions cannot commit: their Take and Commit
+// return ErrGroupReset and change nothing, and Rollback ends them (their
+// events do not come back: the reset decided the queue). Other groups are
+// untouched. The reset is one take transaction in the log, durable when
+// ResetGroup returns (fsync, unless NoSync): a crash right after it, or a
+// full replay, recovers the reset queue.
+//
+// When more events would be queued than the group has room for (its
+// capacity, less what open put transactions hold), its WhenFull policy
+// decides: Block refuses the reset (an error matching ErrChannelFull,
+// nothing changed), DropOldest keeps the newest that fit, DropNewest the
+// oldest. A dead-letter group cannot be reset (no put feeds it: use
+// Redrive). Commits of every group wait while the reset reads the logs.
+func (c *FileChannel) ResetGroup(name string, p Position) (int, error) {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	return c.resetGroupLocked(name, p)
+}
+
+// resetGroupLocked is ResetGroup; the caller holds groupMu.
+func (c *FileChannel) resetGroupLocked(name string, p Position) (int, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	grp, err := c.Group(name)
+	if err != nil {
+		return 0, fmt.Errorf("filechannel: ResetGroup: %w", err)
+	}
+	g := grp.g
+	if g.dlqOnly {
+		return 0, fmt.Errorf("filechannel: ResetGroup: %s is a dead-letter group: no put feeds it; move its events with Redrive",
+			groupLabel(name))
+	}
+	c.ckptMu.Lock() // no log file is deleted while the reset reads them
+	defer c.ckptMu.Unlock()
+	c.commitMu.Lock()
+	defer c.commitMu.Unlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	n, err := c.reset(g, p)
+	if err != nil {
+		return 0, fmt.Errorf("filechannel: ResetGroup %s to %s: %w", groupLabel(name), p, err)
+	}
+	return n, nil
+}
+
+// resetPlan is what a reset found: the events the group holds now (queued
+// and in flight), those it will hold, and the room it has.
+type resetPlan struct {
+	old     []eventqueue.Pointer
+	exclude map[eventqueue.Pointer]bool // in the dead-letter group
+	room    int
+	keep    []eventqueue.Pointer
+	found   int // events of the history from p on (before the full policy)
+	skipped int // damaged regions of the logs stepped over
+}
+
+// reset rebuilds g's queue from the history; the caller holds ckptMu and
+// commitMu exclusively, and saw the channel open.
+func (c *FileChannel) reset(g *groupState, p Position) (int, error) {
+	plan := c.planReset(g)
+	if err := c.collect(g, p, plan); err != nil {
+		return 0, err
+	}
+	if len(plan.old) == 0 && len(plan.keep) == 0 {
+		return 0, nil
+	}
+	// Their counts in g start again: no journal entry of an earlier stay
+	// may come back after a crash.
+	if err := c.eraseDeliveries(g, plan.keep); err != nil {
+		return 0, opErr("reset", err)
+	}
+	if err := c.writeReset(g, plan); err != nil {
+		return 0, opErrNote("reset", err, " (the group was not changed)")
+	}
+	c.landReset(g, plan)
+	if plan.found > len(plan.keep) {
+		c.log.Warn("reset group: more events than it has room for; its full policy dropped some", "group", g.cfg.Name,
+			"policy", g.cfg.WhenFull.String(), "found", plan.found, "queued", len(plan.keep))
+	}
+	c.log.Info("consumer group reset", "group", g.cfg.Name, "to", p.String(), "queued", len(plan.keep),
+		"dropped_from_queue", len(plan.old), "damaged_regions", plan.skipped)
+	return len(plan.keep), nil
+}
+
+// planReset captures, under queueMu, the events g holds, the room it has
+// for a new queue, and the events its dead-letter group holds.
+func (c *FileChannel) planReset(g *groupState) *resetPlan {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	plan := &resetPlan{old: g.queue.Pointers()}
+	for _, e := range g.inflight.Entries() {
+		plan.old = append(plan.old, e.Pointers...)
+	}
+	// The permits in use that are not g's events are open put
+	// transactions' (Block groups): they keep them.
+	plan.room = g.queue.Capacity() - max(g.gate.inUse()-len(plan.old), 0)
+	if d := g.dlq; d != nil {
+		plan.exclude = map[eventqueue.Pointer]bool{}
+		for _, q := range d.queue.Pointers() {
+			plan.exclude[q] = true
+		}
+		for _, e := range d.inflight.Entries() {
+			for _, q := range e.Pointers {
+				plan.exclude[q] = true
+			}
+		}
+	}
+	return plan
+}
+
+// collect reads the history from p on into plan.keep, applying g's full
+// policy to what does not fit in plan.room.
+func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error {
+	if p.kind == posLatest {
+		return nil
+	}
+	room := plan.room
+	head := 0 // DropOldest, once keep is full: where its oldest event is
+	skipped, err := c.history(func(ev histEvent) bool {
+		if plan.exclude[ev.ptr] {
+			return true
+		}
+		plan.found++
+		switch {
+		case len(plan.keep) < room:
+			plan.keep = append(plan.keep, ev.ptr)
+		case g.cfg.WhenFull == DropOldest && room > 0:
+			plan.keep[head] = ev.ptr
+			head = (head + 1) % room
+		default:
+			// Block: refused below; DropNewest: the rest is dropped.
+			return false
+		}
+		return true
+	})
+	plan.skipped = skipped
+	if err != nil {
+		return err
+	}
+	if plan.found > room && g.cfg.WhenFull == Block {
+		return fmt.Errorf("%w: more than %d events from %s on, and the group has room for %d (capacity %d): raise its Capacity or reset to a later position",
+			ErrChannelFull, room, p, room, g.queue.Capacity())
+	}
+	if head > 0 {
+		plan.keep = append(plan.keep[head:], plan.keep[:head]...)
+	}
+	return nil
+}
+
+// writeReset writes the reset as one take transaction of g: a take of
+// every event it holds, then moves of the new queue's events to its tail,
+// then the commit; synced.
+func (c *FileChannel) writeReset(g *groupState, plan *resetPlan) error {
+	tx := c.nextTxID.Add(1) - 1
+	var recs []logfile.Record
+	for _, chunk := range chunks(pointerWords(plan.old), resetPointersPerRecord) {
+		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: g.id, Pointers: chunk})
+	}
+	for _, chunk := range chunks(pointerWords(plan.keep), resetPointersPerRecord) {
+		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: tx, Group: g.id, Pointers: chunk})
+	}
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
+		Count: uint64(len(plan.old))})
+	t := &Transaction{c: c, id: tx, dir: int(tx % uint64(c.logs.NumDirs())), kind: txTake}
+	defer t.recycle()
+	t.scratch()
+	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, plan.old, plan.keep))
+	if err != nil {
+		return err
+	}
+	return c.sync(a)
+}
+
+// chunks splits s into pieces of at most n.
+func chunks(s []uint64, n int) [][]uint64 {
+	var out [][]uint64
+	for len(s) > n {
+		out = append(out, s[:n:n])
+		s = s[n:]
+	}
+	if len(s) > 0 {
+		out = append(out, s)
+	}
+	return out
+}
+
+// landReset makes the written reset g's state: the new queue, no
+// delivery counts, its open take transactions fenced, its permits
+// recounted.
+func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
+	var qerr error
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		for g.queue.Size() > 0 {
+			g.queue.RemoveHead()
+		}
+		for _, e := range g.inflight.Entries() {
+			if g.fenced == nil {
+				g.fenced = map[uint64]bool{}
+			}
+			g.fenced[e.Tx] = true
+			g.inflight.Remove(e.Tx)
+		}
+		g.deliveries = nil
+		qerr = g.add(plan.keep)
+	}()
+	if qerr != nil {
+		// planReset counted the room under the same locks: impossible.
+		c.log.Error("queue refused events of a reset", "group", g.cfg.Name, "err", qerr)
+	}
+	g.gate.adjust(len(plan.keep) - len(plan.old))
+	g.avail.broadcast()
+}
+
+// errReset is the error of a transaction of g that ResetGroup fenced.
+func errReset(g *groupState) error {
+	return fmt.Errorf("%w: %s was reset while this transaction held its events; roll it back", ErrGroupReset, groupLabel(g.cfg.Name))
+}
+
+// fencedLocked reports whether a reset of g fenced transaction tx; the
+// caller holds queueMu.
+func (g *groupState) fencedLocked(tx uint64) bool { return g.fenced[tx] }
+
+// groupFenced is fencedLocked under queueMu.
+func (c *FileChannel) groupFenced(g *groupState, tx uint64) bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return g.fencedLocked(tx)
+}
+
+// unfence forgets tx's fence in g, and reports whether it had one.
+func (c *FileChannel) unfence(g *groupState, tx uint64) bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if !g.fenced[tx] {
+		return false
+	}
+	delete(g.fenced, tx)
+	return true
+}

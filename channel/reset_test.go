@@ -1,0 +1,180 @@
+package channel
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// resetConfig is a channel with groups a and b; no checkpoint runs but the
+// tests' own, so the logs keep every event taken since the last one.
+func resetConfig(t *testing.T, dirs int) Config {
+	cfg := testConfig(t, dirs)
+	cfg.Groups = []GroupConfig{{Name: "a"}, {Name: "b"}}
+	return cfg
+}
+
+func groupOf(t *testing.T, c *FileChannel, name string) *Group {
+	t.Helper()
+	g, err := c.Group(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestResetGroupEarliestQueuesTakenEventsAgainInCommitOrder(t *testing.T) {
+	for _, dirs := range []int{1, 3} {
+		cfg := resetConfig(t, dirs)
+		c := mustOpen(t, cfg)
+		putN(t, c, 0, 40, 7)
+		a, b := groupOf(t, c, "a"), groupOf(t, c, "b")
+		wantEvents(t, takeWith(t, a.Begin, 25, 4), bodies(0, 25))
+		wantEvents(t, takeWith(t, b.Begin, 10, 4), bodies(0, 10))
+		n, err := c.ResetGroup("a", Earliest())
+		if err != nil || n != 40 {
+			t.Fatalf("ResetGroup = %d, %v; want 40", n, err)
+		}
+		if a.Len() != 40 || b.Len() != 30 {
+			t.Fatalf("after the reset a holds %d, b %d; want 40 and 30", a.Len(), b.Len())
+		}
+		putN(t, c, 40, 5, 5)
+		// Durable: the reset survives a crash (no checkpoint since), then
+		// a full replay.
+		crash(t, c)
+		c = mustOpen(t, cfg)
+		if a, b := groupOf(t, c, "a"), groupOf(t, c, "b"); a.Len() != 45 || b.Len() != 35 {
+			t.Fatalf("after a crash a holds %d, b %d; want 45 and 35", a.Len(), b.Len())
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+			t.Fatal(err)
+		}
+		c = mustOpen(t, cfg)
+		wantEvents(t, takeWith(t, groupOf(t, c, "a").Begin, 100, 9), bodies(0, 45))
+		wantEvents(t, takeWith(t, groupOf(t, c, "b").Begin, 100, 9), bodies(10, 35))
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestResetGroupLatestEmptiesOnlyThatGroup(t *testing.T) {
+	cfg := resetConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 12, 5)
+	n, err := c.ResetGroup("a", Latest())
+	if err != nil || n != 0 {
+		t.Fatalf("ResetGroup = %d, %v; want 0", n, err)
+	}
+	putN(t, c, 12, 3, 3)
+	wantEvents(t, takeWith(t, groupOf(t, c, "a").Begin, 100, 5), bodies(12, 3))
+	wantEvents(t, takeWith(t, groupOf(t, c, "b").Begin, 100, 5), bodies(0, 15))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResetGroupFencesOpenTakeTransactions(t *testing.T) {
+	cfg := resetConfig(t, 2)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 10)
+	a := groupOf(t, c, "a")
+	tx, err := a.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, _, err := tx.Take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := a.Begin() // open, took nothing: not fenced
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 10 {
+		t.Fatalf("ResetGroup = %d, %v; want 10", n, err)
+	}
+	if _, _, err := tx.Take(); !errors.Is(err, ErrGroupReset) {
+		t.Fatalf("Take after the reset: %v, want ErrGroupReset", err)
+	}
+	if err := tx.Commit(); !errors.Is(err, ErrGroupReset) {
+		t.Fatalf("Commit after the reset: %v, want ErrGroupReset", err)
+	}
+	if a.Len() != 10 {
+		t.Fatalf("a holds %d events after the fenced commit; want 10", a.Len())
+	}
+	wantEvents(t, takeWith(t, func() (*Transaction, error) { return other, nil }, 4, 4), bodies(0, 4))
+	tx2, _ := a.Begin()
+	tx2.Take()
+	if _, err := c.ResetGroup("a", Earliest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx2.Rollback(); err != nil {
+		t.Fatalf("Rollback of a fenced transaction: %v", err)
+	}
+	// 10 events from the reset; none came back from the rollback.
+	wantEvents(t, takeWith(t, a.Begin, 100, 7), bodies(0, 10))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResetGroupOverCapacityFollowsThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy FullPolicy
+		want   []string
+		err    error
+	}{
+		{Block, nil, ErrChannelFull},
+		{DropOldest, bodies(14, 6), nil},
+		{DropNewest, bodies(0, 6), nil},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.TransactionCapacity = 4
+			cfg.Groups = []GroupConfig{{Name: "a", Capacity: 6, WhenFull: tc.policy}, {Name: "b"}}
+			c := mustOpen(t, cfg)
+			a := groupOf(t, c, "a")
+			for i := 0; i < 20; i += 4 {
+				putN(t, c, i, 4, 4)
+				takeWith(t, a.Begin, 4, 4)
+			}
+			n, err := c.ResetGroup("a", Earliest())
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || a.Len() != 0 {
+					t.Fatalf("ResetGroup = %d, %v with a holding %d; want %v and nothing changed", n, err, a.Len(), tc.err)
+				}
+				return
+			}
+			if err != nil || n != 6 {
+				t.Fatalf("ResetGroup = %d, %v; want 6", n, err)
+			}
+			wantEvents(t, takeWith(t, a.Begin, 100, 4), tc.want)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestResetGroupRefusesDeadLetterGroupsAndUnknownNames(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 2, DeadLetter: "dlq"}}
+	c := mustOpen(t, cfg)
+	if _, err := c.ResetGroup("dlq", Earliest()); err == nil {
+		t.Fatal("reset of a dead-letter group succeeded")
+	}
+	if _, err := c.ResetGroup("nope", Earliest()); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("reset of an unknown group: %v, want ErrNoGroup", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResetGroup("a", Earliest()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("reset after Close: %v, want ErrClosed", err)
+	}
+}
