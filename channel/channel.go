@@ -89,8 +89,11 @@ type FileChannel struct {
 	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
 	// any one of them is enough to read it.
 	released bool
-	// groupMu serialises AddGroup and RemoveGroup.
+	// groupMu serialises AddGroup, RemoveGroup and ResetGroup.
 	groupMu sync.Mutex
+	// startAt: the groups Open created with a StartAt to move them to
+	// once the channel runs (startNewGroups).
+	startAt []GroupConfig
 	// catalog is the groups record every new log file starts with
 	// (logfile.SetOptions.FileStart), replaced when the groups change.
 	catalog atomic.Pointer[logfile.Record]
@@ -178,6 +181,9 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	opened = true
 	c.wg.Add(1)
 	go c.checkpointLoop()
+	if err := c.startNewGroups(); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
 	return c, nil
 }
 

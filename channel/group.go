@@ -73,6 +73,11 @@ type GroupConfig struct {
 	WhenFull      FullPolicy // 0 = Block
 	MaxDeliveries int        // 0 = unlimited; > 0: after that many deliveries the event is dead-lettered
 	DeadLetter    string     // group that receives dead letters; "" = Name+".dlq" ("dlq" for the unnamed group)
+	// StartAt is where a group created by Open or AddGroup starts: the
+	// zero Position is Latest (the events committed from then on).
+	// Earliest queues every event the logs retain (see Retention), as
+	// ResetGroup does. It does nothing for a group that exists.
+	StartAt Position
 }
 
 // A group's dead letters (deadletter.go has how they are counted and

@@ -109,6 +109,11 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	if journal != nil {
 		c.setJournal(journal)
 	}
+	if !gc.StartAt.latest() {
+		if _, err := c.resetGroupLocked(gc.Name, gc.StartAt); err != nil {
+			return nil, errors.Join(err, c.undoAddGroup(g, dlq))
+		}
+	}
 	c.log.Info("consumer group added", "group", gc.Name, "id", g.id, "capacity", gc.Capacity,
 		"when_full", gc.WhenFull.String(), "since", g.since, "max_deliveries", gc.MaxDeliveries, "dead_letter", gc.DeadLetter)
 	if dlq != nil {
@@ -181,7 +186,27 @@ func (c *FileChannel) RemoveGroup(name string) error {
 	if err != nil {
 		return err
 	}
-	g := grp.g
+	return c.removeGroupLocked(grp.g)
+}
+
+// undoAddGroup removes the group AddGroup just added, and the dead-letter
+// group it created with it (dlq, nil for none), when its StartAt failed.
+func (c *FileChannel) undoAddGroup(g, dlq *groupState) error {
+	err := c.removeGroupLocked(g)
+	if dlq != nil && err == nil {
+		err = c.removeGroupLocked(dlq)
+	}
+	if err != nil {
+		return fmt.Errorf("remove the group again: %w", err)
+	}
+	return nil
+}
+
+// removeGroupLocked is RemoveGroup of g; the caller holds groupMu and saw
+// the channel open.
+func (c *FileChannel) removeGroupLocked(g *groupState) error {
+	name := g.cfg.Name
+	var err error
 	if src := c.deadLetterUser(name, g); src != nil {
 		return fmt.Errorf("filechannel: RemoveGroup: %s is the dead-letter group of %s: remove that group first",
 			groupLabel(name), groupLabel(src.cfg.Name))

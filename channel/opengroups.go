@@ -173,6 +173,9 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 			}
 			created[g] = true
 			rc.groupsChanged = true
+			if !gc.StartAt.latest() {
+				c.startAt = append(c.startAt, gc)
+			}
 		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull ||
 			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter {
 			rc.groupsChanged = true

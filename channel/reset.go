@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -27,6 +28,9 @@ func Earliest() Position { return Position{kind: posEarliest} }
 
 // Latest is "now": only the events committed from now on.
 func Latest() Position { return Position{} }
+
+// latest reports whether p is Latest.
+func (p Position) latest() bool { return p.kind == posLatest }
 
 // String names the position, as fcreplay reset takes it.
 func (p Position) String() string {
@@ -94,6 +98,35 @@ func (c *FileChannel) resetGroupLocked(name string, p Position) (int, error) {
 		return 0, fmt.Errorf("filechannel: ResetGroup %s to %s: %w", groupLabel(name), p, err)
 	}
 	return n, nil
+}
+
+// ResetGroup is FileChannel.ResetGroup on a closed channel: it opens the
+// channel of cfg (recovering it as Open does), resets the group and
+// closes it again. It fails with ErrLocked while the channel is open
+// elsewhere.
+func ResetGroup(cfg Config, name string, p Position) (int, error) {
+	c, err := Open(cfg)
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.ResetGroup(name, p)
+	if cerr := c.Close(); cerr != nil {
+		return n, errors.Join(err, fmt.Errorf("filechannel: ResetGroup: close: %w", cerr))
+	}
+	return n, err
+}
+
+// startNewGroups moves the groups Open created to their StartAt.
+func (c *FileChannel) startNewGroups() error {
+	c.groupMu.Lock()
+	defer c.groupMu.Unlock()
+	for _, gc := range c.startAt {
+		if _, err := c.resetGroupLocked(gc.Name, gc.StartAt); err != nil {
+			return fmt.Errorf("%w (Open created the group; it starts at the latest event: reset it with ResetGroup)", err)
+		}
+	}
+	c.startAt = nil
+	return nil
 }
 
 // resetPlan is what a reset found: the events the group holds now (queued
@@ -164,7 +197,7 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 // collect reads the history from p on into plan.keep, applying g's full
 // policy to what does not fit in plan.room.
 func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error {
-	if p.kind == posLatest {
+	if p.latest() {
 		return nil
 	}
 	room := plan.room

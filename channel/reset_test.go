@@ -178,3 +178,83 @@ func TestResetGroupRefusesDeadLetterGroupsAndUnknownNames(t *testing.T) {
 		t.Fatalf("reset after Close: %v, want ErrClosed", err)
 	}
 }
+
+func TestStartAtEarliestForAddGroupAndOpen(t *testing.T) {
+	cfg := resetConfig(t, 2)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 3)
+	takeWith(t, groupOf(t, c, "a").Begin, 10, 5)
+	takeWith(t, groupOf(t, c, "b").Begin, 10, 5)
+	g, err := c.AddGroup(GroupConfig{Name: "audit", StartAt: Earliest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := c.AddGroup(GroupConfig{Name: "late"}) // zero StartAt: Latest
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 10 || late.Len() != 0 {
+		t.Fatalf("new groups hold %d (Earliest) and %d (Latest); want 10 and 0", g.Len(), late.Len())
+	}
+	crash(t, c)
+	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "audit"}, GroupConfig{Name: "late"},
+		GroupConfig{Name: "new", StartAt: Earliest()})
+	c = mustOpen(t, cfg)
+	wantEvents(t, takeWith(t, groupOf(t, c, "audit").Begin, 100, 4), bodies(0, 10))
+	wantEvents(t, takeWith(t, groupOf(t, c, "new").Begin, 100, 4), bodies(0, 10))
+	if n := groupOf(t, c, "late").Len(); n != 0 {
+		t.Fatalf("late holds %d", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// StartAt does nothing to a group that exists.
+	c = mustOpen(t, cfg)
+	if n := groupOf(t, c, "new").Len(); n != 0 {
+		t.Fatalf("an existing group with StartAt holds %d after Open; want 0", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResetGroupOnAClosedChannel(t *testing.T) {
+	cfg := resetConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 4)
+	takeWith(t, groupOf(t, c, "b").Begin, 10, 4) // a holds them: the files stay
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := ResetGroup(cfg, "b", Earliest())
+	if err != nil || n != 10 {
+		t.Fatalf("ResetGroup on a closed channel = %d, %v; want 10", n, err)
+	}
+	c = mustOpen(t, cfg)
+	if _, err := ResetGroup(cfg, "b", Earliest()); !errors.Is(err, ErrLocked) {
+		t.Fatalf("ResetGroup of an open channel: %v, want ErrLocked", err)
+	}
+	wantEvents(t, takeWith(t, groupOf(t, c, "b").Begin, 100, 4), bodies(0, 10))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAddGroupWhoseStartAtFailsIsNotCreated(t *testing.T) {
+	cfg := resetConfig(t, 1)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 10, 10)
+	_, err := c.AddGroup(GroupConfig{Name: "small", Capacity: 4, StartAt: Earliest()})
+	if !errors.Is(err, ErrChannelFull) {
+		t.Fatalf("AddGroup of a Block group too small for its StartAt: %v, want ErrChannelFull", err)
+	}
+	if _, err := c.Group("small"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("the group exists after its AddGroup failed: %v", err)
+	}
+	if _, err := c.Group("small.dlq"); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("a dead-letter group exists: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
