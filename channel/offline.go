@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/replay"
 )
 
 // The offline tools (Verify, Repair, Rebuild) work on a closed channel's
@@ -106,18 +108,97 @@ func refuseForeign(cfg Config, what string) error {
 // process or another, it fails with ErrLocked. A checkpoint dir that does
 // not exist is an error: there is no channel to redrive.
 func Redrive(cfg Config, from, to string, n int) (int, error) {
-	fsys := cfg.fs
-	if fsys == nil {
-		fsys = vfs.OS()
-	}
-	if _, err := fsys.Stat(cfg.CheckpointDir); err != nil {
-		return 0, fmt.Errorf("filechannel: redrive: no channel at %s: %w", cfg.CheckpointDir, err)
-	}
-	cfg.Groups, cfg.keepGroups = nil, true
-	c, err := Open(cfg)
+	c, err := openExisting(cfg, "redrive")
 	if err != nil {
 		return 0, err
 	}
 	k, err := c.Redrive(from, to, n)
 	return k, errors.Join(err, c.Close())
+}
+
+// ResetGroup is FileChannel.ResetGroup on the closed channel cfg describes
+// (the "fcreplay reset" command): it opens the channel with the groups it
+// has (cfg.Groups is ignored), resets the group and closes it. While the
+// channel is open, in this process or another, it fails with ErrLocked. A
+// checkpoint dir that does not exist is an error: there is no channel.
+func ResetGroup(cfg Config, name string, p Position) (int, error) {
+	c, err := openExisting(cfg, "reset")
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.ResetGroup(name, p)
+	return n, errors.Join(err, c.Close())
+}
+
+// openExisting opens the channel cfg describes with the groups its files
+// have, for the offline form of a FileChannel method (what names it).
+func openExisting(cfg Config, what string) (*FileChannel, error) {
+	fsys := cfg.fs
+	if fsys == nil {
+		fsys = vfs.OS()
+	}
+	if _, err := fsys.Stat(cfg.CheckpointDir); err != nil {
+		return nil, fmt.Errorf("filechannel: %s: no channel at %s: %w", what, cfg.CheckpointDir, err)
+	}
+	cfg.Groups, cfg.keepGroups = nil, true
+	return Open(cfg)
+}
+
+// ResetPreview is what ResetGroup would do to a group of a closed channel
+// (PreviewReset; "fcreplay reset --dry-run").
+type ResetPreview struct {
+	Held     int        // events the group holds now (queued, or in flight at the last checkpoint)
+	Found    int        // events committed from the position on that the logs retain and the group would get
+	Queued   int        // events the group would hold after the reset (Found, less what its full policy drops)
+	Capacity int        // the group's capacity
+	Policy   FullPolicy // its full policy: what happens to what exceeds Capacity
+	// Refused: the group's policy is Block and Found exceeds Capacity, so
+	// the reset would fail (ErrChannelFull) and change nothing.
+	Refused bool
+	// DamagedRegions counts the damaged regions of the logs the history
+	// stepped over (their events are not in Found).
+	DamagedRegions int
+}
+
+// PreviewReset says what ResetGroup(cfg, name, p) would do, reading the
+// files only (it takes the directories' locks, so it fails with ErrLocked
+// while the channel is open, and writes nothing).
+func PreviewReset(cfg Config, name string, p Position) (ResetPreview, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return ResetPreview{}, err
+	}
+	locks, err := lockDirs(cfg, "preview reset", missingFail)
+	if err != nil {
+		return ResetPreview{}, err
+	}
+	defer locks.Close()
+	opts := verifyOptions(cfg)
+	l, err := replay.ListEvents(opts, name, 0, 0, func(replay.Event) error { return nil })
+	if err != nil {
+		return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %w", err)
+	}
+	if l.Group.DeadLetterGroup {
+		return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %s is a dead-letter group: no put feeds it", groupLabel(name))
+	}
+	pv := ResetPreview{Held: l.Queued, Capacity: int(l.Group.Capacity), Policy: FullPolicy(l.Group.Policy)}
+	plan := &resetPlan{room: pv.Capacity}
+	if dlq := l.Group.DeadLetter; dlq != "" {
+		plan.exclude = map[eventqueue.Pointer]bool{}
+		_, err := replay.ListEvents(opts, dlq, 0, -1, func(e replay.Event) error { plan.exclude[e.Pointer] = true; return nil })
+		if err != nil && !errors.Is(err, replay.ErrNoGroup) {
+			return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %w", err)
+		}
+	}
+	scan := func(emit func(replay.HistoryEvent) bool) (int, error) { return replay.ScanHistory(opts, emit) }
+	err = plan.collect(scan, p, pv.Policy, pv.Capacity, false)
+	pv.Found, pv.DamagedRegions = plan.found, plan.skipped
+	pv.Queued = min(pv.Found, pv.Capacity)
+	if errors.Is(err, ErrChannelFull) {
+		pv.Refused, pv.Queued, err = true, 0, nil
+	}
+	if err != nil {
+		return pv, fmt.Errorf("filechannel: preview reset: %w", err)
+	}
+	return pv, nil
 }

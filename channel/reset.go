@@ -1,11 +1,11 @@
 package channel
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // Position is where a group's queue starts: a new group's
@@ -100,22 +100,6 @@ func (c *FileChannel) resetGroupLocked(name string, p Position) (int, error) {
 	return n, nil
 }
 
-// ResetGroup is FileChannel.ResetGroup on a closed channel: it opens the
-// channel of cfg (recovering it as Open does), resets the group and
-// closes it again. It fails with ErrLocked while the channel is open
-// elsewhere.
-func ResetGroup(cfg Config, name string, p Position) (int, error) {
-	c, err := Open(cfg)
-	if err != nil {
-		return 0, err
-	}
-	n, err := c.ResetGroup(name, p)
-	if cerr := c.Close(); cerr != nil {
-		return n, errors.Join(err, fmt.Errorf("filechannel: ResetGroup: close: %w", cerr))
-	}
-	return n, err
-}
-
 // startNewGroups moves the groups Open created to their StartAt.
 func (c *FileChannel) startNewGroups() error {
 	c.groupMu.Lock()
@@ -197,25 +181,40 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 // collect reads the history from p on into plan.keep, applying g's full
 // policy to what does not fit in plan.room.
 func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error {
+	scan := func(emit func(replay.HistoryEvent) bool) (int, error) {
+		return replay.History(c.logs, c.logs.LiveFiles(), c.log, emit)
+	}
+	return plan.collect(scan, p, g.cfg.WhenFull, g.queue.Capacity(), true)
+}
+
+// collect reads the history scan gives from p on, counting in found the
+// events the group would get and keeping (when keep) those that fit in
+// room under policy in keep: all, the newest (DropOldest) or the oldest
+// (DropNewest); Block refuses more than room (ErrChannelFull).
+func (plan *resetPlan) collect(scan func(func(replay.HistoryEvent) bool) (int, error), p Position, policy FullPolicy,
+	capacity int, keep bool) error {
 	if p.latest() {
 		return nil
 	}
 	room := plan.room
 	head := 0 // DropOldest, once keep is full: where its oldest event is
-	skipped, err := c.history(func(ev histEvent) bool {
-		if plan.exclude[ev.ptr] {
+	skipped, err := scan(func(ev replay.HistoryEvent) bool {
+		if plan.exclude[ev.Pointer] {
 			return true
 		}
 		plan.found++
 		switch {
-		case len(plan.keep) < room:
-			plan.keep = append(plan.keep, ev.ptr)
-		case g.cfg.WhenFull == DropOldest && room > 0:
-			plan.keep[head] = ev.ptr
-			head = (head + 1) % room
-		default:
-			// Block: refused below; DropNewest: the rest is dropped.
-			return false
+		case plan.found <= room:
+			if keep {
+				plan.keep = append(plan.keep, ev.Pointer)
+			}
+		case policy == DropOldest && room > 0:
+			if keep {
+				plan.keep[head] = ev.Pointer
+				head = (head + 1) % room
+			}
+		case policy == Block:
+			return false // refused below
 		}
 		return true
 	})
@@ -223,9 +222,9 @@ func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error 
 	if err != nil {
 		return err
 	}
-	if plan.found > room && g.cfg.WhenFull == Block {
+	if plan.found > room && policy == Block {
 		return fmt.Errorf("%w: more than %d events from %s on, and the group has room for %d (capacity %d): raise its Capacity or reset to a later position",
-			ErrChannelFull, room, p, room, g.queue.Capacity())
+			ErrChannelFull, room, p, room, capacity)
 	}
 	if head > 0 {
 		plan.keep = append(plan.keep[head:], plan.keep[:head]...)

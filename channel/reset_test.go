@@ -258,3 +258,40 @@ func TestAddGroupWhoseStartAtFailsIsNotCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPreviewResetChangesNothing(t *testing.T) {
+	cfg := testConfig(t, 2)
+	cfg.TransactionCapacity = 4
+	cfg.Groups = []GroupConfig{{Name: "a"}, {Name: "small", Capacity: 6}, {Name: "old", Capacity: 6, WhenFull: DropOldest}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 6, 3)
+	takeWith(t, groupOf(t, c, "small").Begin, 6, 3)
+	takeWith(t, groupOf(t, c, "old").Begin, 6, 3)
+	putN(t, c, 6, 4, 4)
+	takeWith(t, groupOf(t, c, "a").Begin, 7, 4)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		group string
+		p     Position
+		want  ResetPreview
+	}{
+		{"a", Earliest(), ResetPreview{Held: 3, Found: 10, Queued: 10, Capacity: 1000}},
+		{"a", Latest(), ResetPreview{Held: 3, Capacity: 1000}},
+		{"small", Earliest(), ResetPreview{Held: 4, Found: 7, Capacity: 6, Refused: true}},
+		{"old", Earliest(), ResetPreview{Held: 4, Found: 10, Queued: 6, Capacity: 6, Policy: DropOldest}},
+	} {
+		got, err := PreviewReset(cfg, tc.group, tc.p)
+		if err != nil || got != tc.want {
+			t.Errorf("PreviewReset(%s, %s) = %+v, %v; want %+v", tc.group, tc.p, got, err, tc.want)
+		}
+	}
+	c = mustOpen(t, cfg)
+	if n := groupOf(t, c, "a").Len(); n != 3 {
+		t.Fatalf("a holds %d after the previews; want 3", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,8 +1,9 @@
-package channel
+package replay
 
 import (
 	"container/heap"
 	"fmt"
+	"log/slog"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -10,17 +11,17 @@ import (
 
 // The history of a channel is every put commit its log files still hold,
 // in commit order (the order of the commit records' write-order ids, the
-// order a replay applies them). ResetGroup rebuilds a group's queue from
-// it. Each data dir's files are read in id order (a dir's records are in
+// order a replay applies them). channel.ResetGroup rebuilds a group's
+// queue from it. Each data dir's files are read in id order (a dir's records are in
 // write order), and the dirs are merged on the write-order ids, as replay
 // merges them; a transaction's puts wait until its commit record (or
 // vanish with its rollback record, or with the end of the logs).
 
-// histEvent is one committed event of the history.
-type histEvent struct {
-	ptr    eventqueue.Pointer
-	put    uint64 // the write-order id of its put record
-	commit uint64 // the write-order id of its commit record
+// HistoryEvent is one committed event of the history.
+type HistoryEvent struct {
+	Pointer eventqueue.Pointer
+	Put     uint64 // the write-order id of its put record
+	Commit  uint64 // the write-order id of its commit record
 }
 
 // histPut is a put record waiting for its transaction's commit.
@@ -29,16 +30,17 @@ type histPut struct {
 	put uint64
 }
 
-// history reads the live log set's files and calls emit with each
-// committed event, in commit order. It stops early when emit returns
-// false. The caller keeps appends and deletions out (commitMu exclusive,
-// ckptMu). Damaged regions are stepped over (their events are not in the
-// history: skipped counts the regions); an I/O error ends it.
-func (c *FileChannel) history(emit func(histEvent) bool) (skipped int, err error) {
+// History reads files (of logs; by id) and calls emit with each committed
+// event, in commit order. It stops early when emit returns false. The
+// caller keeps appends and deletions out (the channel: commitMu exclusive
+// and ckptMu). Damaged regions are stepped over, logged to log (their
+// events are not in the history: skipped counts the regions); an I/O
+// error ends it.
+func History(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit func(HistoryEvent) bool) (skipped int, err error) {
 	var h histHeap
 	byDir := map[string][]logfile.File{}
 	var order []string
-	for _, f := range c.logs.LiveFiles() {
+	for _, f := range files {
 		if _, ok := byDir[f.Dir]; !ok {
 			order = append(order, f.Dir)
 		}
@@ -51,7 +53,7 @@ func (c *FileChannel) history(emit func(histEvent) bool) (skipped int, err error
 		}
 	}()
 	for _, dir := range order {
-		d := &histDir{c: c, files: byDir[dir]}
+		d := &histDir{logs: logs, log: log, files: byDir[dir]}
 		ok, err := d.next()
 		if err != nil || !ok {
 			d.close()
@@ -87,7 +89,8 @@ func (c *FileChannel) history(emit func(histEvent) bool) (skipped int, err error
 
 // histDir reads one data dir's files in id order.
 type histDir struct {
-	c       *FileChannel
+	logs    *logfile.Set
+	log     *slog.Logger
 	files   []logfile.File
 	sc      *logfile.Scanner
 	file    uint32
@@ -108,7 +111,7 @@ func (d *histDir) next() (bool, error) {
 			}
 			f := d.files[0]
 			d.files = d.files[1:]
-			sc, _, err := d.c.logs.Scan(f, 0)
+			sc, _, err := d.logs.Scan(f, 0)
 			if err != nil {
 				return false, err
 			}
@@ -138,7 +141,7 @@ func (d *histDir) close() {
 	}
 	if n := len(d.sc.Skipped()); n > 0 {
 		d.skipped += n
-		d.c.log.Warn("history: damaged regions stepped over; their events are not in it", "file", d.file, "regions", n)
+		d.log.Warn("history: damaged regions stepped over; their events are not in it", "file", d.file, "regions", n)
 	}
 	d.sc.Close()
 	d.sc = nil
@@ -146,7 +149,7 @@ func (d *histDir) close() {
 
 // apply applies the current record to pending and emits the events its
 // commit commits; false when emit asked to stop.
-func (d *histDir) apply(pending map[uint64][]histPut, emit func(histEvent) bool) bool {
+func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bool) bool {
 	switch {
 	case d.typ == logfile.RecordPut:
 		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid})
@@ -156,7 +159,7 @@ func (d *histDir) apply(pending map[uint64][]histPut, emit func(histEvent) bool)
 		puts := pending[d.tx]
 		delete(pending, d.tx)
 		for _, p := range puts {
-			if !emit(histEvent{ptr: p.ptr, put: p.put, commit: d.woid}) {
+			if !emit(HistoryEvent{Pointer: p.ptr, Put: p.put, Commit: d.woid}) {
 				return false
 			}
 		}
@@ -176,4 +179,21 @@ func (h *histHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// ScanHistory is History over the log files of opts' data dirs, read-only
+// (no lock taken: the channel must not be open).
+func ScanHistory(opts VerifyOptions, emit func(HistoryEvent) bool) (skipped int, err error) {
+	if err := opts.check(); err != nil {
+		return 0, fmt.Errorf("history: %w", err)
+	}
+	v := newVerifier(opts)
+	defer v.closeAll()
+	if _, err := v.readOwners(); err != nil {
+		return 0, fmt.Errorf("history: %w", err)
+	}
+	if err := v.openSet(); err != nil {
+		return 0, fmt.Errorf("history: %w", err)
+	}
+	return History(v.set, v.set.Files(), v.log, emit)
 }
