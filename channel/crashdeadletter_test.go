@@ -3,12 +3,10 @@ package channel
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -875,57 +873,23 @@ func dlProbe(c *FileChannel, s crashSnap) error {
 	return nil
 }
 
-// dlCrashRun sets r up for the dead-letter workload and returns it.
-func dlCrashRun(r *crashRun, seed uint64) *dlWorkload {
+// crashDeadLetters is the dead-letter workload (dlWorkload.run): it sets r
+// up for it (its groups, and its own model to check the images against:
+// dlRecovered, dlProbe).
+func crashDeadLetters(r *crashRun, seed uint64, steps int) (string, error) {
 	r.cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: dlMax}, {Name: "b", Capacity: 600}}
 	w := &dlWorkload{r: r, m: &dlModel{}, rng: rand.New(rand.NewPCG(seed, 13))}
 	r.ext, r.recover, r.probe = w.m.snapshot, dlRecovered, dlProbe
-	return w
+	err := w.run(steps)
+	return fmt.Sprintf("; %d events; %+v", len(w.m.events), w.did), err
 }
 
 func TestCrashStateEnumerationDeadLetters(t *testing.T) {
 	t.Parallel() // the long crash tests run side by side, after the package's other tests
-	type config struct {
-		name   string
-		dirs   int
-		backup bool
-		// The short mode runs one seed of steps random steps after the
-		// prologue (none: the config is for the long mode only), checking
-		// every every-th crash point and each right after a log file's
-		// fsync; the long mode runs seeds seeds of longSteps steps and
-		// checks every crash point.
-		steps            int
-		every            int64
-		longSteps, seeds int
-	}
-	configs := []config{
-		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 8, longSteps: 120, seeds: 2},
-		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 16, longSteps: 120, seeds: 2},
-		{name: "deadletters/2dirs+backup", dirs: 2, backup: true, longSteps: 40, seeds: 1},
-	}
-	var total atomic.Int64
-	for _, cf := range configs {
-		seeds, steps := 1, cf.steps
-		if crashLong() {
-			seeds, steps = cf.seeds, cf.longSteps
-		} else if steps == 0 {
-			continue
-		}
-		for seed := range seeds {
-			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
-			t.Run(name, func(t *testing.T) {
-				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
-				r.sample(cf.every, true)
-				w := dlCrashRun(r, uint64(seed))
-				err := w.run(steps)
-				n := r.finish()
-				if err != nil {
-					t.Fatalf("workload: %v", err)
-				}
-				total.Add(n)
-				t.Logf("%d crash states checked; %d events; %+v", n, len(w.m.events), w.did)
-			})
-		}
-	}
-	t.Logf("crash states checked in all: %d (FC_CRASH_LONG=%q)", total.Load(), os.Getenv("FC_CRASH_LONG"))
+	runCrashEnumeration(t, []crashCase{
+		{name: "deadletters/2dirs", dirs: 2, steps: 12, every: 8, longSteps: 120, seeds: 2, run: crashDeadLetters},
+		{name: "deadletters/1dir", dirs: 1, steps: 6, every: 16, longSteps: 120, seeds: 2, run: crashDeadLetters},
+		// For the long mode only.
+		{name: "deadletters/2dirs+backup", dirs: 2, backup: true, longSteps: 40, seeds: 1, run: crashDeadLetters},
+	})
 }

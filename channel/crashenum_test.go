@@ -563,6 +563,12 @@ type crashWorkload struct {
 	n   map[int]int // producer -> events made so far
 }
 
+// newCrashWorkload returns a workload on r whose random choices come from
+// the PCG of seed and stream.
+func newCrashWorkload(r *crashRun, seed, stream uint64) *crashWorkload {
+	return &crashWorkload{r: r, rng: rand.New(rand.NewPCG(seed, stream)), n: map[int]int{}}
+}
+
 // put runs one put transaction of producer p with k events; it commits
 // unless rollback.
 func (w *crashWorkload) put(c *FileChannel, p, k int, rollback bool) error {
@@ -572,7 +578,10 @@ func (w *crashWorkload) put(c *FileChannel, p, k int, rollback bool) error {
 }
 
 // takeIDs takes up to k events into tx and returns their ids (marked open).
-func (w *crashWorkload) takeIDs(tx *Transaction, k int) ([]int, error) {
+func (w *crashWorkload) takeIDs(tx *Transaction, k int) ([]int, error) { return w.takeIDsG(tx, 0, k) }
+
+// takeIDsG is takeIDs from group g (an index into the run's groups).
+func (w *crashWorkload) takeIDsG(tx *Transaction, g, k int) ([]int, error) {
 	var ids []int
 	for range k {
 		ev, ok, err := tx.Take()
@@ -581,26 +590,31 @@ func (w *crashWorkload) takeIDs(tx *Transaction, k int) ([]int, error) {
 		}
 		id, _, _, _ := parseEventID(ev.Body)
 		ids = append(ids, id)
-		w.r.model.setTake([]int{id}, takeOpen)
+		w.r.model.setTakeG(g, []int{id}, takeOpen)
 	}
 	return ids, nil
 }
 
 // endTake commits or rolls back a take transaction holding ids.
 func (w *crashWorkload) endTake(tx *Transaction, ids []int, commit bool) error {
+	return w.endTakeG(tx, 0, ids, commit)
+}
+
+// endTakeG is endTake of a take transaction of group g.
+func (w *crashWorkload) endTakeG(tx *Transaction, g int, ids []int, commit bool) error {
 	m := &w.r.model
 	if !commit {
 		err := tx.Rollback()
-		m.setTake(ids, takeNone)
+		m.setTakeG(g, ids, takeNone)
 		return err
 	}
-	m.setTake(ids, takeCommitting)
+	m.setTakeG(g, ids, takeCommitting)
 	if err := tx.Commit(); err != nil {
 		// The channel returned the events, but the take may be on disk.
-		m.setTake(ids, takeNone|maybeTaken)
+		m.setTakeG(g, ids, takeNone|maybeTaken)
 		return err
 	}
-	m.setTake(ids, takeCommitted)
+	m.setTakeG(g, ids, takeCommitted)
 	return nil
 }
 
@@ -616,96 +630,138 @@ func (w *crashWorkload) serial(steps int) error {
 // do not end the workload: the model records their outcome as uncertain and
 // the workload goes on, as an application would.
 func (w *crashWorkload) serialOn(steps int, tolerant bool) (err error) {
-	cfg := w.r.cfg
-	c, err := Open(cfg)
-	if tolerant && err != nil {
-		c, err = Open(cfg) // the fault was in the first Open: try again
-	}
+	s, err := w.session(tolerant)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if c == nil {
-			return
-		}
-		if cerr := c.Close(); !tolerant && err == nil {
-			err = cerr
-		}
-	}()
-	var openTake *Transaction
-	var openIDs []int
-	// stop reports whether err ends the workload.
-	stop := func(e error) bool {
-		if e != nil && !tolerant {
-			err = e
-			return true
-		}
-		return false
-	}
+	defer s.close(&err)
 	for range steps {
 		switch x := w.rng.IntN(100); {
-		case x < 40 && c.Len() < cfg.Capacity-40:
-			if stop(w.put(c, 0, 1+w.rng.IntN(8), w.rng.IntN(6) == 0)) {
-				return err
+		case x < 40 && s.c.Len() < s.cfg.Capacity-40:
+			if s.stop(w.put(s.c, 0, 1+w.rng.IntN(8), w.rng.IntN(6) == 0)) {
+				return s.err
 			}
 		case x < 68:
-			if openTake != nil {
-				if stop(w.endTake(openTake, openIDs, w.rng.IntN(2) == 0)) {
-					return err
+			if s.openTake != nil {
+				if s.stop(w.endTake(s.openTake, s.openIDs, w.rng.IntN(2) == 0)) {
+					return s.err
 				}
-				openTake, openIDs = nil, nil
+				s.openTake, s.openIDs = nil, nil
 			}
-			tx, berr := c.Begin()
-			if stop(berr) {
-				return err
+			tx, berr := s.c.Begin()
+			if s.stop(berr) {
+				return s.err
 			} else if berr != nil {
 				continue
 			}
 			ids, terr := w.takeIDs(tx, 1+w.rng.IntN(10))
-			if stop(terr) {
-				return err
+			if s.stop(terr) {
+				return s.err
 			}
-			if stop(w.endTake(tx, ids, w.rng.IntN(5) != 0)) {
-				return err
+			if s.stop(w.endTake(tx, ids, w.rng.IntN(5) != 0)) {
+				return s.err
 			}
 		case x < 78:
-			if openTake == nil {
-				tx, berr := c.Begin()
-				if stop(berr) {
-					return err
+			if s.openTake == nil {
+				tx, berr := s.c.Begin()
+				if s.stop(berr) {
+					return s.err
 				} else if berr != nil {
 					continue
 				}
 				ids, terr := w.takeIDs(tx, 1+w.rng.IntN(4))
-				if stop(terr) {
-					return err
+				if s.stop(terr) {
+					return s.err
 				}
-				openTake, openIDs = tx, ids
+				s.openTake, s.openIDs = tx, ids
 			}
 		case x < 92:
-			if stop(c.Checkpoint()) {
-				return err
+			if s.stop(s.c.Checkpoint()) {
+				return s.err
 			}
 		default:
-			// A clean restart abandons the open take: its events come
-			// back at the head.
-			if stop(c.Close()) {
-				return err
-			}
-			if openTake != nil {
-				w.r.model.setTake(openIDs, takeNone)
-				openTake, openIDs = nil, nil
-			}
-			oerr := error(nil)
-			if c, oerr = Open(cfg); tolerant && oerr != nil {
-				c, oerr = Open(cfg) // one injected fault: the retry works
-			}
-			if oerr != nil {
-				return oerr
+			if s.restart() {
+				return s.err
 			}
 		}
 	}
 	return nil
+}
+
+// crashSession is the channel a serial crash workload drives (serialOn,
+// groupsWorkload.run), reopened by its restarts, and the take it holds
+// open across steps. With tolerant set, failed operations (injected
+// faults) do not end the workload, and a failed Open is tried once more.
+type crashSession struct {
+	cfg      Config
+	model    *crashModel
+	tolerant bool
+	c        *FileChannel // nil after a failed reopen
+	err      error        // what ended the workload (stop)
+
+	// The take held open across steps (nil for none), its events, and
+	// its group (an index into the run's groups).
+	openTake  *Transaction
+	openIDs   []int
+	openGroup int
+}
+
+// session opens the channel of w's run for a serial workload.
+func (w *crashWorkload) session(tolerant bool) (*crashSession, error) {
+	s := &crashSession{cfg: w.r.cfg, model: &w.r.model, tolerant: tolerant}
+	var err error
+	if s.c, err = s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *crashSession) open() (*FileChannel, error) {
+	c, err := Open(s.cfg)
+	if s.tolerant && err != nil {
+		c, err = Open(s.cfg) // one injected fault: the retry works
+	}
+	return c, err
+}
+
+// stop reports whether e ends the workload (it does unless tolerant); the
+// workload returns s.err.
+func (s *crashSession) stop(e error) bool {
+	if e != nil && !s.tolerant {
+		s.err = e
+		return true
+	}
+	return false
+}
+
+// close closes the channel when the workload returns *err; unless
+// tolerant, a failed Close is the workload's error if it had none.
+func (s *crashSession) close(err *error) {
+	if s.c == nil {
+		return
+	}
+	if cerr := s.c.Close(); !s.tolerant && *err == nil {
+		*err = cerr
+	}
+}
+
+// restart is a clean restart: it closes the channel and opens it again.
+// It abandons the open take: its events come back at the head. It reports
+// whether the workload ends (s.err says why).
+func (s *crashSession) restart() bool {
+	if s.stop(s.c.Close()) {
+		return true
+	}
+	if s.openTake != nil {
+		s.model.setTakeG(s.openGroup, s.openIDs, takeNone)
+		s.openTake, s.openIDs = nil, nil
+	}
+	var err error
+	if s.c, err = s.open(); err != nil {
+		s.err = err
+		return true
+	}
+	return false
 }
 
 // concurrent runs producers committing at the same time (group commit),
@@ -836,8 +892,7 @@ func TestFaultAtEveryOperation(t *testing.T) {
 		steps = 120
 	}
 	faultAtEveryOperation(t, 2, func(r *crashRun) error {
-		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(7, 42)), n: map[int]int{}}
-		return w.serialOn(steps, true)
+		return newCrashWorkload(r, 7, 42).serialOn(steps, true)
 	})
 }
 
@@ -853,11 +908,8 @@ func TestFaultAtEveryOperationEncrypted(t *testing.T) {
 		steps = 100
 	}
 	faultAtEveryOperation(t, 2, func(r *crashRun) error {
-		w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(11, 42)), n: map[int]int{}}
-		return w.serialOn(steps, true)
-	}, func(r *crashRun) {
-		r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
-	})
+		return newCrashWorkload(r, 11, 42).serialOn(steps, true)
+	}, withCrashKeys)
 }
 
 // faultAtEveryOperation runs workload (tolerant of failed operations) once
@@ -952,53 +1004,91 @@ func faultSample(total int64, log []string, every int64) []int64 {
 // crashLong reports whether the long mode was asked for.
 func crashLong() bool { return os.Getenv("FC_CRASH_LONG") != "" }
 
-func TestCrashStateEnumeration(t *testing.T) {
-	t.Parallel() // the long crash tests run side by side, after the package's other tests
-	type config struct {
-		name       string
-		dirs       int
-		backup     bool
-		concurrent bool
-		encrypted  bool  // Config.Keys set: every log file encrypted
-		steps      int   // short mode; the long mode runs 4x as many
-		seeds      int   // long mode only; the short mode runs one
-		every      int64 // short mode: check 1 crash point in every, and each after a log fsync (crashRun.sample)
-	}
-	configs := []config{
-		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6, every: 2},
-		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4, every: 4},
-		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4, every: 2},
-		{name: "encrypted/serial/2dirs", dirs: 2, encrypted: true, steps: 40, seeds: 3, every: 2},
-	}
+// crashCase is one configuration of a crash-state enumeration: a workload
+// on a channel with dirs data dirs, and a backup checkpoint dir or not.
+type crashCase struct {
+	name   string
+	dirs   int
+	backup bool
+	// The short mode runs one seed of steps steps (0: the case is for the
+	// long mode only) and checks 1 crash point in every, and each right
+	// after a log file's fsync (crashRun.sample); the long mode runs seeds
+	// seeds of longSteps steps (0: 4*steps) and checks every crash point.
+	steps     int
+	every     int64
+	longSteps int
+	seeds     int
+	run       crashDriver
+}
+
+// crashDriver is a workload of the crash-state enumeration: it sets r up
+// for the workload (the groups its model follows, or a model of its own:
+// crashRun.ext, recover and probe), runs steps steps of it from seed, and
+// returns what the test's log line says besides the count of crash states.
+type crashDriver func(r *crashRun, seed uint64, steps int) (note string, err error)
+
+// runCrashEnumeration runs each case, once per seed, on a crashRun that
+// checks every crash image its workload produces, and logs the count of
+// crash states checked.
+func runCrashEnumeration(t *testing.T, cases []crashCase) {
 	var total atomic.Int64
-	for _, cf := range configs {
-		seeds, steps := 1, cf.steps
+	for _, cc := range cases {
+		seeds, steps := 1, cc.steps
 		if crashLong() {
-			seeds, steps = cf.seeds, 4*cf.steps
+			seeds, steps = cc.seeds, cc.longSteps
+			if steps == 0 {
+				steps = 4 * cc.steps
+			}
+		} else if steps == 0 {
+			continue
 		}
 		for seed := range seeds {
-			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
+			name := fmt.Sprintf("%s/seed=%d", cc.name, seed)
 			t.Run(name, func(t *testing.T) {
-				r := newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed))
-				r.sample(cf.every, true)
-				if cf.encrypted {
-					r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
-				}
-				w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 42)), n: map[int]int{}}
-				var err error
-				if cf.concurrent {
-					err = w.concurrent(steps, 3)
-				} else {
-					err = w.serial(steps)
-				}
+				r := newCrashRun(t, name, cc.dirs, cc.backup, uint64(seed))
+				r.sample(cc.every, true)
+				note, err := cc.run(r, uint64(seed), steps)
 				n := r.finish()
 				if err != nil {
 					t.Fatalf("workload: %v", err)
 				}
 				total.Add(n)
-				t.Logf("%d crash states checked", n)
+				t.Logf("%d crash states checked%s", n, note)
 			})
 		}
 	}
 	t.Logf("crash states checked in all: %d (FC_CRASH_LONG=%q)", total.Load(), os.Getenv("FC_CRASH_LONG"))
+}
+
+func TestCrashStateEnumeration(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
+	runCrashEnumeration(t, []crashCase{
+		{name: "serial/1dir", dirs: 1, steps: 70, seeds: 6, every: 2, run: crashSerial},
+		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4, every: 4, run: crashSerial},
+		{name: "concurrent/2dirs", dirs: 2, steps: 60, seeds: 4, every: 2, run: crashConcurrent},
+		{name: "encrypted/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 2, run: crashEncrypted(crashSerial)},
+	})
+}
+
+// crashSerial is the serial workload (crashWorkload.serial).
+func crashSerial(r *crashRun, seed uint64, steps int) (string, error) {
+	return "", newCrashWorkload(r, seed, 42).serial(steps)
+}
+
+// crashConcurrent is the concurrent workload, with 3 producers.
+func crashConcurrent(r *crashRun, seed uint64, steps int) (string, error) {
+	return "", newCrashWorkload(r, seed, 42).concurrent(steps, 3)
+}
+
+// crashEncrypted is d on an encrypted channel: every log file encrypted.
+func crashEncrypted(d crashDriver) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		withCrashKeys(r)
+		return d(r, seed, steps)
+	}
+}
+
+// withCrashKeys sets the keys of r's channel (Config.Keys).
+func withCrashKeys(r *crashRun) {
+	r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
 }

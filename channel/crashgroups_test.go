@@ -2,10 +2,6 @@ package channel
 
 import (
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"sync/atomic"
 	"testing"
 )
 
@@ -91,36 +87,6 @@ func (w groupsWorkload) take(c *FileChannel, g int, k int, commit bool) error {
 	return w.endTakeG(tx, g, ids, commit)
 }
 
-func (w groupsWorkload) takeIDsG(tx *Transaction, g, k int) ([]int, error) {
-	var ids []int
-	for range k {
-		ev, ok, err := tx.Take()
-		if err != nil || !ok {
-			return ids, err
-		}
-		id, _, _, _ := parseEventID(ev.Body)
-		ids = append(ids, id)
-		w.r.model.setTakeG(g, []int{id}, takeOpen)
-	}
-	return ids, nil
-}
-
-func (w groupsWorkload) endTakeG(tx *Transaction, g int, ids []int, commit bool) error {
-	m := &w.r.model
-	if !commit {
-		err := tx.Rollback()
-		m.setTakeG(g, ids, takeNone)
-		return err
-	}
-	m.setTakeG(g, ids, takeCommitting)
-	if err := tx.Commit(); err != nil {
-		m.setTakeG(g, ids, takeNone|maybeTaken)
-		return err
-	}
-	m.setTakeG(g, ids, takeCommitted)
-	return nil
-}
-
 // toggleDyn adds the dynamic group if it is absent, else removes it.
 func (w groupsWorkload) toggleDyn(c *FileChannel) error {
 	m := &w.r.model
@@ -158,91 +124,59 @@ func fullest(c *FileChannel) int {
 // run is the serial workload of the groups configuration (see serialOn
 // for tolerant).
 func (w groupsWorkload) run(steps int, tolerant bool) (err error) {
-	cfg := w.r.cfg
-	c, err := Open(cfg)
-	if tolerant && err != nil {
-		c, err = Open(cfg)
-	}
+	s, err := w.session(tolerant)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if c == nil {
-			return
-		}
-		if cerr := c.Close(); !tolerant && err == nil {
-			err = cerr
-		}
-	}()
-	var openTake *Transaction
-	var openIDs []int
-	openGroup := 0
-	stop := func(e error) bool {
-		if e != nil && !tolerant {
-			err = e
-			return true
-		}
-		return false
-	}
+	defer s.close(&err)
 	for range steps {
 		switch x := w.rng.IntN(100); {
-		case x < 38 && fullest(c) < 150:
-			if stop(w.put(c, 0, 1+w.rng.IntN(8), w.rng.IntN(6) == 0)) {
-				return err
+		case x < 38 && fullest(s.c) < 150:
+			if s.stop(w.put(s.c, 0, 1+w.rng.IntN(8), w.rng.IntN(6) == 0)) {
+				return s.err
 			}
 		case x < 66:
 			g := w.rng.IntN(len(crashGroups))
-			if stop(w.take(c, g, 1+w.rng.IntN(10), w.rng.IntN(5) != 0)) {
-				return err
+			if s.stop(w.take(s.c, g, 1+w.rng.IntN(10), w.rng.IntN(5) != 0)) {
+				return s.err
 			}
 		case x < 74:
-			if openTake != nil {
-				if stop(w.endTakeG(openTake, openGroup, openIDs, w.rng.IntN(2) == 0)) {
-					return err
+			if s.openTake != nil {
+				if s.stop(w.endTakeG(s.openTake, s.openGroup, s.openIDs, w.rng.IntN(2) == 0)) {
+					return s.err
 				}
-				openTake, openIDs = nil, nil
+				s.openTake, s.openIDs = nil, nil
 				continue
 			}
-			openGroup = w.rng.IntN(len(crashGroups) - 1) // a static group
-			grp, gerr := c.Group(crashGroups[openGroup])
-			if stop(gerr) {
-				return err
+			s.openGroup = w.rng.IntN(len(crashGroups) - 1) // a static group
+			grp, gerr := s.c.Group(crashGroups[s.openGroup])
+			if s.stop(gerr) {
+				return s.err
 			} else if gerr != nil {
 				continue
 			}
 			tx, berr := grp.Begin()
-			if stop(berr) {
-				return err
+			if s.stop(berr) {
+				return s.err
 			} else if berr != nil {
 				continue
 			}
-			ids, terr := w.takeIDsG(tx, openGroup, 1+w.rng.IntN(4))
-			if stop(terr) {
-				return err
+			ids, terr := w.takeIDsG(tx, s.openGroup, 1+w.rng.IntN(4))
+			if s.stop(terr) {
+				return s.err
 			}
-			openTake, openIDs = tx, ids
+			s.openTake, s.openIDs = tx, ids
 		case x < 80:
-			if stop(w.toggleDyn(c)) {
-				return err
+			if s.stop(w.toggleDyn(s.c)) {
+				return s.err
 			}
 		case x < 92:
-			if stop(c.Checkpoint()) {
-				return err
+			if s.stop(s.c.Checkpoint()) {
+				return s.err
 			}
 		default:
-			if stop(c.Close()) {
-				return err
-			}
-			if openTake != nil {
-				w.r.model.setTakeG(openGroup, openIDs, takeNone)
-				openTake, openIDs = nil, nil
-			}
-			oerr := error(nil)
-			if c, oerr = Open(cfg); tolerant && oerr != nil {
-				c, oerr = Open(cfg)
-			}
-			if oerr != nil {
-				return oerr
+			if s.restart() {
+				return s.err
 			}
 		}
 	}
@@ -251,41 +185,16 @@ func (w groupsWorkload) run(steps int, tolerant bool) (err error) {
 
 func TestCrashStateEnumerationGroups(t *testing.T) {
 	t.Parallel() // the long crash tests run side by side, after the package's other tests
-	type config struct {
-		name   string
-		dirs   int
-		backup bool
-		steps  int
-		seeds  int
-		every  int64 // short mode: check 1 crash point in every, and each after a log fsync (crashRun.sample)
-	}
-	configs := []config{
-		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4},
-		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8},
-	}
-	var total atomic.Int64
-	for _, cf := range configs {
-		seeds, steps := 1, cf.steps
-		if crashLong() {
-			seeds, steps = cf.seeds, 4*cf.steps
-		}
-		for seed := range seeds {
-			name := fmt.Sprintf("%s/seed=%d", cf.name, seed)
-			t.Run(name, func(t *testing.T) {
-				r := groupsCrashRun(newCrashRun(t, name, cf.dirs, cf.backup, uint64(seed)))
-				r.sample(cf.every, true)
-				w := groupsWorkload{&crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 7)), n: map[int]int{}}}
-				err := w.run(steps, false)
-				n := r.finish()
-				if err != nil {
-					t.Fatalf("workload: %v", err)
-				}
-				total.Add(n)
-				t.Logf("%d crash states checked", n)
-			})
-		}
-	}
-	t.Logf("crash states checked in all: %d (FC_CRASH_LONG=%q)", total.Load(), os.Getenv("FC_CRASH_LONG"))
+	runCrashEnumeration(t, []crashCase{
+		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4, run: crashGroupsDriver},
+		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8, run: crashGroupsDriver},
+	})
+}
+
+// crashGroupsDriver is the groups workload (groupsWorkload.run).
+func crashGroupsDriver(r *crashRun, seed uint64, steps int) (string, error) {
+	groupsCrashRun(r)
+	return "", groupsWorkload{newCrashWorkload(r, seed, 7)}.run(steps, false)
 }
 
 // TestFaultAtEveryOperationGroups is TestFaultAtEveryOperation over the
@@ -297,7 +206,6 @@ func TestFaultAtEveryOperationGroups(t *testing.T) {
 		steps = 100
 	}
 	faultAtEveryOperation(t, 4, func(r *crashRun) error {
-		w := groupsWorkload{&crashWorkload{r: r, rng: rand.New(rand.NewPCG(11, 42)), n: map[int]int{}}}
-		return w.run(steps, true)
+		return groupsWorkload{newCrashWorkload(r, 11, 42)}.run(steps, true)
 	}, func(r *crashRun) { groupsCrashRun(r) })
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +19,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The child side of TestSIGKILLLosesNothingAcknowledged: a producer and a
-// consumer that report on stdout. "P n" means the put transaction holding
-// events ..n committed; "T a b" is printed before a take commit of events
-// [a, b], "C a b" after it returned.
+// TestMain runs the child side of the tests that spawn processes when its
+// variable is set (spawnChild), the tests otherwise.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("FILECHANNEL_KILL_CHILD"); dir != "" {
-		killChild(dir)
+		killWorker(killConfig(dir), []killGroup{{batch: 17}})
 		return
 	}
 	if dir := os.Getenv("FILECHANNEL_KILLGROUPS_CHILD"); dir != "" {
-		killGroupsChild(dir) // killgroups_test.go
+		killWorker(killGroupsConfig(dir), killGroups) // killgroups_test.go
 		return
 	}
 	if dir := os.Getenv("FILECHANNEL_KILLPOISON_CHILD"); dir != "" {
@@ -65,8 +65,25 @@ func killConfig(dir string) Config {
 	}
 }
 
-func killChild(dir string) {
-	c, err := Open(killConfig(dir))
+// killGroup is a consumer of a kill child, and how it takes: from group
+// name ("": the channel's only group, by FileChannel.Begin), up to batch
+// events per take transaction, then a pause; every rollbackEvery-th
+// transaction is rolled back instead of committed (0 = none).
+type killGroup struct {
+	name          string
+	batch         int
+	pause         time.Duration
+	rollbackEvery int
+}
+
+// killWorker is the child side of the kill tests (killLoop): it opens cfg,
+// starts a consumer per group and puts events from FILECHANNEL_KILL_START
+// on, 10 a transaction, until it is killed. It reports on stdout: "P n"
+// means the put transaction holding events ..n committed; "T a,b,..." is
+// printed before a take commit of those events, "C a,b,..." after it
+// returned, each prefixed with "G name " for a named group.
+func killWorker(cfg Config, groups []killGroup) {
+	c, err := Open(cfg)
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(3)
@@ -80,31 +97,18 @@ func killChild(dir string) {
 		out.Flush()
 		mu.Unlock()
 	}
-	go func() { // consumer
-		for {
-			tx, _ := c.Begin()
-			var ids []int
-			for range 17 {
-				ev, ok, err := tx.Take()
-				if err != nil || !ok {
-					break
-				}
-				n, _ := strconv.Atoi(string(ev.Body))
-				ids = append(ids, n)
+	for _, kg := range groups {
+		begin, prefix := c.Begin, ""
+		if kg.name != "" {
+			g, err := c.Group(kg.name)
+			if err != nil {
+				say("ERR %v", err)
+				os.Exit(3)
 			}
-			if len(ids) == 0 {
-				tx.Rollback()
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			say("T %s", joinInts(ids))
-			if err := tx.Commit(); err != nil {
-				say("ERR take commit %v", err)
-				continue
-			}
-			say("C %s", joinInts(ids))
+			begin, prefix = g.Begin, "G "+kg.name+" "
 		}
-	}()
+		go killConsume(kg, begin, prefix, say)
+	}
 	for i := start; ; {
 		tx, _ := c.Begin()
 		for range 10 {
@@ -119,6 +123,35 @@ func killChild(dir string) {
 			os.Exit(3)
 		}
 		say("P %d", i-1)
+	}
+}
+
+// killConsume is the consumer of kg in a kill child: it takes by the
+// transactions begin starts, and prefixes its T and C lines with prefix.
+func killConsume(kg killGroup, begin func() (*Transaction, error), prefix string, say func(format string, args ...any)) {
+	for n := 1; ; n++ {
+		tx, _ := begin()
+		var ids []int
+		for range kg.batch {
+			ev, ok, err := tx.Take()
+			if err != nil || !ok {
+				break
+			}
+			id, _ := strconv.Atoi(string(ev.Body))
+			ids = append(ids, id)
+		}
+		if len(ids) == 0 || (kg.rollbackEvery > 0 && n%kg.rollbackEvery == 0) {
+			tx.Rollback() // the events go back to this group's head only
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		say("%sT %s", prefix, joinInts(ids))
+		if err := tx.Commit(); err != nil {
+			say("ERR take commit %s: %v", groupLabel(kg.name), err)
+			continue
+		}
+		say("%sC %s", prefix, joinInts(ids))
+		time.Sleep(kg.pause)
 	}
 }
 
@@ -140,58 +173,106 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		t.Skip("spawns processes")
 	}
 	dir := t.TempDir()
-	acked := -1                  // highest event id whose put commit returned
-	ackedSet := map[int]bool{}   // every event whose put commit returned
-	mayBeTaken := map[int]bool{} // a take commit was attempted
-	taken := map[int]bool{}      // a take commit returned
-	next := 0
-	for round := range 4 {
-		env := []string{"FILECHANNEL_KILL_CHILD=" + dir, "FILECHANNEL_KILL_START=" + strconv.Itoa(next)}
-		killChildAfter(t, round, env, time.Duration(150+100*round)*time.Millisecond,
-			func(l string) { parseKillLine(t, l, &acked, ackedSet, mayBeTaken, taken) },
-			func() bool { return acked >= next+10 })
-		if acked < next+10 {
-			t.Fatalf("round %d: child acknowledged nothing", round)
-		}
-		next = acked + 1 + 1000 // ids of unacknowledged puts are never reused
-
+	log := newKillLog("")
+	g := log.groups[""]
+	delay := func(round int) time.Duration { return time.Duration(150+100*round) * time.Millisecond }
+	killLoop(t, dir, "FILECHANNEL_KILL_CHILD", log, 4, delay, func(round int, _ time.Duration) {
 		// Check the channel: open, read everything without consuming.
 		c := mustOpen(t, killConfig(dir))
 		present := map[int]bool{}
-		var open []*Transaction // read everything without consuming it
-		for more := true; more; {
-			tx, _ := c.Begin()
-			open = append(open, tx)
-			more = false
-			for range 100 {
-				ev, ok, err := tx.Take()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
-				}
-				more = true
-				n, _ := strconv.Atoi(string(ev.Body))
-				if present[n] {
-					t.Fatalf("round %d: event %d present twice", round, n)
-				}
-				if taken[n] {
-					t.Fatalf("round %d: event %d came back after its take commit returned", round, n)
-				}
-				present[n] = true
-			}
+		for _, n := range peekKill(t, round, "", c.Begin, g) {
+			present[n] = true
 		}
-		for i := len(open) - 1; i >= 0; i-- { // last first: the queue keeps its order
-			open[i].Rollback()
-		}
-		for n := range ackedSet {
-			if !present[n] && !mayBeTaken[n] {
+		for n := range log.ackedSet {
+			if !present[n] && !g.mayBeTaken[n] {
 				t.Fatalf("round %d: acknowledged event %d lost (%d present)", round, n, len(present))
 			}
 		}
-		t.Logf("round %d: %d acknowledged, %d taken, %d present (%s)", round, len(ackedSet), len(taken), len(present), c.Stats().RecoveredFrom)
+		t.Logf("round %d: %d acknowledged, %d taken, %d present (%s)", round, len(log.ackedSet), len(g.taken), len(present), c.Stats().RecoveredFrom)
 		c.Close()
+	})
+}
+
+// killLog is what the parent of kill children knows from their output,
+// over every round.
+type killLog struct {
+	acked    int                        // highest event id whose put commit returned
+	ackedSet map[int]bool               // every event whose put commit returned
+	groups   map[string]*killGroupState // by the name of the group taken from
+}
+
+// killGroupState is what the parent knows of one group's takes.
+type killGroupState struct {
+	mayBeTaken map[int]bool // a take commit was attempted
+	taken      map[int]bool // a take commit returned
+}
+
+// newKillLog returns the log of children that take from groups.
+func newKillLog(groups ...string) *killLog {
+	l := &killLog{acked: -1, ackedSet: map[int]bool{}, groups: map[string]*killGroupState{}}
+	for _, name := range groups {
+		l.groups[name] = &killGroupState{mayBeTaken: map[int]bool{}, taken: map[int]bool{}}
+	}
+	return l
+}
+
+// parse reads one line of a child's output (killWorker); it fails t on an
+// error the child reported.
+func (l *killLog) parse(t *testing.T, line string) {
+	t.Helper()
+	g := l.groups[""]
+	if rest, ok := strings.CutPrefix(line, "G "); ok {
+		var name string
+		name, line, _ = strings.Cut(rest, " ")
+		if g = l.groups[name]; g == nil {
+			t.Fatalf("child: a take from an unknown group: G %s", rest)
+		}
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return
+	}
+	switch f[0] {
+	case "P":
+		n, _ := strconv.Atoi(f[1])
+		l.acked = max(l.acked, n)
+		for k := n - 9; k <= n; k++ {
+			l.ackedSet[k] = true
+		}
+	case "T", "C":
+		if g == nil {
+			t.Fatalf("child: a take from the unnamed group, which it has not: %s", line)
+		}
+		for _, s := range strings.Split(f[1], ",") {
+			n, _ := strconv.Atoi(s)
+			g.mayBeTaken[n] = true
+			if f[0] == "C" {
+				g.taken[n] = true
+			}
+		}
+	case "ERR":
+		t.Fatalf("child: %s", line)
+	}
+}
+
+// killLoop is the parent side of the kill tests. Each of rounds rounds
+// runs the child that the variable child (set to dir) selects in TestMain,
+// its event ids starting past those of the rounds before, feeds its output
+// to log, kills it with SIGKILL after delay(round) once it acknowledged a
+// put, and calls check on what it left.
+func killLoop(t *testing.T, dir, child string, log *killLog, rounds int, delay func(round int) time.Duration,
+	check func(round int, delay time.Duration)) {
+	t.Helper()
+	next := 0
+	for round := range rounds {
+		d := delay(round)
+		env := []string{child + "=" + dir, "FILECHANNEL_KILL_START=" + strconv.Itoa(next)}
+		killChildAfter(t, round, env, d, func(l string) { log.parse(t, l) }, func() bool { return log.acked >= next+10 })
+		if log.acked < next+10 {
+			t.Fatalf("round %d: child acknowledged nothing", round)
+		}
+		next = log.acked + 1 + 1000 // ids of unacknowledged puts are never reused
+		check(round, d)
 	}
 }
 
@@ -203,15 +284,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 // output read.
 func killChildAfter(t *testing.T, round int, env []string, delay time.Duration, parse func(line string), ready func() bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := spawnChild(t, nil, env...)
 	lines := make(chan string, 1024)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -247,30 +320,77 @@ func killChildAfter(t *testing.T, round int, env []string, delay time.Duration, 
 	cmd.Wait()
 }
 
-func parseKillLine(t *testing.T, l string, acked *int, ackedSet, mayBeTaken, taken map[int]bool) {
+// childCommand is this test binary run as a child process that runs no
+// test, with env added to its environment: a variable TestMain reads
+// makes it the child side of a test.
+func childCommand(env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+// spawnChild starts childCommand(env...), its stderr to stderr (nil: none
+// kept), and returns it with its stdout.
+func spawnChild(t *testing.T, stderr io.Writer, env ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
-	f := strings.Fields(l)
-	if len(f) < 2 {
-		return
+	cmd := childCommand(env...)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	switch f[0] {
-	case "P":
-		n, _ := strconv.Atoi(f[1])
-		*acked = max(*acked, n)
-		for k := n - 9; k <= n; k++ {
-			ackedSet[k] = true
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout
+}
+
+// peekKill reads every event queued for a group, by the transactions begin
+// starts, without consuming it, and returns their ids in queue order. It
+// fails t on an event queued twice and on one whose take from the group
+// was acknowledged (g).
+func peekKill(t *testing.T, round int, group string, begin func() (*Transaction, error), g *killGroupState) []int {
+	t.Helper()
+	var ids []int
+	present := map[int]bool{}
+	var open []*Transaction
+	defer func() {
+		// Last first: each rollback puts its events back at the head.
+		for _, tx := range slices.Backward(open) {
+			tx.Rollback()
 		}
-	case "T", "C":
-		for _, s := range strings.Split(f[1], ",") {
-			n, _ := strconv.Atoi(s)
-			mayBeTaken[n] = true
-			if f[0] == "C" {
-				taken[n] = true
+	}()
+	for more := true; more; {
+		tx, err := begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, tx)
+		more = false
+		for range 100 {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatal(err)
 			}
+			if !ok {
+				break
+			}
+			more = true
+			n, err := strconv.Atoi(string(ev.Body))
+			if err != nil {
+				t.Fatalf("round %d: %s: event %q", round, groupLabel(group), ev.Body)
+			}
+			switch {
+			case present[n]:
+				t.Fatalf("round %d: %s: event %d present twice", round, groupLabel(group), n)
+			case g.taken[n]:
+				t.Fatalf("round %d: %s: event %d came back after its take commit returned", round, groupLabel(group), n)
+			}
+			present[n] = true
+			ids = append(ids, n)
 		}
-	case "ERR":
-		t.Fatalf("child: %s", l)
 	}
+	return ids
 }
 
 // TestLockAcrossProcesses: a channel held by this process cannot be opened
@@ -281,9 +401,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 	}
 	dir := t.TempDir()
 	child := func() string {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "FILECHANNEL_LOCK_CHILD="+dir)
-		out, err := cmd.Output()
+		out, err := childCommand("FILECHANNEL_LOCK_CHILD=" + dir).Output()
 		if err != nil {
 			t.Fatalf("child: %v", err)
 		}

@@ -76,17 +76,8 @@ func killPoisonChild(dir string) {
 // (mode kill), or dead of its panic (mode panic).
 func runPoisonChild(t *testing.T, dir, mode string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "FILECHANNEL_KILLPOISON_CHILD="+dir, "FILECHANNEL_POISON_MODE="+mode)
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := spawnChild(t, &stderr, "FILECHANNEL_KILLPOISON_CHILD="+dir, "FILECHANNEL_POISON_MODE="+mode)
 	// A child that hangs before printing is killed; the test then fails
 	// on its missing line.
 	watchdog := time.AfterFunc(2*time.Minute, func() { cmd.Process.Signal(syscall.SIGKILL) })
@@ -98,7 +89,7 @@ func runPoisonChild(t *testing.T, dir, mode string) string {
 		cmd.Process.Signal(syscall.SIGKILL)
 	}
 	rest, _ := io.ReadAll(out) // to EOF: the child is dead
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
 		t.Fatalf("child (%s): %v, want it dead; it printed %q %q", mode, err, line, rest)

@@ -1,22 +1,7 @@
-// Package owner encodes channel.id, the file that ties a directory to one
-// channel: the channel's random id and the directory that channel keeps its
-// checkpoint in. Every directory of a channel holds one, the checkpoint dir,
-// the backup checkpoint dir and each data dir; package checkpoint writes and
-// reads it in the checkpoint dirs, package logfile in the data dirs, both
-// through this codec. The file is published with vfs.WriteFileAtomic (write
-// name.tmp, fsync, rename, fsync the directory), so a crash leaves the old
-// file or the new one.
-//
-// ReadOwners (rules.go) reads the file in every directory of a channel and
-// judges what they say: which channel the directories belong to, which
-// belong to another (*ForeignDirError, ErrForeignDir) and which Open is to
-// write. The channel's Open, Repair and Rebuild refuse with its verdict
-// (package channel re-exports ErrForeignDir and ForeignDirError), and
-// replay.Verify reports it. It reads every file with Read: checkpoint's and
-// logfile's ReadOwner are this codec too.
-//
-// Format, version 1 (docs/format.md §1.1). Integers are big-endian; the CRC
-// is CRC32C (Castagnoli).
+package owner
+
+// This file is the codec of channel.id. Format, version 1 (docs/format.md
+// §1.1). Integers are big-endian; the CRC is CRC32C (Castagnoli).
 //
 //	off    len  field
 //	0      4    magic "FCID"
@@ -34,7 +19,6 @@
 // a bad magic, version 0, a short file, a bad CRC, non-zero reserved bytes,
 // an all-zero id, a path that is empty, relative or not clean, and trailing
 // bytes, so that decoding then encoding gives the input byte for byte.
-package owner
 
 import (
 	"crypto/rand"
