@@ -261,6 +261,10 @@ type crashRun struct {
 	ext     func() any
 	recover func(c *FileChannel, s crashSnap) ([][]int, error)
 	probe   func(c *FileChannel, s crashSnap) error
+	// force makes the short mode check the next force crash points
+	// whatever their sample: a workload sets it right after an operation
+	// returns that must be durable by then (ResetGroup).
+	force atomic.Int64
 }
 
 const maxCrashFailures = 3
@@ -283,7 +287,11 @@ func newCrashRun(t *testing.T, name string, dirs int, backup bool, seed uint64) 
 		go r.checker()
 	}
 	fsys.SetHook(func(p vfs.CrashPoint) {
-		if r.stop.Load() || (r.every > 1 && p.Seq%r.every != 0 && !(r.syncs && isLogSync(p))) {
+		forced := r.force.Add(-1) >= 0
+		if !forced {
+			r.force.Store(0)
+		}
+		if r.stop.Load() || (!forced && r.every > 1 && p.Seq%r.every != 0 && !(r.syncs && isLogSync(p))) {
 			return
 		}
 		snap := r.model.snapshot()

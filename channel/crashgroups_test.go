@@ -2,6 +2,7 @@ package channel
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -63,6 +64,8 @@ func groupsCrashRun(r *crashRun) *crashRun {
 // added and removed.
 type groupsWorkload struct {
 	*crashWorkload
+	resets bool // some steps reset a group (ResetGroup)
+	nreset *int // resets done
 }
 
 // take runs one take transaction on group g of c.
@@ -108,6 +111,58 @@ func (w groupsWorkload) toggleDyn(c *FileChannel) error {
 	}
 	m.setDyn(dynAbsent)
 	return nil
+}
+
+// reset resets a random static group to Latest: while ResetGroup runs,
+// each event the group holds may be gone after a crash (takeCommitting);
+// once it returns, all are (takeCommitted). An open take transaction of
+// the group is fenced: its Commit fails, and it ends without the model
+// changing (the reset decided).
+func (w groupsWorkload) reset(s *crashSession) error {
+	g := w.rng.IntN(len(crashGroups) - 1)
+	m := &w.r.model
+	all := make([]int, 0, len(m.states))
+	m.mu.Lock()
+	for id := range m.states {
+		all = append(all, id)
+	}
+	m.mu.Unlock()
+	held := w.heldBy(g, all)
+	m.setTakeG(g, held, takeCommitting)
+	if _, err := s.c.ResetGroup(crashGroups[g], Latest()); err != nil {
+		return err
+	}
+	m.setTakeG(g, held, takeCommitted)
+	w.r.force.Store(6) // a crash right after it keeps the reset
+	if w.nreset != nil {
+		*w.nreset++
+	}
+	if s.openTake != nil && s.openGroup == g {
+		if err := s.openTake.Commit(); !errors.Is(err, ErrGroupReset) {
+			return fmt.Errorf("commit of a take transaction open across a reset: %v, want ErrGroupReset", err)
+		}
+		s.openTake, s.openIDs = nil, nil
+	}
+	return nil
+}
+
+// heldBy returns the events of ids that group g may hold: not taken for
+// good there.
+func (w groupsWorkload) heldBy(g int, ids []int) []int {
+	m := &w.r.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for _, id := range ids {
+		st := m.states[id]
+		if g > 0 {
+			st = st&0x0f | m.groupTakes[g-1][id]&^0x0f
+		}
+		if st&takeMask != takeCommitted {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // fullest returns the largest queue of c's Block groups.
@@ -166,6 +221,10 @@ func (w groupsWorkload) run(steps int, tolerant bool) (err error) {
 				return s.err
 			}
 			s.openTake, s.openIDs = tx, ids
+		case w.resets && x < 79:
+			if s.stop(w.reset(s)) {
+				return s.err
+			}
 		case x < 80:
 			if s.stop(w.toggleDyn(s.c)) {
 				return s.err
@@ -188,13 +247,22 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 	runCrashEnumeration(t, []crashCase{
 		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4, run: crashGroupsDriver},
 		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8, run: crashGroupsDriver},
+		{name: "groups+resets/2dirs", dirs: 2, steps: 120, seeds: 3, every: 4, run: crashGroupsResetDriver},
 	})
+}
+
+// crashGroupsResetDriver is the groups workload with resets.
+func crashGroupsResetDriver(r *crashRun, seed uint64, steps int) (string, error) {
+	groupsCrashRun(r)
+	n := 0
+	err := groupsWorkload{crashWorkload: newCrashWorkload(r, seed, 9), resets: true, nreset: &n}.run(steps, false)
+	return fmt.Sprintf("; %d resets", n), err
 }
 
 // crashGroupsDriver is the groups workload (groupsWorkload.run).
 func crashGroupsDriver(r *crashRun, seed uint64, steps int) (string, error) {
 	groupsCrashRun(r)
-	return "", groupsWorkload{newCrashWorkload(r, seed, 7)}.run(steps, false)
+	return "", groupsWorkload{crashWorkload: newCrashWorkload(r, seed, 7)}.run(steps, false)
 }
 
 // TestFaultAtEveryOperationGroups is TestFaultAtEveryOperation over the
@@ -206,6 +274,20 @@ func TestFaultAtEveryOperationGroups(t *testing.T) {
 		steps = 100
 	}
 	faultAtEveryOperation(t, 4, func(r *crashRun) error {
-		return groupsWorkload{newCrashWorkload(r, 11, 42)}.run(steps, true)
+		return groupsWorkload{crashWorkload: newCrashWorkload(r, 11, 42)}.run(steps, true)
+	}, func(r *crashRun) { groupsCrashRun(r) })
+}
+
+// TestFaultAtEveryOperationGroupResets is TestFaultAtEveryOperationGroups
+// with resets among the steps: a failed write or sync in the middle of a
+// ResetGroup leaves the group as before it or as after it.
+func TestFaultAtEveryOperationGroupResets(t *testing.T) {
+	t.Parallel() // the long crash tests run side by side, after the package's other tests
+	steps := 14
+	if crashLong() {
+		steps = 80
+	}
+	faultAtEveryOperation(t, 4, func(r *crashRun) error {
+		return groupsWorkload{crashWorkload: newCrashWorkload(r, 12, 43), resets: true}.run(steps, true)
 	}, func(r *crashRun) { groupsCrashRun(r) })
 }
