@@ -29,6 +29,18 @@ func Earliest() Position { return Position{kind: posEarliest} }
 // Latest is "now": only the events committed from now on.
 func Latest() Position { return Position{} }
 
+// ParsePosition parses a position as String writes it: "earliest" or
+// "latest".
+func ParsePosition(s string) (Position, error) {
+	switch s {
+	case "earliest":
+		return Earliest(), nil
+	case "latest":
+		return Latest(), nil
+	}
+	return Position{}, fmt.Errorf("filechannel: position %q: want earliest or latest", s)
+}
+
 // latest reports whether p is Latest.
 func (p Position) latest() bool { return p.kind == posLatest }
 

@@ -76,13 +76,13 @@ const rootExample = `  # The recovery procedure (docs/operations.md, "Recovering
 func newRootCmd(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fcreplay",
-		Short: "Inspect, verify, dump, repair and rebuild a filechannel's files, and redrive its dead letters",
+		Short: "Inspect, verify, dump, repair and rebuild a filechannel's files, redrive its dead letters, reset its groups",
 		Long: `fcreplay works on the files of a filechannel (github.com/flumego/filechannel):
 its checkpoint directory, its data directories and its backup checkpoint directory,
 given with the same values as the channel's Config.
 
-inspect, verify and dump only read the files. repair, replay and redrive change
-them and refuse to run while the channel is open.
+inspect, verify and dump only read the files. repair, replay, redrive and reset
+change them and refuse to run while the channel is open.
 
 Exit codes: 0 done (verify: no problem), 1 problems found or the command failed,
 2 bad command line.`,
@@ -106,7 +106,7 @@ Exit codes: 0 done (verify: no problem), 1 problems found or the command failed,
 	pf.StringVar(&o.backupDir, "backup-checkpoint-dir", "", "the channel's BackupCheckpointDir, if it has one")
 	pf.BoolVar(&o.json, "json", false, "print machine-readable JSON instead of text")
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the library's log lines on stderr")
-	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o), newRedriveCmd(o), newVersionCmd(o))
+	root.AddCommand(newInspectCmd(o), newVerifyCmd(o), newDumpCmd(o), newRepairCmd(o), newReplayCmd(o), newRedriveCmd(o), newResetCmd(o), newVersionCmd(o))
 	return root
 }
 

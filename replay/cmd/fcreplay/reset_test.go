@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// reset --dry-run changes nothing and says what reset does; reset then does
+// it; a bad position or group is a usage error.
+func TestResetCommand(t *testing.T) {
+	f := newFixture(t, groups)
+	before := fileHashes(t, f.base)
+	r := fcreplay(t, f.args("reset", "--group", "audit", "--to", "earliest", "--dry-run", "--json")...)
+	r.wantCode(t, exitOK)
+	var out resetJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("reset --json: %v\n%s", err, r.stdout)
+	}
+	want := resetJSON{Group: "audit", To: "earliest", DryRun: true, Held: 22, Found: 30, Queued: 30, Capacity: 100, Policy: "block"}
+	if out != want {
+		t.Errorf("reset --dry-run --json: %+v, want %+v", out, want)
+	}
+	if after := fileHashes(t, f.base); len(after) != len(before) {
+		t.Errorf("a dry run changed the files: %d before, %d after", len(before), len(after))
+	} else {
+		for name, h := range before {
+			if after[name] != h {
+				t.Errorf("a dry run changed %s", name)
+			}
+		}
+	}
+
+	r = fcreplay(t, f.args("reset", "--group", "audit", "--to", "earliest")...)
+	r.wantCode(t, exitOK)
+	if wantOut := "group \"audit\" held 22 events; the logs retain 30 events from earliest on\ngroup \"audit\" holds 30 events after the reset\n"; r.stdout != wantOut {
+		t.Errorf("reset: stdout %q, want %q", r.stdout, wantOut)
+	}
+	c := mustOpen(t, f.config())
+	g, err := c.Group("audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 30 {
+		t.Errorf("audit holds %d events after the reset, want 30", g.Len())
+	}
+	mustClose(t, c)
+
+	r = fcreplay(t, f.args("reset", "--group", "audit", "--to", "latest")...)
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "holds 0 events after the reset") {
+		t.Errorf("reset --to latest: stdout %q", r.stdout)
+	}
+
+	for _, bad := range [][]string{
+		{"--group", "audit", "--to", "yesterday"},
+		{"--group", "audit"},
+	} {
+		r := fcreplay(t, f.args("reset", bad...)...)
+		r.wantCode(t, exitUsage)
+	}
+	r = fcreplay(t, f.args("reset", "--group", "nope", "--to", "earliest")...)
+	r.wantCode(t, exitFailed)
+	if !strings.Contains(r.stderr, "nope") {
+		t.Errorf("reset of an unknown group: stderr %q", r.stderr)
+	}
+}
