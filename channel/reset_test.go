@@ -295,3 +295,71 @@ func TestPreviewResetChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A reset brings back what the group dead-lettered, unless its dead-letter
+// group still holds it; delivery counts start at zero.
+func TestResetGroupDeadLettersAndDeliveryCounts(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", MaxDeliveries: 3}, {Name: "keep"}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 6, 6)
+	a := groupOf(t, c, "a")
+	tx, _ := a.Begin()
+	for i := range 6 {
+		ev, _, err := tx.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 || i == 4 {
+			if err := tx.Reject(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	dlq := groupOf(t, c, "a.dlq")
+	if dlq.Len() != 2 {
+		t.Fatalf("a.dlq holds %d, want 2", dlq.Len())
+	}
+	// Event 1 leaves the dead-letter group (taken for good): it is the
+	// group's history again; event 4 is still there.
+	wantEvents(t, takeWith(t, dlq.Begin, 1, 1), bodies(1, 1))
+	// Deliveries: two rolled-back takes of event 0 count 2 so far.
+	for range 2 {
+		tx, _ := a.Begin()
+		tx.Take()
+		tx.Rollback()
+	}
+	putN(t, c, 6, 1, 1)
+	n, err := c.ResetGroup("a", Earliest())
+	if err != nil || n != 6 {
+		t.Fatalf("ResetGroup = %d, %v; want 6 (7 events, event 4 still a dead letter)", n, err)
+	}
+	tx, _ = a.Begin()
+	var got []string
+	for {
+		ev, ok, err := tx.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if ev.Deliveries != 1 {
+			t.Fatalf("event %q: %d deliveries after the reset, want 1", ev.Body, ev.Deliveries)
+		}
+		got = append(got, string(ev.Body))
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantEvents(t, got, []string{string(body(0)), string(body(1)), string(body(2)), string(body(3)), string(body(5)), string(body(6))})
+	if dlq.Len() != 1 {
+		t.Fatalf("a.dlq holds %d after the reset, want 1 (it is untouched)", dlq.Len())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
