@@ -326,13 +326,15 @@ func TestResetGroupDeadLettersAndDeliveryCounts(t *testing.T) {
 	// Event 1 leaves the dead-letter group (taken for good): it is the
 	// group's history again; event 4 is still there.
 	wantEvents(t, takeWith(t, dlq.Begin, 1, 1), bodies(1, 1))
-	// Deliveries: two rolled-back takes of event 0 count 2 so far.
+	// Deliveries: two rolled-back takes of event 6 count 2 so far.
+	putN(t, c, 6, 1, 1)
 	for range 2 {
 		tx, _ := a.Begin()
-		tx.Take()
+		if ev, ok, err := tx.Take(); !ok || err != nil || string(ev.Body) != string(body(6)) {
+			t.Fatalf("take: %q %v %v, want event 6", ev.Body, ok, err)
+		}
 		tx.Rollback()
 	}
-	putN(t, c, 6, 1, 1)
 	n, err := c.ResetGroup("a", Earliest())
 	if err != nil || n != 6 {
 		t.Fatalf("ResetGroup = %d, %v; want 6 (7 events, event 4 still a dead letter)", n, err)
