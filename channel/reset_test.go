@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -361,6 +362,47 @@ func TestResetGroupDeadLettersAndDeliveryCounts(t *testing.T) {
 	if dlq.Len() != 1 {
 		t.Fatalf("a.dlq holds %d after the reset, want 1 (it is untouched)", dlq.Len())
 	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The history keeps a spilled transaction's events for its commit (in
+// commit order, after what committed meanwhile) and drops a rolled-back
+// one's.
+func TestResetGroupHistoryOfSpilledTransactions(t *testing.T) {
+	cfg := resetConfig(t, 2)
+	cfg.MaxFileSize = 64 << 10 // spills from 16 KiB
+	c := mustOpen(t, cfg)
+	big := func(from int) *Transaction {
+		tx, _ := c.Begin()
+		for i := from; i < from+40; i++ {
+			if err := tx.Put(Event{Body: append(body(i), make([]byte, 1000)...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tx
+	}
+	rolled := big(1000)
+	spilled := big(2000)
+	putN(t, c, 0, 5, 5)
+	if err := rolled.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := spilled.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	putN(t, c, 5, 5, 5)
+	takeWith(t, groupOf(t, c, "a").Begin, 100, 50)
+	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 50 {
+		t.Fatalf("ResetGroup = %d, %v; want 50", n, err)
+	}
+	got := takeWith(t, groupOf(t, c, "a").Begin, 100, 50)
+	for i := range got {
+		got[i] = strings.TrimRight(got[i], "\x00")
+	}
+	want := append(bodies(0, 5), bodies(2000, 40)...)
+	wantEvents(t, got, append(want, bodies(5, 5)...))
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -168,18 +168,9 @@ func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bo
 }
 
 // histHeap orders the dirs by their current record's write-order id.
-type histHeap []*histDir
+type histHeap = woidHeap[*histDir]
 
-func (h histHeap) Len() int           { return len(h) }
-func (h histHeap) Less(i, j int) bool { return h[i].woid < h[j].woid }
-func (h histHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *histHeap) Push(x any)        { *h = append(*h, x.(*histDir)) }
-func (h *histHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func (d *histDir) currentWOID() uint64 { return d.woid }
 
 // ScanHistory is History over the log files of opts' data dirs, read-only
 // (no lock taken: the channel must not be open).

@@ -684,16 +684,23 @@ func addCompletes(m map[uint32]map[uint32]struct{}, file, of uint32) {
 	s[of] = struct{}{}
 }
 
-// scanHeap orders sources by the write-order id of their current record.
-type scanHeap []*source
+// woidHeap orders readers of log files (a replay's sources, a history's
+// dirs) by the write-order id of their current record: the merge of the
+// data dirs into write order.
+type woidHeap[T interface{ currentWOID() uint64 }] []T
 
-func (h scanHeap) Len() int           { return len(h) }
-func (h scanHeap) Less(i, j int) bool { return h[i].woid < h[j].woid }
-func (h scanHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *scanHeap) Push(x any)        { *h = append(*h, x.(*source)) }
-func (h *scanHeap) Pop() any {
+func (h woidHeap[T]) Len() int           { return len(h) }
+func (h woidHeap[T]) Less(i, j int) bool { return h[i].currentWOID() < h[j].currentWOID() }
+func (h woidHeap[T]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *woidHeap[T]) Push(x any)        { *h = append(*h, x.(T)) }
+func (h *woidHeap[T]) Pop() any {
 	old := *h
 	s := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return s
 }
+
+// scanHeap orders sources by the write-order id of their current record.
+type scanHeap = woidHeap[*source]
+
+func (s *source) currentWOID() uint64 { return s.woid }
