@@ -64,7 +64,11 @@ func (f Framing) Version() uint16 { return f.version }
 
 // Encrypted reports whether the file's put bodies are sealed
 // (EncryptedVersion).
-func (f Framing) Encrypted() bool { return f.version >= EncryptedVersion }
+func (f Framing) Encrypted() bool { return encryptedVersion(f.version) }
+
+// Timed reports whether the file records commit times (versions 7 and 8):
+// Record.Time of its puts and put commits.
+func (f Framing) Timed() bool { return timedVersion(f.version) }
 
 // KeyID returns the id of the key an encrypted file's put bodies are
 // sealed with, from its key record ("" if unknown).
@@ -88,7 +92,7 @@ func (f Framing) sealFrame(frame []byte, off int64, woid uint64) error {
 			return fmt.Errorf("seal a put in an encrypted log file: no key")
 		}
 		l := int(binary.BigEndian.Uint32(frame[0:4]))
-		body := frame[fhs+payloadHeaderSize : fhs+l-seal.Overhead]
+		body := frame[fhs+f.putBodyOffset() : fhs+l-seal.Overhead]
 		f.keys.Seal(body[:0], body, f.sealFields(frame, off))
 	}
 	f.seal(frame)
@@ -113,7 +117,7 @@ func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
 			continue
 		}
 		l := int(binary.BigEndian.Uint32(frame[0:4]))
-		sealed := frame[fhs+payloadHeaderSize : fhs+l]
+		sealed := frame[fhs+f.putBodyOffset() : fhs+l]
 		plain, err := f.keys.Open(sealed[:0], sealed, f.sealFields(frame, base+int64(off)))
 		if err != nil {
 			return fmt.Errorf("%w: the put at %d: %w", ErrBatchLost, off, err)
@@ -121,6 +125,17 @@ func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
 		clear(sealed[len(plain):])
 	}
 	return nil
+}
+
+// putBodyOffset is the offset in a put's payload of its body (what an
+// encrypted file seals): after the fixed fields and, in versions 7 and 8,
+// the commit time, which stays in clear (the commit record holds it in
+// clear too).
+func (f Framing) putBodyOffset() int {
+	if f.Timed() {
+		return payloadHeaderSize + timeSize
+	}
+	return payloadHeaderSize
 }
 
 // sealFields are what a put's seal binds: the frame's place, its length and
@@ -195,11 +210,11 @@ func (f Framing) Format(s fmt.State, _ rune) {
 // (type 6). With a dst of enough capacity it does not allocate (unless a
 // put has more than 16 headers).
 func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
-	if r.Type == RecordKey && (r.ChannelID != [seal.ChannelIDSize]byte{}) != (f.version >= ChannelBoundVersion) {
-		return dst, fmt.Errorf("%w: a key record names a channel in version 6 and only there (version %d)", ErrInvalidRecord, f.version)
+	if r.Type == RecordKey && (r.ChannelID != [seal.ChannelIDSize]byte{}) != boundVersion(f.version) {
+		return dst, fmt.Errorf("%w: a key record names a channel in versions 6 and 8 and only there (version %d)", ErrInvalidRecord, f.version)
 	}
 	start := len(dst)
-	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize())
+	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize(), f.Timed())
 	if err != nil {
 		return dst, err
 	}
@@ -209,7 +224,7 @@ func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
 
 // EncodedSize returns the size of the whole frame r takes in this
 // framing's file: FrameHeaderSize() + payload.
-func (f Framing) EncodedSize(r *Record) int { return f.FrameHeaderSize() + r.payloadSize() }
+func (f Framing) EncodedSize(r *Record) int { return f.FrameHeaderSize() + r.payloadSize(f.Timed()) }
 
 // AppendPadding appends a padding frame (type RecordPadding) of exactly size
 // bytes to dst: MinPaddingSize() <= size <= MaxFrameSize(), else

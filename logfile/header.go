@@ -144,7 +144,7 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
 	}
 	if len(hdr) >= HeaderSize && saltCopyCRC(id, hdr[24:32]) == binary.BigEndian.Uint32(hdr[32:36]) {
-		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])}, nil
+		return settleTimed(r, hdr, Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])})
 	}
 	if b, err := readFrame(r, headerSizeV1, framingV1); err != nil {
 		return Framing{}, err
@@ -153,12 +153,58 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 	}
 	f, err := deriveSalt(r, v)
 	if err != nil || f.version != 0 {
+		if err == nil {
+			return settleTimed(r, hdr, f)
+		}
 		return f, err
 	}
 	if len(hdr) >= versionEnd && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 1 {
 		return framingV1, nil
 	}
 	return Framing{version: v, lost: true}, nil
+}
+
+// maxTimedProbe bounds the frames settleTimed reads.
+const maxTimedProbe = 64
+
+// settleTimed chooses, for the framing f found for a file whose header no
+// longer says its version, between the layouts with commit times (7, or 8
+// encrypted) and without (4, or 6): the first commit of puts among the
+// file's first maxTimedProbe frames decodes in one of them only (its time
+// is 8 bytes more). Without one, f stays: the version this build writes.
+// A header that still says its version keeps it.
+func settleTimed(r io.ReaderAt, hdr []byte, f Framing) (Framing, error) {
+	if declaresSalted(hdr) {
+		return f, nil
+	}
+	off := int64(HeaderSize)
+	for range maxTimedProbe {
+		b, err := readFrame(r, off, f)
+		if err != nil || b == nil || f.check(b) != nil {
+			return f, err
+		}
+		p := b[FrameHeaderSize:]
+		if RecordType(p[0]) == RecordCommit && len(p) > payloadHeaderSize && RecordType(p[payloadHeaderSize]) == RecordPut {
+			if decodePayloadOf(p, new(Record), nil, f.version) != "" {
+				f.version = untimedVersion(f.version)
+			}
+			return f, nil
+		}
+		off += int64(len(b))
+	}
+	return f, nil
+}
+
+// untimedVersion is the version without commit times that timed version v
+// adds them to: 4 for 7, 6 for 8.
+func untimedVersion(v uint16) uint16 {
+	switch v {
+	case TimedVersion:
+		return 4
+	case TimedBoundVersion:
+		return ChannelBoundVersion
+	}
+	return v
 }
 
 // declaresSalted reports whether the header bytes hdr declare a version
@@ -193,20 +239,28 @@ func deriveSalt(r io.ReaderAt, v uint16) (Framing, error) {
 	hi := headerCRC(first) ^ binary.BigEndian.Uint32(first[4:8])
 	lo := crc32.Checksum(first[FrameHeaderSize:], castagnoli) ^ binary.BigEndian.Uint32(first[8:12])
 	p := first[FrameHeaderSize:]
-	if v < EncryptedVersion && RecordType(p[0]) == RecordKey {
+	if !encryptedVersion(v) && RecordType(p[0]) == RecordKey {
 		// Only an encrypted file starts with a key record, whose layout
-		// tells version 6 from 5: its puts are sealed, whatever the
+		// tells a bound version (6, or 8 when the version field says 7,
+		// or is lost) from 5: its puts are sealed, whatever the
 		// damaged version field says.
-		v = ChannelBoundVersion
+		if timedVersion(v) {
+			v = TimedBoundVersion
+		} else {
+			v = ChannelBoundVersion
+		}
 		if decodePayloadOf(p, new(Record), nil, v) != "" {
 			v = EncryptedVersion
 		}
 	}
-	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
-	var rec Record
-	if decodePayloadOf(p, &rec, nil, v) != "" {
-		return Framing{}, nil
+	if decodePayloadOf(p, new(Record), nil, v) != "" {
+		// A file without commit times (version 4 or 6) whose version
+		// field is lost, if its first record is a put.
+		if v = untimedVersion(v); decodePayloadOf(p, new(Record), nil, v) != "" {
+			return Framing{}, nil
+		}
 	}
+	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
 	second, err := readFrame(r, HeaderSize+int64(len(first)), f)
 	if err != nil || second == nil || f.check(second) != nil {
 		return Framing{}, err
