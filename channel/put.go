@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/seal"
@@ -179,7 +180,17 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	}
 	plan := c.planFanout(t)
 	recs := plan.records(t.id)
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)})
+	now := commitTime()
+	if !t.spilled {
+		// Its puts all go in this batch: each holds the commit's time.
+		// A transaction that spilled keeps 0 in all of them, and its
+		// commit is noted in the log set (noteSpilledCommit).
+		for _, off := range t.frames {
+			logfile.SetPutTime(t.buf[off:], now)
+		}
+	}
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts), Time: now})
+	nframes := len(t.frames) + len(recs)
 	// A commit counts puts spilled to earlier files of the dir too: they
 	// must be durable first (after), and this file must outlive them
 	// (completes), as it must the files of the events it drops.
@@ -196,7 +207,17 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 		c.undoFanout(plan)
 		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
+	if t.spilled {
+		c.logs.NoteSpilledCommit(append(t.spillFiles(), a.W.ID()), t.id,
+			logfile.SpilledCommit{WriteOrderID: a.FirstWOID + uint64(nframes-1), Time: now})
+	}
 	return c.queuePuts(t, plan, ptrs), nil
+}
+
+// commitTime is the time a put commit records: the wall clock in Unix
+// nanoseconds, at least 1 (0 in a put means "see the commit").
+func commitTime() int64 {
+	return max(time.Now().UnixNano(), 1)
 }
 
 // abortPuts forgets the transaction's puts after a failed commit or a

@@ -239,6 +239,7 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 		s.depMu.Lock()
 		delete(s.completes, id)
 		s.depMu.Unlock()
+		s.forgetSpilled(id)
 		deleted++
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)

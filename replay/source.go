@@ -45,6 +45,10 @@ type batch struct {
 }
 
 // source is one log file being merged.
+// timed reports whether the file records commit times (format version 7
+// on).
+func (s *source) timed() bool { return s.sc != nil && s.sc.Framing().Timed() }
+
 type source struct {
 	file  logfile.File
 	from  int64  // where the scan starts: the checkpoint's position
