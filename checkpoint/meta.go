@@ -25,6 +25,18 @@ type LogState struct {
 	// logfile.Set.Complete). Log deletion keeps this file while any of
 	// them exists.
 	Completes []uint32
+	// Spilled lists, strictly ascending by Tx, the commits of the spilled
+	// put transactions whose puts this file holds (logfile.SpilledCommit):
+	// their events' ids and times come from them. Empty in a version-1
+	// checkpoint.meta, which did not record them.
+	Spilled []SpilledTx
+}
+
+// SpilledTx is the commit of spilled put transaction Tx.
+type SpilledTx struct {
+	Tx           uint64
+	WriteOrderID uint64 // the commit record's
+	Time         int64  // the commit's, Unix nanoseconds (>= 0)
 }
 
 // Meta is the content of checkpoint.meta.
@@ -48,10 +60,14 @@ type Meta struct {
 func EncodeMeta(m *Meta) []byte { return appendMeta(nil, m) }
 
 // appendMeta appends the checkpoint.meta bytes of m to dst.
-func appendMeta(dst []byte, m *Meta) []byte {
+func appendMeta(dst []byte, m *Meta) []byte { return appendMetaAs(dst, m, metaVersion) }
+
+// appendMetaAs is appendMeta in format version v: 1 leaves the spilled
+// commits out (for the tests of files older releases wrote).
+func appendMetaAs(dst []byte, m *Meta, v uint16) []byte {
 	start := len(dst)
 	dst = append(dst, metaMagic...)
-	dst = binary.BigEndian.AppendUint16(dst, formatVersion)
+	dst = binary.BigEndian.AppendUint16(dst, v)
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	dst = binary.BigEndian.AppendUint64(dst, m.WriteOrderID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Capacity))
@@ -71,6 +87,15 @@ func appendMeta(dst []byte, m *Meta) []byte {
 		for _, id := range l.Completes {
 			dst = binary.BigEndian.AppendUint32(dst, id)
 		}
+		if v < 2 {
+			continue
+		}
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.Spilled)))
+		for _, s := range l.Spilled {
+			dst = binary.BigEndian.AppendUint64(dst, s.Tx)
+			dst = binary.BigEndian.AppendUint64(dst, s.WriteOrderID)
+			dst = binary.BigEndian.AppendUint64(dst, uint64(s.Time))
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
 }
@@ -85,7 +110,7 @@ func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(MetaName, b) }
 // *corrupt.Error naming its path.
 func ReadMeta(fsys vfs.FS, dir string) (Meta, error) {
 	name := path(dir, MetaName)
-	b, err := readFramed(fsys, name, metaMagic, formatVersion)
+	b, err := readFramed(fsys, name, metaMagic, metaVersion)
 	if err != nil {
 		return Meta{}, fmt.Errorf("read checkpoint meta: %w", err)
 	}
@@ -98,7 +123,7 @@ func ReadMeta(fsys vfs.FS, dir string) (Meta, error) {
 
 func decodeMeta(file string, b []byte) (Meta, error) {
 	var m Meta
-	body, err := checkFrame(file, b, metaMagic, metaFixedLen)
+	body, v, err := checkFrameUpTo(file, b, metaMagic, metaFixedLen, metaVersion)
 	if err != nil {
 		return m, err
 	}
@@ -168,11 +193,47 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 			l.Completes[j] = id
 			off += 4
 		}
+		if v >= 2 {
+			if off, err = decodeSpilled(file, body, off, l); err != nil {
+				return m, err
+			}
+		}
 	}
 	if off != len(body) {
 		return m, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
 	}
 	return m, nil
+}
+
+// decodeSpilled decodes the spilled commits of log entry l (version 2)
+// from body at off and returns the offset after them.
+func decodeSpilled(file string, body []byte, off int, l *LogState) (int, error) {
+	be := binary.BigEndian
+	if len(body)-off < 4 {
+		return off, corrupt.New(file, int64(off), "log %d spilled count truncated", l.FileID)
+	}
+	k := be.Uint32(body[off:])
+	off += 4
+	if uint64(k) > uint64(len(body)-off)/metaSpilledLen {
+		return off, corrupt.New(file, int64(off-4), "log %d spilled count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+	}
+	if k > 0 {
+		l.Spilled = make([]SpilledTx, k)
+	}
+	for j := range l.Spilled {
+		s := SpilledTx{Tx: be.Uint64(body[off:]), WriteOrderID: be.Uint64(body[off+8:])}
+		ns := be.Uint64(body[off+16:])
+		switch {
+		case j > 0 && s.Tx <= l.Spilled[j-1].Tx:
+			return off, corrupt.New(file, int64(off), "log %d spilled tx %d not above %d", l.FileID, s.Tx, l.Spilled[j-1].Tx)
+		case ns > math.MaxInt64:
+			return off, corrupt.New(file, int64(off+16), "log %d spilled commit time %d out of range", l.FileID, ns)
+		}
+		s.Time = int64(ns)
+		l.Spilled[j] = s
+		off += metaSpilledLen
+	}
+	return off, nil
 }
 
 // checkFrame checks what checkpoint.meta and the inflight files share: the
@@ -276,6 +337,13 @@ func validateMeta(m *Meta) error {
 			return fmt.Errorf("log %d: negative refs %d", l.FileID, l.Refs)
 		case uint64(len(l.Completes)) > math.MaxUint32:
 			return fmt.Errorf("log %d: %d completes ids", l.FileID, len(l.Completes))
+		case uint64(len(l.Spilled)) > math.MaxUint32:
+			return fmt.Errorf("log %d: %d spilled commits", l.FileID, len(l.Spilled))
+		}
+		for j, s := range l.Spilled {
+			if s.Time < 0 || (j > 0 && s.Tx <= l.Spilled[j-1].Tx) {
+				return fmt.Errorf("log %d: spilled commits not strictly ascending by tx, or a negative time: tx %d at %d", l.FileID, s.Tx, s.Time)
+			}
 		}
 		for j := 1; j < len(l.Completes); j++ {
 			if l.Completes[j] <= l.Completes[j-1] {

@@ -43,6 +43,9 @@ type FileState struct {
 	// Completes lists, ascending, the files whose events its records
 	// complete (see Complete).
 	Completes []uint32
+	// Spilled is the commits of the spilled put transactions whose puts
+	// the file holds, by transaction id (see NoteSpilledCommit).
+	Spilled map[uint64]SpilledCommit
 }
 
 // Snapshot is the log set's part of a checkpoint: the write-order id W it
@@ -95,7 +98,7 @@ func (s *Set) Snapshot() *Snapshot {
 		if !ok {
 			pos = f.size
 		}
-		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id)})
+		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id), Spilled: s.SpilledCommits(id)})
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(sn.Files, func(a, b FileState) int { return compareIDs(a.ID, b.ID) })

@@ -358,6 +358,9 @@ func (r *run) seedFromCheckpoint() {
 		for _, f := range l.Completes {
 			addCompletes(r.completes, l.FileID, f)
 		}
+		for _, s := range l.Spilled {
+			addSpilled(r.res.Spilled, l.FileID, s.Tx, logfile.SpilledCommit{WriteOrderID: s.WriteOrderID, Time: s.Time})
+		}
 	}
 	r.a.puts.Load(st.InflightPuts)
 	for _, e := range st.InflightPuts {

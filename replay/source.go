@@ -28,6 +28,7 @@ type item struct {
 	typ, commitType logfile.RecordType
 	txID, woid      uint64
 	count           uint64
+	time            int64 // a put's or put commit's commit time (format version 7 on)
 	off             int64
 	size            int64 // encoded size
 	ptrs            [2]int32
@@ -162,7 +163,7 @@ func (s *source) read() {
 	for s.sc.Next() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
-			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
+			time: r.Time, off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
 		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip || r.Type == logfile.RecordDeliver {
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID,
 				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts)}
@@ -219,7 +220,7 @@ func (s *source) advance() bool {
 	}
 	it := &s.cur.items[s.next]
 	s.next++
-	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count,
+	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count, Time: it.time,
 		Group: it.group}
 	if x := it.extra; x != nil {
 		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip, s.rec.Counts = x.NextGroupID, x.Catalog, x.Skip, x.Counts

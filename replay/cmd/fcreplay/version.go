@@ -71,7 +71,7 @@ func formatVersions() []formatVersion {
 		},
 		ckpt("checkpoint", checkpoint.CheckpointName, int(checkpoint.CheckpointVersion)),
 		ckpt("meta", checkpoint.MetaName, checkpoint.MetaVersion),
-		ckpt("inflight", checkpoint.InflightPutsName+", "+checkpoint.InflightTakesName, checkpoint.MetaVersion),
+		ckpt("inflight", checkpoint.InflightPutsName+", "+checkpoint.InflightTakesName, checkpoint.InflightVersion),
 		ckpt("groups", checkpoint.CatalogName, checkpoint.CatalogVersion),
 		ckpt("deliveries", checkpoint.JournalName, checkpoint.JournalVersion),
 		{Kind: "channel_id", Files: owner.FileName, Oldest: owner.FormatVersion, Newest: owner.FormatVersion, Writes: []int{owner.FormatVersion}},
