@@ -134,7 +134,7 @@ func LogSalt(b []byte) (salt uint64, v2 bool) {
 	if len(b) < 20 || string(b[:4]) != "FCLG" {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 6 {
+	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 8 {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[12:]), true

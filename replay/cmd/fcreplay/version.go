@@ -66,8 +66,8 @@ func formatVersions() []formatVersion {
 		{
 			Kind: "log", Files: "log files (" + logfile.LogName(1) + ", ...)",
 			Oldest: logfile.MinFormatVersion, Newest: logfile.MaxFormatVersion,
-			Writes: []int{logfile.FormatVersion, logfile.ChannelBoundVersion},
-			Notes:  []string{fmt.Sprintf("writes %d, or %d when encrypted", logfile.FormatVersion, logfile.ChannelBoundVersion)},
+			Writes: []int{logfile.FormatVersion, logfile.TimedBoundVersion},
+			Notes:  []string{fmt.Sprintf("writes %d, or %d when encrypted", logfile.FormatVersion, logfile.TimedBoundVersion)},
 		},
 		ckpt("checkpoint", checkpoint.CheckpointName, int(checkpoint.CheckpointVersion)),
 		ckpt("meta", checkpoint.MetaName, checkpoint.MetaVersion),
