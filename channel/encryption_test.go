@@ -64,8 +64,8 @@ func TestEncryptionRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.ChannelBoundVersion {
-			t.Errorf("%s: format version %d, want %d", p, v, logfile.ChannelBoundVersion)
+		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.TimedBoundVersion {
+			t.Errorf("%s: format version %d, want %d", p, v, logfile.TimedBoundVersion)
 		}
 	}
 }
@@ -195,8 +195,8 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 			versions[uint16(b[4])<<8|uint16(b[5])] = true
 		}
 	}
-	if !versions[logfile.FormatVersion] || !versions[logfile.ChannelBoundVersion] {
-		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.ChannelBoundVersion)
+	if !versions[logfile.FormatVersion] || !versions[logfile.TimedBoundVersion] {
+		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.TimedBoundVersion)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 20))
 }

@@ -161,48 +161,60 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 		m.Logs = make([]LogState, n)
 	}
 	for i := range m.Logs {
-		if len(body)-off < metaLogFixedLen {
-			return m, corrupt.New(file, int64(off), "log entry %d truncated", i)
+		var prev *LogState
+		if i > 0 {
+			prev = &m.Logs[i-1]
 		}
-		l := &m.Logs[i]
-		l.FileID = be.Uint32(body[off:])
-		if i > 0 && l.FileID <= m.Logs[i-1].FileID {
-			return m, corrupt.New(file, int64(off), "log file id %d not above %d", l.FileID, m.Logs[i-1].FileID)
-		}
-		pos, refs := be.Uint64(body[off+4:]), be.Uint64(body[off+12:])
-		if pos > math.MaxInt64 {
-			return m, corrupt.New(file, int64(off+4), "log %d position %d out of range", l.FileID, pos)
-		}
-		if refs > math.MaxInt {
-			return m, corrupt.New(file, int64(off+12), "log %d refs %d out of range", l.FileID, refs)
-		}
-		l.Position, l.Refs = int64(pos), int(refs)
-		k := be.Uint32(body[off+20:])
-		off += metaLogFixedLen
-		if uint64(k) > uint64(len(body)-off)/4 {
-			return m, corrupt.New(file, int64(off-4), "log %d completes count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
-		}
-		if k > 0 {
-			l.Completes = make([]uint32, k)
-		}
-		for j := range l.Completes {
-			id := be.Uint32(body[off:])
-			if j > 0 && id <= l.Completes[j-1] {
-				return m, corrupt.New(file, int64(off), "log %d completes id %d not above %d", l.FileID, id, l.Completes[j-1])
-			}
-			l.Completes[j] = id
-			off += 4
-		}
-		if v >= 2 {
-			if off, err = decodeSpilled(file, body, off, l); err != nil {
-				return m, err
-			}
+		if off, err = decodeLogState(file, body, off, v, i, &m.Logs[i], prev); err != nil {
+			return m, err
 		}
 	}
 	if off != len(body) {
 		return m, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
 	}
 	return m, nil
+}
+
+// decodeLogState decodes log entry i, l, of a checkpoint.meta of version
+// v from body at off (prev: the entry before it, nil for the first) and
+// returns the offset after it.
+func decodeLogState(file string, body []byte, off int, v uint16, i int, l, prev *LogState) (int, error) {
+	be := binary.BigEndian
+	if len(body)-off < metaLogFixedLen {
+		return off, corrupt.New(file, int64(off), "log entry %d truncated", i)
+	}
+	l.FileID = be.Uint32(body[off:])
+	if prev != nil && l.FileID <= prev.FileID {
+		return off, corrupt.New(file, int64(off), "log file id %d not above %d", l.FileID, prev.FileID)
+	}
+	pos, refs := be.Uint64(body[off+4:]), be.Uint64(body[off+12:])
+	if pos > math.MaxInt64 {
+		return off, corrupt.New(file, int64(off+4), "log %d position %d out of range", l.FileID, pos)
+	}
+	if refs > math.MaxInt {
+		return off, corrupt.New(file, int64(off+12), "log %d refs %d out of range", l.FileID, refs)
+	}
+	l.Position, l.Refs = int64(pos), int(refs)
+	k := be.Uint32(body[off+20:])
+	off += metaLogFixedLen
+	if uint64(k) > uint64(len(body)-off)/4 {
+		return off, corrupt.New(file, int64(off-4), "log %d completes count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+	}
+	if k > 0 {
+		l.Completes = make([]uint32, k)
+	}
+	for j := range l.Completes {
+		id := be.Uint32(body[off:])
+		if j > 0 && id <= l.Completes[j-1] {
+			return off, corrupt.New(file, int64(off), "log %d completes id %d not above %d", l.FileID, id, l.Completes[j-1])
+		}
+		l.Completes[j] = id
+		off += 4
+	}
+	if v >= 2 {
+		return decodeSpilled(file, body, off, l)
+	}
+	return off, nil
 }
 
 // decodeSpilled decodes the spilled commits of log entry l (version 2)
