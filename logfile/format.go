@@ -1,7 +1,7 @@
 package logfile
 
-// Log file format, versions 1 to 6: this build reads all six and writes
-// version 4, or 6 for an encrypted file. All integers are big-endian, but for the uvarints of
+// Log file format, versions 1 to 8: this build reads all eight and writes
+// version 7, or 8 for an encrypted file. All integers are big-endian, but for the uvarints of
 // record bodies. Every checksum is CRC32C (Castagnoli). docs/format.md §3 is
 // the full specification.
 //
@@ -28,10 +28,18 @@ package logfile
 // from another channel with the same key does not open. A release that
 // reads version 5 refuses a version-6 file as newer.
 //
-// File header, versions 2 to 6 (HeaderSize, 36 bytes, at offset 0):
+// Version 7 is version 4 with commit times, and version 8 version 6 with
+// them: the same header and frames, but a put's body starts with the
+// 8-byte time of its commit (uint64 BE Unix nanoseconds; 0 for a put of a
+// transaction that spilled, whose commit has the time; in clear, before
+// the sealed part, in version 8) and a commit of puts ends with it. Event
+// ids and times come from them (docs/format.md §3.8). A release that
+// reads up to version 6 refuses both as newer.
+//
+// File header, versions 2 to 8 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
-//	4  2  format version, uint16 BE = 4, or 6 if encrypted (2, 3 or 5 in earlier releases)
+//	4  2  format version, uint16 BE = 7, or 8 if encrypted (2 to 6 in earlier releases)
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
@@ -50,7 +58,7 @@ package logfile
 // Records follow the header (from offset 36, or 16 in version 1). A
 // record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame, versions 2 to 6 (FrameHeaderSize, 12 bytes, then the payload):
+// Frame, versions 2 to 8 (FrameHeaderSize, 12 bytes, then the payload):
 //
 //	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
 //	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
@@ -81,13 +89,14 @@ package logfile
 //	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
 //	      among the records that are neither padding nor synced; 0 for those two)
 //	17 .. type-specific body:
-//	   put:        uvarint header count; per header (sorted by key, so bytes are deterministic):
+//	   put:        versions 7 and 8: uint64 BE commit time; then uvarint header count; per header (sorted by key, so bytes are deterministic):
 //	               uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
 //	   take:       uvarint pointer count n; n x uint64 BE pointers (fileID<<32 | offset) of the put records consumed
 //	   rollback:   empty
 //	   commit:     1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
 //	               events the transaction put (all its put records) or took (all pointers of its take records),
-//	               so that replay can tell a transaction whose records it saw only in part
+//	               so that replay can tell a transaction whose records it saw only in part;
+//	               versions 7 and 8, a commit of puts: then uint64 BE commit time
 //	   padding:    filler, zero bytes (any number, 0 included)
 //	   group take: uvarint group id g >= 1; then a take's body: uvarint n, n x uint64 BE pointers
 //	   groups:     uvarint next group id; uvarint entry count; per entry, in strictly increasing id order:
@@ -215,8 +224,8 @@ const typeGroupTake RecordType = 6
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
 const (
-	HeaderSize      = 36           // file header (versions 2 to 6)
-	FrameHeaderSize = 12           // payload length + frame header checksum + payload checksum (versions 2 to 6)
+	HeaderSize      = 36           // file header (versions 2 to 8)
+	FrameHeaderSize = 12           // payload length + frame header checksum + payload checksum (versions 2 to 8)
 	MaxPayloadSize  = 64 << 20     // largest payload a frame may carry (every version)
 	FormatVersion   = TimedVersion // version written in the header of a file without encryption
 	// EncryptedVersion is the first version of a file whose put bodies are

@@ -31,8 +31,8 @@ import (
 // any verb) as its version only.
 type Framing struct {
 	version uint16
-	salt    uint64 // versions 2 to 6: high half masks the header checksum, low half the payload checksum
-	// lost: a salted file (version 2 to 6) whose header is damaged beyond
+	salt    uint64 // versions 2 to 8: high half masks the header checksum, low half the payload checksum
+	// lost: a salted file (version 2 to 8) whose header is damaged beyond
 	// recovering its salt (both copies gone and its first two records
 	// unusable): no frame of it can be verified.
 	lost bool
@@ -160,7 +160,7 @@ func (f Framing) openPut(rec *Record, frame []byte, off int64) error {
 }
 
 // HeaderSize returns the size of the file header, the offset of the first
-// record: 16 in version 1, 36 (HeaderSize) in versions 2 to 6.
+// record: 16 in version 1, 36 (HeaderSize) in versions 2 to 8.
 func (f Framing) HeaderSize() int64 {
 	if f.version == 1 {
 		return headerSizeV1
@@ -169,7 +169,7 @@ func (f Framing) HeaderSize() int64 {
 }
 
 // FrameHeaderSize returns the size of a frame before its payload: 8 in
-// version 1, 12 (FrameHeaderSize) in versions 2 to 6.
+// version 1, 12 (FrameHeaderSize) in versions 2 to 8.
 func (f Framing) FrameHeaderSize() int {
 	if f.version == 1 {
 		return frameHeaderSizeV1
@@ -179,7 +179,7 @@ func (f Framing) FrameHeaderSize() int {
 
 // MinPaddingSize returns the size of the smallest padding frame (and of the
 // smallest frame of any type): 25 in version 1, 29 (MinPaddingSize) in
-// versions 2 to 6. A damaged region shorter than it cannot be padded.
+// versions 2 to 8. A damaged region shorter than it cannot be padded.
 func (f Framing) MinPaddingSize() int { return f.FrameHeaderSize() + payloadHeaderSize }
 
 // MaxFrameSize returns the size of the longest frame: the frame header and
@@ -276,7 +276,7 @@ func (f Framing) DecodeRecord(b []byte) (Record, int, error) {
 }
 
 // masks returns the values XORed into the stored header and payload
-// checksums: the salt's halves (versions 2 to 6), zero for version 1.
+// checksums: the salt's halves (versions 2 to 8), zero for version 1.
 func (f Framing) masks() (header, payload uint32) {
 	return uint32(f.salt >> 32), uint32(f.salt)
 }
@@ -311,7 +311,7 @@ func crcV1(length, payload []byte) uint32 {
 	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
 }
 
-// headerCRC is the unmasked frame-header checksum (versions 2 to 6) of
+// headerCRC is the unmasked frame-header checksum (versions 2 to 8) of
 // the frame at the start of b (len(b) >= MinPaddingSize): CRC32C of the length field
 // (bytes 0..3), then the payload checksum and the payload's fixed fields
 // (bytes 8..28).
