@@ -191,7 +191,7 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 	}
 	for _, f := range sn.Files {
 		meta.Logs = append(meta.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes,
-			Spilled: spilledStates(f.Spilled)})
+			Spilled: spilledStates(f.Spilled), Index: checkpoint.LogIndex(f.Index)})
 	}
 	newState := func() *checkpoint.State {
 		st := &checkpoint.State{Meta: meta}

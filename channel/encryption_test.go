@@ -256,6 +256,11 @@ func TestTamperedOrMovedRecordIsDamage(t *testing.T) {
 		lost  []int // events that do not come back
 	}{
 		{"flipped_ciphertext", func(t *testing.T, p string, offs []int64, _ []int) {
+			testutil.FlipPayloadByte(t, p, offs[3], 30) // after the fixed fields and the commit time
+		}, []int{3}},
+		// The commit time is in clear, but bound into the seal: a changed
+		// time is a changed record.
+		{"flipped_commit_time", func(t *testing.T, p string, offs []int64, _ []int) {
 			testutil.FlipPayloadByte(t, p, offs[3], 20)
 		}, []int{3}},
 		{"flipped_tag", func(t *testing.T, p string, offs []int64, lens []int) {

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/logfile"
 )
 
 func TestEventIDText(t *testing.T) {
@@ -193,6 +197,8 @@ func TestEventIDsFollowCommitOrder(t *testing.T) {
 			t.Fatalf("%s, group %q: no event", how, group)
 		}
 	}
+	index := fileIndexes(t, c)
+	checkIndex(t, index, want)
 	same("group", c, "a")
 	// Every event of a has had its one delivery: the next take moves them
 	// to the dead-letter group.
@@ -206,6 +212,9 @@ func TestEventIDsFollowCommitOrder(t *testing.T) {
 	reopen := func(how string) {
 		t.Helper()
 		c := mustOpen(t, cfg)
+		if got := fileIndexes(t, c); !maps.Equal(got, index) {
+			t.Fatalf("%s: file indexes %+v, want %+v", how, got, index)
+		}
 		same(how, c, "")
 		same(how, c, "dead")
 		if err := c.Close(); err != nil {
@@ -234,6 +243,38 @@ func TestEventIDsFollowCommitOrder(t *testing.T) {
 	reopen("restart from a checkpoint after the commit")
 }
 
+// fileIndexes returns the index of every log file of c that has one.
+func fileIndexes(t *testing.T, c *FileChannel) map[uint32]logfile.FileIndex {
+	t.Helper()
+	out := map[uint32]logfile.FileIndex{}
+	for id := uint32(1); id < c.logs.NextFileID(); id++ {
+		if x, ok := c.logs.FileIndex(id); ok {
+			out[id] = x
+		}
+	}
+	return out
+}
+
+// checkIndex checks the file indexes against the events' stamps: every
+// index known and ordered, the commits of all the files together reaching
+// the largest id's order, and their times covering every event's.
+func checkIndex(t *testing.T, index map[uint32]logfile.FileIndex, events map[string]stamp) {
+	t.Helper()
+	var last uint64
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for id, x := range index {
+		if !x.Known || x.FirstCommit == 0 || x.FirstCommit > x.LastCommit || x.MinTime > x.MaxTime {
+			t.Fatalf("log %d: index %+v", id, x)
+		}
+		last, lo, hi = max(last, x.LastCommit), min(lo, x.MinTime), max(hi, x.MaxTime)
+	}
+	for b, s := range events {
+		if s.id.order > last || s.at.UnixNano() < lo || s.at.UnixNano() > hi {
+			t.Fatalf("%.12q: id %v at %v outside the indexes (last commit %d, times %d to %d)", strings.Trim(b, "."), s.id, s.at, last, lo, hi)
+		}
+	}
+}
+
 // TestOldFilesHaveNoTime: the events of a log file older than version 7
 // (testdata/v2channel) have ids and a zero Time; events committed since
 // have a time and larger ids.
@@ -246,7 +287,15 @@ func TestOldFilesHaveNoTime(t *testing.T) {
 	cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
 	cfg.Capacity, cfg.TransactionCapacity = 100, 100
 	c := mustOpen(t, cfg)
+	old := c.logs.NextFileID() - 1 // Open's new file
 	putN(t, c, 40, 2, 2)
+	// The files the old checkpoint lists have no index it knows; the
+	// files of this build have.
+	for id, x := range fileIndexes(t, c) {
+		if x.Known != (id >= old) {
+			t.Fatalf("log %d (new logs from %d): index %+v", id, old, x)
+		}
+	}
 	order, got := takeStamps(t, c, "")
 	if len(order) != 34 {
 		t.Fatalf("%d events, want 34", len(order))

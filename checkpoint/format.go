@@ -44,7 +44,11 @@ package checkpoint
 //	64   4    log count n, then n entries in strictly ascending file id order:
 //	          4 file id | 8 position | 8 refs | 4 completes count k |
 //	          k x 4 file ids, strictly ascending |
-//	          version 2: 4 spilled count s | s x (8 tx id, strictly
+//	          version 2: 1 index flags (bit 0: known; others zero) | 8 first
+//	          commit | 8 last commit (write-order ids; both 0: no event) |
+//	          8 least time | 8 greatest time (unix ns, at most 2^63-1): what
+//	          the file's events span (logfile.FileIndex; all zero when not
+//	          known or empty) | 4 spilled count s | s x (8 tx id, strictly
 //	          ascending | 8 commit write-order id | 8 commit time, unix
 //	          nanoseconds, at most 2^63-1): the commits of the spilled put
 //	          transactions whose puts the file holds (logfile.SpilledCommit)
@@ -142,6 +146,7 @@ const (
 	metaFixedLen     = 68 // through the log count
 	metaLogFixedLen  = 24 // file id, position, refs, completes count
 	metaSpilledLen   = 24 // tx id, commit write-order id, commit time
+	metaIndexLen     = 33 // flags, first and last commit, least and greatest time
 	inflightFixedLen = 20 // through the transaction count
 	inflightTxLen    = 12 // tx id, pointer count
 	crcLen           = 4

@@ -30,6 +30,17 @@ type LogState struct {
 	// their events' ids and times come from them. Empty in a version-1
 	// checkpoint.meta, which did not record them.
 	Spilled []SpilledTx
+	// Index is what this file's events span (logfile.FileIndex): the
+	// first and last put commits with an event in it and their least and
+	// greatest times. Not known in a version-1 checkpoint.meta.
+	Index LogIndex
+}
+
+// LogIndex is a log file's logfile.FileIndex as a checkpoint records it.
+type LogIndex struct {
+	Known                   bool
+	FirstCommit, LastCommit uint64 // write-order ids of commit records; both 0: no event
+	MinTime, MaxTime        int64  // Unix nanoseconds, >= 0
 }
 
 // SpilledTx is the commit of spilled put transaction Tx.
@@ -90,6 +101,7 @@ func appendMetaAs(dst []byte, m *Meta, v uint16) []byte {
 		if v < 2 {
 			continue
 		}
+		dst = appendLogIndex(dst, l.Index)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.Spilled)))
 		for _, s := range l.Spilled {
 			dst = binary.BigEndian.AppendUint64(dst, s.Tx)
@@ -211,10 +223,59 @@ func decodeLogState(file string, body []byte, off int, v uint16, i int, l, prev 
 		l.Completes[j] = id
 		off += 4
 	}
-	if v >= 2 {
-		return decodeSpilled(file, body, off, l)
+	if v < 2 {
+		return off, nil
 	}
-	return off, nil
+	if len(body)-off < metaIndexLen {
+		return off, corrupt.New(file, int64(off), "log %d index truncated", l.FileID)
+	}
+	var ok bool
+	if l.Index, ok = decodeLogIndex(body[off:]); !ok {
+		return off, corrupt.New(file, int64(off), "log %d index out of range", l.FileID)
+	}
+	return decodeSpilled(file, body, off+metaIndexLen, l)
+}
+
+// appendLogIndex appends x: a flags byte (bit 0: known), the first and
+// last commits, the least and greatest times.
+func appendLogIndex(dst []byte, x LogIndex) []byte {
+	var flags byte
+	if x.Known {
+		flags = 1
+	}
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint64(dst, x.FirstCommit)
+	dst = binary.BigEndian.AppendUint64(dst, x.LastCommit)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(x.MinTime))
+	return binary.BigEndian.AppendUint64(dst, uint64(x.MaxTime))
+}
+
+// decodeLogIndex decodes an index appendLogIndex wrote (b holds at least
+// metaIndexLen bytes); false if it is not one (validLogIndex).
+func decodeLogIndex(b []byte) (LogIndex, bool) {
+	be := binary.BigEndian
+	if b[0] > 1 {
+		return LogIndex{}, false
+	}
+	lo, hi := be.Uint64(b[17:]), be.Uint64(b[25:])
+	if lo > math.MaxInt64 || hi > math.MaxInt64 {
+		return LogIndex{}, false
+	}
+	x := LogIndex{Known: b[0] == 1, FirstCommit: be.Uint64(b[1:]), LastCommit: be.Uint64(b[9:]), MinTime: int64(lo), MaxTime: int64(hi)}
+	return x, validLogIndex(x)
+}
+
+// validLogIndex reports whether x is an index the channel records: an
+// unknown one all zero; a known one empty (all zero) or with its first
+// commit at or before its last and its least time at or before its
+// greatest.
+func validLogIndex(x LogIndex) bool {
+	switch {
+	case !x.Known || x.FirstCommit == 0:
+		return x.FirstCommit == 0 && x.LastCommit == 0 && x.MinTime == 0 && x.MaxTime == 0
+	default:
+		return x.FirstCommit <= x.LastCommit && 0 <= x.MinTime && x.MinTime <= x.MaxTime
+	}
 }
 
 // decodeSpilled decodes the spilled commits of log entry l (version 2)
@@ -351,6 +412,8 @@ func validateMeta(m *Meta) error {
 			return fmt.Errorf("log %d: %d completes ids", l.FileID, len(l.Completes))
 		case uint64(len(l.Spilled)) > math.MaxUint32:
 			return fmt.Errorf("log %d: %d spilled commits", l.FileID, len(l.Spilled))
+		case !validLogIndex(l.Index):
+			return fmt.Errorf("log %d: index %+v out of range", l.FileID, l.Index)
 		}
 		for j, s := range l.Spilled {
 			if s.Time < 0 || (j > 0 && s.Tx <= l.Spilled[j-1].Tx) {

@@ -138,13 +138,17 @@ func (f Framing) putBodyOffset() int {
 	return payloadHeaderSize
 }
 
-// sealFields are what a put's seal binds: the frame's place, its length and
-// its fixed fields.
+// sealFields are what a put's seal binds: the frame's place, its length,
+// its fixed fields and, in version 8, its commit time.
 func (f Framing) sealFields(frame []byte, off int64) seal.Fields {
 	fhs := f.FrameHeaderSize()
 	p := frame[fhs:]
-	return seal.Fields{Offset: uint32(off), PayloadLen: binary.BigEndian.Uint32(frame[0:4]), Type: p[0],
+	sf := seal.Fields{Offset: uint32(off), PayloadLen: binary.BigEndian.Uint32(frame[0:4]), Type: p[0],
 		TxID: binary.BigEndian.Uint64(p[1:9]), WriteOrderID: binary.BigEndian.Uint64(p[9:17])}
+	if f.Timed() {
+		sf.Timed, sf.Time = true, int64(binary.BigEndian.Uint64(p[payloadHeaderSize:]))
+	}
+	return sf
 }
 
 // openPut opens rec, a sealed put decoded from frame (at file offset off):

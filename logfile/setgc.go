@@ -46,6 +46,8 @@ type FileState struct {
 	// Spilled is the commits of the spilled put transactions whose puts
 	// the file holds, by transaction id (see NoteSpilledCommit).
 	Spilled map[uint64]SpilledCommit
+	// Index is what the file's events span (see FileIndex).
+	Index FileIndex
 }
 
 // Snapshot is the log set's part of a checkpoint: the write-order id W it
@@ -98,7 +100,8 @@ func (s *Set) Snapshot() *Snapshot {
 		if !ok {
 			pos = f.size
 		}
-		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id), Spilled: s.SpilledCommits(id)})
+		spilled, index := s.spillState(id)
+		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id), Spilled: spilled, Index: index})
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(sn.Files, func(a, b FileState) int { return compareIDs(a.ID, b.ID) })

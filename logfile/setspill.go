@@ -47,9 +47,19 @@ func (s *Set) SpilledCommits(file uint32) map[uint64]SpilledCommit {
 	return maps.Clone(s.spilled[file])
 }
 
-// forgetSpilled drops the spilled commits of deleted log file file.
+// forgetSpilled drops the spilled commits and the index of deleted log
+// file file.
 func (s *Set) forgetSpilled(file uint32) {
 	s.spillMu.Lock()
 	defer s.spillMu.Unlock()
 	delete(s.spilled, file)
+	delete(s.index, file)
+}
+
+// spillState returns a copy of file's spilled commits and its index, as a
+// checkpoint records them.
+func (s *Set) spillState(file uint32) (map[uint64]SpilledCommit, FileIndex) {
+	s.spillMu.Lock()
+	defer s.spillMu.Unlock()
+	return maps.Clone(s.spilled[file]), s.fileIndexLocked(file)
 }

@@ -61,6 +61,8 @@ type Recovered struct {
 	// Spilled is the commits of spilled put transactions, by the file
 	// holding their puts and tx id (see NoteSpilledCommit).
 	Spilled map[uint32]map[uint64]SpilledCommit
+	// Index is each file's FileIndex (a file missing: known and empty).
+	Index map[uint32]FileIndex
 }
 
 // Start turns the catalog into the live log: it records the valid lengths
@@ -78,7 +80,14 @@ func (s *Set) Start(rec Recovered) error {
 	}
 	s.spillMu.Lock()
 	for file, m := range rec.Spilled {
-		s.spilled[file] = maps.Clone(m)
+		if s.files[file] != nil { // of a file that exists
+			s.spilled[file] = maps.Clone(m)
+		}
+	}
+	for file, x := range rec.Index {
+		if s.files[file] != nil && x != (FileIndex{Known: true}) { // known and empty: as absent
+			s.index[file] = x
+		}
 	}
 	s.spillMu.Unlock()
 	for file, of := range rec.Completes {

@@ -159,6 +159,7 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 	if len(spilled) > 0 || a.txSpilled[r.TxID] {
 		a.noteSpilled(r, spilled, a.txPuts[r.TxID])
 	}
+	a.noteEvents(r, spilled, a.txPuts[r.TxID])
 	start := len(a.committed)
 	a.committed = append(a.committed, spilled...)
 	a.committed = append(a.committed, a.txPuts[r.TxID]...)
@@ -194,6 +195,25 @@ func (a *applier) noteSpilled(r *logfile.Record, puts ...[]eventqueue.Pointer) {
 	for _, ps := range puts {
 		for _, p := range ps {
 			addSpilled(a.res.Spilled, p.FileID(), r.TxID, c)
+		}
+	}
+}
+
+// noteEvents extends the index of every file holding an event of put
+// commit r (Result.Index). A file the checkpoint listed without an index
+// stays unknown.
+func (a *applier) noteEvents(r *logfile.Record, puts ...[]eventqueue.Pointer) {
+	last := uint32(0)
+	for _, ps := range puts {
+		for _, p := range ps {
+			if f := p.FileID(); f != last {
+				last = f
+				x, ok := a.res.Index[f]
+				if !ok {
+					x.Known = true
+				}
+				a.res.Index[f] = x.Add(r.WriteOrderID, r.Time)
+			}
 		}
 	}
 }

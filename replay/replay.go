@@ -124,6 +124,11 @@ type Result struct {
 	// commit records replayed. Events of those puts take their ids and
 	// times from them.
 	Spilled map[uint32]map[uint64]logfile.SpilledCommit
+	// Index is what each log file's events span (logfile.FileIndex): the
+	// checkpoint's, extended with the put commits replayed. A file the
+	// checkpoint listed without one (an older release's checkpoint) is
+	// not known; a file missing has no event.
+	Index map[uint32]logfile.FileIndex
 
 	// Empty lists log files left by a crash while they were being created
 	// (shorter than a header, or a header of zeros): they hold no record and
@@ -295,7 +300,7 @@ type run struct {
 
 func newRun(opts Options) (*run, error) {
 	r := &run{opts: opts, logs: opts.Logs, log: opts.Logger, every: opts.ProgressEvery, start: time.Now(),
-		res: &Result{Spilled: map[uint32]map[uint64]logfile.SpilledCommit{}}, positions: map[uint32]int64{}, ckptRefs: map[uint32]int{},
+		res: &Result{Spilled: map[uint32]map[uint64]logfile.SpilledCommit{}, Index: map[uint32]logfile.FileIndex{}}, positions: map[uint32]int64{}, ckptRefs: map[uint32]int{},
 		completes: map[uint32]map[uint32]struct{}{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -361,6 +366,7 @@ func (r *run) seedFromCheckpoint() {
 		for _, s := range l.Spilled {
 			addSpilled(r.res.Spilled, l.FileID, s.Tx, logfile.SpilledCommit{WriteOrderID: s.WriteOrderID, Time: s.Time})
 		}
+		r.res.Index[l.FileID] = logfile.FileIndex(l.Index)
 	}
 	r.a.puts.Load(st.InflightPuts)
 	for _, e := range st.InflightPuts {
