@@ -24,6 +24,15 @@ type Event struct {
 	// first time; a Take of a process that crashed counts). 0 otherwise.
 	// Put ignores it.
 	Deliveries int
+	// ID is set by Take: the event's id, from the log (see EventID).
+	// Put ignores it.
+	ID EventID
+	// Time is set by Take: when the event's put transaction committed
+	// (the wall clock of the process that committed it, from the log).
+	// It is the zero Time for an event of a log file older than format
+	// version 7, which recorded no time: such events count as older
+	// than any time. Put ignores it.
+	Time time.Time
 }
 
 // LockFileName is the lock file Open creates in every directory it uses.

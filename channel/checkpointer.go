@@ -2,6 +2,7 @@ package channel
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -189,7 +190,8 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 		Time:         time.Now(),
 	}
 	for _, f := range sn.Files {
-		meta.Logs = append(meta.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes})
+		meta.Logs = append(meta.Logs, checkpoint.LogState{FileID: f.ID, Position: f.Position, Completes: f.Completes,
+			Spilled: spilledStates(f.Spilled), Index: checkpoint.LogIndex(f.Index)})
 	}
 	newState := func() *checkpoint.State {
 		st := &checkpoint.State{Meta: meta}
@@ -246,6 +248,16 @@ next:
 			}
 		}
 		out = append(out, id)
+	}
+	return out
+}
+
+// spilledStates returns a log file's spilled commits as its checkpoint
+// entry lists them: by transaction id.
+func spilledStates(m map[uint64]logfile.SpilledCommit) []checkpoint.SpilledTx {
+	var out []checkpoint.SpilledTx
+	for _, tx := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, checkpoint.SpilledTx{Tx: tx, WriteOrderID: m[tx].WriteOrderID, Time: m[tx].Time})
 	}
 	return out
 }

@@ -57,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_7", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_9", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 7)
-		return FormatError{File: p, Offset: 4, Version: 7, Supported: 6}
+		testutil.SetLogVersion(t, p, 9)
+		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
 	{"log_record_of_type_13", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
 		off := testutil.AppendRecord(t, p, 13, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 4, Supported: 6, RecordType: 13}
+		return FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 13}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_7", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_9", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 7, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 9, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 7, Supported: 6}
+		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
 	{"groups_catalog_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
@@ -86,10 +86,10 @@ var newerCases = []newerCase{
 		testutil.SetCheckpointVersion(t, p, 2)
 		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
 	}},
-	{"checkpoint_meta_version_2", func(t *testing.T, cfg Config) FormatError {
+	{"checkpoint_meta_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.MetaName)
-		testutil.SetFileVersion(t, p, 2)
-		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+		testutil.SetFileVersion(t, p, 3)
+		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
 	}},
 	{"inflighttakes_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.InflightTakesName)
@@ -98,10 +98,10 @@ var newerCases = []newerCase{
 	}},
 	// The main checkpoint is fine: the next checkpoint would overwrite the
 	// backup.
-	{"backup_checkpoint_meta_version_2", func(t *testing.T, cfg Config) FormatError {
+	{"backup_checkpoint_meta_version_3", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.BackupCheckpointDir, checkpoint.MetaName)
-		testutil.SetFileVersion(t, p, 2)
-		return FormatError{File: p, Offset: 4, Version: 2, Supported: 1}
+		testutil.SetFileVersion(t, p, 3)
+		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
 	}},
 	// Read before anything else: Open's step 4b.
 	{"data_dir_channel_id_version_2", func(t *testing.T, cfg Config) FormatError {
@@ -200,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 4, Supported: 6, RecordType: 13})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 13})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
@@ -230,10 +230,10 @@ func firstPut(t *testing.T, p string) int64 {
 	return 0
 }
 
-// TestReadsVersion1LogFiles: this build writes version-4 log files and
+// TestReadsVersion1LogFiles: this build writes version-7 log files and
 // still reads the version-1 files an older release left: a full replay
 // finds their events, takes read them back (a checkpoint then points into
-// them), and new events go to version-4 files beside them.
+// them), and new events go to version-7 files beside them.
 func TestReadsVersion1LogFiles(t *testing.T) {
 	cfg := testConfig(t, 1)
 	c := mustOpen(t, cfg)
@@ -244,7 +244,7 @@ func TestReadsVersion1LogFiles(t *testing.T) {
 	for _, p := range logPaths(t, cfg) {
 		testutil.DowngradeLogToV1(t, p)
 	}
-	removeCheckpoint(t, cfg) // it points at version-4 offsets
+	removeCheckpoint(t, cfg) // it points at version-7 offsets
 	c = mustOpen(t, cfg)
 	if got := takeN(t, c, 10, 5); !slices.Equal(got, bodies(0, 10)) {
 		t.Fatalf("took %v", got)
@@ -318,7 +318,7 @@ func TestOpensPreviousFormatAsOneGroup(t *testing.T) {
 // release (log format 5: files bound to no channel) wrote —
 // testdata/v5channel, key "k1" (testKey(0xa1)): 25 events put in two log
 // files, 5 of them taken — from its checkpoint and by a full replay. Its
-// files read as they are; the files it writes from then on are version 6,
+// files read as they are; the files it writes from then on are version 8,
 // bound to the channel's id; both kinds read back after a reopen.
 func TestOpensPreviousEncryptedFormat(t *testing.T) {
 	for _, how := range []string{"checkpoint", "full-replay"} {
@@ -347,13 +347,13 @@ func TestOpensPreviousEncryptedFormat(t *testing.T) {
 					t.Fatal(err)
 				}
 				versions[r.Framing().Version()]++
-				if r.Framing().Version() == logfile.ChannelBoundVersion && r.Framing().ChannelID() != channelIDOf(t, cfg) {
+				if r.Framing().Version() == logfile.TimedBoundVersion && r.Framing().ChannelID() != channelIDOf(t, cfg) {
 					t.Errorf("%s is bound to channel %x, not to the channel's %x", p, r.Framing().ChannelID(), channelIDOf(t, cfg))
 				}
 				r.Close()
 			}
-			if versions[logfile.EncryptedVersion] != 2 || versions[logfile.ChannelBoundVersion] == 0 {
-				t.Fatalf("log file versions %v: want the two old files at %d and new ones at %d", versions, logfile.EncryptedVersion, logfile.ChannelBoundVersion)
+			if versions[logfile.EncryptedVersion] != 2 || versions[logfile.TimedBoundVersion] == 0 {
+				t.Fatalf("log file versions %v: want the two old files at %d and new ones at %d", versions, logfile.EncryptedVersion, logfile.TimedBoundVersion)
 			}
 			c = mustOpen(t, cfg)
 			wantEvents(t, drain(t, c), bodies(8, 19))

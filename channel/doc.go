@@ -30,6 +30,14 @@
 // their put commits made them visible; one transaction's events keep their
 // Put order.
 //
+// Take sets Event.ID and Event.Time from the log: an [EventID] names the
+// event, unique and increasing in commit order ([EventID.Compare]; as text
+// [EventID.String] and [ParseEventID]), and Time is when its put
+// committed (the committing process's wall clock). Both are the same after
+// a restart, a full replay, [Repair] and [Rebuild]. Events of log files
+// an older release wrote (format version 6 and before) have a zero Time,
+// older than any time. Put ignores both fields.
+//
 // Config.Capacity bounds the events the channel holds: queued, put by
 // uncommitted transactions, and taken by uncommitted ones. At capacity
 // [Transaction.Put] waits up to Config.KeepAlive for room and then returns

@@ -64,8 +64,8 @@ func TestEncryptionRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.ChannelBoundVersion {
-			t.Errorf("%s: format version %d, want %d", p, v, logfile.ChannelBoundVersion)
+		if v := uint16(b[4])<<8 | uint16(b[5]); v != logfile.TimedBoundVersion {
+			t.Errorf("%s: format version %d, want %d", p, v, logfile.TimedBoundVersion)
 		}
 	}
 }
@@ -195,8 +195,8 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 			versions[uint16(b[4])<<8|uint16(b[5])] = true
 		}
 	}
-	if !versions[logfile.FormatVersion] || !versions[logfile.ChannelBoundVersion] {
-		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.ChannelBoundVersion)
+	if !versions[logfile.FormatVersion] || !versions[logfile.TimedBoundVersion] {
+		t.Fatalf("log file versions %v: want both %d and %d", versions, logfile.FormatVersion, logfile.TimedBoundVersion)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 20))
 }
@@ -256,6 +256,11 @@ func TestTamperedOrMovedRecordIsDamage(t *testing.T) {
 		lost  []int // events that do not come back
 	}{
 		{"flipped_ciphertext", func(t *testing.T, p string, offs []int64, _ []int) {
+			testutil.FlipPayloadByte(t, p, offs[3], 30) // after the fixed fields and the commit time
+		}, []int{3}},
+		// The commit time is in clear, but bound into the seal: a changed
+		// time is a changed record.
+		{"flipped_commit_time", func(t *testing.T, p string, offs []int64, _ []int) {
 			testutil.FlipPayloadByte(t, p, offs[3], 20)
 		}, []int{3}},
 		{"flipped_tag", func(t *testing.T, p string, offs []int64, lens []int) {

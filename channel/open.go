@@ -452,7 +452,7 @@ func (c *FileChannel) startLogs(rc *recovery) error {
 		ends[l.ID] = l.End
 	}
 	err := c.logs.Start(logfile.Recovered{MaxWriteOrderID: res.MaxWriteOrderID, MaxFileID: res.MaxFileID,
-		Ends: ends, Completes: res.Completes})
+		Ends: ends, Completes: res.Completes, Spilled: res.Spilled, Index: res.Index})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

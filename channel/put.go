@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/seal"
@@ -179,7 +181,17 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	}
 	plan := c.planFanout(t)
 	recs := plan.records(t.id)
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts)})
+	now := commitTime()
+	if !t.spilled {
+		// Its puts all go in this batch: each holds the commit's time.
+		// A transaction that spilled keeps 0 in all of them, and its
+		// commit is noted in the log set (noteSpilledCommit).
+		for _, off := range t.frames {
+			logfile.SetPutTime(t.buf[off:], now)
+		}
+	}
+	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts), Time: now})
+	nframes, nbuffered := len(t.frames)+len(recs), len(t.frames)
 	// A commit counts puts spilled to earlier files of the dir too: they
 	// must be durable first (after), and this file must outlive them
 	// (completes), as it must the files of the events it drops.
@@ -196,7 +208,35 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 		c.undoFanout(plan)
 		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
+	c.noteCommit(t, a, nframes, nbuffered, now)
 	return c.queuePuts(t, plan, ptrs), nil
+}
+
+// noteCommit tells the log set about put commit t, appended as a (its
+// last of nframes frames the commit record, after nbuffered puts) at
+// time now: the files its events are in (Set.NoteEvents) and, if it
+// spilled, its commit for the ids and times of its events
+// (Set.NoteSpilledCommit).
+func (c *FileChannel) noteCommit(t *Transaction, a logfile.Appended, nframes, nbuffered int, now int64) {
+	woid := a.FirstWOID + uint64(nframes-1)
+	files := t.s.files[:0]
+	if t.spilled {
+		files = append(files, t.spillFiles()...)
+	}
+	if nbuffered > 0 && !slices.Contains(files, a.W.ID()) {
+		files = append(files, a.W.ID())
+	}
+	t.s.files = files
+	if t.spilled {
+		c.logs.NoteSpilledCommit(files, t.id, logfile.SpilledCommit{WriteOrderID: woid, Time: now})
+	}
+	c.logs.NoteEvents(files, woid, now)
+}
+
+// commitTime is the time a put commit records: the wall clock in Unix
+// nanoseconds, at least 1 (0 in a put means "see the commit").
+func commitTime() int64 {
+	return max(time.Now().UnixNano(), 1)
 }
 
 // abortPuts forgets the transaction's puts after a failed commit or a

@@ -133,7 +133,8 @@ func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
 		return Event{}, &CorruptError{File: r.Path(), Offset: int64(p.Offset()),
 			Reason: "an encrypted event whose key is unknown: the file's key record is damaged"}
 	}
-	return Event{Headers: rec.Headers, Body: rec.Body}, nil
+	id, at := c.eventStamp(p.FileID(), r.Framing().Timed(), &rec)
+	return Event{Headers: rec.Headers, Body: rec.Body, ID: id, Time: at}, nil
 }
 
 func (t *Transaction) commitTakes() error {

@@ -399,8 +399,9 @@ func TestCheckFormatGroups(t *testing.T) {
 		"catalog_v1_as_version_3":   {CatalogName, put16(versionOffset, 3)(encodeCatalogV1(goldenCatalog())), 3, catalogVersion},
 	}
 	for _, name := range checkpointFiles {
-		cases["group_"+name+"_version_2"] = tc{"group-3/" + name, withVersion(name, golden[name], 2), 2, formatVersion}
-		cases["unlisted_group_"+name+"_version_2"] = tc{"group-9/" + name, withVersion(name, golden[name], 2), 2, formatVersion}
+		nv := newerVersion(name)
+		cases["group_"+name+"_newer"] = tc{"group-3/" + name, withVersion(name, golden[name], nv), uint64(nv), uint64(nv - 1)}
+		cases["unlisted_group_"+name+"_newer"] = tc{"group-9/" + name, withVersion(name, golden[name], nv), uint64(nv), uint64(nv - 1)}
 	}
 	for what, c := range cases {
 		t.Run(what, func(t *testing.T) {

@@ -236,7 +236,7 @@ func readState(fsys vfs.FS, dir string, f vfs.File) (*State, error) {
 	}
 	st := new(State)
 	metaName := path(dir, MetaName)
-	b, err := readFramed(fsys, metaName, metaMagic, formatVersion)
+	b, err := readFramed(fsys, metaName, metaMagic, metaVersion)
 	if err != nil {
 		return nil, err
 	}

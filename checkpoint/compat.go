@@ -34,7 +34,8 @@ const ckptVersion = uint32(magicVersion &^ magicMask)
 const (
 	MinFormatVersion  = 1              // the oldest version read, of every file here
 	CheckpointVersion = ckptVersion    // the checkpoint file
-	MetaVersion       = formatVersion  // checkpoint.meta, inflightputs and inflighttakes
+	MetaVersion       = metaVersion    // checkpoint.meta
+	InflightVersion   = formatVersion  // inflightputs and inflighttakes
 	CatalogVersion    = catalogVersion // the groups catalog (CatalogName)
 	JournalVersion    = journalVersion // the delivery journal (JournalName)
 )
@@ -152,8 +153,11 @@ func newerCheckpointFile(name string, slot0 uint64) error {
 // this build's; nil otherwise.
 func newerFile(file string, b []byte, magic string) error {
 	newest := uint16(formatVersion)
-	if magic == catalogMagic {
+	switch magic {
+	case catalogMagic:
 		newest = catalogVersion
+	case metaMagic:
+		newest = metaVersion
 	}
 	return newerFileThan(file, b, magic, newest)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"maps"
+	"path/filepath"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -41,7 +42,7 @@ func withVersion(name string, b []byte, v uint32) []byte {
 // the newest supported.
 func requireNewer(t *testing.T, err error, file string, version uint64) {
 	t.Helper()
-	requireNewerThan(t, err, file, version, formatVersion)
+	requireNewerThan(t, err, file, version, uint64(newerVersion(filepath.Base(file))-1))
 }
 
 // requireNewerThan is requireNewer for a file (the groups catalog) whose
@@ -80,9 +81,19 @@ func decodeFile(name string, b []byte) error {
 	}
 }
 
+// newerVersion is the first version of checkpoint file name this build
+// does not read: 3 for checkpoint.meta, 2 for the others.
+func newerVersion(name string) uint32 {
+	if name == MetaName {
+		return metaVersion + 1
+	}
+	return formatVersion + 1
+}
+
 func TestDecodeNewerVersion(t *testing.T) {
 	files := goldenFiles(t)
 	for _, name := range checkpointFiles {
+		nv := newerVersion(name)
 		crcAt := len(files[name]) - 1 // the trailing CRC
 		if name == CheckpointName {
 			crcAt = slotHeaderCRC*8 + 7
@@ -92,32 +103,32 @@ func TestDecodeNewerVersion(t *testing.T) {
 			edit    func([]byte) []byte
 			version uint64
 		}{
-			{"version_2", func(b []byte) []byte { return withVersion(name, b, 2) }, 2},
+			{"version_2", func(b []byte) []byte { return withVersion(name, b, nv) }, uint64(nv)},
 			{"version_65535", func(b []byte) []byte { return withVersion(name, b, 0xFFFF) }, 0xFFFF},
 			// The version is read before what a newer version may
 			// change: the checksum, the marker, the length.
-			{"version_2_other_checksum", func(b []byte) []byte { b = withVersion(name, b, 2); b[crcAt] ^= 1; return b }, 2},
+			{"version_2_other_checksum", func(b []byte) []byte { b = withVersion(name, b, nv); b[crcAt] ^= 1; return b }, uint64(nv)},
 			{"version_2_incomplete_marker", func(b []byte) []byte {
-				b = withVersion(name, b, 2)
+				b = withVersion(name, b, nv)
 				if name == CheckpointName {
 					binary.BigEndian.PutUint64(b[slotMarker*8:], markerIncomplete)
 				}
 				return b
-			}, 2},
+			}, uint64(nv)},
 			{"version_2_other_length", func(b []byte) []byte {
-				b = withVersion(name, b, 2)
+				b = withVersion(name, b, nv)
 				if name == CheckpointName {
 					return append(b, make([]byte, 8)...) // a file length that does not match the capacity
 				}
 				return b[:versionEnd]
-			}, 2},
+			}, uint64(nv)},
 		} {
 			t.Run(name+"/"+tc.what, func(t *testing.T) {
 				requireNewer(t, decodeFile(name, tc.edit(files[name])), name, tc.version)
 			})
 		}
 		t.Run(name+"/bad_magic_is_damage", func(t *testing.T) {
-			b := withVersion(name, files[name], 2)
+			b := withVersion(name, files[name], nv)
 			b[0] ^= 0x20
 			if err := decodeFile(name, b); !errors.Is(err, corrupt.ErrCorrupt) || errors.Is(err, corrupt.ErrUnsupportedFormat) {
 				t.Fatalf("got %v, want corruption", err)
@@ -155,12 +166,13 @@ func readDir(t *testing.T, fsys vfs.FS, dir string) map[string][]byte {
 func TestOpenNewerVersion(t *testing.T) {
 	golden := goldenFiles(t)
 	for _, name := range checkpointFiles {
+		nv := newerVersion(name)
 		for _, tc := range []struct {
 			what string
 			b    []byte
 		}{
-			{"version_2", withVersion(name, golden[name], 2)},
-			{"version_2_magic_and_version_only", withVersion(name, golden[name], 2)[:8]},
+			{"version_2", withVersion(name, golden[name], nv)},
+			{"version_2_magic_and_version_only", withVersion(name, golden[name], nv)[:8]},
 		} {
 			t.Run(name+"/"+tc.what, func(t *testing.T) {
 				const dir, other = "/cp", "/other"
@@ -174,13 +186,13 @@ func TestOpenNewerVersion(t *testing.T) {
 
 				file := path(dir, name)
 				_, _, err := Open(mem, dir)
-				requireNewer(t, err, file, 2)
-				requireNewer(t, CheckFormat(mem, dir), file, 2)
+				requireNewer(t, err, file, uint64(nv))
+				requireNewer(t, CheckFormat(mem, dir), file, uint64(nv))
 				// Restoring over it, or restoring it, would lose it.
-				requireNewer(t, RestoreBackup(mem, other, dir), file, 2)
+				requireNewer(t, RestoreBackup(mem, other, dir), file, uint64(nv))
 				replace(t, mem, path(dir, BackupCompleteName), nil)
 				before[BackupCompleteName] = nil
-				requireNewer(t, RestoreBackup(mem, dir, other), file, 2)
+				requireNewer(t, RestoreBackup(mem, dir, other), file, uint64(nv))
 
 				if after := readDir(t, mem, dir); !maps.EqualFunc(before, after, bytes.Equal) {
 					t.Errorf("%s changed", dir)

@@ -31,7 +31,7 @@ package checkpoint
 //
 //	off  len  field
 //	0    4    magic "FCCM"
-//	4    2    version 1
+//	4    2    version 2 (1 is read too: no spilled commits)
 //	6    2    reserved, zero
 //	8    8    W (equals checkpoint slot 1)
 //	16   8    capacity (equals slot 5)
@@ -43,7 +43,15 @@ package checkpoint
 //	60   4    ring CRC: CRC32C of the live ring (0 when size is 0)
 //	64   4    log count n, then n entries in strictly ascending file id order:
 //	          4 file id | 8 position | 8 refs | 4 completes count k |
-//	          k x 4 file ids, strictly ascending
+//	          k x 4 file ids, strictly ascending |
+//	          version 2: 1 index flags (bit 0: known; others zero) | 8 first
+//	          commit | 8 last commit (write-order ids; both 0: no event) |
+//	          8 least time | 8 greatest time (unix ns, at most 2^63-1): what
+//	          the file's events span (logfile.FileIndex; all zero when not
+//	          known or empty) | 4 spilled count s | s x (8 tx id, strictly
+//	          ascending | 8 commit write-order id | 8 commit time, unix
+//	          nanoseconds, at most 2^63-1): the commits of the spilled put
+//	          transactions whose puts the file holds (logfile.SpilledCommit)
 //	end  4    CRC32C of every byte before it
 //
 // inflightputs / inflighttakes (each published like checkpoint.meta):
@@ -132,10 +140,13 @@ const (
 	metaMagic     = "FCCM"
 	putsMagic     = "FCIP"
 	takesMagic    = "FCIT"
-	formatVersion = 1
+	formatVersion = 1 // inflightputs and inflighttakes
+	metaVersion   = 2 // checkpoint.meta: 2 adds spilled commits to each log entry
 
 	metaFixedLen     = 68 // through the log count
 	metaLogFixedLen  = 24 // file id, position, refs, completes count
+	metaSpilledLen   = 24 // tx id, commit write-order id, commit time
+	metaIndexLen     = 33 // flags, first and last commit, least and greatest time
 	inflightFixedLen = 20 // through the transaction count
 	inflightTxLen    = 12 // tx id, pointer count
 	crcLen           = 4

@@ -80,6 +80,65 @@ func sampleMeta() *Meta {
 	}
 }
 
+// spilledMeta is sampleMeta with spilled commits in both log entries.
+func spilledMeta() *Meta {
+	m := sampleMeta()
+	m.Logs[0].Spilled = []SpilledTx{{Tx: 7, WriteOrderID: 900, Time: 1_700_000_000_000_000_001}, {Tx: 1<<64 - 1, WriteOrderID: 1<<64 - 1, Time: 1<<63 - 1}}
+	m.Logs[1].Spilled = []SpilledTx{{Tx: 8, WriteOrderID: 950}} // a commit of unknown time
+	m.Logs[0].Index = LogIndex{Known: true, FirstCommit: 12, LastCommit: 900, MinTime: 1_700_000_000_000_000_000, MaxTime: 1_700_000_000_000_000_001}
+	// m.Logs[1]: an index not known (a file of an older checkpoint)
+	return m
+}
+
+// TestMetaVersions: checkpoint.meta version 2 (this build's) adds each
+// log's index and spilled commits, and round-trips them; version 1 (the previous
+// release's) still reads, with none; testdata/meta2 pins version 2.
+// go test ./checkpoint -run TestMetaVersions -update
+func TestMetaVersions(t *testing.T) {
+	want := spilledMeta()
+	b := EncodeMeta(want)
+	golden := filepath.Join("testdata", "meta2", MetaName)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, err := os.ReadFile(golden); err != nil || !bytes.Equal(g, b) {
+		t.Fatalf("checkpoint.meta differs from %s (%v): the on-disk format changed", golden, err)
+	}
+	got, err := DecodeMeta(b)
+	if err != nil || !reflect.DeepEqual(&got, want) {
+		t.Fatalf("DecodeMeta = %+v, %v; want %+v", got, err, want)
+	}
+	old := sampleMeta()
+	got, err = DecodeMeta(appendMetaAs(nil, want, 1))
+	// Version 1 has neither: Index not Known.
+	if err != nil || !reflect.DeepEqual(&got, old) {
+		t.Fatalf("version 1: DecodeMeta = %+v, %v; want %+v", got, err, old)
+	}
+	for _, tc := range []decodeCase{
+		// Log 0 at 68, its completes at 92, its index at 100, its
+		// spilled count at 133, its two spilled commits at 137 and 161.
+		{"index_flags_unknown_bit", putByte(100, 3), 100},
+		{"index_first_after_last", put64(101, 901), 100},
+		{"index_times_reversed", put64(117, 1_700_000_000_000_000_002), 100},
+		{"index_time_out_of_range", put64(125, 1<<63), 100},
+		{"index_unknown_with_values", putByte(100, 0), 100},
+		{"index_empty_with_times", put64(101, 0), 100},
+		{"spilled_not_ascending", put64(161, 7), 161},
+		{"spilled_time_out_of_range", put64(153, 1<<63), 153},
+		{"spilled_count_too_large", put32(133, 1000), 133},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeMeta(tc.edit(EncodeMeta(spilledMeta())))
+			checkCorrupt(t, err, MetaName, tc.wantOff)
+		})
+	}
+}
+
 func TestDecodeMetaRejects(t *testing.T) {
 	cases := []decodeCase{
 		{"bad_checksum", flipNoCRC(30), 124},
@@ -104,7 +163,7 @@ func TestDecodeMetaRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeMeta(tc.edit(EncodeMeta(sampleMeta())))
+			_, err := DecodeMeta(tc.edit(appendMetaAs(nil, sampleMeta(), 1)))
 			checkCorrupt(t, err, MetaName, tc.wantOff)
 		})
 	}
@@ -197,6 +256,15 @@ func TestGoldenV1(t *testing.T) {
 	golden := filepath.Join("testdata", "v1")
 	for _, name := range checkpointFiles {
 		got := files[name]
+		if name == MetaName {
+			// testdata/v1 has version 1 of checkpoint.meta (TestMetaVersions
+			// pins version 2).
+			m, err := DecodeMeta(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = appendMetaAs(nil, &m, 1)
+		}
 		if *update {
 			if err := os.MkdirAll(golden, 0o755); err != nil {
 				t.Fatal(err)

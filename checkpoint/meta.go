@@ -25,6 +25,29 @@ type LogState struct {
 	// logfile.Set.Complete). Log deletion keeps this file while any of
 	// them exists.
 	Completes []uint32
+	// Spilled lists, strictly ascending by Tx, the commits of the spilled
+	// put transactions whose puts this file holds (logfile.SpilledCommit):
+	// their events' ids and times come from them. Empty in a version-1
+	// checkpoint.meta, which did not record them.
+	Spilled []SpilledTx
+	// Index is what this file's events span (logfile.FileIndex): the
+	// first and last put commits with an event in it and their least and
+	// greatest times. Not known in a version-1 checkpoint.meta.
+	Index LogIndex
+}
+
+// LogIndex is a log file's logfile.FileIndex as a checkpoint records it.
+type LogIndex struct {
+	Known                   bool
+	FirstCommit, LastCommit uint64 // write-order ids of commit records; both 0: no event
+	MinTime, MaxTime        int64  // Unix nanoseconds, >= 0
+}
+
+// SpilledTx is the commit of spilled put transaction Tx.
+type SpilledTx struct {
+	Tx           uint64
+	WriteOrderID uint64 // the commit record's
+	Time         int64  // the commit's, Unix nanoseconds (>= 0)
 }
 
 // Meta is the content of checkpoint.meta.
@@ -48,10 +71,14 @@ type Meta struct {
 func EncodeMeta(m *Meta) []byte { return appendMeta(nil, m) }
 
 // appendMeta appends the checkpoint.meta bytes of m to dst.
-func appendMeta(dst []byte, m *Meta) []byte {
+func appendMeta(dst []byte, m *Meta) []byte { return appendMetaAs(dst, m, metaVersion) }
+
+// appendMetaAs is appendMeta in format version v: 1 leaves the spilled
+// commits out (for the tests of files older releases wrote).
+func appendMetaAs(dst []byte, m *Meta, v uint16) []byte {
 	start := len(dst)
 	dst = append(dst, metaMagic...)
-	dst = binary.BigEndian.AppendUint16(dst, formatVersion)
+	dst = binary.BigEndian.AppendUint16(dst, v)
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	dst = binary.BigEndian.AppendUint64(dst, m.WriteOrderID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(m.Capacity))
@@ -71,6 +98,16 @@ func appendMeta(dst []byte, m *Meta) []byte {
 		for _, id := range l.Completes {
 			dst = binary.BigEndian.AppendUint32(dst, id)
 		}
+		if v < 2 {
+			continue
+		}
+		dst = appendLogIndex(dst, l.Index)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(l.Spilled)))
+		for _, s := range l.Spilled {
+			dst = binary.BigEndian.AppendUint64(dst, s.Tx)
+			dst = binary.BigEndian.AppendUint64(dst, s.WriteOrderID)
+			dst = binary.BigEndian.AppendUint64(dst, uint64(s.Time))
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], crcTable))
 }
@@ -85,7 +122,7 @@ func DecodeMeta(b []byte) (Meta, error) { return decodeMeta(MetaName, b) }
 // *corrupt.Error naming its path.
 func ReadMeta(fsys vfs.FS, dir string) (Meta, error) {
 	name := path(dir, MetaName)
-	b, err := readFramed(fsys, name, metaMagic, formatVersion)
+	b, err := readFramed(fsys, name, metaMagic, metaVersion)
 	if err != nil {
 		return Meta{}, fmt.Errorf("read checkpoint meta: %w", err)
 	}
@@ -98,7 +135,7 @@ func ReadMeta(fsys vfs.FS, dir string) (Meta, error) {
 
 func decodeMeta(file string, b []byte) (Meta, error) {
 	var m Meta
-	body, err := checkFrame(file, b, metaMagic, metaFixedLen)
+	body, v, err := checkFrameUpTo(file, b, metaMagic, metaFixedLen, metaVersion)
 	if err != nil {
 		return m, err
 	}
@@ -136,43 +173,140 @@ func decodeMeta(file string, b []byte) (Meta, error) {
 		m.Logs = make([]LogState, n)
 	}
 	for i := range m.Logs {
-		if len(body)-off < metaLogFixedLen {
-			return m, corrupt.New(file, int64(off), "log entry %d truncated", i)
+		var prev *LogState
+		if i > 0 {
+			prev = &m.Logs[i-1]
 		}
-		l := &m.Logs[i]
-		l.FileID = be.Uint32(body[off:])
-		if i > 0 && l.FileID <= m.Logs[i-1].FileID {
-			return m, corrupt.New(file, int64(off), "log file id %d not above %d", l.FileID, m.Logs[i-1].FileID)
-		}
-		pos, refs := be.Uint64(body[off+4:]), be.Uint64(body[off+12:])
-		if pos > math.MaxInt64 {
-			return m, corrupt.New(file, int64(off+4), "log %d position %d out of range", l.FileID, pos)
-		}
-		if refs > math.MaxInt {
-			return m, corrupt.New(file, int64(off+12), "log %d refs %d out of range", l.FileID, refs)
-		}
-		l.Position, l.Refs = int64(pos), int(refs)
-		k := be.Uint32(body[off+20:])
-		off += metaLogFixedLen
-		if uint64(k) > uint64(len(body)-off)/4 {
-			return m, corrupt.New(file, int64(off-4), "log %d completes count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
-		}
-		if k > 0 {
-			l.Completes = make([]uint32, k)
-		}
-		for j := range l.Completes {
-			id := be.Uint32(body[off:])
-			if j > 0 && id <= l.Completes[j-1] {
-				return m, corrupt.New(file, int64(off), "log %d completes id %d not above %d", l.FileID, id, l.Completes[j-1])
-			}
-			l.Completes[j] = id
-			off += 4
+		if off, err = decodeLogState(file, body, off, v, i, &m.Logs[i], prev); err != nil {
+			return m, err
 		}
 	}
 	if off != len(body) {
 		return m, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
 	}
 	return m, nil
+}
+
+// decodeLogState decodes log entry i, l, of a checkpoint.meta of version
+// v from body at off (prev: the entry before it, nil for the first) and
+// returns the offset after it.
+func decodeLogState(file string, body []byte, off int, v uint16, i int, l, prev *LogState) (int, error) {
+	be := binary.BigEndian
+	if len(body)-off < metaLogFixedLen {
+		return off, corrupt.New(file, int64(off), "log entry %d truncated", i)
+	}
+	l.FileID = be.Uint32(body[off:])
+	if prev != nil && l.FileID <= prev.FileID {
+		return off, corrupt.New(file, int64(off), "log file id %d not above %d", l.FileID, prev.FileID)
+	}
+	pos, refs := be.Uint64(body[off+4:]), be.Uint64(body[off+12:])
+	if pos > math.MaxInt64 {
+		return off, corrupt.New(file, int64(off+4), "log %d position %d out of range", l.FileID, pos)
+	}
+	if refs > math.MaxInt {
+		return off, corrupt.New(file, int64(off+12), "log %d refs %d out of range", l.FileID, refs)
+	}
+	l.Position, l.Refs = int64(pos), int(refs)
+	k := be.Uint32(body[off+20:])
+	off += metaLogFixedLen
+	if uint64(k) > uint64(len(body)-off)/4 {
+		return off, corrupt.New(file, int64(off-4), "log %d completes count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+	}
+	if k > 0 {
+		l.Completes = make([]uint32, k)
+	}
+	for j := range l.Completes {
+		id := be.Uint32(body[off:])
+		if j > 0 && id <= l.Completes[j-1] {
+			return off, corrupt.New(file, int64(off), "log %d completes id %d not above %d", l.FileID, id, l.Completes[j-1])
+		}
+		l.Completes[j] = id
+		off += 4
+	}
+	if v < 2 {
+		return off, nil
+	}
+	if len(body)-off < metaIndexLen {
+		return off, corrupt.New(file, int64(off), "log %d index truncated", l.FileID)
+	}
+	var ok bool
+	if l.Index, ok = decodeLogIndex(body[off:]); !ok {
+		return off, corrupt.New(file, int64(off), "log %d index out of range", l.FileID)
+	}
+	return decodeSpilled(file, body, off+metaIndexLen, l)
+}
+
+// appendLogIndex appends x: a flags byte (bit 0: known), the first and
+// last commits, the least and greatest times.
+func appendLogIndex(dst []byte, x LogIndex) []byte {
+	var flags byte
+	if x.Known {
+		flags = 1
+	}
+	dst = append(dst, flags)
+	dst = binary.BigEndian.AppendUint64(dst, x.FirstCommit)
+	dst = binary.BigEndian.AppendUint64(dst, x.LastCommit)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(x.MinTime))
+	return binary.BigEndian.AppendUint64(dst, uint64(x.MaxTime))
+}
+
+// decodeLogIndex decodes an index appendLogIndex wrote (b holds at least
+// metaIndexLen bytes); false if it is not one (validLogIndex).
+func decodeLogIndex(b []byte) (LogIndex, bool) {
+	be := binary.BigEndian
+	if b[0] > 1 {
+		return LogIndex{}, false
+	}
+	lo, hi := be.Uint64(b[17:]), be.Uint64(b[25:])
+	if lo > math.MaxInt64 || hi > math.MaxInt64 {
+		return LogIndex{}, false
+	}
+	x := LogIndex{Known: b[0] == 1, FirstCommit: be.Uint64(b[1:]), LastCommit: be.Uint64(b[9:]), MinTime: int64(lo), MaxTime: int64(hi)}
+	return x, validLogIndex(x)
+}
+
+// validLogIndex reports whether x is an index the channel records: an
+// unknown one all zero; a known one empty (all zero) or with its first
+// commit at or before its last and its least time at or before its
+// greatest.
+func validLogIndex(x LogIndex) bool {
+	switch {
+	case !x.Known || x.FirstCommit == 0:
+		return x.FirstCommit == 0 && x.LastCommit == 0 && x.MinTime == 0 && x.MaxTime == 0
+	default:
+		return x.FirstCommit <= x.LastCommit && 0 <= x.MinTime && x.MinTime <= x.MaxTime
+	}
+}
+
+// decodeSpilled decodes the spilled commits of log entry l (version 2)
+// from body at off and returns the offset after them.
+func decodeSpilled(file string, body []byte, off int, l *LogState) (int, error) {
+	be := binary.BigEndian
+	if len(body)-off < 4 {
+		return off, corrupt.New(file, int64(off), "log %d spilled count truncated", l.FileID)
+	}
+	k := be.Uint32(body[off:])
+	off += 4
+	if uint64(k) > uint64(len(body)-off)/metaSpilledLen {
+		return off, corrupt.New(file, int64(off-4), "log %d spilled count %d exceeds the %d bytes left", l.FileID, k, len(body)-off)
+	}
+	if k > 0 {
+		l.Spilled = make([]SpilledTx, k)
+	}
+	for j := range l.Spilled {
+		s := SpilledTx{Tx: be.Uint64(body[off:]), WriteOrderID: be.Uint64(body[off+8:])}
+		ns := be.Uint64(body[off+16:])
+		switch {
+		case j > 0 && s.Tx <= l.Spilled[j-1].Tx:
+			return off, corrupt.New(file, int64(off), "log %d spilled tx %d not above %d", l.FileID, s.Tx, l.Spilled[j-1].Tx)
+		case ns > math.MaxInt64:
+			return off, corrupt.New(file, int64(off+16), "log %d spilled commit time %d out of range", l.FileID, ns)
+		}
+		s.Time = int64(ns)
+		l.Spilled[j] = s
+		off += metaSpilledLen
+	}
+	return off, nil
 }
 
 // checkFrame checks what checkpoint.meta and the inflight files share: the
@@ -276,6 +410,15 @@ func validateMeta(m *Meta) error {
 			return fmt.Errorf("log %d: negative refs %d", l.FileID, l.Refs)
 		case uint64(len(l.Completes)) > math.MaxUint32:
 			return fmt.Errorf("log %d: %d completes ids", l.FileID, len(l.Completes))
+		case uint64(len(l.Spilled)) > math.MaxUint32:
+			return fmt.Errorf("log %d: %d spilled commits", l.FileID, len(l.Spilled))
+		case !validLogIndex(l.Index):
+			return fmt.Errorf("log %d: index %+v out of range", l.FileID, l.Index)
+		}
+		for j, s := range l.Spilled {
+			if s.Time < 0 || (j > 0 && s.Tx <= l.Spilled[j-1].Tx) {
+				return fmt.Errorf("log %d: spilled commits not strictly ascending by tx, or a negative time: tx %d at %d", l.FileID, s.Tx, s.Time)
+			}
 		}
 		for j := 1; j < len(l.Completes); j++ {
 			if l.Completes[j] <= l.Completes[j-1] {

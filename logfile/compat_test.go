@@ -82,14 +82,15 @@ const (
 	newerRecType = MaxRecordType + 1
 )
 
-// TestVersions pins what this build writes and reads: it writes version 4
-// (Create, AppendFileHeader) without encryption, 6 with it (5 before), and
-// reads 1 to 6; 7 is newer, and so is record type 13 (12, the sync mark,
-// is this build's).
+// TestVersions pins what this build writes and reads: it writes version 7
+// (Create, AppendFileHeader) without encryption, 8 with it (4 and 6
+// before), and reads 1 to 8; 9 is newer, and so is record type 13 (12, the
+// sync mark, is this build's).
 func TestVersions(t *testing.T) {
-	if FormatVersion != 4 || EncryptedVersion != 5 || ChannelBoundVersion != 6 || MaxFormatVersion != 6 || newer != 7 || newerRecType != 13 {
-		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 4, 5, 6, 6, 7, 13",
-			FormatVersion, EncryptedVersion, ChannelBoundVersion, MaxFormatVersion, newer, newerRecType)
+	if FormatVersion != 7 || EncryptedVersion != 5 || ChannelBoundVersion != 6 || TimedVersion != 7 || TimedBoundVersion != 8 ||
+		MaxFormatVersion != 8 || newer != 9 || newerRecType != 13 {
+		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, TimedVersion %d, TimedBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 7, 5, 6, 7, 8, 8, 9, 13",
+			FormatVersion, EncryptedVersion, ChannelBoundVersion, TimedVersion, TimedBoundVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
 	if err != nil {
@@ -102,10 +103,10 @@ func TestVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 4 || len(b) != HeaderSize || w.Framing().Version() != 4 {
-		t.Fatalf("Create wrote version %d, %d bytes, framing %v; want version 4, %d bytes", v, len(b), w.Framing(), HeaderSize)
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 7 || len(b) != HeaderSize || w.Framing().Version() != 7 {
+		t.Fatalf("Create wrote version %d, %d bytes, framing %v; want version 7, %d bytes", v, len(b), w.Framing(), HeaderSize)
 	}
-	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming} {
+	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming, testFramingV7} {
 		id, got, err := decodeFileHeader(appendFileHeader(nil, 5, fr))
 		if err != nil || id != 5 || got != fr {
 			t.Fatalf("%v: read back as file %d, %v, %v", fr, id, got, err)
@@ -119,7 +120,7 @@ func TestDecodeFileHeaderNewerVersion(t *testing.T) {
 		b       []byte
 		version uint64
 	}{
-		{"version_7", newerHeader(7, newer), newer},
+		{"version_newer", newerHeader(7, newer), newer},
 		{"version_max", newerHeader(7, 0xFFFF), 0xFFFF},
 		// Magic and version are read before what a newer version may
 		// change: the header's CRC and its length.
@@ -191,7 +192,7 @@ func newerRecordLog(t *testing.T, frame []byte) (string, int64) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	off := offs[3] + int64(recs[3].EncodedSize())
+	off := offs[3] + int64(testFraming.EncodedSize(&recs[3]))
 	if _, err := f.Write(cat(frame, mustAppend(t, nil, &recs[4]))); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestUnknownRecordType(t *testing.T) {
 			if tc.recordType == 0 {
 				requireCorrupt(t, err, "", -1)
 			} else {
-				requireNewer(t, err, "", -1, FormatVersion, tc.recordType)
+				requireNewer(t, err, "", -1, uint64(testFraming.version), tc.recordType)
 			}
 			path, off := newerRecordLog(t, tc.frame)
 			for _, mapped := range []bool{false, true} {
@@ -250,7 +251,7 @@ func TestUnknownRecordType(t *testing.T) {
 			if tc.recordType == 0 {
 				requireCorrupt(t, err, path, off)
 			} else {
-				requireNewer(t, err, path, off, FormatVersion, tc.recordType)
+				requireNewer(t, err, path, off, uint64(testFraming.version), tc.recordType)
 			}
 		})
 	}
@@ -282,7 +283,7 @@ func checkScanStops(t *testing.T, path string, off int64, mapped bool, recordTyp
 		}
 		return
 	}
-	requireNewer(t, sc.Err(), path, off, FormatVersion, recordType)
+	requireNewer(t, sc.Err(), path, off, uint64(testFraming.version), recordType)
 	if n != 4 || len(sc.Skipped()) != 0 || sc.End() != off {
 		t.Fatalf("mapped=%v: %d records, skipped %v, end %d; want 4 records, no skip, end %d", mapped, n, sc.Skipped(), sc.End(), off)
 	}

@@ -10,11 +10,14 @@
 //
 // A log file is named LogName(id), "log-" followed by the file id as ten
 // zero-padded decimal digits (log-0000000007), so lexical order is numeric
-// order. Create makes it, writes its header (format version 4, 36 bytes,
+// order. Create makes it, writes its header (format version 7, 36 bytes,
 // with a salt of 8 random bytes that every frame of the file is checksummed
 // with) and fsyncs both the file and its directory; a Set with Keys writes
-// version 6, encrypted and bound to the channel's id (keys.go). Every
-// version from 1 to 6 is read: versions 2, 3 and 5 (the layout of 4 and 6)
+// version 8, encrypted and bound to the channel's id (keys.go). Versions 7
+// and 8 hold each put commit's time (format.go); the Set keeps each file's
+// FileIndex and the commits of spilled put transactions (setindex.go,
+// setspill.go). Every version from 1 to 8 is read: versions 2 to 6 (the
+// layout of 4 and 6, without commit times)
 // and version 1 (16-byte header, unsalted frames) from older releases; a
 // newer one is refused (Errors, below). CutTail, PadRegion and
 // RewriteHeader keep the bytes they remove or overwrite in CorruptName(id, off) ("log-0000000007.4096.corrupt",

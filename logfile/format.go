@@ -1,7 +1,7 @@
 package logfile
 
-// Log file format, versions 1 to 6: this build reads all six and writes
-// version 4, or 6 for an encrypted file. All integers are big-endian, but for the uvarints of
+// Log file format, versions 1 to 8: this build reads all eight and writes
+// version 7, or 8 for an encrypted file. All integers are big-endian, but for the uvarints of
 // record bodies. Every checksum is CRC32C (Castagnoli). docs/format.md §3 is
 // the full specification.
 //
@@ -28,10 +28,18 @@ package logfile
 // from another channel with the same key does not open. A release that
 // reads version 5 refuses a version-6 file as newer.
 //
-// File header, versions 2 to 6 (HeaderSize, 36 bytes, at offset 0):
+// Version 7 is version 4 with commit times, and version 8 version 6 with
+// them: the same header and frames, but a put's body starts with the
+// 8-byte time of its commit (uint64 BE Unix nanoseconds; 0 for a put of a
+// transaction that spilled, whose commit has the time; in clear, before
+// the sealed part, in version 8) and a commit of puts ends with it. Event
+// ids and times come from them (docs/format.md §3.8). A release that
+// reads up to version 6 refuses both as newer.
+//
+// File header, versions 2 to 8 (HeaderSize, 36 bytes, at offset 0):
 //
 //	0  4  magic "FCLG" (0x46 0x43 0x4C 0x47)
-//	4  2  format version, uint16 BE = 4, or 6 if encrypted (2, 3 or 5 in earlier releases)
+//	4  2  format version, uint16 BE = 7, or 8 if encrypted (2 to 6 in earlier releases)
 //	6  2  reserved, zero
 //	8  4  file id, uint32 BE
 //	12 8  salt, uint64 BE: random (crypto/rand), drawn when the file is created
@@ -50,7 +58,7 @@ package logfile
 // Records follow the header (from offset 36, or 16 in version 1). A
 // record's *offset* (its pointer) is the offset of its frame.
 //
-// Frame, versions 2 to 6 (FrameHeaderSize, 12 bytes, then the payload):
+// Frame, versions 2 to 8 (FrameHeaderSize, 12 bytes, then the payload):
 //
 //	0  4  payload length L, uint32 BE; 17 <= L <= MaxPayloadSize (64 MiB); 0 means "no record here" (end / zero fill)
 //	4  4  frame header checksum: CRC32C over bytes 0..3 then bytes 8..28 (the payload checksum and the
@@ -81,13 +89,14 @@ package logfile
 //	9  8  write-order id, uint64 BE (global, strictly increasing in append order within a file
 //	      among the records that are neither padding nor synced; 0 for those two)
 //	17 .. type-specific body:
-//	   put:        uvarint header count; per header (sorted by key, so bytes are deterministic):
+//	   put:        versions 7 and 8: uint64 BE commit time; then uvarint header count; per header (sorted by key, so bytes are deterministic):
 //	               uvarint key len, key bytes, uvarint value len, value bytes; then uvarint body len, body bytes
 //	   take:       uvarint pointer count n; n x uint64 BE pointers (fileID<<32 | offset) of the put records consumed
 //	   rollback:   empty
 //	   commit:     1 byte: the type being committed (1 put or 2 take); uvarint count: the number of
 //	               events the transaction put (all its put records) or took (all pointers of its take records),
-//	               so that replay can tell a transaction whose records it saw only in part
+//	               so that replay can tell a transaction whose records it saw only in part;
+//	               versions 7 and 8, a commit of puts: then uint64 BE commit time
 //	   padding:    filler, zero bytes (any number, 0 included)
 //	   group take: uvarint group id g >= 1; then a take's body: uvarint n, n x uint64 BE pointers
 //	   groups:     uvarint next group id; uvarint entry count; per entry, in strictly increasing id order:
@@ -215,10 +224,10 @@ const typeGroupTake RecordType = 6
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
 const (
-	HeaderSize      = 36       // file header (versions 2 to 6)
-	FrameHeaderSize = 12       // payload length + frame header checksum + payload checksum (versions 2 to 6)
-	MaxPayloadSize  = 64 << 20 // largest payload a frame may carry (every version)
-	FormatVersion   = 4        // version written in the header of a file without encryption
+	HeaderSize      = 36           // file header (versions 2 to 8)
+	FrameHeaderSize = 12           // payload length + frame header checksum + payload checksum (versions 2 to 8)
+	MaxPayloadSize  = 64 << 20     // largest payload a frame may carry (every version)
+	FormatVersion   = TimedVersion // version written in the header of a file without encryption
 	// EncryptedVersion is the first version of a file whose put bodies are
 	// encrypted (SetOptions.Keys): version 4 with a key record first and
 	// sealed put bodies. ChannelBoundVersion, what this build writes with
@@ -229,8 +238,14 @@ const (
 	// version read.
 	EncryptedVersion    = 5
 	ChannelBoundVersion = 6
-	MinFormatVersion    = 1
-	MaxFormatVersion    = ChannelBoundVersion
+	// TimedVersion (7) is version 4 with commit times: a put's body starts
+	// with its commit's time, and a commit of puts ends with it.
+	// TimedBoundVersion (8) is version 6 with the same. They are what this
+	// build writes: FormatVersion, and TimedBoundVersion with keys.
+	TimedVersion      = 7
+	TimedBoundVersion = 8
+	MinFormatVersion  = 1
+	MaxFormatVersion  = TimedBoundVersion
 	// MaxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
 	MaxRecordType = RecordSynced
@@ -255,6 +270,7 @@ const (
 const (
 	magic             = "FCLG"
 	payloadHeaderSize = 17 // type + transaction id + write-order id
+	timeSize          = 8  // a commit time (versions 7 and 8), uint64 BE Unix nanoseconds
 
 	// The header's magic and version keep these offsets in every format
 	// version, so that any build can tell a newer file from a damaged one.
@@ -304,20 +320,27 @@ type Record struct {
 	Type         RecordType
 	TxID         uint64
 	WriteOrderID uint64
-	Headers      map[string]string    // put; nil when a decoded put has none
-	Body         []byte               // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
-	Pointers     []uint64             // take, deliver, move; nil when a decoded take has none
-	Counts       []uint32             // deliver: the delivery count of each of Pointers, >= 1
-	Group        uint32               // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
-	CommitType   RecordType           // commit: RecordPut or RecordTake
-	Count        uint64               // commit: events put or taken by the transaction
-	Filler       int                  // padding: the number of zero bytes after the fixed fields
-	NextGroupID  uint32               // groups: the id the next consumer group created gets; above every Catalog ID
-	Catalog      []GroupInfo          // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
-	Skip         []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
-	KeyID        string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
-	KeyCheck     [seal.CheckSize]byte // key: that key's check value for this file
-	SyncedTo     int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
+	Headers      map[string]string // put; nil when a decoded put has none
+	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
+	Pointers     []uint64          // take, deliver, move; nil when a decoded take has none
+	Counts       []uint32          // deliver: the delivery count of each of Pointers, >= 1
+	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
+	CommitType   RecordType        // commit: RecordPut or RecordTake
+	Count        uint64            // commit: events put or taken by the transaction
+	// Time is a put's and a put commit's commit time, in Unix nanoseconds
+	// (versions 7 and 8): in a commit of puts, its time (the channel
+	// writes >= 1; 0 means unknown); in a put, its commit's time, or 0
+	// for a put of a transaction that spilled (written before its commit:
+	// the commit record has the time). Always 0 in an older file's
+	// records and in other types.
+	Time        int64
+	Filler      int                  // padding: the number of zero bytes after the fixed fields
+	NextGroupID uint32               // groups: the id the next consumer group created gets; above every Catalog ID
+	Catalog     []GroupInfo          // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
+	Skip        []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
+	KeyID       string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
+	KeyCheck    [seal.CheckSize]byte // key: that key's check value for this file
+	SyncedTo    int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
 	// ChannelID is a key record's channel (version 6): the id of the
 	// channel (channel.id) the file's keys are bound to, never zero; zero
 	// in a version-5 file's key record, which names none.
@@ -332,11 +355,16 @@ type Record struct {
 // this build writes: FrameHeaderSize + payload (Framing.EncodedSize for
 // another version).
 func (r *Record) EncodedSize() int {
-	return FrameHeaderSize + r.payloadSize()
+	return FrameHeaderSize + r.payloadSize(true)
 }
 
-func (r *Record) payloadSize() int {
+// payloadSize is the size of r's payload in a file of a version with
+// commit times (timed: 7 or 8) or without.
+func (r *Record) payloadSize(timed bool) int {
 	n := payloadHeaderSize
+	if timed && r.timed() {
+		n += timeSize
+	}
 	switch r.Type {
 	case RecordPut:
 		n += uvarintLen(uint64(len(r.Headers)))
@@ -375,6 +403,12 @@ func (r *Record) payloadSize() int {
 	return n
 }
 
+// timed reports whether r carries a commit time in versions 7 and 8: a
+// put, or a commit of puts.
+func (r *Record) timed() bool {
+	return r.Type == RecordPut || (r.Type == RecordCommit && r.CommitType == RecordPut)
+}
+
 // uvarintLen is the number of bytes binary.AppendUvarint uses for x.
 func uvarintLen(x uint64) int {
 	return (bits.Len64(x|1) + 6) / 7
@@ -388,7 +422,16 @@ func uvarintLen(x uint64) int {
 // checksums are computed once, when its write-order id is known. Errors are
 // those of Framing.AppendRecord.
 func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
-	return appendUnsealed(dst, r, FrameHeaderSize)
+	return appendUnsealed(dst, r, FrameHeaderSize, true)
+}
+
+// SetPutTime sets the commit time ns (Unix nanoseconds, >= 1) of the put
+// frame at the start of frame, encoded by AppendUnsealed or
+// AppendUnsealedEncrypted and not yet sealed: the channel learns a put's
+// commit time only when it commits, and patches its buffered puts then,
+// before Set.Append seals them.
+func SetPutTime(frame []byte, ns int64) {
+	binary.BigEndian.PutUint64(frame[FrameHeaderSize+payloadHeaderSize:], uint64(ns))
 }
 
 // AppendUnsealedEncrypted is AppendUnsealed for a file whose put bodies are
@@ -397,8 +440,14 @@ func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 // Set.Append fills when it seals the body in place. Other records are
 // AppendUnsealed's.
 func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
+	return appendUnsealedEncrypted(dst, r, true)
+}
+
+// appendUnsealedEncrypted is AppendUnsealedEncrypted with commit times
+// (version 8) or without (5 and 6).
+func appendUnsealedEncrypted(dst []byte, r *Record, timed bool) ([]byte, error) {
 	start := len(dst)
-	dst, err := appendUnsealed(dst, r, FrameHeaderSize)
+	dst, err := appendUnsealed(dst, r, FrameHeaderSize, timed)
 	if err != nil || r.Type != RecordPut {
 		return dst, err
 	}
@@ -411,13 +460,17 @@ func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
 }
 
 // appendUnsealed appends r's frame with a frame header of fhs bytes (8 in
-// version 1, 12 in versions 2 to 6) whose checksum fields are zero.
-func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
+// version 1, 12 from version 2 on) whose checksum fields are zero, with
+// commit times (versions 7 and 8) if timed.
+func appendUnsealed(dst []byte, r *Record, fhs int, timed bool) ([]byte, error) {
 	typ, err := frameType(r)
 	if err != nil {
 		return dst, err
 	}
-	n := r.payloadSize()
+	if timed && r.timed() && r.Time < 0 {
+		return dst, fmt.Errorf("%w: %v record with commit time %d", ErrInvalidRecord, r.Type, r.Time)
+	}
+	n := r.payloadSize(timed)
 	if n > MaxPayloadSize {
 		return dst, fmt.Errorf("%w: payload of %d bytes, limit %d", ErrTooLarge, n, MaxPayloadSize)
 	}
@@ -427,7 +480,14 @@ func appendUnsealed(dst []byte, r *Record, fhs int) ([]byte, error) {
 	dst = append(dst, byte(typ))
 	dst = binary.BigEndian.AppendUint64(dst, r.TxID)
 	dst = binary.BigEndian.AppendUint64(dst, r.WriteOrderID)
-	return appendBody(dst, r), nil
+	if timed && r.Type == RecordPut {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Time))
+	}
+	dst = appendBody(dst, r)
+	if timed && r.Type == RecordCommit && r.CommitType == RecordPut {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Time))
+	}
+	return dst, nil
 }
 
 // frameType checks that r can be encoded and returns the type its frame
@@ -612,7 +672,7 @@ func newerType(p []byte) RecordType {
 // kept in r.Sealed, undecoded (its tag, checked when it is opened, covers
 // it); from ChannelBoundVersion on, a key record names a channel.
 func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
-	sealed := v >= EncryptedVersion
+	sealed := encryptedVersion(v)
 	if len(p) < payloadHeaderSize {
 		return "payload shorter than its fixed fields"
 	}
@@ -624,6 +684,12 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	p = p[payloadHeaderSize:]
 	switch r.Type {
 	case RecordPut:
+		if timedVersion(v) {
+			var ok bool
+			if r.Time, p, ok = readTime(p); !ok {
+				return "put shorter than its commit time, or a time out of range"
+			}
+		}
 		if sealed {
 			if len(p) < seal.Overhead {
 				return "sealed put body shorter than its tag"
@@ -633,7 +699,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 		}
 		return decodePut(p, r, s)
 	case RecordKey:
-		return decodeKey(p, r, v >= ChannelBoundVersion)
+		return decodeKey(p, r, boundVersion(v))
 	case RecordTake:
 		return decodeTake(p, r, s)
 	case typeGroupTake:
@@ -651,21 +717,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 			return "trailing bytes after rollback"
 		}
 	case RecordCommit:
-		if len(p) < 1 {
-			return "commit body is empty"
-		}
-		r.CommitType = RecordType(p[0])
-		if r.CommitType != RecordPut && r.CommitType != RecordTake {
-			return "commit of unknown type"
-		}
-		count, rest, ok := readUvarint(p[1:])
-		if !ok {
-			return "bad commit count"
-		}
-		if len(rest) != 0 {
-			return "trailing bytes after commit"
-		}
-		r.Count = count
+		return decodeCommit(p, r, timedVersion(v))
 	case RecordSynced:
 		if r.TxID != 0 || r.WriteOrderID != 0 {
 			return "synced record with a transaction or write-order id"
@@ -691,6 +743,59 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	}
 	return ""
 }
+
+// decodeCommit decodes a commit record's body; timed: a commit of puts
+// ends with its time (versions 7 and 8).
+func decodeCommit(p []byte, r *Record, timed bool) string {
+	if len(p) < 1 {
+		return "commit body is empty"
+	}
+	r.CommitType = RecordType(p[0])
+	if r.CommitType != RecordPut && r.CommitType != RecordTake {
+		return "commit of unknown type"
+	}
+	count, rest, ok := readUvarint(p[1:])
+	if !ok {
+		return "bad commit count"
+	}
+	r.Count = count
+	if timed && r.CommitType == RecordPut {
+		if r.Time, rest, ok = readTime(rest); !ok {
+			return "bad commit time"
+		}
+	}
+	if len(rest) != 0 {
+		return "trailing bytes after commit"
+	}
+	return ""
+}
+
+// readTime reads a commit time (timeSize bytes, at most math.MaxInt64)
+// from the start of b.
+func readTime(b []byte) (int64, []byte, bool) {
+	if len(b) < timeSize {
+		return 0, b, false
+	}
+	t := binary.BigEndian.Uint64(b)
+	if t > math.MaxInt64 {
+		return 0, b, false
+	}
+	return int64(t), b[timeSize:], true
+}
+
+// encryptedVersion reports whether a file of version v seals its puts'
+// bodies: 5, 6 and 8.
+func encryptedVersion(v uint16) bool {
+	return v == EncryptedVersion || v == ChannelBoundVersion || v == TimedBoundVersion
+}
+
+// boundVersion reports whether a file of version v is bound to its
+// channel (its key record names it): 6 and 8.
+func boundVersion(v uint16) bool { return v == ChannelBoundVersion || v == TimedBoundVersion }
+
+// timedVersion reports whether a file of version v records commit times:
+// 7 and 8.
+func timedVersion(v uint16) bool { return v >= TimedVersion }
 
 func decodePut(p []byte, r *Record, s *scratch) string {
 	count, p, ok := readUvarint(p)

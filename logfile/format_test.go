@@ -23,7 +23,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	for i, want := range allRecords() {
 		t.Run(fmt.Sprintf("%d_%v", i, want.Type), func(t *testing.T) {
 			frame := mustAppend(t, nil, &want)
-			if got := want.EncodedSize(); got != len(frame) {
+			if got := testFraming.EncodedSize(&want); got != len(frame) {
 				t.Fatalf("EncodedSize = %d, AppendRecord wrote %d", got, len(frame))
 			}
 			// Decoding must not depend on what follows the frame.
@@ -431,13 +431,14 @@ func crc32c(b []byte) uint32 {
 // this build still writes for repairs of such files: padding, a rewritten
 // header) and testdata/v2/log-0000000001 (version 2, with testFraming's
 // salt) for sampleRecords, testdata/v3/log-0000000001 (version 3, the
-// same salt) for allRecords and testdata/v4/log-0000000001 for
-// allRecordsV4; and the scanner must read those bytes back.
+// same salt) for allRecords, testdata/v4/log-0000000001 for
+// allRecordsV4 and testdata/v7/log-0000000001 for allRecordsV4 withTimes;
+// and the scanner must read those bytes back.
 // Regenerate only for a deliberate format change, and then only the
 // version that changed:
 // go test ./logfile -run TestGolden -update
 func TestGolden(t *testing.T) {
-	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming} {
+	for _, fr := range []Framing{framingV1, testFramingV2, testFramingV3, testFraming, testFramingV7} {
 		t.Run(fmt.Sprintf("v%d", fr.version), func(t *testing.T) {
 			recs := sampleRecords()
 			switch fr.version {
@@ -445,6 +446,8 @@ func TestGolden(t *testing.T) {
 				recs = allRecords()
 			case 4:
 				recs = allRecordsV4()
+			case 7:
+				recs = withTimes(allRecordsV4())
 			}
 			path, _ := writeLogWith(t, t.TempDir(), 1, recs, fr)
 			got, err := os.ReadFile(path)
@@ -509,4 +512,61 @@ func TestInternTableIsBounded(t *testing.T) {
 	if len(s.strs) != maxInterned {
 		t.Fatalf("intern table holds %d strings, limit %d", len(s.strs), maxInterned)
 	}
+}
+
+// TestTimedLayouts: in versions 7 and 8 a put's payload starts with its
+// commit time (0: its transaction spilled) and a commit of puts ends with
+// one; a commit of takes has none, and older versions have neither. Each
+// layout decodes only in its own versions.
+func TestTimedLayouts(t *testing.T) {
+	put := Record{Type: RecordPut, TxID: 3, WriteOrderID: 9, Time: 0x0102030405060708, Body: []byte("b")}
+	commit := Record{Type: RecordCommit, TxID: 3, WriteOrderID: 10, CommitType: RecordPut, Count: 1, Time: 42}
+	take := Record{Type: RecordCommit, TxID: 4, WriteOrderID: 11, CommitType: RecordTake, Count: 1}
+	fhs := FrameHeaderSize + payloadHeaderSize
+	p7 := mustAppendWith(t, testFramingV7, &put)
+	if got := p7[fhs : fhs+8]; !bytes.Equal(got, []byte{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("version-7 put's first body bytes %x, want its time", got)
+	}
+	c7 := mustAppendWith(t, testFramingV7, &commit)
+	if got := c7[len(c7)-8:]; binary.BigEndian.Uint64(got) != 42 {
+		t.Fatalf("version-7 commit ends with %x, want its time", got)
+	}
+	for _, r := range []Record{put, commit, take} {
+		b7, b4 := mustAppendWith(t, testFramingV7, &r), mustAppendWith(t, testFraming, &r)
+		if got, _, err := testFramingV7.DecodeRecord(b7); err != nil || got.Time != r.Time {
+			t.Fatalf("%v: version 7 decodes time %d, %v; want %d", r.Type, got.Time, err, r.Time)
+		}
+		if got, _, err := testFraming.DecodeRecord(b4); err != nil || got.Time != 0 {
+			t.Fatalf("%v: version 4 decodes time %d, %v; want none", r.Type, got.Time, err)
+		}
+		if r.Type == RecordCommit && r.CommitType == RecordTake {
+			if !bytes.Equal(b7[FrameHeaderSize:], b4[FrameHeaderSize:]) {
+				t.Fatalf("a commit of takes differs between versions 4 and 7")
+			}
+			continue
+		}
+		// A version-7 payload in a version-4 file and the other way
+		// round: damage, not a record.
+		if _, _, err := testFraming.DecodeRecord(resealed(testFraming, b7)); !errors.Is(err, corrupt.ErrCorrupt) {
+			t.Fatalf("%v: version-7 layout in version 4: %v", r.Type, err)
+		}
+		if _, _, err := testFramingV7.DecodeRecord(resealed(testFramingV7, b4)); !errors.Is(err, corrupt.ErrCorrupt) && r.Type != RecordPut {
+			t.Fatalf("%v: version-4 layout in version 7: %v", r.Type, err)
+		}
+	}
+	tooLate := bytes.Clone(c7)
+	binary.BigEndian.PutUint64(tooLate[len(tooLate)-8:], 1<<63)
+	if _, _, err := testFramingV7.DecodeRecord(resealed(testFramingV7, tooLate)); !errors.Is(err, corrupt.ErrCorrupt) {
+		t.Fatalf("a commit time above MaxInt64: %v", err)
+	}
+	if _, err := testFramingV7.AppendRecord(nil, &Record{Type: RecordPut, Time: -1}); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("a negative time encoded: %v", err)
+	}
+}
+
+// resealed is frame with its checksums computed for fr.
+func resealed(fr Framing, frame []byte) []byte {
+	frame = bytes.Clone(frame)
+	fr.seal(frame)
+	return frame
 }

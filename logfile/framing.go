@@ -31,8 +31,8 @@ import (
 // any verb) as its version only.
 type Framing struct {
 	version uint16
-	salt    uint64 // versions 2 to 6: high half masks the header checksum, low half the payload checksum
-	// lost: a salted file (version 2 to 6) whose header is damaged beyond
+	salt    uint64 // versions 2 to 8: high half masks the header checksum, low half the payload checksum
+	// lost: a salted file (version 2 to 8) whose header is damaged beyond
 	// recovering its salt (both copies gone and its first two records
 	// unusable): no frame of it can be verified.
 	lost bool
@@ -64,7 +64,11 @@ func (f Framing) Version() uint16 { return f.version }
 
 // Encrypted reports whether the file's put bodies are sealed
 // (EncryptedVersion).
-func (f Framing) Encrypted() bool { return f.version >= EncryptedVersion }
+func (f Framing) Encrypted() bool { return encryptedVersion(f.version) }
+
+// Timed reports whether the file records commit times (versions 7 and 8):
+// Record.Time of its puts and put commits.
+func (f Framing) Timed() bool { return timedVersion(f.version) }
 
 // KeyID returns the id of the key an encrypted file's put bodies are
 // sealed with, from its key record ("" if unknown).
@@ -88,7 +92,7 @@ func (f Framing) sealFrame(frame []byte, off int64, woid uint64) error {
 			return fmt.Errorf("seal a put in an encrypted log file: no key")
 		}
 		l := int(binary.BigEndian.Uint32(frame[0:4]))
-		body := frame[fhs+payloadHeaderSize : fhs+l-seal.Overhead]
+		body := frame[fhs+f.putBodyOffset() : fhs+l-seal.Overhead]
 		f.keys.Seal(body[:0], body, f.sealFields(frame, off))
 	}
 	f.seal(frame)
@@ -113,7 +117,7 @@ func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
 			continue
 		}
 		l := int(binary.BigEndian.Uint32(frame[0:4]))
-		sealed := frame[fhs+payloadHeaderSize : fhs+l]
+		sealed := frame[fhs+f.putBodyOffset() : fhs+l]
 		plain, err := f.keys.Open(sealed[:0], sealed, f.sealFields(frame, base+int64(off)))
 		if err != nil {
 			return fmt.Errorf("%w: the put at %d: %w", ErrBatchLost, off, err)
@@ -123,13 +127,28 @@ func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
 	return nil
 }
 
-// sealFields are what a put's seal binds: the frame's place, its length and
-// its fixed fields.
+// putBodyOffset is the offset in a put's payload of its body (what an
+// encrypted file seals): after the fixed fields and, in versions 7 and 8,
+// the commit time, which stays in clear (the commit record holds it in
+// clear too).
+func (f Framing) putBodyOffset() int {
+	if f.Timed() {
+		return payloadHeaderSize + timeSize
+	}
+	return payloadHeaderSize
+}
+
+// sealFields are what a put's seal binds: the frame's place, its length,
+// its fixed fields and, in version 8, its commit time.
 func (f Framing) sealFields(frame []byte, off int64) seal.Fields {
 	fhs := f.FrameHeaderSize()
 	p := frame[fhs:]
-	return seal.Fields{Offset: uint32(off), PayloadLen: binary.BigEndian.Uint32(frame[0:4]), Type: p[0],
+	sf := seal.Fields{Offset: uint32(off), PayloadLen: binary.BigEndian.Uint32(frame[0:4]), Type: p[0],
 		TxID: binary.BigEndian.Uint64(p[1:9]), WriteOrderID: binary.BigEndian.Uint64(p[9:17])}
+	if f.Timed() {
+		sf.Timed, sf.Time = true, int64(binary.BigEndian.Uint64(p[payloadHeaderSize:]))
+	}
+	return sf
 }
 
 // openPut opens rec, a sealed put decoded from frame (at file offset off):
@@ -145,7 +164,7 @@ func (f Framing) openPut(rec *Record, frame []byte, off int64) error {
 }
 
 // HeaderSize returns the size of the file header, the offset of the first
-// record: 16 in version 1, 36 (HeaderSize) in versions 2 to 6.
+// record: 16 in version 1, 36 (HeaderSize) in versions 2 to 8.
 func (f Framing) HeaderSize() int64 {
 	if f.version == 1 {
 		return headerSizeV1
@@ -154,7 +173,7 @@ func (f Framing) HeaderSize() int64 {
 }
 
 // FrameHeaderSize returns the size of a frame before its payload: 8 in
-// version 1, 12 (FrameHeaderSize) in versions 2 to 6.
+// version 1, 12 (FrameHeaderSize) in versions 2 to 8.
 func (f Framing) FrameHeaderSize() int {
 	if f.version == 1 {
 		return frameHeaderSizeV1
@@ -164,7 +183,7 @@ func (f Framing) FrameHeaderSize() int {
 
 // MinPaddingSize returns the size of the smallest padding frame (and of the
 // smallest frame of any type): 25 in version 1, 29 (MinPaddingSize) in
-// versions 2 to 6. A damaged region shorter than it cannot be padded.
+// versions 2 to 8. A damaged region shorter than it cannot be padded.
 func (f Framing) MinPaddingSize() int { return f.FrameHeaderSize() + payloadHeaderSize }
 
 // MaxFrameSize returns the size of the longest frame: the frame header and
@@ -195,11 +214,11 @@ func (f Framing) Format(s fmt.State, _ rune) {
 // (type 6). With a dst of enough capacity it does not allocate (unless a
 // put has more than 16 headers).
 func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
-	if r.Type == RecordKey && (r.ChannelID != [seal.ChannelIDSize]byte{}) != (f.version >= ChannelBoundVersion) {
-		return dst, fmt.Errorf("%w: a key record names a channel in version 6 and only there (version %d)", ErrInvalidRecord, f.version)
+	if r.Type == RecordKey && (r.ChannelID != [seal.ChannelIDSize]byte{}) != boundVersion(f.version) {
+		return dst, fmt.Errorf("%w: a key record names a channel in versions 6 and 8 and only there (version %d)", ErrInvalidRecord, f.version)
 	}
 	start := len(dst)
-	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize())
+	dst, err := appendUnsealed(dst, r, f.FrameHeaderSize(), f.Timed())
 	if err != nil {
 		return dst, err
 	}
@@ -209,7 +228,7 @@ func (f Framing) AppendRecord(dst []byte, r *Record) ([]byte, error) {
 
 // EncodedSize returns the size of the whole frame r takes in this
 // framing's file: FrameHeaderSize() + payload.
-func (f Framing) EncodedSize(r *Record) int { return f.FrameHeaderSize() + r.payloadSize() }
+func (f Framing) EncodedSize(r *Record) int { return f.FrameHeaderSize() + r.payloadSize(f.Timed()) }
 
 // AppendPadding appends a padding frame (type RecordPadding) of exactly size
 // bytes to dst: MinPaddingSize() <= size <= MaxFrameSize(), else
@@ -261,7 +280,7 @@ func (f Framing) DecodeRecord(b []byte) (Record, int, error) {
 }
 
 // masks returns the values XORed into the stored header and payload
-// checksums: the salt's halves (versions 2 to 6), zero for version 1.
+// checksums: the salt's halves (versions 2 to 8), zero for version 1.
 func (f Framing) masks() (header, payload uint32) {
 	return uint32(f.salt >> 32), uint32(f.salt)
 }
@@ -296,7 +315,7 @@ func crcV1(length, payload []byte) uint32 {
 	return crc32.Update(crc32.Checksum(length, castagnoli), castagnoli, payload)
 }
 
-// headerCRC is the unmasked frame-header checksum (versions 2 to 6) of
+// headerCRC is the unmasked frame-header checksum (versions 2 to 8) of
 // the frame at the start of b (len(b) >= MinPaddingSize): CRC32C of the length field
 // (bytes 0..3), then the payload checksum and the payload's fixed fields
 // (bytes 8..28).

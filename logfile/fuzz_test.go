@@ -2,6 +2,7 @@ package logfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -22,20 +23,21 @@ import (
 // scanner's file starts with differs), and the encrypted versions 5 and 6
 // with that salt, whose puts decode sealed and whose key records differ
 // (the seeds named v5_... and v6_...).
-var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming, testFramingV5, testFramingV6}
+var fuzzFramings = []Framing{framingV1, testFramingV2, testFraming, testFramingV5, testFramingV6, testFramingV7, testFramingV8}
 
 // testFramingV5 and testFramingV6 are testFraming in encrypted files of
 // versions 5 and 6, without keys: their puts decode sealed.
 var (
 	testFramingV5 = Framing{version: EncryptedVersion, salt: testFraming.salt}
 	testFramingV6 = Framing{version: ChannelBoundVersion, salt: testFraming.salt}
+	testFramingV8 = Framing{version: TimedBoundVersion, salt: testFraming.salt}
 )
 
 // frameSize is the size of the frame rec was decoded from in a file of
 // framing fr: a sealed put's is its sealed body's.
 func frameSize(fr Framing, rec *Record) int {
 	if rec.Sealed != nil {
-		return fr.FrameHeaderSize() + payloadHeaderSize + len(rec.Sealed)
+		return fr.FrameHeaderSize() + fr.putBodyOffset() + len(rec.Sealed)
 	}
 	return fr.EncodedSize(rec)
 }
@@ -79,7 +81,8 @@ func checkDecode(t *testing.T, fr Framing, b []byte) {
 		// A sealed put re-encodes only once opened: its sealed body is
 		// the rest of the payload, as it is.
 		if !fr.Encrypted() || r.Type != RecordPut || frameSize(fr, &r) != n ||
-			!bytes.Equal(r.Sealed, b[fr.FrameHeaderSize()+payloadHeaderSize:n]) {
+			!bytes.Equal(r.Sealed, b[fr.FrameHeaderSize()+fr.putBodyOffset():n]) ||
+			(fr.Timed() && uint64(r.Time) != binary.BigEndian.Uint64(b[fr.FrameHeaderSize()+payloadHeaderSize:])) {
 			t.Fatalf("%v: sealed %v record of %d bytes in a frame of %d", fr, r.Type, len(r.Sealed), n)
 		}
 		return
@@ -241,7 +244,19 @@ func seedsOf(t testing.TB, seeds func(testing.TB, Framing) map[string][]byte) ma
 	for name, b := range withPrefix("v2_", seeds(t, testFraming)) {
 		out[name] = b
 	}
+	for name, b := range withPrefix("v7_", seeds(t, testFramingV7)) {
+		out[name] = b
+	}
 	return out
+}
+
+// recordsFor returns recs as a file of framing fr holds them: withTimes
+// in versions 7 and 8.
+func recordsFor(fr Framing, recs []Record) []Record {
+	if fr.Timed() {
+		return withTimes(recs)
+	}
+	return recs
 }
 
 // encryptedRecords returns the frames of an encrypted file of version v
@@ -252,11 +267,14 @@ func encryptedRecords(t testing.TB, v uint16) ([]byte, []int) {
 	fr := encryptedTestFraming(t, goldenKeys, v, 1, testChannel)
 	key := keyRecord(fr)
 	recs := append([]Record{key}, sampleRecords()...)
+	if fr.Timed() {
+		recs = withTimes(recs)
+	}
 	var all []byte
 	var offs []int
 	for i := range recs {
 		offs = append(offs, len(all))
-		frame, err := AppendUnsealedEncrypted(nil, &recs[i])
+		frame, err := appendUnsealedEncrypted(nil, &recs[i], fr.Timed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +293,7 @@ func encryptedRecords(t testing.TB, v uint16) ([]byte, []int) {
 func encryptedSeeds(t testing.TB, scanner bool) map[string][]byte {
 	out := map[string][]byte{}
 	flip := func(b []byte, i int) []byte { b = bytes.Clone(b); b[i] ^= 0x40; return b }
-	for _, v := range []uint16{EncryptedVersion, ChannelBoundVersion} {
+	for _, v := range []uint16{EncryptedVersion, ChannelBoundVersion, TimedBoundVersion} {
 		all, offs := encryptedRecords(t, v)
 		p := fmt.Sprintf("v%d_", v)
 		if scanner {
@@ -304,7 +322,7 @@ func scannerSeeds(t testing.TB) map[string][]byte {
 func scannerSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	var all []byte
 	var offs []int
-	for _, r := range sampleRecords() {
+	for _, r := range recordsFor(fr, sampleRecords()) {
 		offs = append(offs, len(all))
 		var err error
 		if all, err = fr.AppendRecord(all, &r); err != nil {
@@ -362,10 +380,10 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 		return b
 	}
 	seeds := map[string][]byte{}
-	for i, r := range sampleRecords() {
+	for i, r := range recordsFor(fr, sampleRecords()) {
 		seeds[fmt.Sprintf("valid_%02d_%v", i, r.Type)] = appendRec(&r)
 	}
-	for i, r := range groupRecords() {
+	for i, r := range recordsFor(fr, groupRecords()) {
 		seeds[fmt.Sprintf("valid_groups_%02d_%v", i, r.Type)] = appendRec(&r)
 	}
 	put := appendRec(&Record{Type: RecordPut, Headers: map[string]string{"k": "v"}, Body: []byte("body")})
@@ -397,7 +415,7 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 
 func headerSeeds() map[string][]byte {
 	out := headerSeedsOf(framingV1)
-	for _, fr := range []Framing{testFramingV2, testFramingV3, testFraming, testFramingV5, testFramingV6} {
+	for _, fr := range []Framing{testFramingV2, testFramingV3, testFraming, testFramingV5, testFramingV6, testFramingV7, testFramingV8} {
 		prefix := fmt.Sprintf("v%d_", fr.version)
 		for name, b := range withPrefix(prefix, headerSeedsOf(fr)) {
 			out[name] = b

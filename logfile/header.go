@@ -38,7 +38,7 @@ func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
 }
 
 // saltCopyCRC is the checksum of the second copy of the salt (bytes 24..31
-// of a version 2 to 6 header): CRC32C of the file id, uint32 BE, then the copy.
+// of a version 2 to 8 header): CRC32C of the file id, uint32 BE, then the copy.
 func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], fileID)
@@ -50,7 +50,7 @@ func saltCopyCRC(fileID uint32, salt []byte) uint32 {
 // MaxFormatVersion is a *corrupt.FormatError (File "", Offset 4), whatever
 // follows. Other errors are *corrupt.Error with File "" and Offset 0
 // (callers fill in the file): short header, bad magic, version 0, checksum
-// mismatch, non-zero reserved bytes, and in versions 2 to 6 salt copies
+// mismatch, non-zero reserved bytes, and in versions 2 to 8 salt copies
 // that disagree or fail their checksum.
 func DecodeFileHeader(b []byte) (fileID uint32, err error) {
 	id, _, err := decodeFileHeader(b)
@@ -80,7 +80,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	}
 	crcAt := size - 4 // version 1: bytes 12..15 over 0..11
 	if v != 1 {
-		crcAt = 20 // versions 2 to 6: bytes 20..23 over 0..19
+		crcAt = 20 // versions 2 to 8: bytes 20..23 over 0..19
 	}
 	if got, want := crc32.Checksum(b[:crcAt], castagnoli), binary.BigEndian.Uint32(b[crcAt:]); got != want {
 		return 0, Framing{}, corrupt.New("", 0, "file header checksum mismatch: stored %#08x, computed %#08x", want, got)
@@ -118,7 +118,7 @@ func declaredHeaderSize(b []byte) int {
 // the file's salt. It tries, in order:
 //
 //  1. the first copy of the salt, if the checksum over bytes 0..19
-//     matches and the version field says 2 to 6;
+//     matches and the version field says 2 to 8;
 //  2. the second copy, if its own checksum (over the id in the file name
 //     and the copy) matches;
 //  3. version 1, if a valid version-1 frame follows the 16 header bytes;
@@ -131,10 +131,12 @@ func declaredHeaderSize(b []byte) int {
 //     verifies.
 //
 // A salt found in steps 2, 4 or 6 comes with the version the version field
-// says if it is 2 to 6, else FormatVersion (saltedVersion): the frames of
+// says if it is 2 to 8, else FormatVersion (saltedVersion): the frames of
 // both are the same, and a rewritten header keeps a version-2 file at 2.
-// In step 4, a first record that is a key record makes it version 5 or 6
-// (the one whose key record it is): only an encrypted file has one.
+// In step 4, a first record that is a key record makes it version 5, 6 or
+// 8 (the one whose key record it is): only an encrypted file has one. When
+// the version field is lost, settleTimed then tells a file with commit
+// times (7, 8) from one without (4, 6) by its first commit of puts.
 //
 // Only I/O errors are returned.
 func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
@@ -144,7 +146,7 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
 	}
 	if len(hdr) >= HeaderSize && saltCopyCRC(id, hdr[24:32]) == binary.BigEndian.Uint32(hdr[32:36]) {
-		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])}, nil
+		return settleTimed(r, hdr, Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])})
 	}
 	if b, err := readFrame(r, headerSizeV1, framingV1); err != nil {
 		return Framing{}, err
@@ -153,6 +155,9 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 	}
 	f, err := deriveSalt(r, v)
 	if err != nil || f.version != 0 {
+		if err == nil {
+			return settleTimed(r, hdr, f)
+		}
 		return f, err
 	}
 	if len(hdr) >= versionEnd && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 1 {
@@ -161,8 +166,51 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 	return Framing{version: v, lost: true}, nil
 }
 
+// maxTimedProbe bounds the frames settleTimed reads.
+const maxTimedProbe = 64
+
+// settleTimed chooses, for the framing f found for a file whose header no
+// longer says its version, between the layouts with commit times (7, or 8
+// encrypted) and without (4, or 6): the first commit of puts among the
+// file's first maxTimedProbe frames decodes in one of them only (its time
+// is 8 bytes more). Without one, f stays: the version this build writes.
+// A header that still says its version keeps it.
+func settleTimed(r io.ReaderAt, hdr []byte, f Framing) (Framing, error) {
+	if declaresSalted(hdr) {
+		return f, nil
+	}
+	off := int64(HeaderSize)
+	for range maxTimedProbe {
+		b, err := readFrame(r, off, f)
+		if err != nil || b == nil || f.check(b) != nil {
+			return f, err
+		}
+		p := b[FrameHeaderSize:]
+		if RecordType(p[0]) == RecordCommit && len(p) > payloadHeaderSize && RecordType(p[payloadHeaderSize]) == RecordPut {
+			if decodePayloadOf(p, new(Record), nil, f.version) != "" {
+				f.version = untimedVersion(f.version)
+			}
+			return f, nil
+		}
+		off += int64(len(b))
+	}
+	return f, nil
+}
+
+// untimedVersion is the version without commit times that timed version v
+// adds them to: 4 for 7, 6 for 8.
+func untimedVersion(v uint16) uint16 {
+	switch v {
+	case TimedVersion:
+		return 4
+	case TimedBoundVersion:
+		return ChannelBoundVersion
+	}
+	return v
+}
+
 // declaresSalted reports whether the header bytes hdr declare a version
-// with a salt this build reads: 2 to 6.
+// with a salt this build reads: 2 to 8.
 func declaresSalted(hdr []byte) bool {
 	if len(hdr) < versionEnd {
 		return false
@@ -173,7 +221,7 @@ func declaresSalted(hdr []byte) bool {
 
 // saltedVersion is the version recoverFraming gives a damaged header whose
 // salt it finds (or loses): the one its version field says if that is 2 to
-// 6, else FormatVersion.
+// 8, else FormatVersion.
 func saltedVersion(hdr []byte) uint16 {
 	if declaresSalted(hdr) {
 		return binary.BigEndian.Uint16(hdr[versionOffset:versionEnd])
@@ -193,20 +241,28 @@ func deriveSalt(r io.ReaderAt, v uint16) (Framing, error) {
 	hi := headerCRC(first) ^ binary.BigEndian.Uint32(first[4:8])
 	lo := crc32.Checksum(first[FrameHeaderSize:], castagnoli) ^ binary.BigEndian.Uint32(first[8:12])
 	p := first[FrameHeaderSize:]
-	if v < EncryptedVersion && RecordType(p[0]) == RecordKey {
+	if !encryptedVersion(v) && RecordType(p[0]) == RecordKey {
 		// Only an encrypted file starts with a key record, whose layout
-		// tells version 6 from 5: its puts are sealed, whatever the
+		// tells a bound version (6, or 8 when the version field says 7,
+		// or is lost) from 5: its puts are sealed, whatever the
 		// damaged version field says.
-		v = ChannelBoundVersion
+		if timedVersion(v) {
+			v = TimedBoundVersion
+		} else {
+			v = ChannelBoundVersion
+		}
 		if decodePayloadOf(p, new(Record), nil, v) != "" {
 			v = EncryptedVersion
 		}
 	}
-	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
-	var rec Record
-	if decodePayloadOf(p, &rec, nil, v) != "" {
-		return Framing{}, nil
+	if decodePayloadOf(p, new(Record), nil, v) != "" {
+		// A file without commit times (version 4 or 6) whose version
+		// field is lost, if its first record is a put.
+		if v = untimedVersion(v); decodePayloadOf(p, new(Record), nil, v) != "" {
+			return Framing{}, nil
+		}
 	}
+	f := Framing{version: v, salt: uint64(hi)<<32 | uint64(lo)}
 	second, err := readFrame(r, HeaderSize+int64(len(first)), f)
 	if err != nil || second == nil || f.check(second) != nil {
 		return Framing{}, err

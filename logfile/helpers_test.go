@@ -93,6 +93,29 @@ func allRecordsV4() []Record {
 	return slices.Concat(s[:len(s)-1], deadLetterRecords(), s[len(s)-1:])
 }
 
+// withTimes returns recs as a version 7 or 8 file holds them: each put
+// commit with a time (a fixed base plus its write-order id), each put with
+// its transaction's commit time, 0 for a transaction without a commit (as
+// if it had spilled), and math.MaxInt64 for a put of the last transaction
+// id (the largest time).
+func withTimes(recs []Record) []Record {
+	recs = slices.Clone(recs)
+	const base = 1_700_000_000_000_000_000
+	commits := map[uint64]int64{1<<64 - 1: math.MaxInt64}
+	for i := range recs {
+		if r := &recs[i]; r.Type == RecordCommit && r.CommitType == RecordPut {
+			r.Time = base + int64(r.WriteOrderID)
+			commits[r.TxID] = r.Time
+		}
+	}
+	for i := range recs {
+		if r := &recs[i]; r.Type == RecordPut {
+			r.Time = commits[r.TxID]
+		}
+	}
+	return recs
+}
+
 // allRecords is the fixed set of records the version-3 golden file holds:
 // sampleRecords with groupRecords before the last one (whose write-order id
 // is the largest).
@@ -300,9 +323,13 @@ func tempLogPath(t testing.TB, id uint32) string {
 }
 
 // testFraming is the framing of the files the tests make with testCreate:
-// the current version with a fixed salt, so that frames built without a
-// file (mustAppend, frameOf) are valid in them.
-var testFraming = Framing{version: FormatVersion, salt: 0x5a175a17_0badf00d}
+// version 4 with a fixed salt, so that frames built without a file
+// (mustAppend, frameOf) are valid in them. testFramingV7 is the version
+// this build writes (FormatVersion) with that salt.
+var (
+	testFraming   = Framing{version: 4, salt: 0x5a175a17_0badf00d}
+	testFramingV7 = Framing{version: TimedVersion, salt: testFraming.salt}
+)
 
 // testFramingV2 is testFraming in a version-2 file: the same frames, a
 // header that says 2.

@@ -41,7 +41,7 @@ func encryptedFraming(keys Keys, id uint32, channel ChannelID) (Framing, error) 
 		return Framing{}, fmt.Errorf("%w: no channel id to bind encrypted log %d to (SetOptions.ChannelID)", ErrKey, id)
 	}
 	fr := newFraming()
-	fr.version = ChannelBoundVersion
+	fr.version = TimedBoundVersion
 	fr.keyID = keys.ActiveKeyID()
 	fr.channel = channel
 	if len(fr.keyID) == 0 || len(fr.keyID) > MaxKeyIDLen {
@@ -61,7 +61,7 @@ func encryptedFraming(keys Keys, id uint32, channel ChannelID) (Framing, error) 
 // that knows which channel it reads) is refused first: a file of another
 // channel. Both are ErrKey.
 func (fr *Framing) attach(keys Keys, id uint32, channel ChannelID) error {
-	bound := fr.version >= ChannelBoundVersion
+	bound := boundVersion(fr.version)
 	if bound && channel != (ChannelID{}) && fr.channel != channel {
 		return fmt.Errorf("%w: log %d belongs to channel %s, not to this channel %s: a log file of another channel, copied here (move it out of the data dir), or this channel's id changed (its channel.id files were lost: give it back its id)",
 			ErrKey, id, hex.EncodeToString(fr.channel[:]), hex.EncodeToString(channel[:]))

@@ -46,7 +46,7 @@ var (
 func encryptedTestFraming(t testing.TB, keys Keys, v uint16, id uint32, channel ChannelID) Framing {
 	t.Helper()
 	fr := Framing{version: v, salt: testFraming.salt, keyID: keys.ActiveKeyID()}
-	if v >= ChannelBoundVersion {
+	if boundVersion(v) {
 		fr.channel = channel
 	}
 	if err := fr.attach(keys, id, ChannelID{}); err != nil {
@@ -71,7 +71,7 @@ func writeEncryptedLog(t testing.TB, dir string, id uint32, recs []Record, fr Fr
 		t.Fatal(err)
 	}
 	write := func(r *Record) int64 {
-		frame, err := AppendUnsealedEncrypted(nil, r)
+		frame, err := appendUnsealedEncrypted(nil, r, fr.Timed())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,10 +105,13 @@ func writeEncryptedLog(t testing.TB, dir string, id uint32, recs []Record, fr Fr
 // Regenerate only for a deliberate format change:
 // go test ./logfile -run TestGoldenEncrypted -update
 func TestGoldenEncrypted(t *testing.T) {
-	for _, v := range []uint16{EncryptedVersion, ChannelBoundVersion} {
+	for _, v := range []uint16{EncryptedVersion, ChannelBoundVersion, TimedBoundVersion} {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			fr := encryptedTestFraming(t, goldenKeys, v, 1, testChannel)
 			recs := allRecordsV4()
+			if fr.Timed() {
+				recs = withTimes(recs)
+			}
 			path, offs := writeEncryptedLog(t, t.TempDir(), 1, recs, fr)
 			got, err := os.ReadFile(path)
 			if err != nil {
@@ -306,7 +309,7 @@ func TestEncryptedSetBindsItsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if fr := r.Framing(); fr.Version() != ChannelBoundVersion || fr.ChannelID() != testChannel || fr.KeyID() != "golden" {
+	if fr := r.Framing(); fr.Version() != TimedBoundVersion || fr.ChannelID() != testChannel || fr.KeyID() != "golden" {
 		t.Fatalf("a new file of %v, channel %x, key %q", fr, fr.ChannelID(), fr.KeyID())
 	}
 }

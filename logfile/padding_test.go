@@ -497,19 +497,19 @@ func TestAppendUnsealedNeedsSealing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := testFraming.DecodeRecord(frame); err == nil {
+	if _, _, err := testFramingV7.DecodeRecord(frame); err == nil {
 		t.Fatal("an unsealed frame decoded")
 	}
-	testFraming.setWriteOrderID(frame, 42)
+	testFramingV7.setWriteOrderID(frame, 42)
 	r.WriteOrderID = 42
-	want, err := testFraming.AppendRecord(nil, &r)
+	want, err := testFramingV7.AppendRecord(nil, &r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(frame, want) {
 		t.Fatalf("sealed frame %x, want %x", frame, want)
 	}
-	got, _, err := testFraming.DecodeRecord(frame)
+	got, _, err := testFramingV7.DecodeRecord(frame)
 	if err != nil || got.WriteOrderID != 42 || string(got.Body) != "body" {
 		t.Fatalf("sealed frame decodes to %+v, %v", got, err)
 	}

@@ -41,6 +41,10 @@ func TestDamagedHeaderKeepsTheSalt(t *testing.T) {
 		{"second_copy_damaged", testFraming, 4, flip(27), false},
 		{"both_copies_damaged", testFraming, 4, flip(13, 27), false},
 		{"zeroed", testFraming, 4, func(b []byte) { clear(b[:HeaderSize]) }, false},
+		// Without its version field, a file's first commit of puts
+		// tells a version with commit times from one without.
+		{"v7_zeroed", testFramingV7, 4, func(b []byte) { clear(b[:HeaderSize]) }, false},
+		{"v7_version_0", testFramingV7, 4, func(b []byte) { b[versionOffset+1] = 0 }, false},
 		{"zeroed_first_record_damaged", testFraming, 4, func(b []byte) {
 			clear(b[:HeaderSize])
 			b[HeaderSize+FrameHeaderSize+20] ^= 1

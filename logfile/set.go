@@ -52,6 +52,13 @@ type Set struct {
 	depMu     sync.Mutex
 	completes map[uint32]map[uint32]struct{}
 
+	// spillMu guards spilled, the commits of spilled put transactions by
+	// the file holding their puts and tx id (setspill.go), and index, each
+	// file's FileIndex (setindex.go). A leaf lock.
+	spillMu sync.Mutex
+	spilled map[uint32]map[uint64]SpilledCommit
+	index   map[uint32]FileIndex
+
 	nextWOID   atomic.Uint64 // the next write-order id to hand out
 	nextFileID atomic.Uint32 // the next log file id to create
 
@@ -160,6 +167,8 @@ func OpenSet(opts SetOptions) (*Set, error) {
 	}
 	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{},
 		completes: map[uint32]map[uint32]struct{}{},
+		spilled:   map[uint32]map[uint64]SpilledCommit{},
+		index:     map[uint32]FileIndex{},
 		readers:   newReaderCache(opts.FS, opts.Logger, opts.MaxOpenReaders, opts.Keys, opts.ChannelID)}
 	for _, d := range opts.Dirs {
 		s.dirs = append(s.dirs, &dir{path: d})

@@ -43,6 +43,11 @@ type FileState struct {
 	// Completes lists, ascending, the files whose events its records
 	// complete (see Complete).
 	Completes []uint32
+	// Spilled is the commits of the spilled put transactions whose puts
+	// the file holds, by transaction id (see NoteSpilledCommit).
+	Spilled map[uint64]SpilledCommit
+	// Index is what the file's events span (see FileIndex).
+	Index FileIndex
 }
 
 // Snapshot is the log set's part of a checkpoint: the write-order id W it
@@ -95,7 +100,8 @@ func (s *Set) Snapshot() *Snapshot {
 		if !ok {
 			pos = f.size
 		}
-		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id)})
+		spilled, index := s.spillState(id)
+		sn.Files = append(sn.Files, FileState{ID: id, Position: pos, Completes: s.Completes(id), Spilled: spilled, Index: index})
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(sn.Files, func(a, b FileState) int { return compareIDs(a.ID, b.ID) })
@@ -239,6 +245,7 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 		s.depMu.Lock()
 		delete(s.completes, id)
 		s.depMu.Unlock()
+		s.forgetSpilled(id)
 		deleted++
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)

@@ -3,6 +3,7 @@ package logfile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"sync"
@@ -57,6 +58,11 @@ type Recovered struct {
 	Ends map[uint32]int64
 	// Completes is the commit dependencies between files (see Complete).
 	Completes map[uint32][]uint32
+	// Spilled is the commits of spilled put transactions, by the file
+	// holding their puts and tx id (see NoteSpilledCommit).
+	Spilled map[uint32]map[uint64]SpilledCommit
+	// Index is each file's FileIndex (a file missing: known and empty).
+	Index map[uint32]FileIndex
 }
 
 // Start turns the catalog into the live log: it records the valid lengths
@@ -72,6 +78,18 @@ func (s *Set) Start(rec Recovered) error {
 		// scan from there starts at the file's own header end).
 		f.size = max(rec.Ends[id], headerSizeV1)
 	}
+	s.spillMu.Lock()
+	for file, m := range rec.Spilled {
+		if s.files[file] != nil { // of a file that exists
+			s.spilled[file] = maps.Clone(m)
+		}
+	}
+	for file, x := range rec.Index {
+		if s.files[file] != nil && x != (FileIndex{Known: true}) { // known and empty: as absent
+			s.index[file] = x
+		}
+	}
+	s.spillMu.Unlock()
 	for file, of := range rec.Completes {
 		for _, g := range of {
 			s.Complete(file, g)

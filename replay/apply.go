@@ -18,7 +18,10 @@ type applier struct {
 	txTakes map[uint64][]takePart           // take records seen, per tx and group
 	txSkips map[uint64][]uint32             // skip records seen: the groups a put tx does not reach
 	txMoves map[uint64][]takePart           // move records seen, per tx and the group moved to
-	puts    *eventqueue.Inflight            // spilled puts in flight at the checkpoint
+	// txSpilled: put transactions with a put that holds no commit time
+	// in a file that records times (version 7 on): they spilled.
+	txSpilled map[uint64]bool
+	puts      *eventqueue.Inflight // spilled puts in flight at the checkpoint
 
 	// groups is the consumer groups as of the record being applied, by id
 	// (catalog records change it); nextGroupID the catalog's next id.
@@ -79,6 +82,9 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 	file := src.id
 	switch r.Type {
 	case logfile.RecordPut:
+		if r.Time == 0 && src.timed() {
+			a.txSpilled[r.TxID] = true
+		}
 		ps, ok := a.txPuts[r.TxID]
 		if !ok {
 			ps = a.spareSlice()
@@ -105,6 +111,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.forget(a.txPuts, r.TxID)
 		a.forgetTakes(r.TxID)
 		delete(a.txSkips, r.TxID)
+		delete(a.txSpilled, r.TxID)
 	case logfile.RecordCommit:
 		a.res.Commits++
 		switch r.CommitType {
@@ -149,6 +156,10 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 			}
 		}
 	}
+	if len(spilled) > 0 || a.txSpilled[r.TxID] {
+		a.noteSpilled(r, spilled, a.txPuts[r.TxID])
+	}
+	a.noteEvents(r, spilled, a.txPuts[r.TxID])
 	start := len(a.committed)
 	a.committed = append(a.committed, spilled...)
 	a.committed = append(a.committed, a.txPuts[r.TxID]...)
@@ -173,6 +184,47 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		}
 	}
 	a.forgetTakes(r.TxID)
+}
+
+// noteSpilled records put commit r of a transaction that spilled, for the
+// files holding its puts (Result.Spilled): the ids and times of those
+// events come from it.
+func (a *applier) noteSpilled(r *logfile.Record, puts ...[]eventqueue.Pointer) {
+	delete(a.txSpilled, r.TxID)
+	c := logfile.SpilledCommit{WriteOrderID: r.WriteOrderID, Time: r.Time}
+	for _, ps := range puts {
+		for _, p := range ps {
+			addSpilled(a.res.Spilled, p.FileID(), r.TxID, c)
+		}
+	}
+}
+
+// noteEvents extends the index of every file holding an event of put
+// commit r (Result.Index). A file the checkpoint listed without an index
+// stays unknown.
+func (a *applier) noteEvents(r *logfile.Record, puts ...[]eventqueue.Pointer) {
+	last := uint32(0)
+	for _, ps := range puts {
+		for _, p := range ps {
+			if f := p.FileID(); f != last {
+				last = f
+				x, ok := a.res.Index[f]
+				if !ok {
+					x.Known = true
+				}
+				a.res.Index[f] = x.Add(r.WriteOrderID, r.Time)
+			}
+		}
+	}
+}
+
+// addSpilled records in m the spilled commit c of transaction tx whose
+// puts are in file.
+func addSpilled(m map[uint32]map[uint64]logfile.SpilledCommit, file uint32, tx uint64, c logfile.SpilledCommit) {
+	if m[file] == nil {
+		m[file] = map[uint64]logfile.SpilledCommit{}
+	}
+	m[file][tx] = c
 }
 
 // commitTakes applies a take commit: the group's events it lists are gone.

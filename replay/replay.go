@@ -118,6 +118,17 @@ type Result struct {
 	// not be deleted while a file it maps to exists, or a full replay would
 	// resurrect taken events or drop committed ones.
 	Completes map[uint32][]uint32
+	// Spilled is the commits of spilled put transactions, by the file
+	// holding their puts and transaction id (see
+	// logfile.Set.NoteSpilledCommit): the checkpoint's merged with the
+	// commit records replayed. Events of those puts take their ids and
+	// times from them.
+	Spilled map[uint32]map[uint64]logfile.SpilledCommit
+	// Index is what each log file's events span (logfile.FileIndex): the
+	// checkpoint's, extended with the put commits replayed. A file the
+	// checkpoint listed without one (an older release's checkpoint) is
+	// not known; a file missing has no event.
+	Index map[uint32]logfile.FileIndex
 
 	// Empty lists log files left by a crash while they were being created
 	// (shorter than a header, or a header of zeros): they hold no record and
@@ -289,7 +300,7 @@ type run struct {
 
 func newRun(opts Options) (*run, error) {
 	r := &run{opts: opts, logs: opts.Logs, log: opts.Logger, every: opts.ProgressEvery, start: time.Now(),
-		res: &Result{}, positions: map[uint32]int64{}, ckptRefs: map[uint32]int{},
+		res: &Result{Spilled: map[uint32]map[uint64]logfile.SpilledCommit{}, Index: map[uint32]logfile.FileIndex{}}, positions: map[uint32]int64{}, ckptRefs: map[uint32]int{},
 		completes: map[uint32]map[uint32]struct{}{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -309,6 +320,7 @@ func newRun(opts Options) (*run, error) {
 		txTakes:   map[uint64][]takePart{},
 		txSkips:   map[uint64][]uint32{},
 		txMoves:   map[uint64][]takePart{},
+		txSpilled: map[uint64]bool{},
 		puts:      eventqueue.NewInflight(), // spilled puts in flight at W
 		groups:    map[uint32]*groupState{},
 		res:       r.res,
@@ -351,6 +363,10 @@ func (r *run) seedFromCheckpoint() {
 		for _, f := range l.Completes {
 			addCompletes(r.completes, l.FileID, f)
 		}
+		for _, s := range l.Spilled {
+			addSpilled(r.res.Spilled, l.FileID, s.Tx, logfile.SpilledCommit{WriteOrderID: s.WriteOrderID, Time: s.Time})
+		}
+		r.res.Index[l.FileID] = logfile.FileIndex(l.Index)
 	}
 	r.a.puts.Load(st.InflightPuts)
 	for _, e := range st.InflightPuts {

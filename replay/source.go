@@ -28,6 +28,7 @@ type item struct {
 	typ, commitType logfile.RecordType
 	txID, woid      uint64
 	count           uint64
+	time            int64 // a put's or put commit's commit time (format version 7 on)
 	off             int64
 	size            int64 // encoded size
 	ptrs            [2]int32
@@ -45,6 +46,10 @@ type batch struct {
 }
 
 // source is one log file being merged.
+// timed reports whether the file records commit times (format version 7
+// on).
+func (s *source) timed() bool { return s.sc != nil && s.sc.Framing().Timed() }
+
 type source struct {
 	file  logfile.File
 	from  int64  // where the scan starts: the checkpoint's position
@@ -158,7 +163,7 @@ func (s *source) read() {
 	for s.sc.Next() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
-			off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
+			time: r.Time, off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
 		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip || r.Type == logfile.RecordDeliver {
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID,
 				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts)}
@@ -215,7 +220,7 @@ func (s *source) advance() bool {
 	}
 	it := &s.cur.items[s.next]
 	s.next++
-	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count,
+	s.rec = logfile.Record{Type: it.typ, CommitType: it.commitType, TxID: it.txID, WriteOrderID: it.woid, Count: it.count, Time: it.time,
 		Group: it.group}
 	if x := it.extra; x != nil {
 		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip, s.rec.Counts = x.NextGroupID, x.Catalog, x.Skip, x.Counts

@@ -41,6 +41,7 @@
 //	ad    = "FCRE" || file id (uint32 BE) || frame offset (uint32 BE) ||
 //	        payload length (uint32 BE) || record type (1 byte) ||
 //	        transaction id (uint64 BE) || write-order id (uint64 BE)          33 bytes
+//	        [|| commit time (uint64 BE), a put of log format version 8]     41 bytes
 //	out   = ciphertext (as long as the body) || 16-byte tag
 //
 // A nonce never repeats under one key: the key is the file's own, and in
@@ -49,6 +50,7 @@
 // repair's padding is not encrypted). The write-order id, unique over the
 // channel's life, is in the nonce as well, so a repeat would need both to
 // repeat. The additional data binds the record to its file, offset, length,
-// type and ids: a record copied to another offset or file, or whose fixed
-// fields are changed, fails to open.
+// type and ids (and, in version 8, its commit time): a record copied to
+// another offset or file, or whose fixed fields or time are changed, fails
+// to open.
 package seal

@@ -110,6 +110,10 @@ type Fields struct {
 	Type         uint8
 	TxID         uint64
 	WriteOrderID uint64
+	// Timed: the record holds a commit time (a put of log format
+	// version 8), Time, which the additional data then binds too.
+	Timed bool
+	Time  int64
 }
 
 // Seal appends body, sealed for the record described by f, to dst and
@@ -119,7 +123,7 @@ type Fields struct {
 func (k *FileKeys) Seal(dst, body []byte, f Fields) []byte {
 	s := k.nonceAD(f)
 	defer scratchPool.Put(s)
-	return k.aead.Seal(dst, s.nonce[:], body, s.ad[:])
+	return k.aead.Seal(dst, s.nonce[:], body, s.ad[:s.n])
 }
 
 // Open appends the body sealed in sealed (ciphertext and tag) for the
@@ -128,7 +132,7 @@ func (k *FileKeys) Seal(dst, body []byte, f Fields) []byte {
 func (k *FileKeys) Open(dst, sealed []byte, f Fields) ([]byte, error) {
 	s := k.nonceAD(f)
 	defer scratchPool.Put(s)
-	out, err := k.aead.Open(dst, s.nonce[:], sealed, s.ad[:])
+	out, err := k.aead.Open(dst, s.nonce[:], sealed, s.ad[:s.n])
 	if err != nil {
 		return nil, ErrOpen
 	}
@@ -139,7 +143,8 @@ func (k *FileKeys) Open(dst, sealed []byte, f Fields) ([]byte, error) {
 // AEAD through an interface, they would escape to the heap at every call.
 type scratch struct {
 	nonce [12]byte
-	ad    [adSize]byte
+	ad    [adSize + 8]byte
+	n     int // the length of ad: adSize, or adSize+8 with a time
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -157,5 +162,10 @@ func (k *FileKeys) nonceAD(f Fields) *scratch {
 	s.ad[16] = f.Type
 	binary.BigEndian.PutUint64(s.ad[17:25], f.TxID)
 	binary.BigEndian.PutUint64(s.ad[25:33], f.WriteOrderID)
+	s.n = adSize
+	if f.Timed {
+		binary.BigEndian.PutUint64(s.ad[33:41], uint64(f.Time))
+		s.n += 8
+	}
 	return s
 }

@@ -134,7 +134,7 @@ func LogSalt(b []byte) (salt uint64, v2 bool) {
 	if len(b) < 20 || string(b[:4]) != "FCLG" {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 6 {
+	if v := binary.BigEndian.Uint16(b[4:]); v < 2 || v > 8 {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(b[12:]), true
@@ -208,11 +208,11 @@ func RequireUnchanged(t testing.TB, before map[string][]byte, dirs ...string) {
 	}
 }
 
-// DowngradeLogToV1 rewrites the version-2, 3 or 4 log file at path as the
+// DowngradeLogToV1 rewrites the version-2, 3, 4 or 7 log file at path as the
 // version-1 file an older release would have written with the same records:
 // a 16-byte header (magic, version 1, reserved, file id, CRC32C of bytes 0..11) and
 // every frame with an 8-byte frame header (length, CRC32C of the length then
-// the payload). Records move (the header is 20 bytes shorter, every frame 4),
+// the payload; a version-7 record without its commit time). Records move (the header is 20 bytes shorter, every frame 4 or more),
 // so pointers to them (take records, a checkpoint) no longer hold: use it on
 // files of puts and commits, with no checkpoint. It stops at the first
 // frame that does not parse.
@@ -222,9 +222,10 @@ func DowngradeLogToV1(t testing.TB, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, v2 := LogSalt(b); !v2 || len(b) < 36 {
-		t.Fatalf("%s is not a version-2, 3 or 4 log file", path)
+	if _, v2 := LogSalt(b); !v2 || len(b) < 36 || b[5] == 5 || b[5] == 6 || b[5] == 8 {
+		t.Fatalf("%s is not a version-2, 3, 4 or 7 log file", path)
 	}
+	timed := b[5] == 7
 	out := append([]byte("FCLG"), 0, 1, 0, 0)
 	out = append(out, b[8:12]...)
 	out = binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
@@ -233,12 +234,28 @@ func DowngradeLogToV1(t testing.TB, path string) {
 		if n == 0 || off+12+n > len(b) {
 			break
 		}
-		out = append(out, LogFrameV1(b[off+12:off+12+n])...)
+		p := b[off+12 : off+12+n]
+		if timed {
+			p = withoutTime(p)
+		}
+		out = append(out, LogFrameV1(p)...)
 		off += 12 + n
 	}
 	if err := os.WriteFile(path, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withoutTime returns the payload p of a version-7 record without its
+// commit time: a put's 8 bytes after the fixed 17, a put commit's last 8.
+func withoutTime(p []byte) []byte {
+	switch {
+	case p[0] == 1 && len(p) >= 25: // put
+		return append(append([]byte(nil), p[:17]...), p[25:]...)
+	case p[0] == 4 && len(p) > 17 && p[17] == 1 && len(p) >= 27: // commit of puts
+		return p[:len(p)-8]
+	}
+	return p
 }
 
 // FlipPayloadByte flips byte i of the payload of the frame at off in the

@@ -29,10 +29,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		name  string
 		patch func(t *testing.T, f *fixture) (file, what string)
 	}{
-		{"log_file_version_7", func(t *testing.T, f *fixture) (string, string) {
+		{"log_file_version_9", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.LogName(1))
-			testutil.SetLogVersion(t, p, 7)
-			return p, "format version 7"
+			testutil.SetLogVersion(t, p, logfile.MaxFormatVersion+1)
+			return p, "format version 9"
 		}},
 		{"log_record_of_type_13", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)
@@ -44,10 +44,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 			testutil.SetCheckpointVersion(t, p, 2)
 			return p, "format version 2"
 		}},
-		{"checkpoint_meta_version_2", func(t *testing.T, f *fixture) (string, string) {
+		{"checkpoint_meta_version_3", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.ckpt, checkpoint.MetaName)
-			testutil.SetFileVersion(t, p, 2)
-			return p, "format version 2"
+			testutil.SetFileVersion(t, p, checkpoint.MetaVersion+1)
+			return p, "format version 3"
 		}},
 		{"data_dir_channel_id_version_2", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.OwnerName)

@@ -82,7 +82,7 @@ func TestDumpDamaged(t *testing.T) {
 	r := fcreplay(t, f.args("dump", "--max-body", "0")...)
 	r.wantCode(t, exitFailed)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 25 || !strings.HasPrefix(lines[7], "7 1:1289 DAMAGED: corrupt ") {
+	if len(lines) != 25 || !strings.HasPrefix(lines[7], "7 1:1401 DAMAGED: corrupt ") {
 		t.Fatalf("want event 12 (index 7) damaged:\n%s", r.stdout)
 	}
 	if !strings.HasSuffix(lines[24], fmt.Sprintf("%q", body(29))) {
@@ -94,7 +94,7 @@ func TestDumpDamaged(t *testing.T) {
 	r = fcreplay(t, f.args("dump", "--json", "--skip", "7", "--limit", "1")...)
 	r.wantCode(t, exitFailed)
 	got := decodeEvents(t, r.stdout)
-	if len(got) != 1 || got[0].Error == "" || got[0].Body != nil || got[0].Pointer != "1:1289" {
+	if len(got) != 1 || got[0].Error == "" || got[0].Body != nil || got[0].Pointer != "1:1401" {
 		t.Errorf("damaged JSON line: %s", r.stdout)
 	}
 }

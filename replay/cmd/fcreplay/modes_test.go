@@ -17,7 +17,7 @@ func TestRepairAndReplayKeepTheModes(t *testing.T) {
 	defer syscall.Umask(old)
 	f := newFixture(t, damaged)
 	ckpt := filepath.Join(f.ckpt, "checkpoint")
-	corrupt := filepath.Join(f.data, "log-0000000001.1289.corrupt")
+	corrupt := filepath.Join(f.data, "log-0000000001.1401.corrupt")
 	wantMode := func(path string, want fs.FileMode) {
 		t.Helper()
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {

@@ -19,7 +19,7 @@ var wantFormats = map[string][3]int{ // kind: oldest read, newest read, written 
 	"log":        {logfile.MinFormatVersion, logfile.MaxFormatVersion, logfile.FormatVersion},
 	"checkpoint": {checkpoint.MinFormatVersion, int(checkpoint.CheckpointVersion), int(checkpoint.CheckpointVersion)},
 	"meta":       {checkpoint.MinFormatVersion, checkpoint.MetaVersion, checkpoint.MetaVersion},
-	"inflight":   {checkpoint.MinFormatVersion, checkpoint.MetaVersion, checkpoint.MetaVersion},
+	"inflight":   {checkpoint.MinFormatVersion, checkpoint.InflightVersion, checkpoint.InflightVersion},
 	"groups":     {checkpoint.MinFormatVersion, checkpoint.CatalogVersion, checkpoint.CatalogVersion},
 	"deliveries": {checkpoint.MinFormatVersion, checkpoint.JournalVersion, checkpoint.JournalVersion},
 	"channel_id": {owner.FormatVersion, owner.FormatVersion, owner.FormatVersion},
@@ -56,8 +56,8 @@ func TestVersionJSON(t *testing.T) {
 		case f.Oldest != w[0] || f.Newest != w[1] || len(f.Writes) == 0 || f.Writes[0] != w[2] || f.Files == "":
 			t.Errorf("%s: %+v, want reads %d to %d, writes %d", f.Kind, f, w[0], w[1], w[2])
 		}
-		if f.Kind == "log" && (len(f.Writes) != 2 || f.Writes[1] != logfile.ChannelBoundVersion) {
-			t.Errorf("log writes %v, want %d and %d (encrypted)", f.Writes, logfile.FormatVersion, logfile.ChannelBoundVersion)
+		if f.Kind == "log" && (len(f.Writes) != 2 || f.Writes[1] != logfile.TimedBoundVersion) {
+			t.Errorf("log writes %v, want %d and %d (encrypted)", f.Writes, logfile.FormatVersion, logfile.TimedBoundVersion)
 		}
 	}
 	if got.MaxRecordType != uint8(logfile.MaxRecordType) || got.MaxRecordTypeName != logfile.MaxRecordType.String() {
@@ -76,7 +76,7 @@ func TestVersionText(t *testing.T) {
 	}
 	for _, want := range []string{
 		fmt.Sprintf("versions %d to %d; writes %d, or %d when encrypted; record types up to %d (%s)",
-			logfile.MinFormatVersion, logfile.MaxFormatVersion, logfile.FormatVersion, logfile.ChannelBoundVersion,
+			logfile.MinFormatVersion, logfile.MaxFormatVersion, logfile.FormatVersion, logfile.TimedBoundVersion,
 			logfile.MaxRecordType, logfile.MaxRecordType),
 		checkpoint.MetaName, checkpoint.InflightTakesName, checkpoint.CatalogName, checkpoint.JournalName, owner.FileName,
 	} {

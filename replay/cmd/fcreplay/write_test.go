@@ -22,7 +22,7 @@ func TestRepair(t *testing.T) {
 	// The damaged event's transaction has 5 events; its commit record is
 	// intact, so the repair's rebuild loses the damaged one only, as the
 	// channel opened as it is does.
-	wantAction := "pad-damaged-region " + log1 + " at offset 1289: 111 bytes, 1 committed event lost, kept in " + log1 + ".1289.corrupt"
+	wantAction := "pad-damaged-region " + log1 + " at offset 1401: 119 bytes, 1 committed event lost, kept in " + log1 + ".1401.corrupt"
 	wantCost := "the repair would cost 1 committed event (a lower bound); opening the channel unrepaired loses 1\n"
 	if !strings.HasPrefix(r.stdout, "dry run: nothing was changed") || !strings.Contains(r.stdout, wantAction) ||
 		!strings.Contains(r.stdout, wantCost) || !strings.Contains(r.stdout, "verify now: 1 problem") {
@@ -38,8 +38,8 @@ func TestRepair(t *testing.T) {
 		!strings.HasSuffix(r.stdout, "verify after the repair: ok, no problems\n") {
 		t.Errorf("repair output:\n%s", r.stdout)
 	}
-	kept, err := os.ReadFile(log1 + ".1289.corrupt")
-	if err != nil || len(kept) != 111 || !strings.Contains(string(kept), "event-012") {
+	kept, err := os.ReadFile(log1 + ".1401.corrupt")
+	if err != nil || len(kept) != 119 || !strings.Contains(string(kept), "event-012") {
 		t.Errorf(".corrupt file: %d bytes, %v", len(kept), err)
 	}
 
