@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/logfile"
+	"github.com/flumego/filechannel/replay"
 )
 
 // EventID names a committed event in its channel: unique, stable across
@@ -102,6 +103,15 @@ func (c *FileChannel) eventStamp(file uint32, timed bool, rec *logfile.Record) (
 	}
 	id.order = sc.WriteOrderID
 	return id, nanosTime(sc.Time)
+}
+
+// historyID is the id of an event of the history (eventStamp's rule: a
+// put of a transaction that spilled takes its commit's order).
+func historyID(ev replay.HistoryEvent) EventID {
+	if ev.Spilled {
+		return EventID{order: ev.Commit, seq: ev.Put}
+	}
+	return EventID{order: ev.Put, seq: ev.Put}
 }
 
 // nanosTime is the time of ns Unix nanoseconds; 0 is the zero Time.

@@ -8,52 +8,6 @@ import (
 	"github.com/flumego/filechannel/replay"
 )
 
-// Position is where a group's queue starts: a new group's
-// (GroupConfig.StartAt) or a reset one's (ResetGroup). The zero Position
-// is Latest.
-type Position struct {
-	kind positionKind
-}
-
-type positionKind uint8
-
-const (
-	posLatest positionKind = iota
-	posEarliest
-)
-
-// Earliest is the oldest event the logs retain: with Config.Retention,
-// events every group had taken may still be there.
-func Earliest() Position { return Position{kind: posEarliest} }
-
-// Latest is "now": only the events committed from now on.
-func Latest() Position { return Position{} }
-
-// ParsePosition parses a position as String writes it: "earliest" or
-// "latest".
-func ParsePosition(s string) (Position, error) {
-	switch s {
-	case "earliest":
-		return Earliest(), nil
-	case "latest":
-		return Latest(), nil
-	}
-	return Position{}, fmt.Errorf("filechannel: position %q: want earliest or latest", s)
-}
-
-// latest reports whether p is Latest.
-func (p Position) latest() bool { return p.kind == posLatest }
-
-// String names the position, as fcreplay reset takes it.
-func (p Position) String() string {
-	switch p.kind {
-	case posEarliest:
-		return "earliest"
-	default:
-		return "latest"
-	}
-}
-
 // resetPointersPerRecord bounds the pointers of one take or move record a
 // reset writes (8 MiB of pointers, well below a record's limit).
 const resetPointersPerRecord = 1 << 20
@@ -193,8 +147,10 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 // collect reads the history from p on into plan.keep, applying g's full
 // policy to what does not fit in plan.room.
 func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error {
+	files := c.logs.LiveFiles()
+	files = skipTo(files, p.from(files, c.logs.FileIndex), c.logs.FileIndex)
 	scan := func(emit func(replay.HistoryEvent) bool) (int, error) {
-		return replay.History(c.logs, c.logs.LiveFiles(), c.log, emit)
+		return replay.History(c.logs, files, c.log, emit)
 	}
 	return plan.collect(scan, p, g.cfg.WhenFull, g.queue.Capacity(), true)
 }
@@ -210,7 +166,12 @@ func (plan *resetPlan) collect(scan func(func(replay.HistoryEvent) bool) (int, e
 	}
 	room := plan.room
 	head := 0 // DropOldest, once keep is full: where its oldest event is
+	started := false
 	skipped, err := scan(func(ev replay.HistoryEvent) bool {
+		if !started && !p.starts(ev) {
+			return true
+		}
+		started = true
 		if plan.exclude[ev.Pointer] {
 			return true
 		}

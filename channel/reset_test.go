@@ -2,9 +2,14 @@ package channel
 
 import (
 	"errors"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flumego/filechannel/logfile"
 )
 
 // resetConfig is a channel with groups a and b; no checkpoint runs but the
@@ -405,5 +410,131 @@ func TestResetGroupHistoryOfSpilledTransactions(t *testing.T) {
 	wantEvents(t, got, append(want, bodies(5, 5)...))
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// AtTime and AfterEvent start the queue at the event they name, in commit
+// order, with many log files (most of them skipped by their index).
+func TestResetGroupAtTimeAndAfterEvent(t *testing.T) {
+	cfg := resetConfig(t, 2)
+	cfg.MaxFileSize = 4096
+	c := mustOpen(t, cfg)
+	pad := strings.Repeat("x", 900)
+	for i := range 60 {
+		tx, _ := c.Begin()
+		if err := tx.Put(Event{Body: append(body(i), pad...)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := groupOf(t, c, "b")
+	tx, _ := b.Begin()
+	var evs []Event
+	for range 60 {
+		ev, ok, err := tx.Take()
+		if err != nil || !ok {
+			t.Fatalf("take: %v %v", ok, err)
+		}
+		evs = append(evs, ev)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].ID.Compare(evs[i-1].ID) <= 0 || evs[i].Time.Before(evs[i-1].Time) {
+			t.Fatalf("event %d: id %s time %v after id %s time %v", i, evs[i].ID, evs[i].Time, evs[i-1].ID, evs[i-1].Time)
+		}
+	}
+	takeWith(t, groupOf(t, c, "a").Begin, 60, 30)
+	// A reset near the end reads a file or two of each dir, not all.
+	files := c.logs.LiveFiles()
+	near := AtTime(evs[57].Time)
+	if kept := skipTo(files, near.from(files, c.logs.FileIndex), c.logs.FileIndex); len(kept) > 4 || len(files) < 10 {
+		t.Errorf("a reset to %s reads %d of the %d log files", near, len(kept), len(files))
+	}
+	for _, tc := range []struct {
+		p    Position
+		want []string
+	}{
+		{AfterEvent(evs[44].ID), bodies(45, 15)},
+		{AfterEvent(evs[59].ID), nil},
+		{AfterEvent(EventID{}), bodies(0, 60)},
+		{AtTime(evs[52].Time), bodies(52, 8)},
+		{AtTime(evs[59].Time.Add(time.Hour)), nil},
+		{AtTime(time.Time{}), bodies(0, 60)},
+	} {
+		p, err := ParsePosition(tc.p.String())
+		if err != nil || p.String() != tc.p.String() {
+			t.Fatalf("ParsePosition(%q) = %v, %v", tc.p, p, err)
+		}
+		n, err := c.ResetGroup("a", p)
+		if err != nil || n != len(tc.want) {
+			t.Fatalf("ResetGroup(%s) = %d, %v; want %d", tc.p, n, err, len(tc.want))
+		}
+		tx, _ := groupOf(t, c, "a").Begin()
+		var got []string
+		for {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, strings.TrimRight(string(ev.Body), "x"))
+		}
+		tx.Rollback()
+		wantEvents(t, got, tc.want)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// skipTo keeps each dir's files from the first one that may hold an
+// event at or after from; from follows the indexes.
+func TestResetSkipsFilesByTheirIndex(t *testing.T) {
+	files := []logfile.File{{ID: 1, Dir: "a"}, {ID: 2, Dir: "b"}, {ID: 3, Dir: "a"}, {ID: 4, Dir: "b"}, {ID: 5, Dir: "a"}, {ID: 6, Dir: "b"}}
+	idx := map[uint32]logfile.FileIndex{
+		1: {Known: true, FirstCommit: 10, LastCommit: 20, MinTime: 100, MaxTime: 200},
+		2: {Known: true, FirstCommit: 15, LastCommit: 40, MinTime: 150, MaxTime: 400},
+		3: {Known: true, FirstCommit: 30, LastCommit: 50, MinTime: 300, MaxTime: 500},
+		4: {Known: true}, // no event
+		5: {Known: true, FirstCommit: 60, LastCommit: 70, MinTime: 250, MaxTime: 700}, // a clock set back
+		6: {Known: true, FirstCommit: 65, LastCommit: 80, MinTime: 650, MaxTime: 800},
+	}
+	index := func(id uint32) (logfile.FileIndex, bool) { x, ok := idx[id]; return x, ok }
+	ids := func(fs []logfile.File) []uint32 {
+		var out []uint32
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		p    Position
+		from uint64
+		want []uint32
+	}{
+		{Earliest(), 0, []uint32{1, 2, 3, 4, 5, 6}},
+		{AtTime(time.Unix(0, 450)), 30, []uint32{3, 2, 4, 5, 6}},
+		{AtTime(time.Unix(0, 750)), 65, []uint32{5, 6}},
+		{AtTime(time.Unix(0, 900)), math.MaxUint64, nil},
+		{AfterEvent(EventID{order: 45, seq: 45}), 45, []uint32{3, 5, 6}},
+	} {
+		from := tc.p.from(files, index)
+		got := ids(skipTo(files, from, index))
+		slices.Sort(got)
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		if from != tc.from || !slices.Equal(got, want) {
+			t.Errorf("%s: from %d, files %v; want %d, %v", tc.p, from, got, tc.from, want)
+		}
+	}
+	delete(idx, 3) // unknown: everything is scanned
+	if from := AtTime(time.Unix(0, 450)).from(files, index); from != 0 {
+		t.Errorf("from with an unknown index = %d, want 0", from)
 	}
 }

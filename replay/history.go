@@ -22,12 +22,19 @@ type HistoryEvent struct {
 	Pointer eventqueue.Pointer
 	Put     uint64 // the write-order id of its put record
 	Commit  uint64 // the write-order id of its commit record
+	// Spilled: its put was written before its commit (its transaction
+	// spilled; format version 7 on, where the put says so).
+	Spilled bool
+	// Time is its commit's time in Unix nanoseconds; 0 in a file older
+	// than format version 7.
+	Time int64
 }
 
 // histPut is a put record waiting for its transaction's commit.
 type histPut struct {
-	ptr eventqueue.Pointer
-	put uint64
+	ptr     eventqueue.Pointer
+	put     uint64
+	spilled bool
 }
 
 // History reads files (of logs; by id) and calls emit with each committed
@@ -99,6 +106,8 @@ type histDir struct {
 	typ, commitType logfile.RecordType
 	tx, woid        uint64
 	off             int64
+	time            int64
+	timed           bool // the current file records commit times
 }
 
 // next moves to the dir's next record that has a write-order id; false at
@@ -115,14 +124,14 @@ func (d *histDir) next() (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			d.sc, d.file = sc, f.ID
+			d.sc, d.file, d.timed = sc, f.ID, sc.Framing().Timed()
 		}
 		for d.sc.Next() {
 			r := d.sc.Record()
 			if r.Type == logfile.RecordPadding {
 				continue
 			}
-			d.typ, d.commitType, d.tx, d.woid, d.off = r.Type, r.CommitType, r.TxID, r.WriteOrderID, d.sc.Offset()
+			d.typ, d.commitType, d.tx, d.woid, d.off, d.time = r.Type, r.CommitType, r.TxID, r.WriteOrderID, d.sc.Offset(), r.Time
 			return true, nil
 		}
 		if err := d.sc.Err(); err != nil {
@@ -152,14 +161,15 @@ func (d *histDir) close() {
 func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bool) bool {
 	switch {
 	case d.typ == logfile.RecordPut:
-		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid})
+		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid,
+			spilled: d.timed && d.time == 0})
 	case d.typ == logfile.RecordRollback:
 		delete(pending, d.tx)
 	case d.typ == logfile.RecordCommit && d.commitType == logfile.RecordPut:
 		puts := pending[d.tx]
 		delete(pending, d.tx)
 		for _, p := range puts {
-			if !emit(HistoryEvent{Pointer: p.ptr, Put: p.put, Commit: d.woid}) {
+			if !emit(HistoryEvent{Pointer: p.ptr, Put: p.put, Commit: d.woid, Spilled: p.spilled, Time: d.time}) {
 				return false
 			}
 		}

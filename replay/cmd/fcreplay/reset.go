@@ -29,6 +29,12 @@ that position on, in commit order, with delivery counts of zero
   earliest   the oldest event the logs retain (Config.Retention keeps events
              after every group took them)
   latest     no event: only those committed from now on
+  TIME       an RFC 3339 time (2026-12-04T10:00:00Z): the first event, in commit
+             order, whose put committed at or after it, and all after it
+             (events of files older than format version 7 have no time: they
+             are older than any TIME)
+  EVENT-ID   after:ID (or ID): the events committed after the event of that id
+             (Event.ID)
 
 Events the group's dead-letter group holds stay there. When more events would
 be queued than the group's capacity, its full policy decides: Block refuses
@@ -44,13 +50,14 @@ reset refuses to run while the channel is open (FileChannel.ResetGroup resets
 a group in a running application). Exit code: 0 when done, 1 when it failed,
 2 on a bad command line.`,
 		Example: `  fcreplay reset --checkpoint-dir /var/lib/app/fc/checkpoint --data-dirs /var/lib/app/fc/data --group audit --to earliest --dry-run
-  fcreplay reset --checkpoint-dir ckpt --data-dirs data --group audit --to earliest --json`,
+  fcreplay reset --checkpoint-dir ckpt --data-dirs data --group audit --to 2026-12-04T10:00:00Z --json
+  fcreplay reset --checkpoint-dir ckpt --data-dirs data --group "" --to after:4711`,
 		Args: cobra.NoArgs,
 		RunE: runner(o, func(*cobra.Command) error { return runReset(o, rf) }),
 	}
 	f := cmd.Flags()
 	f.StringVar(&rf.group, "group", "", `the consumer group to reset (required; "" is the unnamed group)`)
-	f.StringVar(&rf.to, "to", "", "where its queue starts: earliest or latest (required)")
+	f.StringVar(&rf.to, "to", "", "where its queue starts: earliest, latest, an RFC 3339 time or after:EVENT-ID (required)")
 	f.BoolVar(&rf.dryRun, "dry-run", false, "print what the reset would do; change nothing")
 	for _, name := range []string{"group", "to"} {
 		if err := cmd.MarkFlagRequired(name); err != nil {

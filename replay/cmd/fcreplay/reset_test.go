@@ -65,3 +65,23 @@ func TestResetCommand(t *testing.T) {
 		t.Errorf("reset of an unknown group: stderr %q", r.stderr)
 	}
 }
+
+// reset --to TIME: a time after every event leaves the group empty; one
+// before them all queues every retained event.
+func TestResetCommandToATime(t *testing.T) {
+	f := newFixture(t, groups)
+	r := fcreplay(t, f.args("reset", "--group", "audit", "--to", "2001-01-01T00:00:00Z", "--dry-run", "--json")...)
+	r.wantCode(t, exitOK)
+	var out resetJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("reset --json: %v\n%s", err, r.stdout)
+	}
+	if out.Found != 30 || out.To != "2001-01-01T00:00:00Z" {
+		t.Errorf("reset to 2001: %+v, want 30 events found", out)
+	}
+	r = fcreplay(t, f.args("reset", "--group", "audit", "--to", "2999-01-01T00:00:00Z")...)
+	r.wantCode(t, exitOK)
+	if !strings.Contains(r.stdout, "holds 0 events after the reset") {
+		t.Errorf("reset to 2999: stdout %q", r.stdout)
+	}
+}
