@@ -501,7 +501,7 @@ func TestResetSkipsFilesByTheirIndex(t *testing.T) {
 		1: {Known: true, FirstCommit: 10, LastCommit: 20, MinTime: 100, MaxTime: 200},
 		2: {Known: true, FirstCommit: 15, LastCommit: 40, MinTime: 150, MaxTime: 400},
 		3: {Known: true, FirstCommit: 30, LastCommit: 50, MinTime: 300, MaxTime: 500},
-		4: {Known: true}, // no event
+		4: {Known: true},                                                              // no event
 		5: {Known: true, FirstCommit: 60, LastCommit: 70, MinTime: 250, MaxTime: 700}, // a clock set back
 		6: {Known: true, FirstCommit: 65, LastCommit: 80, MinTime: 650, MaxTime: 800},
 	}
