@@ -50,12 +50,33 @@ func AfterEvent(id EventID) Position { return Position{kind: posAfterEvent, afte
 // latest reports whether p is Latest.
 func (p Position) latest() bool { return p.kind == posLatest }
 
+// What a position is, for another backend to map it (channel/kafka):
+// exactly one of IsEarliest, IsLatest, Time's ok and Event's ok holds.
+
+// IsEarliest reports whether p is Earliest (or AfterEvent of the zero
+// EventID, the same events).
+func (p Position) IsEarliest() bool {
+	return p.kind == posEarliest || p.kind == posAfterEvent && p.after.IsZero()
+}
+
+// IsLatest reports whether p is Latest (the zero Position).
+func (p Position) IsLatest() bool { return p.kind == posLatest }
+
+// Time returns AtTime's t; ok is false for another position.
+func (p Position) Time() (t time.Time, ok bool) { return p.at, p.kind == posAtTime }
+
+// Event returns AfterEvent's id; ok is false for another position (and
+// for the zero EventID: IsEarliest).
+func (p Position) Event() (id EventID, ok bool) {
+	return p.after, p.kind == posAfterEvent && !p.after.IsZero()
+}
+
 // String names the position as ParsePosition reads it: "earliest",
 // "latest", a time in RFC 3339 (UTC, nanoseconds), or "after:" and an event
 // id (AfterEvent of the zero EventID, every event, is "earliest").
 func (p Position) String() string {
 	switch {
-	case p.kind == posEarliest || p.kind == posAfterEvent && p.after.IsZero():
+	case p.IsEarliest():
 		return "earliest"
 	case p.kind == posAtTime:
 		return p.at.UTC().Format(time.RFC3339Nano)

@@ -538,3 +538,26 @@ func TestResetSkipsFilesByTheirIndex(t *testing.T) {
 		t.Errorf("from with an unknown index = %d, want 0", from)
 	}
 }
+
+func TestPositionAccessors(t *testing.T) {
+	at := time.Unix(100, 5)
+	id := EventID{order: 7, seq: 7}
+	for _, tc := range []struct {
+		p                      Position
+		earliest, latest, t, e bool
+	}{
+		{Earliest(), true, false, false, false},
+		{Latest(), false, true, false, false},
+		{Position{}, false, true, false, false},
+		{AtTime(at), false, false, true, false},
+		{AfterEvent(id), false, false, false, true},
+		{AfterEvent(EventID{}), true, false, false, false},
+	} {
+		gt, tok := tc.p.Time()
+		ge, eok := tc.p.Event()
+		if tc.p.IsEarliest() != tc.earliest || tc.p.IsLatest() != tc.latest || tok != tc.t || eok != tc.e ||
+			(tok && !gt.Equal(at)) || (eok && ge != id) {
+			t.Errorf("%s: earliest %v latest %v time %v,%v event %v,%v", tc.p, tc.p.IsEarliest(), tc.p.IsLatest(), gt, tok, ge, eok)
+		}
+	}
+}
