@@ -74,8 +74,7 @@ func (b *Batch) Add(r *Record) error {
 		b.buf, err = AppendUnsealed(b.buf, r)
 	}
 	if err != nil {
-		b.buf = b.buf[:off]
-		return err
+		return err // the encoders leave b.buf as it was
 	}
 	b.frames = append(b.frames, off)
 	return nil
