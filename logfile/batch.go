@@ -23,6 +23,9 @@ type Batch struct {
 	// buf of each.
 	buf    []byte
 	frames []int
+	// written: Append wrote the batch (its records are sealed for their
+	// place): it is not appended again until Reset.
+	written bool
 
 	// After lists earlier writes (a transaction's spilled puts) that this
 	// batch's records count: each must be durable before the batch is
@@ -40,8 +43,13 @@ type Batch struct {
 	Drain bool
 }
 
-// errForeignBatch is why a batch the set did not make is refused.
-var errForeignBatch = errors.New("logfile: a batch not made by this log set (Set.NewBatch): its records are not encoded for its files")
+// Why Append refuses a batch: errForeignBatch, one the set did not make;
+// errBatchWritten, one already written (its records sealed for where they
+// went: written again, an encrypted put's body would be sealed twice).
+var (
+	errForeignBatch = errors.New("logfile: a batch not made by this log set (Set.NewBatch): its records are not encoded for its files")
+	errBatchWritten = errors.New("logfile: a batch already appended (Reset it before adding records again)")
+)
 
 // KeySize is the size of a key that encrypts log files (Keys): AES-256.
 const KeySize = seal.KeySize
@@ -104,6 +112,6 @@ func (b *Batch) Truncate(n int) {
 // Reset empties b (its records, After, Completes and Drain) and keeps its
 // memory for the next records.
 func (b *Batch) Reset() {
-	b.buf, b.frames = b.buf[:0], b.frames[:0]
+	b.buf, b.frames, b.written = b.buf[:0], b.frames[:0], false
 	b.After, b.Completes, b.Drain = nil, nil, false
 }

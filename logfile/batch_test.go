@@ -152,3 +152,40 @@ func TestBatchTruncateReset(t *testing.T) {
 		t.Fatalf("Reset: %d records, %d bytes, cap %d (was %d), completes %v, drain %v", b.Len(), b.Size(), b.Cap(), capacity, b.Completes, b.Drain)
 	}
 }
+
+// A batch Append wrote is not written again until Reset: its records are
+// sealed for where they went, and an encrypted put's body sealed a second
+// time opens to the first seal's bytes: a record that reads as damage.
+func TestBatchAppendedOnce(t *testing.T) {
+	_, encrypted := batchSets(t)
+	b := putBatch(t, encrypted, 1)
+	a := mustAppendBatch(t, encrypted, 0, b)
+	size := encrypted.Active(0).Size()
+	if _, err := encrypted.Append(0, b); !errors.Is(err, errBatchWritten) {
+		t.Fatalf("second Append of a batch: %v, want %v", err, errBatchWritten)
+	}
+	if got := encrypted.Active(0).Size(); got != size {
+		t.Fatalf("the batch was written again: file size %d, was %d", got, size)
+	}
+	b.Reset()
+	if err := b.Add(&Record{Type: RecordPut, TxID: 2, Body: []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	a2 := mustAppendBatch(t, encrypted, 0, b)
+	if err := encrypted.Sync(a2); err != nil {
+		t.Fatal(err)
+	}
+	r, err := encrypted.Reader(a.W.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	for _, c := range []struct {
+		off  int64
+		body string
+	}{{a.Base, "put 0"}, {a2.Base, "again"}} {
+		if got, err := r.ReadRecord(c.off); err != nil || string(got.Body) != c.body {
+			t.Fatalf("the put at %d: %q, %v; want %q", c.off, got.Body, err, c.body)
+		}
+	}
+}

@@ -256,7 +256,8 @@ type Appended struct {
 // so they increase within every file. Append does not sync: the caller
 // syncs to Appended.End (group commit). b's records are sealed in place;
 // if Append fails, b is as it was (its puts' bodies in clear again), ready
-// for another Append. A batch that s did not make (NewBatch) is refused.
+// for another Append. A batch that s did not make (NewBatch), or that an
+// Append wrote and no Reset emptied since, is refused.
 //
 // A roll or write that fails for lack of space (ENOSPC) makes the dir full:
 // its space reserve is removed, and a draining batch (b.Drain) is written
@@ -275,8 +276,11 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 
 // appendLocked is Append with d.mu held, once.
 func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
-	if b.set != s {
+	switch {
+	case b.set != s:
 		return Appended{}, fmt.Errorf("append to %s: %w", d.path, errForeignBatch)
+	case b.written:
+		return Appended{}, fmt.Errorf("append to %s: %w", d.path, errBatchWritten)
 	}
 	if d.full.Load() {
 		if err := s.roomForDrainLocked(d, int64(len(b.buf)), b.Drain); err != nil {
@@ -324,6 +328,7 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	// layouter counted them.
 	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.buf))))
 	s.layouter.kick()
+	b.written = true
 	return Appended{W: w, Base: base, End: off + int64(len(b.buf)), FirstWOID: first, dir: d}, nil
 }
 
