@@ -51,9 +51,6 @@ var (
 	errBatchWritten = errors.New("logfile: a batch already appended (Reset it before adding records again)")
 )
 
-// KeySize is the size of a key that encrypts log files (Keys): AES-256.
-const KeySize = seal.KeySize
-
 // NewBatch returns an empty batch whose records are encoded for s's files.
 func (s *Set) NewBatch() *Batch { return &Batch{set: s} }
 
