@@ -202,7 +202,7 @@ func ckptMatrixWorkload(t *testing.T, cfg Config) (want []string, after int64) {
 		}
 		next++
 	}
-	if len(spilled.buf) != 0 {
+	if spilled.batch.Len() != 0 {
 		t.Fatal("spill left records buffered") // they would be written after the checkpoint
 	}
 	if err := c.Checkpoint(); err != nil {

@@ -225,10 +225,9 @@ func (c *FileChannel) undoMove(m *movePlan) {
 
 // moveRecords returns the records of take transaction tx that move ptrs
 // (taken from group from; the first m.accept land in m.to) and drop
-// m.drops, without the commit. Their pointers are in words, which it
-// returns grown.
-func moveRecords(tx uint64, from *groupState, ptrs []eventqueue.Pointer, m *movePlan, words []uint64) ([]logfile.Record, []uint64) {
-	words = words[:0]
+// m.drops, and its commit.
+func moveRecords(tx uint64, from *groupState, ptrs []eventqueue.Pointer, m *movePlan) []logfile.Record {
+	words := make([]uint64, 0, len(ptrs)+len(m.drops))
 	for _, p := range ptrs {
 		words = append(words, uint64(p))
 	}
@@ -243,7 +242,8 @@ func moveRecords(tx uint64, from *groupState, ptrs []eventqueue.Pointer, m *move
 	if m.accept > 0 {
 		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: tx, Group: m.to.id, Pointers: taken[:m.accept]})
 	}
-	return recs, words
+	return append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
+		Count: uint64(len(ptrs) + len(m.drops))})
 }
 
 // filesOf appends the log files of ptrs to dst, sorted and without
@@ -280,11 +280,7 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	}
 	moved := ptrs[:m.moved()]
 	tx := c.nextTxID.Add(1) - 1
-	recs, words := moveRecords(tx, g, moved, &m, t.s.words)
-	t.s.words = words
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
-		Count: uint64(len(moved) + len(m.drops))})
-	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, moved, m.drops))
+	a, err := c.writeRecords(t.dir, moveRecords(tx, g, moved, &m), filesOf(nil, moved, m.drops), true)
 	if err == nil {
 		err = c.sync(a)
 	}

@@ -340,19 +340,13 @@ func (c *FileChannel) restoreGroups(old groupsBefore) {
 // would give it none of the events committed in between. Applying the
 // same catalog twice changes nothing (replay's catalog).
 func (c *FileChannel) writeCatalog(rec *logfile.Record) error {
-	buf, err := logfile.AppendUnsealed(nil, rec)
-	if err != nil {
-		return err
-	}
-	one := len(buf)
-	buf = append(buf, buf...)
 	var others []uint32
 	for i := range c.logs.NumDirs() {
 		if w := c.logs.Active(i); w != nil {
 			others = append(others, w.ID())
 		}
 	}
-	a, err := c.logs.Append(0, &logfile.Batch{Buf: buf, Frames: []int{0, one}, Completes: others, Encrypted: c.logs.Encrypted()})
+	a, err := c.writeRecords(0, []logfile.Record{*rec, *rec}, others, false)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flumego/filechannel/internal/seal"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -24,7 +23,7 @@ type KeyProvider interface {
 }
 
 // KeySize is the size of a key: AES-256.
-const KeySize = seal.KeySize
+const KeySize = logfile.KeySize
 
 // MaxKeyIDLen is the longest key id: 64 bytes.
 const MaxKeyIDLen = logfile.MaxKeyIDLen

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
-	"github.com/flumego/filechannel/internal/seal"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -80,10 +79,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return fmt.Errorf("%w: %d puts; commit more often or raise TransactionCapacity", ErrTransactionFull, t.puts)
 	}
 	rec := logfile.Record{Type: logfile.RecordPut, TxID: t.id, Headers: e.Headers, Body: e.Body}
-	size := rec.EncodedSize()
-	if c.logs.Encrypted() {
-		size += seal.Overhead // the seal's tag
-	}
+	size := c.logs.EncodedSize(&rec)
 	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
 		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
 	}
@@ -91,7 +87,8 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return fmt.Errorf("%w: %s is full: its room is kept for take commits until a checkpoint frees room for its space reserve",
 			ErrInsufficientSpace, c.logs.DirPath(t.dir))
 	}
-	need := int64(len(t.buf) + size)
+	b := t.scratch().batch
+	need := int64(b.Size() + size)
 	ok, free, err := c.logs.SpaceOK(t.dir, need, c.cfg.MinimumRequiredSpace)
 	if err != nil {
 		return opErr("put", err)
@@ -99,30 +96,23 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if !ok {
 		return insufficientSpace(c.logs.DirPath(t.dir), free, need, c.cfg.MinimumRequiredSpace)
 	}
-	t.scratch()
 	held, err := t.acquirePermit(ctx)
 	if err != nil {
 		return err
 	}
-	off := len(t.buf)
-	encode := logfile.AppendUnsealed
-	if c.logs.Encrypted() {
-		encode = logfile.AppendUnsealedEncrypted // with room for the body's seal
-	}
-	buf, err := encode(t.buf, &rec) // sealed by appendRecords
-	if err != nil {
+	n := b.Len()
+	if err := b.Add(&rec); err != nil { // sealed by appendRecords
 		releaseBlock(held, 1)
 		return opErr("put", err)
 	}
-	t.buf = buf
-	t.frames = append(t.frames, off)
 	t.puts++
-	if len(t.buf) >= min(spillBytes, int(c.cfg.MaxFileSize/4)) {
+	if b.Size() >= min(spillBytes, int(c.cfg.MaxFileSize/4)) {
 		if err := t.spill(); err != nil {
-			// A Put that fails adds nothing: the event leaves the buffer,
+			// A Put that fails adds nothing: the event leaves the batch,
 			// which a failed spill leaves as it was (logfile.Set.Append),
 			// so the transaction can go on and commit what it holds.
-			t.buf, t.frames, t.puts = t.buf[:off], t.frames[:len(t.frames)-1], t.puts-1
+			b.Truncate(n)
+			t.puts--
 			releaseBlock(held, 1)
 			if errors.Is(err, logfile.ErrBatchLost) {
 				t.failed = err
@@ -186,12 +176,11 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 		// Its puts all go in this batch: each holds the commit's time.
 		// A transaction that spilled keeps 0 in all of them, and its
 		// commit is noted in the log set (noteSpilledCommit).
-		for _, off := range t.frames {
-			logfile.SetPutTime(t.buf[off:], now)
-		}
+		t.scratch().batch.SetPutTimes(t.scratch().batch.Len(), now)
 	}
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: t.id, CommitType: logfile.RecordPut, Count: uint64(t.puts), Time: now})
-	nframes, nbuffered := len(t.frames)+len(recs), len(t.frames)
+	nbuffered := t.scratch().batch.Len()
+	nframes := nbuffered + len(recs)
 	// A commit counts puts spilled to earlier files of the dir too: they
 	// must be durable first (after), and this file must outlive them
 	// (completes), as it must the files of the events it drops.
@@ -250,7 +239,14 @@ func (t *Transaction) abortPuts() {
 		p.g.gate.release(p.n)
 	}
 	t.puts, t.spills, t.permits = 0, nil, t.permits[:0]
-	t.buf, t.frames = t.buf[:0], t.frames[:0]
+	t.clearBatch()
+}
+
+// clearBatch drops the puts t has not written.
+func (t *Transaction) clearBatch() {
+	if t.batch != nil {
+		t.batch.Reset()
+	}
 }
 
 // writeRollback writes the rollback record of a put transaction that
@@ -258,7 +254,7 @@ func (t *Transaction) abortPuts() {
 // losing it is harmless.
 func (t *Transaction) writeRollback() {
 	c := t.c
-	t.buf, t.frames = t.buf[:0], t.frames[:0]
+	t.clearBatch()
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {

@@ -95,18 +95,14 @@ func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
 		return 0, nil
 	}
 	tx := c.nextTxID.Add(1) - 1
-	t := &Transaction{c: c, id: tx, dir: int(tx % uint64(c.logs.NumDirs())), kind: txTake}
-	defer t.recycle()
 	m := movePlan{to: dst, accept: len(ptrs), acquired: len(ptrs)}
-	recs, words := moveRecords(tx, src, ptrs, &m, t.scratch().words)
-	t.s.words = words
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(ptrs))})
 	// Their counts in dst start again: no journal entry of an earlier stay
 	// in dst may come back after a crash.
 	err = c.eraseDeliveries(dst, ptrs)
 	if err == nil {
 		var a logfile.Appended
-		if a, _, err = c.appendRecords(t, recs, nil, filesOf(nil, ptrs)); err == nil {
+		dir := int(tx % uint64(c.logs.NumDirs())) // as a transaction's (Begin)
+		if a, err = c.writeRecords(dir, moveRecords(tx, src, ptrs, &m), filesOf(nil, ptrs), true); err == nil {
 			err = c.sync(a)
 		}
 	}

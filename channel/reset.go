@@ -219,10 +219,7 @@ func (c *FileChannel) writeReset(g *groupState, plan *resetPlan) error {
 	}
 	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
 		Count: uint64(len(plan.old))})
-	t := &Transaction{c: c, id: tx, dir: int(tx % uint64(c.logs.NumDirs())), kind: txTake}
-	defer t.recycle()
-	t.scratch()
-	a, _, err := c.appendRecords(t, recs, nil, filesOf(nil, plan.old, plan.keep))
+	a, err := c.writeRecords(int(tx%uint64(c.logs.NumDirs())), recs, filesOf(nil, plan.old, plan.keep), true)
 	if err != nil {
 		return err
 	}

@@ -45,13 +45,12 @@ const (
 // maxPooledBuf is the largest encode buffer kept for reuse.
 const maxPooledBuf = spillBytes + spillBytes/4
 
-// scratch is a transaction's reusable memory: the encode buffer, the frame
-// offsets, the pointers of a write and the taken events. Transactions take
+// scratch is a transaction's reusable memory: the batch its records are
+// encoded in, the pointers of a write and the taken events. Transactions take
 // one from the channel's pool when they first need it and give it back when
 // they end, so a steady stream of transactions allocates nothing for them.
 type scratch struct {
-	buf    []byte
-	frames []int
+	batch  *logfile.Batch // of c.logs; nil until first needed
 	ptrs   []eventqueue.Pointer
 	words  []uint64
 	takes  []eventqueue.Pointer
@@ -75,11 +74,10 @@ type Transaction struct {
 	// every field of the transaction against a second goroutine.
 	busy atomic.Bool
 
-	// Put side: encoded frames not yet written, their offsets in buf, the
-	// number of events put (each holds a capacity permit), whether some
-	// were already written.
-	buf     []byte
-	frames  []int
+	// Put side: the batch of the puts not yet written (encoded as the log
+	// set's files need them), the number of events put (each holds a
+	// capacity permit), whether some were already written.
+	batch   *logfile.Batch
 	puts    int
 	spilled bool
 	// spills: where each spill ended, to check at commit that a writer
@@ -116,8 +114,8 @@ type Transaction struct {
 	// nothing half done.
 	notes []DeadLetter
 
-	// s is the pooled memory behind buf, frames and takes (nil until the
-	// first Put or Take).
+	// s is the pooled memory behind batch and takes (nil until the first
+	// Put or Take).
 	s *scratch
 }
 
@@ -125,7 +123,10 @@ type Transaction struct {
 func (t *Transaction) scratch() *scratch {
 	if t.s == nil {
 		t.s = t.c.scratch.Get().(*scratch)
-		t.buf, t.frames, t.takes, t.bodies = t.s.buf[:0], t.s.frames[:0], t.s.takes[:0], t.s.bodies[:0]
+		if t.s.batch == nil {
+			t.s.batch = t.c.logs.NewBatch()
+		}
+		t.batch, t.takes, t.bodies = t.s.batch, t.s.takes[:0], t.s.bodies[:0]
 		if len(t.permits) == 0 {
 			t.permits = t.s.perms[:0]
 		}
@@ -140,16 +141,17 @@ func (t *Transaction) recycle() {
 		return
 	}
 	t.s = nil
-	s.buf, s.frames, s.takes = t.buf[:0], t.frames[:0], t.takes[:0]
+	s.batch.Reset()
+	s.takes = t.takes[:0]
 	clear(t.bodies) // no event body outlives its transaction here
 	s.bodies = t.bodies[:0]
 	clear(t.permits[:cap(t.permits)]) // no pointer to a group outlives its transaction
 	s.perms = t.permits[:0]
 	t.permits = nil
-	if cap(s.buf) > maxPooledBuf {
-		s.buf = nil
+	if s.batch.Cap() > maxPooledBuf {
+		s.batch = nil
 	}
-	t.buf, t.frames, t.takes, t.bodies = nil, nil, nil, nil
+	t.batch, t.takes, t.bodies = nil, nil, nil
 	t.c.scratch.Put(s)
 }
 

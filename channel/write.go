@@ -7,36 +7,56 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
-// appendRecords writes t's buffered put frames followed by extra records to
-// t's data dir in one write (logfile.Set.Append, which gives every record
-// the next write-order id). after and completes are the batch's (see
-// logfile.Batch): the spilled puts a put commit counts, and the files
-// holding the events its records complete. It returns where the records
+// appendRecords writes t's batch of put frames followed by extra records to
+// t's data dir in one write (writeBatch). It returns where the records
 // went and the pointers of the put frames. The caller holds commitMu
-// shared. t's buffer is consumed.
+// shared. t's batch is consumed; after a failure it holds its puts again.
 func (c *FileChannel) appendRecords(t *Transaction, extra []logfile.Record, after []logfile.Mark, completes []uint32) (logfile.Appended, []eventqueue.Pointer, error) {
-	buf, frames := t.buf, t.frames
-	nputs := len(frames)
-	for i := range extra {
-		frames = append(frames, len(buf))
-		var err error
-		if buf, err = logfile.AppendUnsealed(buf, &extra[i]); err != nil {
-			return logfile.Appended{}, nil, err
-		}
-	}
-	a, err := c.logs.Append(t.dir, &logfile.Batch{Buf: buf, Frames: frames, After: after, Completes: completes,
-		Drain: t.kind == txTake, Encrypted: c.logs.Encrypted()})
+	b := t.scratch().batch
+	nputs := b.Len()
+	a, err := c.writeBatch(t.dir, b, extra, after, completes, t.kind == txTake)
 	if err != nil {
 		return logfile.Appended{}, nil, err
 	}
-	c.metrics.bytesWritten.Add(float64(len(buf)))
-	ptrs := t.scratch().ptrs[:0]
-	for _, off := range frames[:nputs] {
-		ptrs = append(ptrs, eventqueue.NewPointer(a.W.ID(), uint32(a.Base+int64(off))))
+	ptrs := t.s.ptrs[:0]
+	for i := range nputs {
+		ptrs = append(ptrs, eventqueue.NewPointer(a.W.ID(), uint32(a.Base+int64(b.Offset(i)))))
 	}
 	t.s.ptrs = ptrs
-	t.buf, t.frames = buf[:0], frames[:0]
+	b.Reset()
 	return a, ptrs, nil
+}
+
+// writeRecords writes recs, a transaction of the channel's own (a move of
+// dead letters, a redrive, the group catalog), to data dir dir in one
+// write, through a batch of its own. completes and drain are the batch's
+// (see logfile.Batch). The caller holds commitMu and syncs.
+func (c *FileChannel) writeRecords(dir int, recs []logfile.Record, completes []uint32, drain bool) (logfile.Appended, error) {
+	return c.writeBatch(dir, c.logs.NewBatch(), recs, nil, completes, drain)
+}
+
+// writeBatch adds extra to b and appends b to data dir dir in one write
+// (logfile.Set.Append, which gives every record the next write-order id).
+// after, completes and drain are the batch's (see logfile.Batch): the
+// spilled puts a put commit counts, the files holding the events its
+// records complete, whether it consumes events. If it fails, b holds only
+// what it held before.
+func (c *FileChannel) writeBatch(dir int, b *logfile.Batch, extra []logfile.Record, after []logfile.Mark, completes []uint32, drain bool) (logfile.Appended, error) {
+	n := b.Len()
+	for i := range extra {
+		if err := b.Add(&extra[i]); err != nil {
+			b.Truncate(n)
+			return logfile.Appended{}, err
+		}
+	}
+	b.After, b.Completes, b.Drain = after, completes, drain
+	a, err := c.logs.Append(dir, b)
+	if err != nil {
+		b.Truncate(n)
+		return logfile.Appended{}, err
+	}
+	c.metrics.bytesWritten.Add(float64(b.Size()))
+	return a, nil
 }
 
 // spillFiles returns the log files holding t's spilled puts, which its

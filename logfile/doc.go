@@ -38,8 +38,10 @@
 //   - Framing is a file's version and salt: Framing.AppendRecord and
 //     DecodeRecord encode and decode one framed record of that file
 //     (Writer.Framing, Reader.Framing, Scanner.Framing give it).
-//     AppendUnsealed encodes a record before its file is known; Set.Append
-//     seals it for the file it goes to.
+//     A Batch (Set.NewBatch) encodes records before their file is known,
+//     as the set's files need them (with room for a put body's seal when
+//     the set encrypts: Set.EncodedSize counts it); Set.Append seals them
+//     for the file they go to.
 //   - Writer appends encoded frames to one file and makes them durable with
 //     group commit (SyncTo): concurrent committers share fsyncs. Set.Sync
 //     is SyncTo followed by a sync mark (RecordSynced): a record saying how

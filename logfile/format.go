@@ -417,10 +417,10 @@ func uvarintLen(x uint64) int {
 // AppendUnsealed is Framing.AppendRecord without the checksums, in the
 // frame layout of the version this build writes (FormatVersion): the
 // checksum fields are left zero, and the frame is not valid until the file
-// it goes to seals it with its salt (Set.Append). The channel encodes puts
+// it goes to seals it with its salt (Set.Append). A Batch encodes records
 // this way before it knows which file they go to, and each record's
 // checksums are computed once, when its write-order id is known. Errors are
-// those of Framing.AppendRecord.
+// those of Framing.AppendRecord; dst is then unchanged.
 func AppendUnsealed(dst []byte, r *Record) ([]byte, error) {
 	return appendUnsealed(dst, r, FrameHeaderSize, true)
 }
@@ -438,7 +438,7 @@ func SetPutTime(frame []byte, ns int64) {
 // encrypted (EncryptedVersion): a put's frame has room for the seal's tag
 // (seal.Overhead zero bytes after its body, counted in its length), which
 // Set.Append fills when it seals the body in place. Other records are
-// AppendUnsealed's.
+// AppendUnsealed's. Batch.Add picks between the two as its set needs.
 func AppendUnsealedEncrypted(dst []byte, r *Record) ([]byte, error) {
 	return appendUnsealedEncrypted(dst, r, true)
 }

@@ -111,8 +111,8 @@ func (f Framing) unsealFrames(b *Batch, n int, base int64) error {
 		return nil
 	}
 	fhs := f.FrameHeaderSize()
-	for _, off := range b.Frames[:n] {
-		frame := b.Buf[off:]
+	for _, off := range b.frames[:n] {
+		frame := b.buf[off:]
 		if RecordType(frame[fhs]) != RecordPut {
 			continue
 		}

@@ -29,6 +29,9 @@ type Keys interface {
 	Key(id string) ([]byte, error)
 }
 
+// KeySize is the size of a key that encrypts log files (Keys): AES-256.
+const KeySize = seal.KeySize
+
 // ChannelID is a channel's id (its channel.id), which a version-6 file's
 // keys are bound to.
 type ChannelID = [seal.ChannelIDSize]byte

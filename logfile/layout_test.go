@@ -155,18 +155,17 @@ func TestPreallocatedLogCrashStates(t *testing.T) {
 	next := int64(0)
 	var err error
 	for batch := range 60 {
-		var b Batch
+		b := s.NewBatch()
 		k := 1 + batch%5
 		for range k {
-			b.Frames = append(b.Frames, len(b.Buf))
 			body := make([]byte, 300+int(next%7)*200)
 			binary.BigEndian.PutUint64(body, uint64(next))
 			next++
-			if b.Buf, err = AppendUnsealed(b.Buf, &Record{Type: RecordPut, TxID: uint64(batch + 1), Body: body}); err != nil {
+			if err = b.Add(&Record{Type: RecordPut, TxID: uint64(batch + 1), Body: body}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		a, err := s.Append(0, &b)
+		a, err := s.Append(0, b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -374,7 +374,7 @@ func openReader(fsys vfs.FS, path string, keys Keys, channel ChannelID) (*Reader
 }
 
 // Encrypted reports whether the set writes encrypted log files
-// (SetOptions.Keys): puts must then be encoded with AppendUnsealedEncrypted.
+// (SetOptions.Keys). Its batches (NewBatch) encode puts for them.
 func (s *Set) Encrypted() bool { return s.opts.Keys != nil }
 
 // RemoveFile deletes f (an unfinished create) and syncs its dir, so that

@@ -83,15 +83,12 @@ func setLog(t *testing.T, fsys vfs.FS, dir string, id uint32, woids ...uint64) (
 	return w.Path(), offs, end
 }
 
-// putBatch returns a batch of n unsealed puts (Append seals them).
-func putBatch(t *testing.T, n int) *Batch {
+// putBatch returns a batch of s of n unsealed puts (Append seals them).
+func putBatch(t *testing.T, s *Set, n int) *Batch {
 	t.Helper()
-	b := &Batch{}
+	b := s.NewBatch()
 	for i := range n {
-		b.Frames = append(b.Frames, len(b.Buf))
-		var err error
-		b.Buf, err = AppendUnsealed(b.Buf, &Record{Type: RecordPut, TxID: 1, Body: []byte(fmt.Sprint("put ", i))})
-		if err != nil {
+		if err := b.Add(&Record{Type: RecordPut, TxID: 1, Body: []byte(fmt.Sprint("put ", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +134,7 @@ func rollFiles(t *testing.T, s *Set, i, n int) []uint32 {
 	t.Helper()
 	var ids []uint32
 	for range n {
-		a := mustAppendBatch(t, s, i, putBatch(t, 1))
+		a := mustAppendBatch(t, s, i, putBatch(t, s, 1))
 		ids = append(ids, a.W.ID())
 		if err := s.Roll(i); err != nil {
 			t.Fatal(err)
@@ -648,10 +645,10 @@ func TestSetStartContinuesIDs(t *testing.T) {
 		t.Fatalf("NextFileID() = %d, want 10", s.NextFileID())
 	}
 
-	b1 := putBatch(t, 2)
+	b1 := putBatch(t, s, 2)
 	a1 := mustAppendBatch(t, s, 0, b1)
-	a2 := mustAppendBatch(t, s, 1, putBatch(t, 3))
-	a3 := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a2 := mustAppendBatch(t, s, 1, putBatch(t, s, 3))
+	a3 := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	for _, c := range []struct {
 		name string
 		got  uint64
@@ -666,9 +663,9 @@ func TestSetStartContinuesIDs(t *testing.T) {
 			t.Fatalf("%s: write-order id %d, want %d", c.name, c.got, c.want)
 		}
 	}
-	if a1.Base != HeaderSize || a1.End != HeaderSize+int64(len(b1.Buf)) || a3.Base != a1.End {
+	if a1.Base != HeaderSize || a1.End != HeaderSize+int64(len(b1.buf)) || a3.Base != a1.End {
 		t.Fatalf("appends at [%d,%d) then %d; want [%d,%d) then %d",
-			a1.Base, a1.End, a3.Base, HeaderSize, HeaderSize+len(b1.Buf), a1.End)
+			a1.Base, a1.End, a3.Base, HeaderSize, HeaderSize+len(b1.buf), a1.End)
 	}
 
 	for i := range 2 {
@@ -702,7 +699,7 @@ func TestSetAppendConcurrentWriteOrderIDs(t *testing.T) {
 	for g := range goroutines {
 		batches := make([]*Batch, appends) // built here: putBatch may call t.Fatal
 		for k := range batches {
-			batches[k] = putBatch(t, frames)
+			batches[k] = putBatch(t, s, frames)
 		}
 		wg.Add(1)
 		go func() {
@@ -750,21 +747,21 @@ func TestSetAppendConcurrentWriteOrderIDs(t *testing.T) {
 // not when the batch lands exactly at MaxFileSize, not for an empty file,
 // never with MaxFileSize 0. The file rolled away from is synced and closed.
 func TestSetAppendRollsAtMaxFileSize(t *testing.T) {
-	l := int64(len(putBatch(t, 1).Buf))
+	l := int64((&Record{Type: RecordPut, TxID: 1, Body: []byte("put 0")}).EncodedSize())
 	t.Run("non_empty_file_rolls", func(t *testing.T) {
 		fsys := setMem(t, "/a")
 		s := startSet(t, SetOptions{FS: fsys, Dirs: []string{"/a"}, MaxFileSize: HeaderSize + 2*l}, Recovered{})
 		first := s.Active(0).ID()
-		a1 := mustAppendBatch(t, s, 0, putBatch(t, 1))
-		a2 := mustAppendBatch(t, s, 0, putBatch(t, 1)) // ends exactly at MaxFileSize
+		a1 := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+		a2 := mustAppendBatch(t, s, 0, putBatch(t, s, 1)) // ends exactly at MaxFileSize
 		if a1.W.ID() != first || a2.W.ID() != first {
 			t.Fatalf("appends went to %d and %d, want both in %d", a1.W.ID(), a2.W.ID(), first)
 		}
-		a3 := mustAppendBatch(t, s, 0, putBatch(t, 1))
+		a3 := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 		if a3.W.ID() != first+1 || a3.Base != HeaderSize {
 			t.Fatalf("third append at %d in file %d, want %d in a new file %d", a3.Base, a3.W.ID(), HeaderSize, first+1)
 		}
-		if _, err := a1.W.Write(putBatch(t, 1).Buf); !errors.Is(err, ErrClosed) {
+		if _, err := a1.W.Write(putBatch(t, s, 1).buf); !errors.Is(err, ErrClosed) {
 			t.Fatalf("the rolled writer still writes: %v", err)
 		}
 		got := scanFull(t, fsys.CrashClone(false, 0), a1.W.Path())
@@ -776,12 +773,12 @@ func TestSetAppendRollsAtMaxFileSize(t *testing.T) {
 		fsys := setMem(t, "/a")
 		s := startSet(t, SetOptions{FS: fsys, Dirs: []string{"/a"}, MaxFileSize: HeaderSize + l/2}, Recovered{})
 		first, next := s.Active(0).ID(), s.NextFileID()
-		a := mustAppendBatch(t, s, 0, putBatch(t, 1))
+		a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 		if a.W.ID() != first || s.NextFileID() != next || s.Len() != 1 {
 			t.Fatalf("append went to file %d (NextFileID %d, %d files); want the empty file %d and no new file",
 				a.W.ID(), s.NextFileID(), s.Len(), first)
 		}
-		if a := mustAppendBatch(t, s, 0, putBatch(t, 1)); a.W.ID() != first+1 {
+		if a := mustAppendBatch(t, s, 0, putBatch(t, s, 1)); a.W.ID() != first+1 {
 			t.Fatalf("the next append went to %d, want a new file %d", a.W.ID(), first+1)
 		}
 	})
@@ -789,7 +786,7 @@ func TestSetAppendRollsAtMaxFileSize(t *testing.T) {
 		s := startSet(t, SetOptions{FS: setMem(t, "/a"), Dirs: []string{"/a"}}, Recovered{})
 		first := s.Active(0).ID()
 		for range 50 {
-			if a := mustAppendBatch(t, s, 0, putBatch(t, 4)); a.W.ID() != first {
+			if a := mustAppendBatch(t, s, 0, putBatch(t, s, 4)); a.W.ID() != first {
 				t.Fatalf("rolled to %d with MaxFileSize 0", a.W.ID())
 			}
 		}
@@ -807,7 +804,7 @@ func TestSetAppendRollsAtMaxFileSize(t *testing.T) {
 		if s.Active(0) != nil {
 			t.Fatal("an active writer before the first Roll")
 		}
-		a := mustAppendBatch(t, s, 0, putBatch(t, 1))
+		a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 		if s.Active(0) != a.W || a.W.ID() != 1 {
 			t.Fatalf("append went to %v, want a first file 1 as the active writer", a.W.Path())
 		}
@@ -841,8 +838,8 @@ func TestSetAppendAfterMarks(t *testing.T) {
 	t.Run("other_writer_synced_first", func(t *testing.T) {
 		fsys := setMem(t, dirs...)
 		s := startSet(t, SetOptions{FS: fsys, Dirs: dirs}, Recovered{})
-		spill := mustAppendBatch(t, s, 1, putBatch(t, 2))
-		b := putBatch(t, 1)
+		spill := mustAppendBatch(t, s, 1, putBatch(t, s, 2))
+		b := putBatch(t, s, 1)
 		b.After = []Mark{{W: spill.W, End: spill.End}}
 		mustAppendBatch(t, s, 0, b)
 		if got := spill.W.Synced(); got < spill.End {
@@ -854,9 +851,9 @@ func TestSetAppendAfterMarks(t *testing.T) {
 	})
 	t.Run("same_writer_left_to_the_batch", func(t *testing.T) {
 		s := startSet(t, SetOptions{FS: setMem(t, dirs...), Dirs: dirs}, Recovered{})
-		spill := mustAppendBatch(t, s, 0, putBatch(t, 2))
+		spill := mustAppendBatch(t, s, 0, putBatch(t, s, 2))
 		syncs := spill.W.Syncs()
-		b := putBatch(t, 1)
+		b := putBatch(t, s, 1)
 		b.After = []Mark{{W: spill.W, End: spill.End}}
 		if a := mustAppendBatch(t, s, 0, b); a.W != spill.W {
 			t.Fatal("the batch went to another file")
@@ -867,11 +864,11 @@ func TestSetAppendAfterMarks(t *testing.T) {
 	})
 	t.Run("rolled_writer", func(t *testing.T) {
 		s := startSet(t, SetOptions{FS: setMem(t, dirs...), Dirs: dirs}, Recovered{})
-		spill := mustAppendBatch(t, s, 0, putBatch(t, 2))
+		spill := mustAppendBatch(t, s, 0, putBatch(t, s, 2))
 		if err := s.Roll(0); err != nil {
 			t.Fatal(err)
 		}
-		b := putBatch(t, 1)
+		b := putBatch(t, s, 1)
 		b.After = []Mark{{W: spill.W, End: spill.End}}
 		if _, err := s.Append(0, b); err != nil {
 			t.Fatalf("append after a mark of a rolled writer: %v", err)
@@ -880,10 +877,10 @@ func TestSetAppendAfterMarks(t *testing.T) {
 	t.Run("failed_writer", func(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, dirs...))
 		s := startSet(t, SetOptions{FS: ff, Dirs: dirs}, Recovered{})
-		spill := mustAppendBatch(t, s, 1, putBatch(t, 2))
+		spill := mustAppendBatch(t, s, 1, putBatch(t, s, 2))
 		ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: spill.W.Path(), Times: 1})
 		size := s.Active(0).Size()
-		b := putBatch(t, 1)
+		b := putBatch(t, s, 1)
 		b.After = []Mark{{W: spill.W, End: spill.End}}
 		_, err := s.Append(0, b)
 		if !errors.Is(err, vfs.ErrInjected) {
@@ -902,7 +899,7 @@ func TestSetAppendAfterMarks(t *testing.T) {
 func TestSetAppendRollsAFailedWriter(t *testing.T) {
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	s := startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}}, Recovered{})
-	a := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a.W.Path(), Times: 1})
 	if err := a.W.SyncTo(a.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
@@ -910,7 +907,7 @@ func TestSetAppendRollsAFailedWriter(t *testing.T) {
 	if st := s.DirStates()[0]; st.WriterErr == nil {
 		t.Fatal("DirStates does not report the failed writer")
 	}
-	if b := mustAppendBatch(t, s, 0, putBatch(t, 1)); b.W.ID() == a.W.ID() {
+	if b := mustAppendBatch(t, s, 0, putBatch(t, s, 1)); b.W.ID() == a.W.ID() {
 		t.Fatal("the append went to the failed writer")
 	}
 }
@@ -924,7 +921,7 @@ func TestSetCompletes(t *testing.T) {
 		t.Fatalf("Completes(4) after Start = %v, want [1 2]", got)
 	}
 	id := s.Active(0).ID()
-	b := putBatch(t, 1)
+	b := putBatch(t, s, 1)
 	b.Completes = []uint32{id, 9, 2, 9}
 	mustAppendBatch(t, s, 0, b)
 	if got := s.Completes(id); !slices.Equal(got, []uint32{2, 9}) {
@@ -946,7 +943,7 @@ func TestSetCompletes(t *testing.T) {
 // before is below it, every record appended after is above it.
 func TestSnapshotReservesWriteOrderID(t *testing.T) {
 	s := startSet(t, SetOptions{FS: setMem(t, "/a"), Dirs: []string{"/a"}}, Recovered{MaxWriteOrderID: 10})
-	a := mustAppendBatch(t, s, 0, putBatch(t, 2))
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 2))
 	sn := s.Snapshot()
 	// Reserved: no record holds W, not even the last one before it.
 	if sn.WriteOrderID <= a.FirstWOID+1 {
@@ -958,7 +955,7 @@ func TestSnapshotReservesWriteOrderID(t *testing.T) {
 	if sn.NextFileID != s.NextFileID() {
 		t.Fatalf("snapshot NextFileID %d, want %d", sn.NextFileID, s.NextFileID())
 	}
-	if b := mustAppendBatch(t, s, 0, putBatch(t, 1)); b.FirstWOID <= sn.WriteOrderID {
+	if b := mustAppendBatch(t, s, 0, putBatch(t, s, 1)); b.FirstWOID <= sn.WriteOrderID {
 		t.Fatalf("the next append got write-order id %d, not above the snapshot's %d", b.FirstWOID, sn.WriteOrderID)
 	}
 }
@@ -986,8 +983,8 @@ func TestSnapshotPositions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAppendBatch(t, s, 0, putBatch(t, 1))
-	mustAppendBatch(t, s, 1, putBatch(t, 2))
+	mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	mustAppendBatch(t, s, 1, putBatch(t, s, 2))
 	sn := s.Snapshot()
 	if got := stateIDs(sn.Files); !slices.Equal(got, []uint32{1, 2, 3, 4, 5}) {
 		t.Fatalf("snapshot files %v, want [1 2 3 4 5]", got)
@@ -1014,11 +1011,11 @@ func TestSnapshotPositions(t *testing.T) {
 func TestSnapshotPositionOfFileRolledAfterFailedSync(t *testing.T) {
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	s := startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}}, Recovered{})
-	a := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	if err := a.W.SyncTo(a.End); err != nil {
 		t.Fatal(err)
 	}
-	mustAppendBatch(t, s, 0, putBatch(t, 1)) // not synced
+	mustAppendBatch(t, s, 0, putBatch(t, s, 1)) // not synced
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a.W.Path(), Times: 1})
 	if err := s.Roll(0); err != nil {
 		t.Fatal(err)
@@ -1034,16 +1031,16 @@ func TestSnapshotFailedActiveWriter(t *testing.T) {
 	mem := setMem(t, "/a", "/b")
 	ff := vfs.NewFaultFS(mem)
 	s := startSet(t, SetOptions{FS: ff, Dirs: []string{"/a", "/b"}}, Recovered{})
-	a0 := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a0 := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	if err := a0.W.SyncTo(a0.End); err != nil {
 		t.Fatal(err)
 	}
-	a1 := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a1 := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: a1.W.Path(), Times: 1})
 	if err := a1.W.SyncTo(a1.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
 	}
-	b := mustAppendBatch(t, s, 1, putBatch(t, 2)) // healthy, not synced
+	b := mustAppendBatch(t, s, 1, putBatch(t, s, 2)) // healthy, not synced
 
 	sn := s.Snapshot()
 	if got := position(t, sn, a1.W.ID()); got != a0.End {
@@ -1395,9 +1392,9 @@ func TestSetSpaceOK(t *testing.T) {
 	step("plenty", 10000+margin, 100, min, true, 10000+margin, false, 2, 2)
 
 	mem.SetFreeSpace(1) // not asked again within a second
-	b := putBatch(t, 1)
+	b := putBatch(t, s, 1)
 	mustAppendBatch(t, s, 0, b)
-	step("cached_less_the_append", -1, 0, 0, true, 10000+margin-int64(len(b.Buf)), false, 2, 2)
+	step("cached_less_the_append", -1, 0, 0, true, 10000+margin-int64(len(b.buf)), false, 2, 2)
 
 	ff := vfs.NewFaultFS(setMem(t, "/a"))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpFreeSpace}})
@@ -1487,8 +1484,8 @@ func TestSetDirStatesLenBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := putBatch(t, 2)
-	l := int64(len(b.Buf))
+	b := putBatch(t, s, 2)
+	l := int64(len(b.buf))
 	mustAppendBatch(t, s, 0, b)
 	st := s.DirStates()
 	want := []DirState{
@@ -1517,7 +1514,7 @@ func TestSetDirStatesLenBytes(t *testing.T) {
 func TestSetAbandon(t *testing.T) {
 	mem := setMem(t, "/a")
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a"}}, Recovered{})
-	a := mustAppendBatch(t, s, 0, putBatch(t, 1))
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	syncs := a.W.Syncs()
 	s.Abandon()
 	if s.Active(0) != nil || s.DirStates()[0].Active {
@@ -1555,8 +1552,8 @@ func TestSetClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := mustAppendBatch(t, s, 0, putBatch(t, 2))
-	bad := mustAppendBatch(t, s, 1, putBatch(t, 1))
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 2))
+	bad := mustAppendBatch(t, s, 1, putBatch(t, s, 1))
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpSync}, Name: bad.W.Path(), Times: 1})
 	if err := bad.W.SyncTo(bad.End); err == nil {
 		t.Fatal("the injected fsync failure did not fail SyncTo")
@@ -1570,7 +1567,7 @@ func TestSetClose(t *testing.T) {
 	if got := scanFull(t, mem.CrashClone(false, 0), a.W.Path()); len(got.woids) != 2 {
 		t.Fatalf("after Close and a power loss %s holds %d records, want 2", a.W.Path(), len(got.woids))
 	}
-	if _, err := a.W.Write(putBatch(t, 1).Buf); !errors.Is(err, ErrClosed) {
+	if _, err := a.W.Write(putBatch(t, s, 1).buf); !errors.Is(err, ErrClosed) {
 		t.Fatalf("the writer is still open after Close: %v", err)
 	}
 }
@@ -1644,7 +1641,7 @@ func TestSetSpaceReserve(t *testing.T) {
 			t.Fatalf("reserve file: %v, %v; want it there: %v (%d bytes)", fi, err, want, size)
 		}
 	}
-	drain := func(n int) *Batch { b := putBatch(t, n); b.Drain = true; return b }
+	drain := func(s *Set, n int) *Batch { b := putBatch(t, s, n); b.Drain = true; return b }
 
 	t.Run("start_writes_it", func(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, "/a"))
@@ -1669,7 +1666,7 @@ func TestSetSpaceReserve(t *testing.T) {
 		s := open(t, ff, size)
 		ff.Add(enospc)
 		before := s.Active(0).Size()
-		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) {
+		if _, err := s.Append(0, putBatch(t, s, 1)); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("append on a full disk: %v", err)
 		}
 		hasReserve(t, ff, false)
@@ -1678,16 +1675,16 @@ func TestSetSpaceReserve(t *testing.T) {
 		}
 		// Full: a put batch is refused without a write, a drain goes.
 		ops := ff.Ops()
-		if _, err := s.Append(0, putBatch(t, 1)); !errors.Is(err, syscall.ENOSPC) || ff.Ops() != ops {
+		if _, err := s.Append(0, putBatch(t, s, 1)); !errors.Is(err, syscall.ENOSPC) || ff.Ops() != ops {
 			t.Fatalf("put batch in a full dir: %v after %d operations; want ENOSPC and none", err, ff.Ops()-ops)
 		}
-		mustAppendBatch(t, s, 0, drain(2))
+		mustAppendBatch(t, s, 0, drain(s, 2))
 	})
 	t.Run("drain_finds_the_disk_full", func(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, "/a"))
 		s := open(t, ff, size)
 		ff.Add(enospc)
-		a, err := s.Append(0, drain(3))
+		a, err := s.Append(0, drain(s, 3))
 		if err != nil {
 			t.Fatalf("draining batch on a full disk with a reserve: %v", err)
 		}
@@ -1700,14 +1697,14 @@ func TestSetSpaceReserve(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, "/a"))
 		ff.SetFreeSpace(size)
 		s := open(t, ff, size) // no room for it: full
-		b := drain(1)
-		n := int64(len(b.Buf))
+		b := drain(s, 1)
+		n := int64(len(b.buf))
 		ff.SetFreeSpace(size/4 + HeaderSize + n)
 		s.ForgetFreeSpace()
 		mustAppendBatch(t, s, 0, b)
 		ff.SetFreeSpace(size/4 + HeaderSize + n - 1)
 		s.ForgetFreeSpace()
-		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) {
+		if _, err := s.Append(0, drain(s, 1)); !errors.Is(err, syscall.ENOSPC) {
 			t.Fatalf("drain into the kept quarter: %v", err)
 		}
 	})
@@ -1743,7 +1740,7 @@ func TestSetSpaceReserve(t *testing.T) {
 		if s.Full(0) {
 			t.Fatal("still full with its reserve back")
 		}
-		mustAppendBatch(t, s, 0, putBatch(t, 1))
+		mustAppendBatch(t, s, 0, putBatch(t, s, 1))
 	})
 	t.Run("none_configured", func(t *testing.T) {
 		ff := vfs.NewFaultFS(setMem(t, "/a"))
@@ -1751,7 +1748,7 @@ func TestSetSpaceReserve(t *testing.T) {
 		s := open(t, ff, 0)
 		hasReserve(t, ff, false)
 		ff.Add(enospc)
-		if _, err := s.Append(0, drain(1)); !errors.Is(err, syscall.ENOSPC) || s.Full(0) {
+		if _, err := s.Append(0, drain(s, 1)); !errors.Is(err, syscall.ENOSPC) || s.Full(0) {
 			t.Fatalf("without a reserve: %v, full %v; want the ENOSPC, not full", err, s.Full(0))
 		}
 	})

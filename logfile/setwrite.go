@@ -230,54 +230,24 @@ func (s *Set) writeFileStart(w *Writer) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var buf []byte
-	frames := make([]int, 0, len(recs))
+	b := s.NewBatch()
 	for i := range recs {
-		frames = append(frames, len(buf))
-		var err error
-		if buf, err = AppendUnsealed(buf, &recs[i]); err != nil {
+		if err := b.Add(&recs[i]); err != nil {
 			return fmt.Errorf("encode the first records of %s: %w", w.Path(), err)
 		}
 	}
-	n := uint64(len(frames))
+	n := uint64(b.Len())
 	first := s.nextWOID.Add(n) - n
 	base := w.Size()
-	for k, off := range frames {
-		if err := w.fr.sealFrame(buf[off:], base+int64(off), first+uint64(k)); err != nil {
+	for k, off := range b.frames {
+		if err := w.fr.sealFrame(b.buf[off:], base+int64(off), first+uint64(k)); err != nil {
 			return fmt.Errorf("seal the first records of %s: %w", w.Path(), err)
 		}
 	}
-	if _, err := w.Write(buf); err != nil {
+	if _, err := w.Write(b.buf); err != nil {
 		return fmt.Errorf("write %s: %w", w.Path(), err)
 	}
 	return nil
-}
-
-// Batch is records to append to one data dir's log in one write.
-type Batch struct {
-	// Buf holds the records' frames, encoded by AppendUnsealed; Frames
-	// the offset in Buf of each. Append seals them for the file they go
-	// to (write-order id, checksums with that file's salt).
-	Buf    []byte
-	Frames []int
-	// After lists earlier writes (a transaction's spilled puts) that this
-	// batch's records count: each must be durable before the batch is
-	// written. Those in the file the batch goes to are covered by the
-	// batch's own sync.
-	After []Mark
-	// Completes lists the log files holding puts that this batch's
-	// records complete (the events its take records take, the spilled
-	// puts its commit commits). See Complete.
-	Completes []uint32
-	// Encrypted says that Buf's puts were encoded by
-	// AppendUnsealedEncrypted, with room for a seal: it must match the set
-	// (Set.Encrypted), or Append refuses the batch.
-	Encrypted bool
-	// Drain marks a batch that consumes events (take records and their
-	// commit): it may use the room of a full dir's space reserve, and is
-	// written again at once if it is the batch that found the disk full
-	// (setreserve.go).
-	Drain bool
 }
 
 // Mark is where a write ended in a writer's file.
@@ -289,7 +259,7 @@ type Mark struct {
 // Appended says where Append wrote a batch.
 type Appended struct {
 	W    *Writer // the writer of the file written to
-	Base int64   // the file offset of Buf[0]
+	Base int64   // the file offset of the batch's first byte
 	End  int64   // the file offset just past the batch: sync to here
 	// FirstWOID is the write-order id of the batch's first frame; frame i
 	// has FirstWOID+i.
@@ -302,9 +272,10 @@ type Appended struct {
 // when the dir has no writer, its writer failed, or a non-empty file would
 // pass MaxFileSize. Write-order ids are handed out under the dir's lock,
 // so they increase within every file. Append does not sync: the caller
-// syncs to Appended.End (group commit). b.Buf is sealed in place; if Append
-// fails, b is as it was (its puts' bodies in clear again), ready for
-// another Append.
+// syncs to Appended.End (group commit). b's records are sealed in place;
+// if Append fails, b is as it was (its puts' bodies in clear again), ready
+// for another Append. A batch that s did not make (NewBatch), or that an
+// Append wrote and no Reset emptied since, is refused.
 //
 // A roll or write that fails for lack of space (ENOSPC) makes the dir full:
 // its space reserve is removed, and a draining batch (b.Drain) is written
@@ -323,20 +294,26 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 
 // appendLocked is Append with d.mu held, once.
 func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
+	switch {
+	case b.set != s:
+		return Appended{}, fmt.Errorf("append to %s: %w", d.path, errForeignBatch)
+	case b.written:
+		return Appended{}, fmt.Errorf("append to %s: %w", d.path, errBatchWritten)
+	}
 	if d.full.Load() {
-		if err := s.roomForDrainLocked(d, int64(len(b.Buf)), b.Drain); err != nil {
+		if err := s.roomForDrainLocked(d, int64(len(b.buf)), b.Drain); err != nil {
 			return Appended{}, err
 		}
 	}
 	if d.w == nil || d.w.Err() != nil ||
-		(s.opts.MaxFileSize > 0 && d.w.Size() > d.start && d.w.Size()+int64(len(b.Buf)) > s.opts.MaxFileSize) {
+		(s.opts.MaxFileSize > 0 && d.w.Size() > d.start && d.w.Size()+int64(len(b.buf)) > s.opts.MaxFileSize) {
 		if err := s.rollLocked(d); err != nil {
 			return Appended{}, fmt.Errorf("start a new log file: %w", err)
 		}
 	}
 	w := d.w
-	if b.Encrypted != w.fr.Encrypted() {
-		return Appended{}, fmt.Errorf("write %s: a batch encoded for encryption %v to a file with encryption %v", w.Path(), b.Encrypted, w.fr.Encrypted())
+	if enc := s.Encrypted(); enc != w.fr.Encrypted() { // the set's files all share its encoding
+		return Appended{}, fmt.Errorf("write %s: a batch encoded for encryption %v to a file with encryption %v", w.Path(), enc, w.fr.Encrypted())
 	}
 	for _, m := range b.After {
 		if m.W != w {
@@ -348,28 +325,29 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 		}
 	}
 	base := w.Size()
-	if base+int64(len(b.Buf)) > math.MaxUint32 {
-		return Appended{}, fmt.Errorf("records of %d bytes do not fit a log file", len(b.Buf))
+	if base+int64(len(b.buf)) > math.MaxUint32 {
+		return Appended{}, fmt.Errorf("records of %d bytes do not fit a log file", len(b.buf))
 	}
-	n := uint64(len(b.Frames))
+	n := uint64(len(b.frames))
 	first := s.nextWOID.Add(n) - n
-	for k, off := range b.Frames {
-		if err := w.fr.sealFrame(b.Buf[off:], base+int64(off), first+uint64(k)); err != nil {
+	for k, off := range b.frames {
+		if err := w.fr.sealFrame(b.buf[off:], base+int64(off), first+uint64(k)); err != nil {
 			return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, k, base))
 		}
 	}
 	for _, g := range b.Completes {
 		s.Complete(w.ID(), g)
 	}
-	off, err := w.Write(b.Buf)
+	off, err := w.Write(b.buf)
 	if err != nil {
-		return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, len(b.Frames), base))
+		return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, len(b.frames), base))
 	}
 	// Bytes written over laid-out zeros take no more space: the
 	// layouter counted them.
-	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.Buf))))
+	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.buf))))
 	s.layouter.kick()
-	return Appended{W: w, Base: base, End: off + int64(len(b.Buf)), FirstWOID: first, dir: d}, nil
+	b.written = true
+	return Appended{W: w, Base: base, End: off + int64(len(b.buf)), FirstWOID: first, dir: d}, nil
 }
 
 // Sync makes a's records durable: Writer.SyncTo(a.End), whose fsync

@@ -34,9 +34,8 @@ func markedLog(t *testing.T, mem *vfs.MemFS, sizes []int, synced int, zeroPut in
 	var offs []int64
 	next := 0
 	for b, k := range sizes {
-		var batch Batch
+		batch := s.NewBatch()
 		for range k {
-			batch.Frames = append(batch.Frames, len(batch.Buf))
 			body := make([]byte, 600)
 			for i := range body {
 				body[i] = byte(rng.Uint32() | 1)
@@ -46,13 +45,12 @@ func markedLog(t *testing.T, mem *vfs.MemFS, sizes []int, synced int, zeroPut in
 			}
 			binary.BigEndian.PutUint64(body, uint64(next)+1)
 			next++
-			var err error
-			if batch.Buf, err = AppendUnsealed(batch.Buf, &Record{Type: RecordPut, TxID: uint64(b + 1), Body: body}); err != nil {
+			if err := batch.Add(&Record{Type: RecordPut, TxID: uint64(b + 1), Body: body}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		a := mustAppendBatch(t, s, 0, &batch)
-		for _, f := range batch.Frames {
+		a := mustAppendBatch(t, s, 0, batch)
+		for _, f := range batch.frames {
 			offs = append(offs, a.Base+int64(f))
 		}
 		if b < synced {
@@ -241,13 +239,11 @@ func TestSyncMarks(t *testing.T) {
 	}
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/d"}}, Recovered{})
 	put := func() Appended {
-		var b Batch
-		b.Frames = []int{0}
-		var err error
-		if b.Buf, err = AppendUnsealed(nil, &Record{Type: RecordPut, TxID: 1, Body: binary.BigEndian.AppendUint64(nil, 1)}); err != nil {
+		b := s.NewBatch()
+		if err := b.Add(&Record{Type: RecordPut, TxID: 1, Body: binary.BigEndian.AppendUint64(nil, 1)}); err != nil {
 			t.Fatal(err)
 		}
-		return mustAppendBatch(t, s, 0, &b)
+		return mustAppendBatch(t, s, 0, b)
 	}
 	a1 := put()
 	if err := s.Sync(a1); err != nil {
@@ -298,13 +294,11 @@ func TestSnapshotSyncAfterARoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/d"}}, Recovered{})
-	var b Batch
-	b.Frames = []int{0}
-	var err error
-	if b.Buf, err = AppendUnsealed(nil, &Record{Type: RecordPut, TxID: 1, Body: []byte("x")}); err != nil {
+	b := s.NewBatch()
+	if err := b.Add(&Record{Type: RecordPut, TxID: 1, Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	mustAppendBatch(t, s, 0, &b)
+	mustAppendBatch(t, s, 0, b)
 	sn := s.Snapshot()
 	if err := s.Roll(0); err != nil {
 		t.Fatal(err)
