@@ -228,11 +228,15 @@ func TestRemovedGroupRaces(t *testing.T) {
 		if _, err := c.AddGroup(GroupConfig{Name: "a", DeadLetter: "a.dlq"}); err != nil {
 			t.Fatal(err)
 		}
+		// Let the takers commit a few times before the next removal
+		// (counted from before the put: on a loaded machine they may take
+		// its 10 events before this goroutine looks; and for at most a
+		// second, so that a slow round never hangs the test).
+		n := commits.Load() + failed.Load()
 		if err := put(50+10*i, 10); err != nil {
 			t.Fatal(err)
 		}
-		// Let the takers commit a few times before the next removal.
-		for n := commits.Load() + failed.Load(); commits.Load()+failed.Load() < n+3; {
+		for deadline := time.Now().Add(time.Second); commits.Load()+failed.Load() < n+3 && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
