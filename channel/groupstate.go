@@ -44,6 +44,9 @@ type groupState struct {
 	dlq        *groupState
 	deliveries map[eventqueue.Pointer]uint32
 
+	// head caches the commit time of the event at the head (lag.go).
+	head headTime
+
 	// fenced: the take transactions that held events of the group when
 	// ResetGroup reset it; they cannot take or commit (ErrGroupReset).
 	// An entry goes when its transaction ends.

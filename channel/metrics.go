@@ -111,10 +111,10 @@ func newMetrics(c *FileChannel) *metrics {
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
-		return float64(c.queueStats().PutWaits)
+		return float64(c.queueStatsOnly().PutWaits)
 	})
 	counterFunc("put_wait_seconds_total", "Time Put calls spent waiting for room in a full channel, the waits in progress included.", func() float64 {
-		return c.queueStats().PutWaitTime.Seconds()
+		return c.queueStatsOnly().PutWaitTime.Seconds()
 	})
 
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
@@ -146,7 +146,7 @@ func newMetrics(c *FileChannel) *metrics {
 		}
 		return float64(n)
 	})
-	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.queueStats().PutsWaiting) })
+	gauge("waiting_puts", "Put calls waiting for room in a full channel now.", func() float64 { return float64(c.queueStatsOnly().PutsWaiting) })
 	gauge("inflight_put_events", "Events put by open transactions that spilled them to the log.", func() float64 {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()

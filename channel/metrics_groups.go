@@ -1,7 +1,11 @@
 package channel
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flumego/filechannel/eventqueue"
 )
 
 // groupCollector exports the per-group metrics, labelled by group ("" for
@@ -12,6 +16,7 @@ type groupCollector struct {
 	queued, capacity, inflight, fill       *prometheus.Desc
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
 	deadLettered, deadRefused, redriven    *prometheus.Desc
+	oldestAge                              *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -38,12 +43,14 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		deadLettered: desc("group_dead_lettered_total", "Events a consumer group moved to its dead-letter group, by reason (max_deliveries: delivered MaxDeliveries times; rejected: Transaction.Reject).", "reason"),
 		deadRefused:  desc("group_dead_letters_refused_total", "Moves of events that reached MaxDeliveries that a full Block dead-letter group refused (each event is delivered again, and refused again at its next rollback or take)."),
 		redriven:     desc("group_redriven_total", "Events Redrive moved out of a dead-letter group."),
+		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
+			"absent when the event is of a log file older than format version 7 (no time)."),
 	}
 }
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
-		g.deadLettered, g.deadRefused, g.redriven} {
+		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge} {
 		ch <- d
 	}
 }
@@ -77,6 +84,12 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.grp.dlqOnly {
 			counter(g.redriven, float64(n.redriven.Load()), name)
 		}
+		switch t := g.c.oldestTime(r.grp, r.head, r.hasHead); {
+		case !r.hasHead:
+			gauge(g.oldestAge, 0, name)
+		case !t.IsZero():
+			gauge(g.oldestAge, max(time.Since(t).Seconds(), 0), name)
+		}
 	}
 }
 
@@ -84,6 +97,8 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 type groupRow struct {
 	grp              *groupState
 	queued, inflight int
+	head             eventqueue.Pointer
+	hasHead          bool
 }
 
 // rows reads, under queueMu, each group's queued and in-flight events
@@ -97,7 +112,8 @@ func (g *groupCollector) rows() []groupRow {
 	}
 	rows := make([]groupRow, 0, len(c.groups))
 	for _, grp := range c.groups {
-		rows = append(rows, groupRow{grp, grp.queue.Size(), grp.inflight.Len()})
+		head, has := grp.headOf()
+		rows = append(rows, groupRow{grp, grp.queue.Size(), grp.inflight.Len(), head, has})
 	}
 	return rows
 }

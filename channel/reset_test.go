@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -559,5 +561,58 @@ func TestPositionAccessors(t *testing.T) {
 			(tok && !gt.Equal(at)) || (eok && ge != id) {
 			t.Errorf("%s: earliest %v latest %v time %v,%v event %v,%v", tc.p, tc.p.IsEarliest(), tc.p.IsLatest(), gt, tok, ge, eok)
 		}
+	}
+}
+
+// A group's lag: Stats' Oldest is its head event's commit time, and the
+// metric its age.
+func TestGroupLag(t *testing.T) {
+	cfg := resetConfig(t, 1)
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	c := mustOpen(t, cfg)
+	if gs := groupOf(t, c, "a").Stats(); !gs.Oldest.IsZero() {
+		t.Fatalf("empty group: Oldest %v", gs.Oldest)
+	}
+	before := time.Now()
+	putN(t, c, 0, 3, 1)
+	time.Sleep(20 * time.Millisecond)
+	putN(t, c, 3, 1, 1)
+	a := groupOf(t, c, "a")
+	oldest := a.Stats().Oldest
+	if oldest.Before(before) || time.Since(oldest) < 20*time.Millisecond {
+		t.Fatalf("Oldest %v: not the first put's commit (after %v, 20ms ago at least)", oldest, before)
+	}
+	takeWith(t, a.Begin, 3, 3)
+	if o := a.Stats().Oldest; !o.After(oldest) {
+		t.Fatalf("after taking 3, Oldest %v; want later than %v", o, oldest)
+	}
+	var s Stats = c.Stats()
+	for _, g := range s.Groups {
+		if g.Name == "b" && !g.Oldest.Equal(oldest) {
+			t.Fatalf("Stats: b's Oldest %v, want %v", g.Oldest, oldest)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ages := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "filechannel_group_oldest_event_age_seconds" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "group" {
+						ages[l.GetValue()] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if ages["b"] < 0.02 || ages["a"] > ages["b"] {
+		t.Fatalf("group_oldest_event_age_seconds: %v; want b at least 0.02 and a below it", ages)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

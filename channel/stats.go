@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/flumego/filechannel/eventqueue"
 )
 
 // Stats is a snapshot of the channel's state and counters.
@@ -106,14 +108,28 @@ type GroupStats struct {
 	Rejected          int64
 	DeadLetterRefused int64
 	Redriven          int64
+
+	// Oldest is when the put of its oldest queued event (its head)
+	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
+	// is queued, or the event is of a log file older than format version 7
+	// (no time).
+	Oldest time.Time
 }
 
 // Stats returns a snapshot of the group's state and counters.
 func (g *Group) Stats() GroupStats {
 	c := g.c
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return g.g.statsLocked()
+	var gs GroupStats
+	var head eventqueue.Pointer
+	var has bool
+	func() {
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		gs = g.g.statsLocked()
+		head, has = g.g.headOf()
+	}()
+	gs.Oldest = c.oldestTime(g.g, head, has)
+	return gs
 }
 
 // statsLocked is the group's GroupStats; the caller holds queueMu.
@@ -134,7 +150,10 @@ func (g *groupState) statsLocked() GroupStats {
 // Config.Capacity), InflightTakes and the Put waits are summed over the
 // groups.
 func (c *FileChannel) Stats() Stats {
-	s := c.queueStats()
+	s, heads := c.queueStats()
+	for i, h := range heads {
+		s.Groups[i].Oldest = c.oldestTime(h.g, h.ptr, h.has)
+	}
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
 	for _, d := range c.logs.DirStates() {
@@ -155,14 +174,32 @@ func (c *FileChannel) Stats() Stats {
 	return s
 }
 
-// queueStats returns the part of Stats that queueMu guards.
-func (c *FileChannel) queueStats() Stats {
+// queueStatsOnly is queueStats without the heads (the metrics' gauges).
+func (c *FileChannel) queueStatsOnly() Stats {
+	s, _ := c.queueStats()
+	return s
+}
+
+// groupHead is a group's head at a snapshot, for its Oldest.
+type groupHead struct {
+	g   *groupState
+	ptr eventqueue.Pointer
+	has bool
+}
+
+// queueStats returns the part of Stats that queueMu guards, and each
+// group's head (in the order of s.Groups).
+func (c *FileChannel) queueStats() (Stats, []groupHead) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	r := c.removedWaits
 	s := Stats{InflightPuts: c.inflightPuts.Len(), Queued: c.lenLocked(), Capacity: c.capLocked(),
 		PutWaits: r.waits, PutWaitTime: r.time, PutsFull: r.full}
+	heads := make([]groupHead, 0, len(c.groups))
 	for _, g := range c.groups {
+		h := groupHead{g: g}
+		h.ptr, h.has = g.headOf()
+		heads = append(heads, h)
 		gs := g.statsLocked()
 		s.Groups = append(s.Groups, gs)
 		s.InflightTakes += gs.InflightTakes
@@ -171,7 +208,7 @@ func (c *FileChannel) queueStats() Stats {
 		s.PutsWaiting += gs.PutsWaiting
 		s.PutsFull += gs.PutsFull
 	}
-	return s
+	return s, heads
 }
 
 // Health returns nil while the channel works normally, or an error saying
