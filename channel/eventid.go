@@ -37,13 +37,10 @@ var ErrBadEventID = errors.New("filechannel: bad event id")
 // of a transaction that spilled; "" for the zero EventID.
 // ParseEventID reads it back.
 func (id EventID) String() string {
-	switch {
-	case id.IsZero():
+	if id.IsZero() {
 		return ""
-	case id.order == id.seq:
-		return strconv.FormatUint(id.order, 10)
 	}
-	return strconv.FormatUint(id.order, 10) + "." + strconv.FormatUint(id.seq, 10)
+	return replay.FormatEventID(id.order, id.seq)
 }
 
 // ParseEventID reads an id from its String form. Anything else (a sign,

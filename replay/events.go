@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -67,6 +68,12 @@ type Event struct {
 	// Group is the group listed, as Listing.Group (the same for every
 	// event): its MaxDeliveries says whether it counts deliveries.
 	Group logfile.GroupInfo
+	// ID and Time are what a Take gives the event as Event.ID (its text:
+	// channel.ParseEventID reads it) and Event.Time: "" and zero when its
+	// record does not read; Time is zero in a file older than format
+	// version 7.
+	ID   string
+	Time time.Time
 }
 
 // Listing is what ListEvents recovered besides the events.
@@ -129,7 +136,7 @@ func (v *verifier) events(l *Listing, group string, skip, limit int, fn func(Eve
 	if _, err := v.readOwners(); err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	groups, err := v.recoverGroups()
+	groups, spilled, err := v.recoverGroups()
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
@@ -153,11 +160,14 @@ func (v *verifier) events(l *Listing, group string, skip, limit int, fn func(Eve
 	}
 	for i := skip; i < end; i++ {
 		p := q.Get(i)
-		rec, err := v.readEvent(p)
+		rec, timed, err := v.readEvent(p)
 		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
 			return fmt.Errorf("events: %w", err) // a record a newer release wrote: not a damaged event
 		}
 		e := Event{Index: i, Pointer: p, Headers: rec.Headers, Body: rec.Body, Err: err, Deliveries: g.Deliveries[p], Group: g.Info}
+		if rec.WriteOrderID != 0 {
+			e.ID, e.Time = stamp(p.FileID(), timed, &rec, spilled)
+		}
 		if ferr := fn(e); ferr != nil {
 			return ferr
 		}
@@ -182,27 +192,27 @@ func pickGroup(groups []GroupResult, name string) (*GroupResult, error) {
 // recoverGroups returns the consumer groups the channel would recover,
 // each with its queue: from the checkpoint's (or the backup's) rings with
 // the logs after it replayed, or from a full replay into in-memory queues.
-func (v *verifier) recoverGroups() ([]GroupResult, error) {
+func (v *verifier) recoverGroups() ([]GroupResult, map[uint32]map[uint64]logfile.SpilledCommit, error) {
 	used, err := v.pickCheckpoint()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	from := v.rep.RecoveredFrom
 	if used != nil {
 		_, opts, err := v.checkpointGroups(used)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		res, err := v.runReplay(from, opts)
 		if err != nil {
-			return nil, fmt.Errorf("recovery from the %s: %w", from, err)
+			return nil, nil, fmt.Errorf("recovery from the %s: %w", from, err)
 		}
-		return res.Groups, nil
+		return res.Groups, res.Spilled, nil
 	}
 	for capacity := firstGuess; ; {
 		q, err := emptyQueue(capacity)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		res, err := v.runReplay(from, Options{Queue: q,
 			NewQueue: func(logfile.GroupInfo) (*eventqueue.Queue, error) { return emptyQueue(capacity) }})
@@ -212,9 +222,9 @@ func (v *verifier) recoverGroups() ([]GroupResult, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", from, err)
+			return nil, nil, fmt.Errorf("%s: %w", from, err)
 		}
-		return res.Groups, nil
+		return res.Groups, res.Spilled, nil
 	}
 }
 
@@ -232,25 +242,28 @@ func (v *verifier) listLogs() error {
 }
 
 // readEvent reads the put record p points to, as a take does.
-func (v *verifier) readEvent(p eventqueue.Pointer) (logfile.Record, error) {
+func (v *verifier) readEvent(p eventqueue.Pointer) (rec logfile.Record, timed bool, err error) {
 	l := v.logs[p.FileID()]
 	if l == nil {
-		return logfile.Record{}, corrupt.New(logfile.LogName(p.FileID()), -1, "event %v is in log file %d, which no data dir holds", p, p.FileID())
+		return logfile.Record{}, false, corrupt.New(logfile.LogName(p.FileID()), -1, "event %v is in log file %d, which no data dir holds", p, p.FileID())
 	}
 	r, err := v.reader(l)
 	if err != nil {
-		return logfile.Record{}, err
+		return logfile.Record{}, false, err
 	}
 	defer r.Release()
-	rec, err := r.ReadRecord(int64(p.Offset()))
+	rec, err = r.ReadRecord(int64(p.Offset()))
 	if err != nil {
-		return logfile.Record{}, err
+		return logfile.Record{}, false, err
 	}
 	if rec.Type != logfile.RecordPut {
-		return logfile.Record{}, corrupt.New(l.Path, int64(p.Offset()), "event %v refers to a %v record, not a put", p, rec.Type)
+		return logfile.Record{}, false, corrupt.New(l.Path, int64(p.Offset()), "event %v refers to a %v record, not a put", p, rec.Type)
 	}
+	timed = r.Framing().Timed()
 	if rec.Sealed != nil {
-		return logfile.Record{}, fmt.Errorf("event %v in %s is encrypted with key %q: %w", p, l.Path, r.Framing().KeyID(), ErrEncrypted)
+		// Its id and time are in clear: only its headers and body are not.
+		id := logfile.Record{Type: rec.Type, TxID: rec.TxID, WriteOrderID: rec.WriteOrderID, Time: rec.Time}
+		return id, timed, fmt.Errorf("event %v in %s is encrypted with key %q: %w", p, l.Path, r.Framing().KeyID(), ErrEncrypted)
 	}
-	return rec, nil
+	return rec, timed, nil
 }

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -28,6 +30,38 @@ type HistoryEvent struct {
 	// Time is its commit's time in Unix nanoseconds; 0 in a file older
 	// than format version 7.
 	Time int64
+}
+
+// FormatEventID is the text of an event id (channel.EventID.String): the
+// order of its put commit and its put's write-order id, "ORDER" when they
+// are the same, "ORDER.SEQ" for a put of a transaction that spilled.
+func FormatEventID(order, seq uint64) string {
+	if order == seq {
+		return strconv.FormatUint(order, 10)
+	}
+	return strconv.FormatUint(order, 10) + "." + strconv.FormatUint(seq, 10)
+}
+
+// stamp gives put rec of log file file (timed: a file that records commit
+// times) its id (FormatEventID) and commit time, as a Take does
+// (channel's eventStamp): a put of a transaction that spilled takes both
+// from its commit, in spilled (Result.Spilled).
+func stamp(file uint32, timed bool, rec *logfile.Record, spilled map[uint32]map[uint64]logfile.SpilledCommit) (string, time.Time) {
+	order := rec.WriteOrderID
+	var t int64
+	switch {
+	case !timed:
+	case rec.Time != 0:
+		t = rec.Time
+	default:
+		if sc, ok := spilled[file][rec.TxID]; ok {
+			order, t = sc.WriteOrderID, sc.Time
+		}
+	}
+	if t == 0 {
+		return FormatEventID(order, rec.WriteOrderID), time.Time{}
+	}
+	return FormatEventID(order, rec.WriteOrderID), time.Unix(0, t)
 }
 
 // histPut is a put record waiting for its transaction's commit.

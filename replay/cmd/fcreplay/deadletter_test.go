@@ -248,8 +248,8 @@ func TestDumpDeliveries(t *testing.T) {
 	r := fcreplay(t, f.args("dump", "--group", "a", "--limit", "2", "--max-body", "9")...)
 	r.wantCode(t, exitOK)
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 2 || !regexpMatch(`^0 1:\d+ deliveries=1 \{i=3, src=test\} "event-003"\.\.\. \(\d+ bytes\)$`, lines[0]) ||
-		!regexpMatch(`^1 1:\d+ deliveries=0 \{i=4, src=test\} "event-004"`, lines[1]) {
+	if len(lines) != 2 || !regexpMatch(`^0 1:\d+ id=\d+ time=\S+ deliveries=1 \{i=3, src=test\} "event-003"\.\.\. \(\d+ bytes\)$`, lines[0]) ||
+		!regexpMatch(`^1 1:\d+ id=\d+ time=\S+ deliveries=0 \{i=4, src=test\} "event-004"`, lines[1]) {
 		t.Errorf("dump --group a:\n%s", r.stdout)
 	}
 	if got, want := deliveryCounts(dumpGroup(t, f, "a")), []int{1, 0, 0, 0, 0, 0, 0}; !slices.Equal(got, want) {

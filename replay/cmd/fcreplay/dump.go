@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
@@ -36,10 +37,13 @@ the order its takes would return them, events taken by uncommitted transactions
 first. A name the channel has no group of is an error naming its groups ('fcreplay
 inspect' lists them too).
 
-Text output: one line per event, "INDEX POINTER {HEADERS} BODY", the body quoted
-as a Go string and cut after --max-body bytes. With --json: one JSON object per
-line, {"index": 0, "pointer": "1:16", "headers": {...}, "body": "..."}, the body
-in base64 (as encoding/json writes []byte). In a group with MaxDeliveries each
+Text output: one line per event, "INDEX POINTER id=ID time=TIME {HEADERS} BODY",
+the body quoted as a Go string and cut after --max-body bytes. ID is the event's
+id (Event.ID: 'fcreplay reset --to after:ID' starts a group after it), TIME when
+its put committed (RFC 3339, UTC; absent for events of log files older than
+format version 7). With --json: one JSON object per line, {"index": 0, "pointer":
+"1:16", "id": "42", "time": "...", "headers": {...}, "body": "..."}, the body in
+base64 (as encoding/json writes []byte). In a group with MaxDeliveries each
 event also has its delivery count, how many times the group delivered it
 without a committed take ("INDEX POINTER deliveries=N {HEADERS} BODY" in text,
 "deliveries": N in JSON). A dead-letter group is listed like any group. An
@@ -72,6 +76,8 @@ verify, inspect and repair need no key.`,
 type eventJSON struct {
 	Index   int    `json:"index"`
 	Pointer string `json:"pointer"`
+	ID      string `json:"id,omitempty"`   // Event.ID's text
+	Time    string `json:"time,omitempty"` // when its put committed, RFC 3339 (absent: unknown)
 	// Deliveries is its delivery count, in a group with MaxDeliveries
 	// (absent in the others).
 	Deliveries *uint32           `json:"deliveries,omitempty"`
@@ -148,7 +154,7 @@ func (df *dumpFlags) keys() (channel.KeyProvider, error) {
 // newEventJSON is ev's line of dump --json, with its delivery count when
 // counting.
 func newEventJSON(ev *replay.Event, counting bool) eventJSON {
-	e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), Error: errString(ev.Err)}
+	e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), ID: ev.ID, Time: eventTime(ev), Error: errString(ev.Err)}
 	if counting {
 		e.Deliveries = &ev.Deliveries
 	}
@@ -207,10 +213,25 @@ func noGroupError(e *replay.NoGroupError) error {
 	return usageErrorf("--group %q: the channel has no consumer group of that name (its groups: %s)", e.Name, has)
 }
 
+// eventTime is ev's commit time in RFC 3339 (UTC, nanoseconds), "" when
+// unknown.
+func eventTime(ev *replay.Event) string {
+	if ev.Time.IsZero() {
+		return ""
+	}
+	return ev.Time.UTC().Format(time.RFC3339Nano)
+}
+
 // writeEventLine writes "INDEX POINTER {HEADERS} BODY" for one event, with
 // "deliveries=N" after the pointer in a group that counts deliveries.
 func writeEventLine(w io.Writer, ev *replay.Event, counting bool, maxBody int) error {
 	prefix := fmt.Sprintf("%d %v", ev.Index, ev.Pointer)
+	if ev.ID != "" {
+		prefix += " id=" + ev.ID
+	}
+	if t := eventTime(ev); t != "" {
+		prefix += " time=" + t
+	}
 	if counting {
 		prefix += " deliveries=" + strconv.FormatUint(uint64(ev.Deliveries), 10)
 	}

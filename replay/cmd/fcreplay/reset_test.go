@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // reset --dry-run changes nothing and says what reset does; reset then does
@@ -83,5 +84,35 @@ func TestResetCommandToATime(t *testing.T) {
 	r.wantCode(t, exitOK)
 	if !strings.Contains(r.stdout, "holds 0 events after the reset") {
 		t.Errorf("reset to 2999: stdout %q", r.stdout)
+	}
+}
+
+// dump gives each event the id and time a Take gives it, and reset --to
+// after:ID starts a group right after that event.
+func TestDumpIDsAndResetAfterOne(t *testing.T) {
+	f := newFixture(t, groups)
+	dumped := dumpGroup(t, f, "mirror") // events 0..29
+	c := mustOpen(t, f.config())
+	g, err := c.Group("mirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := g.Begin()
+	for i, d := range dumped {
+		ev, ok, err := tx.Take()
+		if err != nil || !ok {
+			t.Fatalf("take %d: %v %v", i, ok, err)
+		}
+		if ev.ID.String() != d.ID || ev.Time.UTC().Format(time.RFC3339Nano) != d.Time {
+			t.Fatalf("event %d: Take gives id %s time %v; dump %q %q", i, ev.ID, ev.Time, d.ID, d.Time)
+		}
+	}
+	tx.Rollback()
+	mustClose(t, c)
+	r := fcreplay(t, f.args("reset", "--group", "audit", "--to", "after:"+dumped[19].ID)...)
+	r.wantCode(t, exitOK)
+	got := dumpGroup(t, f, "audit")
+	if len(got) != 10 || got[0].ID != dumped[20].ID {
+		t.Fatalf("audit after reset --to after:%s: %d events, first %+v; want the 10 after it", dumped[19].ID, len(got), got)
 	}
 }
