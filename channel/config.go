@@ -198,6 +198,9 @@ type Config struct {
 	// keepGroups: Open keeps the groups the channel has, as they are,
 	// whatever Groups says (the offline tools: Redrive).
 	keepGroups bool
+	// resetChunk, when set, is the pointers per take or move record of a
+	// reset (resetPointersPerRecord otherwise): tests make it small.
+	resetChunk int
 }
 
 // DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.

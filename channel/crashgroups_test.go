@@ -251,9 +251,11 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 	})
 }
 
-// crashGroupsResetDriver is the groups workload with resets.
+// crashGroupsResetDriver is the groups workload with resets, each writing
+// its takes and moves in records of 3 pointers (several writes).
 func crashGroupsResetDriver(r *crashRun, seed uint64, steps int) (string, error) {
 	groupsCrashRun(r)
+	r.cfg.resetChunk = 3
 	n := 0
 	err := groupsWorkload{crashWorkload: newCrashWorkload(r, seed, 9), resets: true, nreset: &n}.run(steps, false)
 	return fmt.Sprintf("; %d resets", n), err
@@ -289,5 +291,5 @@ func TestFaultAtEveryOperationGroupResets(t *testing.T) {
 	}
 	faultAtEveryOperation(t, 4, func(r *crashRun) error {
 		return groupsWorkload{crashWorkload: newCrashWorkload(r, 12, 43), resets: true}.run(steps, true)
-	}, func(r *crashRun) { groupsCrashRun(r) })
+	}, func(r *crashRun) { groupsCrashRun(r); r.cfg.resetChunk = 3 })
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // resetPointersPerRecord bounds the pointers of one take or move record a
-// reset writes (8 MiB of pointers, well below a record's limit).
-const resetPointersPerRecord = 1 << 20
+// reset writes: 512 KiB of pointers, a write of its own.
+const resetPointersPerRecord = 1 << 16
 
 // ResetGroup moves group name to p: its queue becomes every event the logs
 // retain that was committed from p on, in commit order (the order of
@@ -106,7 +106,10 @@ func (c *FileChannel) reset(g *groupState, p Position) (int, error) {
 		return 0, opErr("reset", err)
 	}
 	if err := c.writeReset(g, plan); err != nil {
-		return 0, opErrNote("reset", err, " (the group was not changed)")
+		// As for a take commit that failed: the group goes on as it was,
+		// and the reset's records may still be in the log, applied by
+		// the next Open's recovery.
+		return 0, opErrNote("reset", err, " (the group goes on unchanged; the reset may still be applied when the channel reopens: reset again)")
 	}
 	c.landReset(g, plan)
 	if plan.found > len(plan.keep) {
@@ -205,38 +208,48 @@ func (plan *resetPlan) collect(scan func(func(replay.HistoryEvent) bool) (int, e
 	return nil
 }
 
-// writeReset writes the reset as one take transaction of g: a take of
+// writeReset writes the reset as one take transaction of g: takes of
 // every event it holds, then moves of the new queue's events to its tail,
-// then the commit; synced.
+// then the commit, synced. The take and move records go out in batches of
+// resetPointersPerRecord pointers, written as they are encoded (the
+// commit's batch counts them as a put commit counts spilled puts: they
+// are durable before it, and its file outlives theirs), so that a reset's
+// memory is its two lists of pointers, not also their records.
 func (c *FileChannel) writeReset(g *groupState, plan *resetPlan) error {
 	tx := c.nextTxID.Add(1) - 1
-	var recs []logfile.Record
-	for _, chunk := range chunks(pointerWords(plan.old), resetPointersPerRecord) {
-		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: tx, Group: g.id, Pointers: chunk})
+	dir := int(tx % uint64(c.logs.NumDirs()))
+	var after []logfile.Mark
+	var files []uint32
+	chunk := resetPointersPerRecord
+	if c.cfg.resetChunk > 0 {
+		chunk = c.cfg.resetChunk
 	}
-	for _, chunk := range chunks(pointerWords(plan.keep), resetPointersPerRecord) {
-		recs = append(recs, logfile.Record{Type: logfile.RecordMove, TxID: tx, Group: g.id, Pointers: chunk})
+	words := make([]uint64, 0, min(len(plan.old)+len(plan.keep), chunk))
+	for _, part := range []struct {
+		typ  logfile.RecordType
+		ptrs []eventqueue.Pointer
+	}{{logfile.RecordTake, plan.old}, {logfile.RecordMove, plan.keep}} {
+		for ps := part.ptrs; len(ps) > 0; {
+			n := min(len(ps), chunk)
+			words = words[:0]
+			for _, p := range ps[:n] {
+				words = append(words, uint64(p))
+			}
+			ps = ps[n:]
+			rec := logfile.Record{Type: part.typ, TxID: tx, Group: g.id, Pointers: words}
+			a, err := c.writeRecords(dir, []logfile.Record{rec}, nil, true)
+			if err != nil {
+				return err
+			}
+			after, files = append(after, logfile.Mark{W: a.W, End: a.End}), append(files, a.W.ID())
+		}
 	}
-	recs = append(recs, logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake,
-		Count: uint64(len(plan.old))})
-	a, err := c.writeRecords(int(tx%uint64(c.logs.NumDirs())), recs, filesOf(nil, plan.old, plan.keep), true)
+	commit := logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(plan.old))}
+	a, err := c.writeBatch(dir, c.logs.NewBatch(), []logfile.Record{commit}, after, filesOf(files, plan.old, plan.keep), true)
 	if err != nil {
 		return err
 	}
 	return c.sync(a)
-}
-
-// chunks splits s into pieces of at most n.
-func chunks(s []uint64, n int) [][]uint64 {
-	var out [][]uint64
-	for len(s) > n {
-		out = append(out, s[:n:n])
-		s = s[n:]
-	}
-	if len(s) > 0 {
-		out = append(out, s)
-	}
-	return out
 }
 
 // landReset makes the written reset g's state: the new queue, no
