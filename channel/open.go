@@ -344,7 +344,8 @@ func (c *FileChannel) replay(rc *recovery) error {
 		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
 		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
 		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
-		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id})
+		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id,
+		Retention: logfile.Retention{MaxAge: c.cfg.Retention.MaxAge, MaxBytes: c.cfg.Retention.MaxBytes}, Now: c.cfg.now})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

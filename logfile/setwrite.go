@@ -71,6 +71,9 @@ func (s *Set) Start(rec Recovered) error {
 		// Without an end: no record starts before the smallest header (a
 		// scan from there starts at the file's own header end).
 		f.size = max(rec.Ends[id], headerSizeV1)
+		if s.opts.Retention.on() {
+			f.written = s.fileTime(f.Path)
+		}
 	}
 	for file, of := range rec.Completes {
 		for _, g := range of {
@@ -169,11 +172,15 @@ func (s *Set) rollLocked(d *dir) error {
 			s.log.Error("close rolled log file", "file", old.Path(), "err", errors.Join(err, old.Err()))
 		}
 	}
+	var written time.Time
+	if old != nil && s.opts.Retention.on() {
+		written = s.fileTime(old.Path())
+	}
 	s.mu.Lock()
 	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}}
 	if old != nil {
 		if f := s.files[old.ID()]; f != nil {
-			f.size = size
+			f.size, f.written = size, written
 		}
 	}
 	s.mu.Unlock()

@@ -1,0 +1,273 @@
+package logfile
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+)
+
+// Retention keeps log files that nothing needs any more (SetOptions.Retention,
+// the channel's Config.Retention). Reclaim, instead of deleting every such
+// file, deletes only those retention lets go:
+//
+//   - with MaxAge, a file whose age is MaxAge or more (fileTime);
+//   - with MaxBytes, oldest first, while the retained files' valid bytes
+//     exceed MaxBytes. Files something needs do not count.
+//
+// A file whose records complete events of a retained file stays too, and
+// is retained (it counts toward MaxBytes). Retained files are never needed
+// for what the channel holds: a data dir that runs out of room deletes
+// them, oldest first, before it refuses a put (MakeRoom), and a full dir
+// does at each Reclaim. The zero value retains nothing: Reclaim deletes as
+// it always did.
+type Retention struct {
+	MaxAge   time.Duration // 0: no age limit
+	MaxBytes int64         // 0: no size limit
+}
+
+func (r Retention) on() bool { return r.MaxAge > 0 || r.MaxBytes > 0 }
+
+// Retained describes the retained log files (Set.Retained).
+type Retained struct {
+	Files int
+	Bytes int64 // their valid lengths
+	// Oldest is the fileTime of the oldest (zero without one).
+	Oldest time.Time
+}
+
+// fileTime is when a log file's age starts: when its last record was
+// written. It is read once the file is no longer written (at Start for the
+// files found, at the roll that closes the active one): the file's
+// modification time, or, where the filesystem keeps none (or one in the
+// future), the time it was read, which makes the file younger, never
+// older. Retention's MaxAge, its oldest-first order and the oldest
+// retained age all come from here.
+func (s *Set) fileTime(path string) time.Time {
+	now := s.now()
+	fi, err := s.fs.Stat(path)
+	if err != nil || fi.ModTime().IsZero() || fi.ModTime().After(now) {
+		return now
+	}
+	return fi.ModTime()
+}
+
+func (s *Set) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+// retainedFile is a file retention weighs: its id, fileTime and size.
+type retainedFile struct {
+	id   uint32
+	t    time.Time
+	size int64
+}
+
+// byAge returns the files of ids that exist, oldest first (then by id).
+func (s *Set) byAge(ids []uint32) []retainedFile {
+	s.mu.RLock()
+	out := make([]retainedFile, 0, len(ids))
+	for _, id := range ids {
+		if f := s.files[id]; f != nil {
+			out = append(out, retainedFile{id, f.written, f.size})
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b retainedFile) int {
+		return cmp.Or(a.t.Compare(b.t), compareIDs(a.id, b.id))
+	})
+	return out
+}
+
+// retain returns the files of free (files nothing needs, closed under
+// Complete) that retention lets go; Reclaim deletes them, the others are
+// retained.
+func (s *Set) retain(free []uint32) []uint32 {
+	r := s.opts.Retention
+	now := s.now()
+	files := s.byAge(free)
+	keep := map[uint32]bool{}
+	for _, f := range files {
+		if r.MaxAge <= 0 || now.Sub(f.t) < r.MaxAge {
+			keep[f.id] = true
+		}
+	}
+	for {
+		del := s.closeOver(slices.DeleteFunc(slices.Clone(free), func(id uint32) bool { return keep[id] }))
+		if r.MaxBytes <= 0 || len(keep) == 0 {
+			return del
+		}
+		gone := setOf(del)
+		var bytes int64
+		for _, f := range files {
+			if !gone[f.id] {
+				bytes += f.size
+			}
+		}
+		if bytes <= r.MaxBytes {
+			return del
+		}
+		for _, f := range files { // the oldest kept goes
+			if keep[f.id] {
+				delete(keep, f.id)
+				break
+			}
+		}
+	}
+}
+
+// setRetained records the files of free that still exist as the retained
+// ones (after Reclaim deleted what retention let go).
+func (s *Set) setRetained(free []uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.retained)
+	for _, id := range free {
+		if s.files[id] != nil {
+			s.retained[id] = true
+		}
+	}
+	s.retainedN.Store(int64(len(s.retained)))
+}
+
+// forgetRetained drops a deleted file from the retained ones.
+func (s *Set) forgetRetained(id uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.retained, id)
+	s.retainedN.Store(int64(len(s.retained)))
+}
+
+// Retained returns the number, bytes and oldest fileTime of the retained
+// log files (as of the last Reclaim, less those deleted since).
+func (s *Set) Retained() Retained {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var r Retained
+	for id := range s.retained {
+		f := s.files[id]
+		if f == nil { // being deleted, or the set is closed
+			continue
+		}
+		r.Files++
+		r.Bytes += f.size
+		if r.Oldest.IsZero() || f.written.Before(r.Oldest) {
+			r.Oldest = f.written
+		}
+	}
+	return r
+}
+
+// RetentionDue reports whether a retained file has reached MaxAge: the
+// channel then runs a Reclaim even when nothing was written.
+func (s *Set) RetentionDue() bool {
+	age := s.opts.Retention.MaxAge
+	if age <= 0 || s.retainedN.Load() == 0 {
+		return false
+	}
+	oldest := s.Retained().Oldest
+	return !oldest.IsZero() && s.now().Sub(oldest) >= age
+}
+
+// MakeRoom deletes retained log files of data dir i, oldest first, while
+// the dir is full (Full; its space reserve is written again as soon as
+// there is room for it) or n more bytes would leave it less than min free
+// (min < 0: only fullness counts), and returns how many it deleted. unheld
+// is Reclaim's: a file it does not return stays. The deletions go in
+// Reclaim's rounds: a file completing a retained file's events is deleted
+// with it or after it, never before. The channel calls it before it
+// refuses a put for space.
+func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []uint32) (int, error) {
+	if s.retainedN.Load() == 0 {
+		return 0, nil
+	}
+	d := s.dirs[i]
+	short := func() bool {
+		if d.full.Load() {
+			s.keepReserve(d, true)
+			if d.full.Load() {
+				return true
+			}
+		}
+		if min < 0 {
+			return false
+		}
+		free, err := s.freeSpace(d)
+		return err == nil && free-n < min
+	}
+	if !s.retainsIn(d) || !short() {
+		return 0, nil
+	}
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	return s.shedLocked(d, short, unheld)
+}
+
+// retainsIn reports whether d holds a retained file.
+func (s *Set) retainsIn(d *dir) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for id := range s.retained {
+		if f := s.files[id]; f != nil && f.Dir == d.path {
+			return true
+		}
+	}
+	return false
+}
+
+// shedLocked deletes d's retained files, oldest first, while short says
+// so. The caller holds gcMu.
+func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint32) (int, error) {
+	s.mu.RLock()
+	var ids []uint32
+	for id := range s.retained {
+		if f := s.files[id]; f != nil && f.Dir == d.path {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(ids)
+	free := setOf(unheld(ids))
+	var list []uint32
+	for _, f := range s.byAge(ids) {
+		if free[f.id] {
+			list = append(list, f.id)
+		}
+	}
+	deleted := 0
+	var errs []error
+	for len(list) > 0 && short() {
+		// The oldest files that can go without a file completing them.
+		var del []uint32
+		for k := 1; k <= len(list) && len(del) == 0; k++ {
+			del = s.closeOver(list[:k])
+		}
+		if len(del) == 0 {
+			break
+		}
+		n, err := s.deleteInRounds(del)
+		deleted += n
+		errs = append(errs, err)
+		gone := setOf(del)
+		list = slices.DeleteFunc(list, func(id uint32) bool { return gone[id] })
+		s.log.Warn("deleted retained log files to make room in a full data dir", "dir", d.path, "deleted", n)
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// shedFullDirsLocked makes room in every full data dir from its retained
+// files, until it has its space reserve back. The caller holds gcMu.
+func (s *Set) shedFullDirsLocked(unheld func([]uint32) []uint32) {
+	for _, d := range s.dirs {
+		if !d.full.Load() || !s.retainsIn(d) {
+			continue
+		}
+		short := func() bool { s.keepReserve(d, true); return d.full.Load() }
+		if _, err := s.shedLocked(d, short, unheld); err != nil {
+			s.log.Error("delete retained log files in a full data dir", "dir", d.path, "err", err)
+		}
+	}
+}
