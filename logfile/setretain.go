@@ -248,10 +248,10 @@ func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint
 		if len(del) == 0 {
 			break
 		}
+		gone := setOf(del) // before deleteInRounds, which reuses del
 		n, err := s.deleteInRounds(del)
 		deleted += n
 		errs = append(errs, err)
-		gone := setOf(del)
 		list = slices.DeleteFunc(list, func(id uint32) bool { return gone[id] })
 		s.log.Warn("deleted retained log files to make room in a full data dir", "dir", d.path, "deleted", n)
 	}
