@@ -176,7 +176,9 @@ func TestMakeRoomDeletesRetainedOldestFirst(t *testing.T) {
 	}
 	mem.SetFreeSpace(min - 50)
 	s.ForgetFreeSpace()
-	unheld := func(c []uint32) []uint32 { return slices.DeleteFunc(slices.Clone(c), func(id uint32) bool { return id == 1 }) }
+	unheld := func(c []uint32) []uint32 {
+		return slices.DeleteFunc(slices.Clone(c), func(id uint32) bool { return id == 1 })
+	}
 	n, err := s.MakeRoom(0, 100, min, unheld)
 	if n != 2 || err != nil || !slices.Equal(deleted, []uint32{2, 3}) {
 		t.Fatalf("MakeRoom = %d, %v, deleted %v; want [2 3]", n, err, deleted)
