@@ -960,6 +960,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		backup     bool
 		concurrent bool
 		encrypted  bool  // Config.Keys set: every log file encrypted
+		retention  bool  // Config.Retention.MaxBytes set: taken events' files kept, the oldest deleted past it
 		steps      int   // short mode; the long mode runs 4x as many
 		seeds      int   // long mode only; the short mode runs one
 		every      int64 // short mode: check 1 crash point in every, and each after a log fsync (crashRun.sample)
@@ -969,6 +970,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4, every: 4},
 		{name: "concurrent/2dirs", dirs: 2, concurrent: true, steps: 60, seeds: 4, every: 2},
 		{name: "encrypted/serial/2dirs", dirs: 2, encrypted: true, steps: 40, seeds: 3, every: 2},
+		{name: "retention/serial/2dirs", dirs: 2, retention: true, steps: 150, seeds: 3, every: 7},
 	}
 	var total atomic.Int64
 	for _, cf := range configs {
@@ -983,6 +985,9 @@ func TestCrashStateEnumeration(t *testing.T) {
 				r.sample(cf.every, true)
 				if cf.encrypted {
 					r.cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": bytes.Repeat([]byte{0x5c}, KeySize)})
+				}
+				if cf.retention {
+					r.cfg.Retention = Retention{MaxBytes: 2 * r.cfg.MaxFileSize}
 				}
 				w := &crashWorkload{r: r, rng: rand.New(rand.NewPCG(uint64(seed), 42)), n: map[int]int{}}
 				var err error
