@@ -253,7 +253,7 @@ func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint
 		deleted += n
 		errs = append(errs, err)
 		list = slices.DeleteFunc(list, func(id uint32) bool { return gone[id] })
-		s.log.Warn("deleted retained log files to make room in a full data dir", "dir", d.path, "deleted", n)
+		s.log.Warn("deleted retained log files to make room in a data dir short of space", "dir", d.path, "deleted", n)
 	}
 	return deleted, errors.Join(errs...)
 }
