@@ -101,7 +101,7 @@ type inspectJSON struct {
 	RetainedFiles  int    `json:"retained_files,omitempty"`
 	RetainedBytes  int64  `json:"retained_bytes,omitempty"`
 	OldestRetained string `json:"oldest_retained,omitempty"`
-	Problems int         `json:"problems"` // listed by verify
+	Problems       int    `json:"problems"` // listed by verify
 	// Cost is what the damage costs in committed events (as verify's).
 	Cost costJSON `json:"cost"`
 }
