@@ -51,7 +51,8 @@ type Set struct {
 
 	// retained holds the retained log files (setretain.go): files nothing
 	// needs that Reclaim kept for Retention; guarded by mu, its size
-	// mirrored in retainedN for the put path's quick look.
+	// mirrored in retainedN, and each dir's share in dir.retained, for
+	// the put path's quick look.
 	retained  map[uint32]bool
 	retainedN atomic.Int64
 

@@ -130,15 +130,32 @@ func (s *Set) setRetained(free []uint32) {
 			s.retained[id] = true
 		}
 	}
+	s.countRetainedLocked()
+}
+
+// countRetainedLocked stores the counts of the retained files, in all and
+// per dir. The caller holds mu.
+func (s *Set) countRetainedLocked() {
 	s.retainedN.Store(int64(len(s.retained)))
+	per := map[string]int64{}
+	for id := range s.retained {
+		if f := s.files[id]; f != nil {
+			per[f.Dir]++
+		}
+	}
+	for _, d := range s.dirs {
+		d.retained.Store(per[d.path])
+	}
 }
 
 // forgetRetained drops a deleted file from the retained ones.
 func (s *Set) forgetRetained(id uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.retained, id)
-	s.retainedN.Store(int64(len(s.retained)))
+	if s.retained[id] {
+		delete(s.retained, id)
+		s.countRetainedLocked()
+	}
 }
 
 // Retained returns the number, bytes and oldest fileTime of the retained
@@ -181,10 +198,10 @@ func (s *Set) RetentionDue() bool {
 // with it or after it, never before. The channel calls it before it
 // refuses a put for space.
 func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []uint32) (int, error) {
-	if s.retainedN.Load() == 0 {
+	d := s.dirs[i]
+	if d.retained.Load() == 0 {
 		return 0, nil
 	}
-	d := s.dirs[i]
 	short := func() bool {
 		if d.full.Load() {
 			s.keepReserve(d, true)
@@ -198,24 +215,12 @@ func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []u
 		free, err := s.freeSpace(d)
 		return err == nil && free-n < min
 	}
-	if !s.retainsIn(d) || !short() {
+	if !short() {
 		return 0, nil
 	}
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
 	return s.shedLocked(d, short, unheld)
-}
-
-// retainsIn reports whether d holds a retained file.
-func (s *Set) retainsIn(d *dir) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for id := range s.retained {
-		if f := s.files[id]; f != nil && f.Dir == d.path {
-			return true
-		}
-	}
-	return false
 }
 
 // shedLocked deletes d's retained files, oldest first, while short says
@@ -262,7 +267,7 @@ func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint
 // files, until it has its space reserve back. The caller holds gcMu.
 func (s *Set) shedFullDirsLocked(unheld func([]uint32) []uint32) {
 	for _, d := range s.dirs {
-		if !d.full.Load() || !s.retainsIn(d) {
+		if !d.full.Load() || d.retained.Load() == 0 {
 			continue
 		}
 		short := func() bool { s.keepReserve(d, true); return d.full.Load() }

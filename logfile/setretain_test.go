@@ -268,3 +268,36 @@ func TestMakeRoomCrashNeverOrphansCompletedFile(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMakeRoomWithRoom is what retention adds to every put of a dir
+// that retains files and has room: MakeRoom's look, which deletes nothing.
+//
+//	go test -run '^$' -bench MakeRoom ./logfile/
+func BenchmarkMakeRoomWithRoom(b *testing.B) {
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/a", 0o700); err != nil {
+		b.Fatal(err)
+	}
+	s, err := OpenSet(SetOptions{FS: mem, Dirs: []string{"/a"}, Retention: Retention{MaxAge: time.Hour}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(Recovered{}); err != nil {
+		b.Fatal(err)
+	}
+	for range 4 {
+		if err := s.Roll(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.Reclaim(s.Snapshot(), allUnheld); err != nil || s.Retained().Files != 3 {
+		b.Fatalf("Reclaim: %v, retained %+v", err, s.Retained())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, err := s.MakeRoom(0, 1100, 1<<20, allUnheld); n != 0 || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+}

@@ -44,6 +44,10 @@ type dir struct {
 	// changes of full (taken under mu by Append and Roll, and alone).
 	reserveMu sync.Mutex
 	full      atomic.Bool
+
+	// retained counts the dir's retained log files (Set.retained; stored
+	// under Set.mu).
+	retained atomic.Int64
 }
 
 // Recovered is what recovery learned that the live set needs: where the
