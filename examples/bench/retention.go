@@ -26,9 +26,12 @@ func retentionID(on bool) string {
 	return "filechannel/retention=none/put/batch=100"
 }
 
-// retentionFileSize is both channels' MaxFileSize: small enough that the
-// fill rolls several files, which the retaining channel keeps.
-const retentionFileSize = 16 << 20
+// retentionFileSize is both channels' MaxFileSize for a fill of n events:
+// small enough that the fill rolls about 4 files, which the retaining
+// channel keeps; at most 16 MiB.
+func retentionFileSize(n int) int64 {
+	return min(max(int64(n)*1024/4, channel.MinMaxFileSize), 16<<20)
+}
 
 // retentionPuts measures durable put commits of batch 100 × 1 KiB with and
 // without Retention, interleaved, after a fill of takeEvents/4 events that
@@ -41,8 +44,9 @@ func (b *bench) retentionPuts() error {
 	err := func() error {
 		for _, on := range []bool{false, true} {
 			name := fmt.Sprintf("retention-%v", on)
+			n := b.sz.takeEvents / 4
 			c, closeC, err := b.openChannel(name, func(cfg *channel.Config) {
-				cfg.MaxFileSize = retentionFileSize
+				cfg.MaxFileSize = retentionFileSize(n)
 				if on {
 					cfg.Retention = channel.Retention{MaxAge: time.Hour}
 				}
@@ -51,7 +55,6 @@ func (b *bench) retentionPuts() error {
 				return err
 			}
 			closers = append(closers, closeC)
-			n := b.sz.takeEvents / 4
 			if err := fill(c, b.body, n, 1000); err != nil {
 				return err
 			}
@@ -79,8 +82,8 @@ func (b *bench) retentionPuts() error {
 			if on {
 				m.res.Op = "put commit, Retention{MaxAge: 1h}"
 			}
-			m.res.Note = fmt.Sprintf("MaxFileSize %d MiB; the channel took a fill of %d events before (retained, or deleted)",
-				retentionFileSize>>20, n)
+			m.res.Note = fmt.Sprintf("MaxFileSize %d KiB; the channel took a fill of %d events before (retained, or deleted)",
+				retentionFileSize(n)>>10, n)
 			ms = append(ms, withRounds(withCPU(m)))
 			dataDirs = append(dataDirs, fcConfig(filepath.Join(b.root, name)).DataDirs)
 		}
