@@ -22,7 +22,8 @@ import "time"
 // Retained files are the first to go when space runs short: before a put
 // is refused for MinimumRequiredSpace or because its data dir is full
 // (without its space reserve), the retained files of that dir are deleted,
-// oldest first, until the put fits. Stats and the metrics report them
+// oldest first, until the put fits (each with the retained files of other
+// dirs whose events its records complete). Stats and the metrics report them
 // (RetainedFiles, RetainedBytes, OldestRetained); they are never part of a
 // group's backlog.
 type Retention struct {

@@ -2,9 +2,11 @@ package channel
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,4 +289,104 @@ func TestRetainedFilesGiveAFullDirItsReserveBack(t *testing.T) {
 		t.Fatalf("reserve: %v", err)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 1))
+}
+
+// Producers and a consumer under tight space with retention and frequent
+// checkpoints: puts shed retained files while checkpoints reclaim and
+// retain others (run under -race). Every committed event comes out once,
+// each producer's in order; retained files were deleted for room (nothing
+// else deletes them within MaxAge). A refused put is tried again.
+func TestRetentionSheddingUnderLoad(t *testing.T) {
+	const minFree = 64 << 10
+	sfs := &spaceFS{MemFS: vfs.NewMem()}
+	sfs.size.Store(1 << 40)
+	cfg := memConfig(sfs, 2)
+	cfg.Preallocate = -1
+	cfg.MinimumRequiredSpace = minFree
+	cfg.CheckpointInterval = 2 * time.Millisecond
+	cfg.Retention = Retention{MaxAge: time.Hour}
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	free, _ := sfs.FreeSpace("/fc")
+	sfs.size.Add(-free + minFree + 48<<10) // 48 KiB above the minimum: a dozen log files
+	const producers, each = 2, 600
+	var wg sync.WaitGroup
+	errs := make(chan error, producers+1)
+	stop := make(chan struct{})
+	defer wg.Wait()
+	defer close(stop)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; {
+				tx, _ := c.Begin()
+				err := tx.Put(Event{Body: []byte(fmt.Sprintf("%d/%05d/%s", p, i, strings.Repeat("x", 200)))})
+				if errors.Is(err, ErrInsufficientSpace) {
+					_ = tx.Rollback()
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					continue
+				}
+				if err == nil {
+					err = tx.Commit()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				i++
+			}
+		}()
+	}
+	got := map[int][]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for n := 0; n < producers*each; {
+			tx, _ := c.Begin()
+			ev, ok, err := tx.Take()
+			if err == nil {
+				err = tx.Commit()
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !ok {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Microsecond):
+				}
+				continue
+			}
+			var p int
+			fmt.Sscanf(string(ev.Body), "%d/", &p)
+			got[p] = append(got[p], string(ev.Body[:7]))
+			n++
+		}
+	}()
+	select {
+	case <-done:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(time.Minute):
+		t.Fatalf("the consumer did not get every event in a minute (%+v)", c.Stats())
+	}
+	for p := range producers {
+		if len(got[p]) != each || !slices.IsSorted(got[p]) {
+			t.Fatalf("producer %d: %d events, sorted %v", p, len(got[p]), slices.IsSorted(got[p]))
+		}
+	}
+	s := c.Stats()
+	if s.Queued != 0 {
+		t.Fatalf("queued %d", s.Queued)
+	}
+	if created := int(c.logs.NextFileID() - 1); created-s.LogFiles < 5 {
+		t.Fatalf("%d log files created, %d left: retained files made little room", created, s.LogFiles)
+	}
 }

@@ -404,6 +404,8 @@ func (s *Set) Close() error {
 	}
 	s.mu.Lock()
 	s.files = map[uint32]*setFile{}
+	clear(s.retained) // nothing left to delete to make room
+	s.countRetainedLocked()
 	s.mu.Unlock()
 	// A reader in use (a take reads with no channel lock held) is closed
 	// when it is released.

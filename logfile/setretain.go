@@ -3,6 +3,7 @@ package logfile
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 )
@@ -59,11 +60,13 @@ func (s *Set) now() time.Time {
 	return time.Now()
 }
 
-// retainedFile is a file retention weighs: its id, fileTime and size.
+// retainedFile is a file retention weighs: its id, fileTime, size and
+// data dir.
 type retainedFile struct {
 	id   uint32
 	t    time.Time
 	size int64
+	dir  string
 }
 
 // byAge returns the files of ids that exist, oldest first (then by id).
@@ -72,7 +75,7 @@ func (s *Set) byAge(ids []uint32) []retainedFile {
 	out := make([]retainedFile, 0, len(ids))
 	for _, id := range ids {
 		if f := s.files[id]; f != nil {
-			out = append(out, retainedFile{id, f.written, f.size})
+			out = append(out, retainedFile{id, f.written, f.size, f.Dir})
 		}
 	}
 	s.mu.RUnlock()
@@ -193,10 +196,10 @@ func (s *Set) RetentionDue() bool {
 // the dir is full (Full; its space reserve is written again as soon as
 // there is room for it) or n more bytes would leave it less than min free
 // (min < 0: only fullness counts), and returns how many it deleted. unheld
-// is Reclaim's: a file it does not return stays. The deletions go in
-// Reclaim's rounds: a file completing a retained file's events is deleted
-// with it or after it, never before. The channel calls it before it
-// refuses a put for space.
+// is Reclaim's: a file it does not return stays. A file goes with the
+// retained files of any dir whose events it completes, in Reclaim's
+// rounds: a file completing a retained file's events is deleted after it,
+// never before. The channel calls it before it refuses a put for space.
 func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []uint32) (int, error) {
 	d := s.dirs[i]
 	if d.retained.Load() == 0 {
@@ -224,43 +227,67 @@ func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []u
 }
 
 // shedLocked deletes d's retained files, oldest first, while short says
-// so. The caller holds gcMu.
+// so. A file goes with the files whose events it completes (the retained
+// files of any dir it needs gone first, completesClosure), in Reclaim's
+// rounds; one that completes a file that is not a retained one nothing
+// holds stays. The caller holds gcMu.
 func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint32) (int, error) {
 	s.mu.RLock()
-	var ids []uint32
-	for id := range s.retained {
-		if f := s.files[id]; f != nil && f.Dir == d.path {
-			ids = append(ids, id)
-		}
-	}
+	ids := slices.Collect(maps.Keys(s.retained))
 	s.mu.RUnlock()
 	slices.Sort(ids)
 	free := setOf(unheld(ids))
 	var list []uint32
 	for _, f := range s.byAge(ids) {
-		if free[f.id] {
+		if free[f.id] && f.dir == d.path {
 			list = append(list, f.id)
 		}
 	}
 	deleted := 0
 	var errs []error
-	for len(list) > 0 && short() {
-		// The oldest files that can go without a file completing them.
-		var del []uint32
-		for k := 1; k <= len(list) && len(del) == 0; k++ {
-			del = s.closeOver(list[:k])
+	for ; len(list) > 0 && short(); list = list[1:] {
+		if !free[list[0]] {
+			continue // gone with an earlier one
 		}
-		if len(del) == 0 {
-			break
+		del := s.completesClosure(list[0], free)
+		if del == nil {
+			continue
 		}
-		gone := setOf(del) // before deleteInRounds, which reuses del
+		for _, id := range del {
+			delete(free, id) // deleted, or failed and left alone
+		}
 		n, err := s.deleteInRounds(del)
 		deleted += n
 		errs = append(errs, err)
-		list = slices.DeleteFunc(list, func(id uint32) bool { return gone[id] })
 		s.log.Warn("deleted retained log files to make room in a data dir short of space", "dir", d.path, "deleted", n)
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// completesClosure returns id and every existing file whose events it
+// completes, directly or through others: what must go for id to go. It
+// returns nil if one of them is not in ok.
+func (s *Set) completesClosure(id uint32, ok map[uint32]bool) []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	in := map[uint32]bool{id: true}
+	for next := []uint32{id}; len(next) > 0; {
+		f := next[len(next)-1]
+		next = next[:len(next)-1]
+		for of := range s.completes[f] {
+			if _, exists := s.files[of]; !exists || in[of] {
+				continue
+			}
+			if !ok[of] {
+				return nil
+			}
+			in[of] = true
+			next = append(next, of)
+		}
+	}
+	return slices.Sorted(maps.Keys(in))
 }
 
 // shedFullDirsLocked makes room in every full data dir from its retained

@@ -231,9 +231,9 @@ func TestReclaimShedsRetainedOfFullDir(t *testing.T) {
 
 // At no instant of a MakeRoom does a power loss leave a retained file on
 // disk without the file completing its events (here the completer has the
-// lower id: it took events of a file of another dir's later put); and a
-// dir's MakeRoom never deletes a file completing events of a retained
-// file of another dir.
+// lower id: it took events of a later put), even across data dirs: a file
+// goes with the retained files it completes, of any dir, after them; and
+// it stays while one of them is held.
 func TestMakeRoomCrashNeverOrphansCompletedFile(t *testing.T) {
 	dirs := []string{"/a", "/b"}
 	mem := setMem(t, dirs...)
@@ -253,18 +253,25 @@ func TestMakeRoomCrashNeverOrphansCompletedFile(t *testing.T) {
 	mem.SetHook(func(p vfs.CrashPoint) {
 		images = append(images, p.Clone(false, 0), p.Clone(true, p.Seq))
 	})
-	n, err := s.MakeRoom(0, 1, 1, allUnheld)
-	mem.SetHook(nil)
-	if n != 2 || err != nil {
-		t.Fatalf("MakeRoom = %d, %v; want 2 deleted", n, err)
-	}
 	path := func(dir string, id uint32) string { return filepath.Join(dir, LogName(id)) }
-	if !existsIn(mem, path("/a", crossCompleter)) {
-		t.Fatalf("MakeRoom of /a deleted %s, which completes events of /b's retained %s", path("/a", crossCompleter), path("/b", crossCompleted))
+	holdsCross := func(c []uint32) []uint32 {
+		return slices.DeleteFunc(slices.Clone(c), func(id uint32) bool { return id == crossCompleted })
+	}
+	n, err := s.MakeRoom(0, 1, 1, holdsCross)
+	if n != 2 || err != nil || !existsIn(mem, path("/a", crossCompleter)) {
+		t.Fatalf("MakeRoom with /b's file held = %d, %v; want 2 deleted, %s kept (it completes the held file's events)",
+			n, err, path("/a", crossCompleter))
+	}
+	n, err = s.MakeRoom(0, 1, 1, allUnheld)
+	mem.SetHook(nil)
+	if n != 2 || err != nil || existsIn(mem, path("/b", crossCompleted)) {
+		t.Fatalf("MakeRoom = %d, %v; want both cross-dir files deleted", n, err)
 	}
 	for i, img := range images {
-		if !existsIn(img, path("/a", completer)) && existsIn(img, path("/a", completed)) {
-			t.Fatalf("a power loss at image %d of %d keeps file %d but not file %d, which completes its events", i+1, len(images), completed, completer)
+		for _, pair := range [][2]string{{path("/a", completer), path("/a", completed)}, {path("/a", crossCompleter), path("/b", crossCompleted)}} {
+			if !existsIn(img, pair[0]) && existsIn(img, pair[1]) {
+				t.Fatalf("a power loss at image %d of %d keeps %s but not %s, which completes its events", i+1, len(images), pair[1], pair[0])
+			}
 		}
 	}
 }
@@ -299,5 +306,53 @@ func BenchmarkMakeRoomWithRoom(b *testing.B) {
 		if n, err := s.MakeRoom(0, 1100, 1<<20, allUnheld); n != 0 || err != nil {
 			b.Fatal(n, err)
 		}
+	}
+}
+
+// A retained file whose deletion fails stays, counted as retained; MakeRoom
+// returns the error and goes on with the next file, and does not loop.
+// After Close, MakeRoom has nothing to delete.
+func TestMakeRoomDeletionFails(t *testing.T) {
+	mem := setMem(t, "/a")
+	ff := vfs.NewFaultFS(mem)
+	var deleted []uint32
+	s := startSet(t, SetOptions{FS: ff, Dirs: []string{"/a"}, Retention: Retention{MaxAge: time.Hour},
+		OnDelete: func(id uint32) { deleted = append(deleted, id) }}, Recovered{})
+	rollFiles(t, s, 0, 3)
+	if _, err := s.Reclaim(s.Snapshot(), allUnheld); err != nil || s.Retained().Files != 3 {
+		t.Fatalf("Reclaim: %v, retained %+v", err, s.Retained())
+	}
+	ff.SetFreeSpace(0)
+	s.ForgetFreeSpace()
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpRemove}, Name: LogName(1)})
+	n, err := s.MakeRoom(0, 1, 1, allUnheld)
+	if n != 2 || err == nil || !slices.Equal(deleted, []uint32{2, 3}) {
+		t.Fatalf("MakeRoom = %d, %v, deleted %v; want 2, an error, [2 3]", n, err, deleted)
+	}
+	if r := s.Retained(); r.Files != 1 || !existsIn(mem, filepath.Join("/a", LogName(1))) {
+		t.Fatalf("retained %+v; want file 1, which could not be deleted", r)
+	}
+}
+
+// After Close, a put's MakeRoom (racing with Close) touches nothing: not
+// even the space reserve of a dir that was full.
+func TestMakeRoomAfterClose(t *testing.T) {
+	mem := setMem(t, "/a")
+	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a"}, Reserve: 1000, Retention: Retention{MaxAge: time.Hour}}, Recovered{})
+	rollFiles(t, s, 0, 3)
+	if _, err := s.Reclaim(s.Snapshot(), allUnheld); err != nil || s.Retained().Files != 3 {
+		t.Fatalf("Reclaim: %v, retained %+v", err, s.Retained())
+	}
+	if !s.releaseReserve(s.dirs[0]) {
+		t.Fatal("no reserve to release")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.MakeRoom(0, 1, 1, allUnheld); n != 0 || err != nil || s.Retained().Files != 0 {
+		t.Fatalf("MakeRoom after Close: %d, %v, retained %+v", n, err, s.Retained())
+	}
+	if existsIn(mem, filepath.Join("/a", ReserveName)) {
+		t.Fatal("MakeRoom after Close wrote the space reserve")
 	}
 }
