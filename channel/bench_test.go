@@ -26,29 +26,34 @@ func BenchmarkPut(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			c := mustOpen(b, benchConfig(b))
 			defer c.Close()
-			ev := Event{Headers: map[string]string{"k": "v"}, Body: make([]byte, 1024)}
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; {
-				tx, _ := c.Begin()
-				for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
-					if err := tx.Put(ev); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-				if c.Len() > 1_500_000 {
-					b.StopTimer()
-					takeN(b, c, c.Len(), 10_000)
-					b.StartTimer()
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			benchPuts(b, c, Event{Headers: map[string]string{"k": "v"}, Body: make([]byte, 1024)}, batch)
 		})
 	}
+}
+
+// benchPuts commits b.N copies of ev in transactions of batch, taking
+// them all (untimed) when the channel holds 1,500,000.
+func benchPuts(b *testing.B, c *FileChannel, ev Event, batch int) {
+	b.SetBytes(int64(len(ev.Body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		tx, _ := c.Begin()
+		for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
+			if err := tx.Put(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if c.Len() > 1_500_000 {
+			b.StopTimer()
+			takeN(b, c, c.Len(), 10_000)
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // BenchmarkConcurrentPut measures group commit: producers × batch 10.
@@ -261,26 +266,7 @@ func BenchmarkPutRetention(b *testing.B) {
 			if got := c.Stats().RetainedFiles; (got > 0) != (r.MaxAge > 0) {
 				b.Fatalf("%d retained files", got)
 			}
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; {
-				tx, _ := c.Begin()
-				for j := 0; j < 100 && i < b.N; j, i = j+1, i+1 {
-					if err := tx.Put(ev); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-				if c.Len() > 1_500_000 {
-					b.StopTimer()
-					takeN(b, c, c.Len(), 10_000)
-					b.StartTimer()
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			benchPuts(b, c, ev, 100)
 		})
 	}
 }

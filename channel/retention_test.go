@@ -201,19 +201,28 @@ func (f *spaceFS) FreeSpace(dir string) (int64, error) {
 	return max(f.size.Load()-used, 0), nil
 }
 
+// spaceChannel opens a channel on a spaceFS of a large disk with
+// Retention{MaxAge: 1h}, dirs data dirs and no zeros laid out, edited by
+// edit.
+func spaceChannel(t *testing.T, dirs int, edit func(*Config)) (*FileChannel, *spaceFS) {
+	t.Helper()
+	sfs := &spaceFS{MemFS: vfs.NewMem()}
+	sfs.size.Store(1 << 40)
+	cfg := memConfig(sfs, dirs)
+	cfg.Preallocate = -1
+	cfg.Retention = Retention{MaxAge: time.Hour}
+	edit(&cfg)
+	c := mustOpen(t, cfg)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, sfs
+}
+
 // A put that would leave less than MinimumRequiredSpace deletes retained
 // files first, oldest first, and is refused only when none is left; the
 // held files stay, and every queued event comes out.
 func TestRetainedFilesMakeRoomForPuts(t *testing.T) {
 	const minFree = 64 << 10
-	sfs := &spaceFS{MemFS: vfs.NewMem()}
-	sfs.size.Store(1 << 40)
-	cfg := memConfig(sfs, 1)
-	cfg.Preallocate = -1
-	cfg.MinimumRequiredSpace = minFree
-	cfg.Retention = Retention{MaxAge: time.Hour}
-	c := mustOpen(t, cfg)
-	defer c.Close()
+	c, sfs := spaceChannel(t, 1, func(cfg *Config) { cfg.MinimumRequiredSpace = minFree })
 	retainedWorkload(t, c, 400)
 	before := c.Stats()
 	if before.RetainedFiles < 5 {
@@ -258,14 +267,7 @@ func TestRetainedFilesMakeRoomForPuts(t *testing.T) {
 // before it refuses a put, until the reserve is back.
 func TestRetainedFilesGiveAFullDirItsReserveBack(t *testing.T) {
 	const reserve = 16 << 10
-	sfs := &spaceFS{MemFS: vfs.NewMem()}
-	sfs.size.Store(1 << 40)
-	cfg := memConfig(sfs, 1)
-	cfg.Preallocate = -1
-	cfg.SpaceReserve = reserve
-	cfg.Retention = Retention{MaxAge: time.Hour}
-	c := mustOpen(t, cfg)
-	defer c.Close()
+	c, sfs := spaceChannel(t, 1, func(cfg *Config) { cfg.SpaceReserve = reserve })
 	retainedWorkload(t, c, 400)
 	n := c.Stats().RetainedFiles
 	// The disk fills up (another writer): a write failing with ENOSPC
@@ -285,7 +287,7 @@ func TestRetainedFilesGiveAFullDirItsReserveBack(t *testing.T) {
 	if c.logs.Full(0) || c.Stats().RetainedFiles >= n {
 		t.Fatalf("full %v, %d retained of %d", c.logs.Full(0), c.Stats().RetainedFiles, n)
 	}
-	if _, err := sfs.Stat(filepath.Join(cfg.DataDirs[0], logfile.ReserveName)); err != nil {
+	if _, err := sfs.Stat(filepath.Join(c.cfg.DataDirs[0], logfile.ReserveName)); err != nil {
 		t.Fatalf("reserve: %v", err)
 	}
 	wantEvents(t, drain(t, c), bodies(0, 1))
@@ -298,15 +300,9 @@ func TestRetainedFilesGiveAFullDirItsReserveBack(t *testing.T) {
 // else deletes them within MaxAge). A refused put is tried again.
 func TestRetentionSheddingUnderLoad(t *testing.T) {
 	const minFree = 64 << 10
-	sfs := &spaceFS{MemFS: vfs.NewMem()}
-	sfs.size.Store(1 << 40)
-	cfg := memConfig(sfs, 2)
-	cfg.Preallocate = -1
-	cfg.MinimumRequiredSpace = minFree
-	cfg.CheckpointInterval = 2 * time.Millisecond
-	cfg.Retention = Retention{MaxAge: time.Hour}
-	c := mustOpen(t, cfg)
-	defer c.Close()
+	c, sfs := spaceChannel(t, 2, func(cfg *Config) {
+		cfg.MinimumRequiredSpace, cfg.CheckpointInterval = minFree, 2*time.Millisecond
+	})
 	free, _ := sfs.FreeSpace("/fc")
 	sfs.size.Add(-free + minFree + 48<<10) // 48 KiB above the minimum: a dozen log files
 	const producers, each = 2, 600
