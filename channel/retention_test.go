@@ -386,3 +386,36 @@ func TestRetentionSheddingUnderLoad(t *testing.T) {
 		t.Fatalf("%d log files created, %d left: retained files made little room", created, s.LogFiles)
 	}
 }
+
+// Retention can change between restarts: a lower MaxBytes deletes what no
+// longer fits at Open; the zero value deletes the retained files at the
+// next checkpoint.
+func TestRetentionChangedAtOpen(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Retention = Retention{MaxAge: time.Hour}
+	c := mustOpen(t, cfg)
+	retainedWorkload(t, c, 400)
+	n := c.Stats().RetainedFiles
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Retention = Retention{MaxBytes: 2 * cfg.MaxFileSize}
+	c = mustOpen(t, cfg)
+	if s := c.Stats(); s.RetainedFiles == 0 || s.RetainedFiles >= n || s.RetainedBytes > cfg.Retention.MaxBytes {
+		t.Fatalf("after reopening with MaxBytes %d: %d retained files (%d bytes), %d before", cfg.Retention.MaxBytes, s.RetainedFiles, s.RetainedBytes, n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Retention = Retention{}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	files := c.Stats().LogFiles
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.RetainedFiles != 0 || s.LogFiles >= files || s.LogFiles > 2 {
+		t.Fatalf("after reopening without Retention and a checkpoint: %d log files (%d before), %d retained", s.LogFiles, files, s.RetainedFiles)
+	}
+}

@@ -41,11 +41,11 @@ type Retained struct {
 // written. It is read once the file is no longer written (at Start for the
 // files found, at the roll that closes the active one): the file's
 // modification time, or, where the filesystem keeps none (or one in the
-// future), the time it was read, which makes the file younger, never
+// future), now (the time it was read: one for all the files Start reads,
+// whose order is then their ids'), which makes the file younger, never
 // older. Retention's MaxAge, its oldest-first order and the oldest
 // retained age all come from here.
-func (s *Set) fileTime(path string) time.Time {
-	now := s.now()
+func (s *Set) fileTime(path string, now time.Time) time.Time {
 	fi, err := s.fs.Stat(path)
 	if err != nil || fi.ModTime().IsZero() || fi.ModTime().After(now) {
 		return now
@@ -87,39 +87,39 @@ func (s *Set) byAge(ids []uint32) []retainedFile {
 
 // retain returns the files of free (files nothing needs, closed under
 // Complete) that retention lets go; Reclaim deletes them, the others are
-// retained.
+// retained. With MaxBytes, files younger than MaxAge are kept newest first
+// while the retained bytes (the kept files and those completing them)
+// stay within it: the first that does not fit goes, and every older one.
 func (s *Set) retain(free []uint32) []uint32 {
 	r := s.opts.Retention
 	now := s.now()
 	files := s.byAge(free)
 	keep := map[uint32]bool{}
+	del := s.closeOver(free)
+	for _, f := range slices.Backward(files) {
+		if r.MaxAge > 0 && now.Sub(f.t) >= r.MaxAge {
+			break
+		}
+		keep[f.id] = true
+		d := s.closeOver(slices.DeleteFunc(slices.Clone(free), func(id uint32) bool { return keep[id] }))
+		if r.MaxBytes > 0 && s.bytesOutside(files, d) > r.MaxBytes {
+			break
+		}
+		del = d
+	}
+	return del
+}
+
+// bytesOutside sums the sizes of the files not in del.
+func (s *Set) bytesOutside(files []retainedFile, del []uint32) int64 {
+	gone := setOf(del)
+	var n int64
 	for _, f := range files {
-		if r.MaxAge <= 0 || now.Sub(f.t) < r.MaxAge {
-			keep[f.id] = true
+		if !gone[f.id] {
+			n += f.size
 		}
 	}
-	for {
-		del := s.closeOver(slices.DeleteFunc(slices.Clone(free), func(id uint32) bool { return keep[id] }))
-		if r.MaxBytes <= 0 || len(keep) == 0 {
-			return del
-		}
-		gone := setOf(del)
-		var bytes int64
-		for _, f := range files {
-			if !gone[f.id] {
-				bytes += f.size
-			}
-		}
-		if bytes <= r.MaxBytes {
-			return del
-		}
-		for _, f := range files { // the oldest kept goes
-			if keep[f.id] {
-				delete(keep, f.id)
-				break
-			}
-		}
-	}
+	return n
 }
 
 // setRetained records the files of free that still exist as the retained

@@ -71,12 +71,13 @@ type Recovered struct {
 func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	for id, f := range s.files {
 		// Without an end: no record starts before the smallest header (a
 		// scan from there starts at the file's own header end).
 		f.size = max(rec.Ends[id], headerSizeV1)
 		if s.opts.Retention.on() {
-			f.written = s.fileTime(f.Path)
+			f.written = s.fileTime(f.Path, now)
 		}
 	}
 	for file, of := range rec.Completes {
@@ -178,7 +179,7 @@ func (s *Set) rollLocked(d *dir) error {
 	}
 	var written time.Time
 	if old != nil && s.opts.Retention.on() {
-		written = s.fileTime(old.Path())
+		written = s.fileTime(old.Path(), s.now())
 	}
 	s.mu.Lock()
 	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}}
