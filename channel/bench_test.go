@@ -26,29 +26,34 @@ func BenchmarkPut(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			c := mustOpen(b, benchConfig(b))
 			defer c.Close()
-			ev := Event{Headers: map[string]string{"k": "v"}, Body: make([]byte, 1024)}
-			b.SetBytes(1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; {
-				tx, _ := c.Begin()
-				for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
-					if err := tx.Put(ev); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-				if c.Len() > 1_500_000 {
-					b.StopTimer()
-					takeN(b, c, c.Len(), 10_000)
-					b.StartTimer()
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			benchPuts(b, c, Event{Headers: map[string]string{"k": "v"}, Body: make([]byte, 1024)}, batch)
 		})
 	}
+}
+
+// benchPuts commits b.N copies of ev in transactions of batch, taking
+// them all (untimed) when the channel holds 1,500,000.
+func benchPuts(b *testing.B, c *FileChannel, ev Event, batch int) {
+	b.SetBytes(int64(len(ev.Body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		tx, _ := c.Begin()
+		for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
+			if err := tx.Put(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if c.Len() > 1_500_000 {
+			b.StopTimer()
+			takeN(b, c, c.Len(), 10_000)
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // BenchmarkConcurrentPut measures group commit: producers × batch 10.
@@ -221,6 +226,47 @@ func BenchmarkTakeManyFiles(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(files), "log_files")
+		})
+	}
+}
+
+// BenchmarkPutRetention measures put commits of batch 100 × 1 KiB with
+// Retention{MaxAge: 1h} and without, side by side, NoSync (so the fsync's
+// noise does not hide the put path's cost: what retention adds is a look
+// at the data dir's retained files before the space checks). Each channel
+// first took a fill of 4 files' worth of events and checkpointed: the
+// first retains those files, the second deleted them.
+//
+//	go test -run '^$' -bench PutRetention -count 6 ./channel/
+func BenchmarkPutRetention(b *testing.B) {
+	for _, r := range []Retention{{}, {MaxAge: time.Hour}} {
+		b.Run(fmt.Sprintf("maxage=%v", r.MaxAge), func(b *testing.B) {
+			cfg := benchConfig(b)
+			cfg.NoSync, cfg.MaxFileSize, cfg.MinimumRequiredSpace = true, 4<<20, 1<<20
+			cfg.Retention = r
+			c := mustOpen(b, cfg)
+			defer c.Close()
+			ev := Event{Body: make([]byte, 1024)}
+			fillN := int(4 * cfg.MaxFileSize / 1100)
+			for range fillN / 1000 {
+				tx, _ := c.Begin()
+				for range 1000 {
+					if err := tx.Put(ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			takeN(b, c, c.Len(), 1000)
+			if err := c.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+			if got := c.Stats().RetainedFiles; (got > 0) != (r.MaxAge > 0) {
+				b.Fatalf("%d retained files", got)
+			}
+			benchPuts(b, c, ev, 100)
 		})
 	}
 }

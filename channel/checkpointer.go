@@ -34,8 +34,10 @@ func (c *FileChannel) checkpointLoop() {
 			return
 		case <-t.C:
 			// Nothing written since the last checkpoint: it still holds.
-			// A full data dir may have room again all the same.
-			if c.logs.LastWriteOrderID() == c.lastCkptW.Load() {
+			// A full data dir may have room again all the same, and a
+			// retained log file may have aged out (its deletion follows
+			// a checkpoint, as every deletion does).
+			if c.logs.LastWriteOrderID() == c.lastCkptW.Load() && !c.logs.RetentionDue() {
 				c.logs.KeepReserves()
 				continue
 			}

@@ -188,6 +188,12 @@ type Config struct {
 	// call moved after that one are not reported.
 	OnDeadLetter func(DeadLetter)
 
+	// Retention keeps log files whose events every group has taken, so
+	// that they can be replayed (see Retention; docs/operations.md,
+	// "Retention and replay"). The zero value keeps none: such a file is
+	// deleted at the first checkpoint that finds it unneeded.
+	Retention Retention
+
 	// fs replaces the operating system's filesystem: the seam the crash,
 	// power-loss and fault tests use (internal/vfs MemFS and FaultFS),
 	// set by this package's tests only. nil = the OS's.
@@ -201,6 +207,8 @@ type Config struct {
 	// resetChunk, when set, is the pointers per take or move record of a
 	// reset (resetPointersPerRecord otherwise): tests make it small.
 	resetChunk int
+	// now is the clock of Retention's ages (tests); nil = time.Now.
+	now func() time.Time
 }
 
 // DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.
@@ -291,6 +299,12 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if cfg.MaxOpenLogFiles < 0 {
 		bad("MaxOpenLogFiles %d is negative", cfg.MaxOpenLogFiles)
+	}
+	if cfg.Retention.MaxAge < 0 {
+		bad("Retention.MaxAge %v is negative (0 = no age limit)", cfg.Retention.MaxAge)
+	}
+	if cfg.Retention.MaxBytes < 0 {
+		bad("Retention.MaxBytes %d is negative (0 = no size limit)", cfg.Retention.MaxBytes)
 	}
 	if cfg.ReplayProgressEvery < 0 {
 		bad("ReplayProgressEvery %v is negative", cfg.ReplayProgressEvery)

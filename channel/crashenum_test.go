@@ -1075,7 +1075,17 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "serial/2dirs+backup", dirs: 2, backup: true, steps: 50, seeds: 4, every: 4, run: crashSerial},
 		{name: "concurrent/2dirs", dirs: 2, steps: 60, seeds: 4, every: 2, run: crashConcurrent},
 		{name: "encrypted/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 2, run: crashEncrypted(crashSerial)},
+		{name: "retention/serial/2dirs", dirs: 2, steps: 150, seeds: 3, every: 7, run: crashRetained(crashSerial)},
 	})
+}
+
+// crashRetained is d with Config.Retention.MaxBytes set to two log files:
+// files every group is done with are kept, the oldest deleted past it.
+func crashRetained(d crashDriver) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		r.cfg.Retention = Retention{MaxBytes: 2 * r.cfg.MaxFileSize}
+		return d(r, seed, steps)
+	}
 }
 
 // crashSerial is the serial workload (crashWorkload.serial).

@@ -50,6 +50,11 @@
 // until a checkpoint has made room for it again; Open succeeds on such a
 // disk, so a sink can drain it after a restart.
 //
+// Config.Retention keeps the log files of events every group has taken,
+// for MaxAge or up to MaxBytes, so that they can be replayed; such
+// retained files are the first to go when a put would otherwise be
+// refused for space (docs/operations.md, "Retention and replay").
+//
 // # Consumer groups
 //
 // Config.Groups gives the channel consumer groups: every group receives

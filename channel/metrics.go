@@ -166,6 +166,18 @@ func newMetrics(c *FileChannel) *metrics {
 		return float64(c.logs.Len())
 	})
 	gauge("log_bytes", "Bytes in the data log files the channel holds.", func() float64 { return float64(c.logs.Bytes()) })
+	gauge("retained_log_files", "Data log files kept only for Config.Retention: no group queues or holds an event in them.", func() float64 {
+		return float64(c.logs.Retained().Files)
+	})
+	gauge("retained_log_bytes", "Bytes in the retained log files (Config.Retention.MaxBytes caps them).", func() float64 {
+		return float64(c.logs.Retained().Bytes)
+	})
+	gauge("retained_log_oldest_age_seconds", "Time since the oldest retained log file's last record was written (0 without one; Config.Retention.MaxAge bounds it).", func() float64 {
+		if t := c.logs.Retained().Oldest; !t.IsZero() {
+			return time.Since(t).Seconds()
+		}
+		return 0
+	})
 	gauge("log_preallocated_bytes", "Zeros laid out past the records of the active log files (Config.Preallocate).", func() float64 {
 		var n int64
 		for _, d := range c.logs.DirStates() {

@@ -344,7 +344,8 @@ func (c *FileChannel) replay(rc *recovery) error {
 		OnCreate: c.metrics.logCreated, OnDelete: c.metrics.logDeleted, FileStart: c.fileStart,
 		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
 		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
-		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id})
+		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id,
+		Retention: logfile.Retention{MaxAge: c.cfg.Retention.MaxAge, MaxBytes: c.cfg.Retention.MaxBytes}, Now: c.cfg.now})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}
@@ -498,10 +499,12 @@ func (c *FileChannel) rollAll(*recovery) error {
 
 // checkpointAfterReplay (step 14) writes a checkpoint, which makes the next
 // recovery start from here and deletes what is no longer needed, unless
-// the main checkpoint was used unchanged and replay found nothing after it.
+// the main checkpoint was used unchanged and replay found nothing after it
+// (with Retention, it is written all the same: its Reclaim finds the
+// retained files).
 func (c *FileChannel) checkpointAfterReplay(rc *recovery) error {
 	if rc.source == replay.FromCheckpoint && c.stats.recoveredFrom == rc.source && rc.res.Records == rc.res.Skipped &&
-		len(c.staleGroupDirs) == 0 {
+		len(c.staleGroupDirs) == 0 && c.cfg.Retention == (Retention{}) {
 		c.lastCkptW.Store(rc.st.WriteOrderID)
 		return nil
 	}

@@ -83,12 +83,13 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if size-logfile.FrameHeaderSize > logfile.MaxPayloadSize {
 		return fmt.Errorf("%w: %d bytes encoded, the limit is %d", ErrEventTooLarge, size, logfile.MaxPayloadSize)
 	}
+	b := t.scratch().batch
+	need := int64(b.Size() + size)
+	c.makeRoom(t.dir, need)
 	if c.logs.Full(t.dir) {
 		return fmt.Errorf("%w: %s is full: its room is kept for take commits until a checkpoint frees room for its space reserve",
 			ErrInsufficientSpace, c.logs.DirPath(t.dir))
 	}
-	b := t.scratch().batch
-	need := int64(b.Size() + size)
 	ok, free, err := c.logs.SpaceOK(t.dir, need, c.cfg.MinimumRequiredSpace)
 	if err != nil {
 		return opErr("put", err)

@@ -22,6 +22,13 @@ type Stats struct {
 	// LayoutWaits counts the appends that caught up with a zero-fill in
 	// flight and waited for it: Preallocate is too small for the rate.
 	LayoutWaits int64
+	// RetainedFiles and RetainedBytes are the log files (of LogFiles) kept
+	// only for Config.Retention, and their bytes: no group queues or holds
+	// an event in them. OldestRetained is when the oldest one's last
+	// record was written (zero without one).
+	RetainedFiles  int
+	RetainedBytes  int64
+	OldestRetained time.Time
 
 	// PutWaits counts the Puts (Put and PutContext) that found the channel
 	// at capacity and waited for room, whatever came of it: room, or
@@ -160,6 +167,8 @@ func (c *FileChannel) Stats() Stats {
 		s.LogPreallocated += d.LaidOut
 	}
 	s.LayoutWaits = c.logs.LayoutStats().Waits
+	r := c.logs.Retained()
+	s.RetainedFiles, s.RetainedBytes, s.OldestRetained = r.Files, r.Bytes, r.Oldest
 	s.RecoveredFrom = c.stats.recoveredFrom
 	s.ReplayRecords = c.stats.replayRecords
 	s.ReplaySkipped = c.stats.replaySkipped

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -47,6 +48,16 @@ type Set struct {
 
 	// readers is the bounded cache of open readers (readercache.go).
 	readers *readerCache
+
+	// retained holds the retained log files (setretain.go): files nothing
+	// needs that Reclaim kept for Retention; guarded by mu, its size
+	// mirrored in retainedN, and each dir's share in dir.retained, for
+	// the put path's quick look.
+	retained  map[uint32]bool
+	retainedN atomic.Int64
+
+	// gcMu serialises the deletions of Reclaim and MakeRoom.
+	gcMu sync.Mutex
 
 	// depMu guards completes (a leaf: taken with no other lock of the set).
 	depMu     sync.Mutex
@@ -120,6 +131,11 @@ type SetOptions struct {
 	// Zero (a tool that does not know the channel): a version-6 file is
 	// read with the channel its key record names.
 	ChannelID ChannelID
+	// Retention is what Reclaim keeps of the files nothing needs
+	// (setretain.go); the zero value keeps none.
+	Retention Retention
+	// Now is the clock of Retention's ages; nil = time.Now.
+	Now func() time.Time
 }
 
 // File is a log file found in a data dir.
@@ -146,6 +162,9 @@ type setFile struct {
 	// size is the file's valid length once no writer appends to it; 0
 	// while it is a dir's active file.
 	size int64
+	// written is the file's fileTime, with Retention, once no writer
+	// appends to it (guarded by mu, as size).
+	written time.Time
 }
 
 // OpenSet lists the log files of the data dirs in opts.Dirs. A data dir
@@ -165,7 +184,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 	if opts.MaxOpenReaders == 0 {
 		opts.MaxOpenReaders = DefaultMaxOpenReaders
 	}
-	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{},
+	s := &Set{fs: opts.FS, log: opts.Logger, opts: opts, files: map[uint32]*setFile{}, retained: map[uint32]bool{},
 		completes: map[uint32]map[uint32]struct{}{},
 		spilled:   map[uint32]map[uint64]SpilledCommit{},
 		index:     map[uint32]FileIndex{},
@@ -408,6 +427,8 @@ func (s *Set) Close() error {
 	}
 	s.mu.Lock()
 	s.files = map[uint32]*setFile{}
+	clear(s.retained) // nothing left to delete to make room
+	s.countRetainedLocked()
 	s.mu.Unlock()
 	// A reader in use (a take reads with no channel lock held) is closed
 	// when it is released.

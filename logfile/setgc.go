@@ -151,9 +151,20 @@ type syncTarget struct {
 // each other (a cycle, across data dirs) go in one round. Each deletion is
 // logged.
 //
+// With SetOptions.Retention, the files nothing needs are retained as it
+// says (setretain.go): only those it lets go are deleted, and the files
+// completing a retained file's events stay with it.
+//
 // Then (deleted or not) every full data dir gets its space reserve back
-// where there is room for twice its size (setreserve.go).
+// where there is room for twice its size (setreserve.go); with retention,
+// a dir still full then has its retained files deleted, oldest first,
+// until it does.
 func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (int, error) {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	if s.opts.Retention.on() {
+		defer s.shedFullDirsLocked(unheld)
+	}
 	defer s.KeepReserves()
 	var cand []uint32
 	s.mu.RLock()
@@ -165,6 +176,7 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 	}
 	s.mu.RUnlock()
 	if len(cand) == 0 {
+		s.setRetained(nil)
 		return 0, nil
 	}
 	slices.Sort(cand)
@@ -172,6 +184,18 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 	// Only candidates, whatever the callback returned.
 	free = slices.DeleteFunc(free, func(id uint32) bool { _, found := slices.BinarySearch(cand, id); return !found })
 	left := s.closeOver(free)
+	if s.opts.Retention.on() {
+		deleted, err := s.deleteInRounds(s.retain(left))
+		s.setRetained(left)
+		return deleted, err
+	}
+	return s.deleteInRounds(left)
+}
+
+// deleteInRounds deletes the files of left in Reclaim's rounds, and returns
+// how many it deleted. left must hold no file whose events a file outside
+// it, that exists, completes (closeOver).
+func (s *Set) deleteInRounds(left []uint32) (int, error) {
 	deleted := 0
 	var errs []error
 	for len(left) > 0 {
@@ -246,6 +270,7 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 		delete(s.completes, id)
 		s.depMu.Unlock()
 		s.forgetSpilled(id)
+		s.forgetRetained(id)
 		deleted++
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)

@@ -45,6 +45,10 @@ type dir struct {
 	// changes of full (taken under mu by Append and Roll, and alone).
 	reserveMu sync.Mutex
 	full      atomic.Bool
+
+	// retained counts the dir's retained log files (Set.retained; stored
+	// under Set.mu).
+	retained atomic.Int64
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -73,10 +77,14 @@ type Recovered struct {
 func (s *Set) Start(rec Recovered) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	for id, f := range s.files {
 		// Without an end: no record starts before the smallest header (a
 		// scan from there starts at the file's own header end).
 		f.size = max(rec.Ends[id], headerSizeV1)
+		if s.opts.Retention.on() {
+			f.written = s.fileTime(f.Path, now)
+		}
 	}
 	s.spillMu.Lock()
 	for file, m := range rec.Spilled {
@@ -187,11 +195,15 @@ func (s *Set) rollLocked(d *dir) error {
 			s.log.Error("close rolled log file", "file", old.Path(), "err", errors.Join(err, old.Err()))
 		}
 	}
+	var written time.Time
+	if old != nil && s.opts.Retention.on() {
+		written = s.fileTime(old.Path(), s.now())
+	}
 	s.mu.Lock()
 	s.files[id] = &setFile{File: File{ID: id, Dir: d.path, Path: w.Path()}}
 	if old != nil {
 		if f := s.files[old.ID()]; f != nil {
-			f.size = size
+			f.size, f.written = size, written
 		}
 	}
 	s.mu.Unlock()

@@ -686,6 +686,7 @@ func (v *verifier) checkPointers(groups []groupQueue, inflight []rolePointer) er
 			missing[p.FileID()]++
 			continue
 		}
+		l.Held = true
 		if _, damaged := v.rangeOf(p); damaged {
 			continue
 		}

@@ -377,6 +377,11 @@ type LogInfo struct {
 	Skipped   []logfile.Skip // damaged regions after the header
 	// Unfinished: left by a crash inside logfile.Create; holds no record.
 	Unfinished bool
+	// Held: a group's recovered queue, or a transaction in flight at the
+	// checkpoint used, points into the file. A file with records that
+	// nothing holds is one the channel deletes at its next checkpoint, or
+	// retains (Config.Retention).
+	Held bool
 
 	duplicate bool // another data dir listed first holds the same id
 }

@@ -39,6 +39,9 @@
 //     a group with MaxDeliveries 16 (a delivery-journal entry stored in
 //     every Take) against the same group without, with the CPU time they
 //     used.
+//   - retention (retention.go): put commits of batch 100 to a channel with
+//     Retention{MaxAge: 1h} that retains the log files of a fill it took,
+//     against one without.
 //   - Kafka (kafka.go): on one in-process kfake cluster of 3 brokers, put
 //     commits of batch 100 through channel/kafka against raw franz-go
 //     transactions of the same batches (with no producer linger on both),

@@ -118,6 +118,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: take with MaxDeliveries 16 and without, batch 1, 10, 100, interleaved", b.groupDeliveryTakes},
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
+		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},
 		{"kafka: put and take commits of kafka.Channel and of raw franz-go on a kfake cluster, interleaved", b.kafkaBench},
 	}
 	for _, s := range steps {

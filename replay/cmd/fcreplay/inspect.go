@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,9 @@ consumer group (id, name, events queued, in flight at the checkpoint, capacity,
 policy when full; and for dead letters its MaxDeliveries and dead-letter group,
 how many of its queued events were delivered before and at most how often, or
 that it is a dead-letter group), and every log file with its size, valid end,
-record counts, write-order id range and tail. It scans every log file in full.
+record counts, write-order id range and tail; and the log files no group holds
+(retained, with Config.Retention), their bytes and the oldest one's time. It
+scans every log file in full.
 
 Problems are counted, not listed: run 'fcreplay verify' for the list. The exit
 code is 0 whenever the files could be read, whatever they hold.`,
@@ -64,6 +67,7 @@ func runInspect(o *options) error {
 		out.Logs = append(out.Logs, logFacts(l, damage))
 		out.LogBytes += l.Size
 	}
+	retainedFacts(o, rep.Logs, &out)
 	if o.json {
 		return o.printJSON(out)
 	}
@@ -88,7 +92,16 @@ type inspectJSON struct {
 	Groups   []groupJSON `json:"groups"`
 	Logs     []logJSON   `json:"logs"`
 	LogBytes int64       `json:"log_bytes"`
-	Problems int         `json:"problems"` // listed by verify
+	// Retained counts the log files with records that nothing holds: no
+	// group queues an event in them and no transaction was in flight in
+	// them at the checkpoint used. The channel deletes them at its next
+	// checkpoint, or keeps them for Config.Retention. OldestRetained is
+	// the oldest one's modification time: when its last record was
+	// written.
+	RetainedFiles  int    `json:"retained_files,omitempty"`
+	RetainedBytes  int64  `json:"retained_bytes,omitempty"`
+	OldestRetained string `json:"oldest_retained,omitempty"`
+	Problems       int    `json:"problems"` // listed by verify
 	// Cost is what the damage costs in committed events (as verify's).
 	Cost costJSON `json:"cost"`
 }
@@ -320,6 +333,10 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 		}
 	}
 	kv("", "log files", "%s, %d bytes", plural(int64(len(r.Logs)), "file"), r.LogBytes)
+	if r.RetainedFiles > 0 {
+		kv("  ", "retained", "%s, %d bytes that no group holds; the oldest written %s",
+			plural(int64(r.RetainedFiles), "file"), r.RetainedBytes, r.OldestRetained)
+	}
 	if len(r.Logs) > 0 {
 		tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tSIZE\tVALID END\tRECORDS\tPUTS\tTAKES\tCOMMITS\tROLLBACKS\tWRITE-ORDER IDS\tTAIL\tPATH")
@@ -558,4 +575,21 @@ func plural(n int64, word string) string {
 		s += "s"
 	}
 	return s
+}
+
+// retainedFacts counts the log files nothing holds (inspectJSON.Retained)
+// into out.
+func retainedFacts(o *options, logs []replay.LogInfo, out *inspectJSON) {
+	var oldest time.Time
+	for _, l := range logs {
+		if l.Held || l.Unfinished || l.Records == 0 {
+			continue
+		}
+		out.RetainedFiles++
+		out.RetainedBytes += l.End
+		if fi, err := o.fs.Stat(l.Path); err == nil && (oldest.IsZero() || fi.ModTime().Before(oldest)) {
+			oldest = fi.ModTime()
+		}
+	}
+	out.OldestRetained = formatTime(oldest)
 }
