@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // The crash-state enumeration and the fault-at-every-operation test with
@@ -65,7 +66,10 @@ func groupsCrashRun(r *crashRun) *crashRun {
 type groupsWorkload struct {
 	*crashWorkload
 	resets bool // some steps reset a group (ResetGroup)
-	nreset *int // resets done
+	// earliest: half the resets are to Earliest (the channel retains
+	// every log file: Config.Retention), the others to Latest.
+	earliest bool
+	nreset   *int // resets done
 }
 
 // take runs one take transaction on group g of c.
@@ -127,12 +131,18 @@ func (w groupsWorkload) reset(s *crashSession) error {
 		all = append(all, id)
 	}
 	m.mu.Unlock()
-	held := w.heldBy(g, all)
-	m.setTakeG(g, held, takeCommitting)
-	if _, err := s.c.ResetGroup(crashGroups[g], Latest()); err != nil {
-		return err
+	if w.earliest && w.rng.IntN(2) == 0 {
+		if err := w.resetEarliest(s.c, g, all); err != nil {
+			return err
+		}
+	} else {
+		held := w.heldBy(g, all)
+		m.setTakeG(g, held, takeCommitting)
+		if _, err := s.c.ResetGroup(crashGroups[g], Latest()); err != nil {
+			return err
+		}
+		m.setTakeG(g, held, takeCommitted)
 	}
-	m.setTakeG(g, held, takeCommitted)
 	w.r.force.Store(6) // a crash right after it keeps the reset
 	if w.nreset != nil {
 		*w.nreset++
@@ -143,6 +153,45 @@ func (w groupsWorkload) reset(s *crashSession) error {
 		}
 		s.openTake, s.openIDs = nil, nil
 	}
+	return nil
+}
+
+// resetEarliest resets group g to Earliest: every committed event comes
+// back to it, in commit order. While ResetGroup runs, those it had taken
+// may be back or not after a crash (takeCommitting); once it returns, all
+// are queued (takeNone, and no longer maybe taken: the reset queued them
+// again whatever an earlier failed take commit left on disk).
+func (w groupsWorkload) resetEarliest(c *FileChannel, g int, all []int) error {
+	m := &w.r.model
+	var committed, gone []int
+	m.mu.Lock()
+	for _, id := range all {
+		if m.states[id]&0x0f != putCommitted {
+			continue
+		}
+		committed = append(committed, id)
+		st := m.states[id]
+		if g > 0 {
+			st = m.groupTakes[g-1][id]
+		}
+		if st&takeMask == takeCommitted {
+			gone = append(gone, id)
+		}
+	}
+	m.mu.Unlock()
+	m.setTakeG(g, gone, takeCommitting)
+	if _, err := c.ResetGroup(crashGroups[g], Earliest()); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for _, id := range committed {
+		if g == 0 {
+			m.states[id] &^= takeMask | maybeTaken
+		} else {
+			m.groupTakes[g-1][id] = takeNone
+		}
+	}
+	m.mu.Unlock()
 	return nil
 }
 
@@ -248,7 +297,19 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4, run: crashGroupsDriver},
 		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8, run: crashGroupsDriver},
 		{name: "groups+resets/2dirs", dirs: 2, steps: 120, seeds: 3, every: 4, run: crashGroupsResetDriver},
+		{name: "groups+resets+retention/1dir", dirs: 1, steps: 100, seeds: 3, every: 4, run: crashGroupsResetEarliestDriver},
 	})
+}
+
+// crashGroupsResetEarliestDriver is crashGroupsResetDriver with every log
+// file retained (Config.Retention), and half the resets to Earliest.
+func crashGroupsResetEarliestDriver(r *crashRun, seed uint64, steps int) (string, error) {
+	groupsCrashRun(r)
+	r.cfg.resetChunk = 3
+	r.cfg.Retention = Retention{MaxAge: 1000 * time.Hour}
+	n := 0
+	err := groupsWorkload{crashWorkload: newCrashWorkload(r, seed, 10), resets: true, earliest: true, nreset: &n}.run(steps, false)
+	return fmt.Sprintf("; %d resets", n), err
 }
 
 // crashGroupsResetDriver is the groups workload with resets, each writing
