@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"time"
+
 	"cmp"
 	"fmt"
 	"path/filepath"
@@ -253,6 +255,7 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 			gr.Info = r.info
 			if recOK {
 				gr.Queued, gr.Deliveries = len(r.ptrs), r.deliveries
+				gr.HeadID, gr.Oldest = v.headStamp(r.ptrs, rec.res.Spilled)
 			}
 		} else {
 			gr.Info = f.info
@@ -280,6 +283,20 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 	if g := v.rep.Group(0); g != nil {
 		v.rep.Diff = g.Diff
 	}
+}
+
+// headStamp is the id and commit time of the first of ptrs (a recovered
+// queue; spilled: the recovery's spilled commits); "" and zero when there
+// is none or it does not read.
+func (v *verifier) headStamp(ptrs []eventqueue.Pointer, spilled map[uint32]map[uint64]logfile.SpilledCommit) (string, time.Time) {
+	if len(ptrs) == 0 || v.logs == nil {
+		return "", time.Time{}
+	}
+	rec, timed, _ := v.readEvent(ptrs[0])
+	if rec.WriteOrderID == 0 {
+		return "", time.Time{}
+	}
+	return stamp(ptrs[0].FileID(), timed, &rec, spilled)
 }
 
 // nameGroups leaves the group of each problem and note named only in a

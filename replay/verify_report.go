@@ -338,6 +338,14 @@ type GroupReport struct {
 	// MaxDeliveries); nil for none, and when the recovery fails or does
 	// not have the group.
 	Deliveries map[eventqueue.Pointer]uint32
+	// HeadID and Oldest are the id and the commit time of the event at
+	// the head of its recovered queue, the oldest it holds (what a Take
+	// gives as Event.ID and Event.Time): its position and, against the
+	// clock, its lag. "" and zero when the queue is empty or the event
+	// does not read; Oldest is zero for an event of a log file older
+	// than format version 7.
+	HeadID string
+	Oldest time.Time
 }
 
 // Ref names g.

@@ -383,6 +383,8 @@ func fileHashes(t *testing.T, dir string) map[string]string {
 
 var (
 	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	// How long ago an event committed (inspect's lag).
+	agoRE = regexp.MustCompile(`\([0-9hms.]+ ago\)`)
 	// Stored and computed frame checksums: they include each log file's
 	// random salt.
 	checksumRE = regexp.MustCompile(`(stored|computed) 0x[0-9a-f]{8}`)
@@ -393,6 +395,7 @@ var (
 func (f *fixture) normalize(s string) string {
 	s = strings.ReplaceAll(s, f.base, "$DIR")
 	s = checksumRE.ReplaceAllString(s, "$1 $$CRC")
+	s = agoRE.ReplaceAllString(s, "($$AGO ago)")
 	return timeRE.ReplaceAllString(s, "$$TIME")
 }
 

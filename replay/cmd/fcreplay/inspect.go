@@ -26,7 +26,9 @@ checkpoint's header and metadata (version, write-order id, capacity, head, size,
 marker, complete or not, the consumer groups its catalog lists), the backup's
 state, how the channel would recover and how many events it would hold, every
 consumer group (id, name, events queued, in flight at the checkpoint, capacity,
-policy when full; and for dead letters its MaxDeliveries and dead-letter group,
+policy when full; its position: the id of its oldest queued event and when that
+event committed, with how long ago (its lag); and for dead letters its
+MaxDeliveries and dead-letter group,
 how many of its queued events were delivered before and at most how often, or
 that it is a dead-letter group), and every log file with its size, valid end,
 record counts, write-order id range and tail; and the log files no group holds
@@ -164,6 +166,12 @@ type groupJSON struct {
 	// MaxDeliveryCount is the largest count.
 	DeliveredBefore  int    `json:"delivered_before"`
 	MaxDeliveryCount uint32 `json:"max_delivery_count"`
+	// HeadID and OldestQueued are its position: the id of the event at
+	// the head of its recovered queue (its oldest) and when that event's
+	// put committed (RFC 3339 in milliseconds; absent for an event of a
+	// log file older than format version 7): time since then is its lag.
+	HeadID       string `json:"head_id,omitempty"`
+	OldestQueued string `json:"oldest_queued,omitempty"`
 }
 
 func groupsFacts(gs []replay.GroupReport) []groupJSON {
@@ -172,7 +180,11 @@ func groupsFacts(gs []replay.GroupReport) []groupJSON {
 		j := groupJSON{ID: g.Info.ID, Name: g.Info.Name, Queued: g.Queued, FullReplayQueued: g.FullReplayQueued,
 			InflightTakes: g.InflightTakes, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
 			Policy: channel.FullPolicy(g.Info.Policy).String(), MaxDeliveries: g.Info.MaxDeliveries,
-			DeadLetter: g.Info.DeadLetter, DeadLetterGroup: g.Info.DeadLetterGroup, DeliveredBefore: len(g.Deliveries)}
+			DeadLetter: g.Info.DeadLetter, DeadLetterGroup: g.Info.DeadLetterGroup, DeliveredBefore: len(g.Deliveries),
+			HeadID: g.HeadID}
+		if !g.Oldest.IsZero() {
+			j.OldestQueued = formatTime(g.Oldest)
+		}
 		for _, n := range g.Deliveries {
 			j.MaxDeliveryCount = max(j.MaxDeliveryCount, n)
 		}
@@ -444,11 +456,26 @@ func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any
 		return err
 	}
 	for _, g := range gs {
+		if g.HeadID != "" {
+			fmt.Fprintf(bw, "  group %s: oldest queued event %s%s\n", groupName(g.ID, g.Name), g.HeadID, lag(g.OldestQueued))
+		}
+	}
+	for _, g := range gs {
 		if notes := deadLetterNotes(&g, gs); len(notes) > 0 {
 			fmt.Fprintf(bw, "  group %s: %s\n", groupName(g.ID, g.Name), strings.Join(notes, "; "))
 		}
 	}
 	return nil
+}
+
+// lag is ", committed TIME (AGO ago)" for an event committed at oldest
+// (formatTime's), "" when unknown.
+func lag(oldest string) string {
+	t, err := time.Parse("2006-01-02T15:04:05.000Z07:00", oldest)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(", committed %s (%s ago)", oldest, time.Since(t).Round(time.Second))
 }
 
 // deadLetterNotes says what a group's dead-letter settings are, how many
