@@ -50,10 +50,32 @@
 // until a checkpoint has made room for it again; Open succeeds on such a
 // disk, so a sink can drain it after a restart.
 //
+// # Retention and replay
+//
 // Config.Retention keeps the log files of events every group has taken,
 // for MaxAge or up to MaxBytes, so that they can be replayed; such
 // retained files are the first to go when a put would otherwise be
-// refused for space (docs/operations.md, "Retention and replay").
+// refused for space (docs/operations.md, "Retention and replay"). A group
+// can then start in the past, or go back: GroupConfig.StartAt places a
+// group Open or [FileChannel.AddGroup] creates, and
+// [FileChannel.ResetGroup] (the package-level [ResetGroup] on a closed
+// channel) rebuilds a group's queue from the retained logs, from a
+// [Position]: [Earliest], [Latest], [AtTime] or [AfterEvent]. The queue is
+// every retained event from the position on, in commit order, with
+// delivery counts of zero; the reset is durable when it returns, and a
+// take transaction of the group open across it cannot commit
+// ([ErrGroupReset]). [PreviewReset] says what a reset would do.
+//
+//	cfg.Retention = channel.Retention{MaxAge: 24 * time.Hour}
+//	...
+//	// A new sink that starts with everything the logs still hold:
+//	g, err := c.AddGroup(channel.GroupConfig{Name: "audit", StartAt: channel.Earliest()})
+//	// Send the last hour again to the index:
+//	n, err := c.ResetGroup("index", channel.AtTime(time.Now().Add(-time.Hour)))
+//
+// A group's lag is the age of its oldest queued event
+// (time.Since(GroupStats.Oldest); the metric
+// filechannel_group_oldest_event_age_seconds).
 //
 // # Consumer groups
 //

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -520,4 +521,77 @@ func ExampleTransaction_Reject() {
 	// delivered "ok 2" (delivery 1)
 	// dead letters: 1
 	// redriven: 1 queued again: 1
+}
+
+// A new sink that starts from the oldest event the logs retain, and a
+// group sent back to a point in time.
+func ExampleFileChannel_ResetGroup() {
+	dir, err := os.MkdirTemp("", "filechannel-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	c, err := channel.Open(channel.Config{
+		CheckpointDir: filepath.Join(dir, "checkpoint"),
+		DataDirs:      []string{filepath.Join(dir, "data")},
+		Groups:        []channel.GroupConfig{{Name: "index"}},
+		// Keep what every group has taken for a day, for replays.
+		Retention: channel.Retention{MaxAge: 24 * time.Hour},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	put := func(body string) {
+		tx, _ := c.Begin()
+		if err := tx.Put(channel.Event{Body: []byte(body)}); err != nil {
+			log.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	take := func(g *channel.Group) (bodies []string, events []channel.Event) {
+		tx, _ := g.Begin()
+		for {
+			ev, ok, err := tx.Take()
+			if err != nil {
+				log.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			bodies, events = append(bodies, string(ev.Body)), append(events, ev)
+		}
+		if err := tx.Commit(); err != nil {
+			log.Fatal(err)
+		}
+		return bodies, events
+	}
+	index, _ := c.Group("index")
+	put("a")
+	put("b")
+	took, events := take(index)
+	fmt.Println("index took", took)
+	put("c")
+
+	// A new sink, started at the oldest retained event.
+	audit, err := c.AddGroup(channel.GroupConfig{Name: "audit", StartAt: channel.Earliest()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	took, _ = take(audit)
+	fmt.Println("audit took", took)
+
+	// Send index back to what was committed from "b" on (Event.Time).
+	n, err := c.ResetGroup("index", channel.AtTime(events[1].Time))
+	if err != nil {
+		log.Fatal(err)
+	}
+	took, _ = take(index)
+	fmt.Println("index reset to", n, "events:", took)
+	// Output:
+	// index took [a b]
+	// audit took [a b c]
+	// index reset to 2 events: [b c]
 }
