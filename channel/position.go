@@ -121,7 +121,9 @@ func (p Position) starts(ev replay.HistoryEvent) bool {
 
 // from is the least commit write-order id an event of p's queue can have:
 // a file whose last commit is below it holds none of them. AtTime needs
-// the files' indexes to tell; 0 when they cannot.
+// the files' indexes to tell; 0 when they cannot (an index not known: a
+// file an older release's checkpoint listed). A file without an index
+// (index's ok false) stores no event (logfile.Set.FileIndex).
 func (p Position) from(files []logfile.File, index func(uint32) (logfile.FileIndex, bool)) uint64 {
 	switch p.kind {
 	case posAfterEvent:
@@ -133,7 +135,8 @@ func (p Position) from(files []logfile.File, index func(uint32) (logfile.FileInd
 		for _, f := range files {
 			x, ok := index(f.ID)
 			switch {
-			case !ok || !x.Known:
+			case !ok:
+			case !x.Known:
 				return 0
 			case x.FirstCommit != 0 && x.MaxTime != 0 && !time.Unix(0, x.MaxTime).Before(p.at):
 				least = min(least, x.FirstCommit)
@@ -157,8 +160,8 @@ func skipTo(files []logfile.File, from uint64, index func(uint32) (logfile.FileI
 	var out []logfile.File
 	for _, f := range files {
 		if !scanning[f.Dir] {
-			if x, ok := index(f.ID); ok && x.Known && x.LastCommit < from {
-				continue
+			if x, ok := index(f.ID); !ok || x.Known && x.LastCommit < from {
+				continue // no event, or all of them before from
 			}
 			scanning[f.Dir] = true
 		}

@@ -535,9 +535,19 @@ func TestResetSkipsFilesByTheirIndex(t *testing.T) {
 			t.Errorf("%s: from %d, files %v; want %d, %v", tc.p, from, got, tc.from, want)
 		}
 	}
-	delete(idx, 3) // unknown: everything is scanned
+	if got := ids(skipTo(files, 5, index)); !slices.Contains(got, 1) {
+		t.Errorf("file 1 (commits 10 to 20) is skipped for a start at 5: kept %v", got)
+	}
+	delete(idx, 1) // no index: a file that stores no event
+	if got := ids(skipTo(files, 5, index)); slices.Contains(got, 1) {
+		t.Errorf("a file without an index is not skipped like an empty one: kept %v", got)
+	}
+	idx[3] = logfile.FileIndex{} // not known: everything is scanned
 	if from := AtTime(time.Unix(0, 450)).from(files, index); from != 0 {
 		t.Errorf("from with an unknown index = %d, want 0", from)
+	}
+	if got := ids(skipTo(files, 30, index)); !slices.Contains(got, 3) {
+		t.Errorf("a file whose index is not known is skipped: kept %v", got)
 	}
 }
 
