@@ -133,7 +133,9 @@ func (g *Group) Stats() GroupStats {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
 		gs = g.g.statsLocked()
-		head, has = g.g.headOf()
+		if !c.released { // after Close the ring's slots are gone
+			head, has = g.g.headOf()
+		}
 	}()
 	gs.Oldest = c.oldestTime(g.g, head, has)
 	return gs
@@ -207,7 +209,9 @@ func (c *FileChannel) queueStats() (Stats, []groupHead) {
 	heads := make([]groupHead, 0, len(c.groups))
 	for _, g := range c.groups {
 		h := groupHead{g: g}
-		h.ptr, h.has = g.headOf()
+		if !c.released { // after Close the ring's slots are gone
+			h.ptr, h.has = g.headOf()
+		}
 		heads = append(heads, h)
 		gs := g.statsLocked()
 		s.Groups = append(s.Groups, gs)
