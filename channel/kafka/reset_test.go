@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/flumego/filechannel/channel"
 )
 
@@ -219,6 +221,15 @@ func TestTakeOpenAcrossResetIsFenced(t *testing.T) {
 		if _, err := ch.ResetGroup("g", channel.Earliest()); err != nil {
 			t.Fatal(err)
 		}
+		// The member here has joined again before the fenced transaction
+		// ends: a rewind of its records would move the new position.
+		waitFor(t, "the member back in the group", func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			_, gen := g.cl.GroupMetadata()
+			return gen > 0
+		})
+		time.Sleep(quiet) // its offsets fetched
 		if _, _, err := tx.Take(); !errors.Is(err, channel.ErrGroupReset) {
 			t.Fatalf("Take after the reset: %v, want ErrGroupReset", err)
 		}
@@ -382,6 +393,39 @@ func TestResetDuringClose(t *testing.T) {
 	}
 	if _, _, err := mustBegin(t, g).Take(); !isClosed(err) {
 		t.Fatalf("Take after Close: %v", err)
+	}
+	// A reset that found the group before Close and reaches it after.
+	if _, err := g.reset(channel.Earliest()); !isClosed(err) {
+		t.Fatalf("the reset of a closed group: %v, want ErrClosed", err)
+	}
+}
+
+// Close while a reset waits for Kafka: the reset ends at once, with
+// ErrClosed.
+func TestCloseDuringAReset(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, 1, 3)
+	fake := cl.fake(t)
+	ch := open(t, replayConfig(t, cl))
+	mustGroup(t, ch, "g")
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	var once sync.Once
+	fake.ControlKey(kmsg.DescribeGroups.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(started) })
+		fake.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	errc := make(chan error, 1)
+	go func() { _, err := ch.ResetGroup("g", channel.Earliest()); errc <- err }()
+	<-started
+	start := time.Now()
+	ch.Close()
+	if err := <-errc; !isClosed(err) {
+		t.Fatalf("a reset cut short by Close: %v, want ErrClosed", err)
+	}
+	if d := time.Since(start); d > ch.cfg.CloseTimeout+slack {
+		t.Fatalf("Close and the reset took %v", d)
 	}
 }
 
