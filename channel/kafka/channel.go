@@ -142,7 +142,8 @@ func (c *Channel) Begin() (*Transaction, error) {
 // Group returns the consumer group name, joining it on first use: every
 // group receives every event of the topic (broadcast); the members of one
 // group (channels of this or other processes) share its events. A new group
-// starts at the earliest record the topic retains. A name that cannot be a
+// starts at the earliest record the topic retains, or at its
+// Config.StartAt. A name that cannot be a
 // consumer group id ("" among them: Kafka has no unnamed group) is a
 // *ConfigError that also matches channel.ErrNoGroup.
 func (c *Channel) Group(name string) (*Group, error) {

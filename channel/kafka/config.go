@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flumego/filechannel/channel"
 )
 
 // Defaults of the zero Config fields.
@@ -37,6 +40,16 @@ type Config struct {
 	// Group is the consumer group of the takes of c.Begin(); "" =
 	// "filechannel". c.Group(name) takes for another group.
 	Group string
+	// StartAt is where a consumer group starts on a partition where it has
+	// no committed offset (Kafka's auto.offset.reset), by group name:
+	// channel.Earliest() (the oldest retained record), channel.Latest()
+	// (the records committed from its join on) or channel.AtTime(t) (the
+	// first record whose timestamp is at or after t, else the end). A
+	// group not named here starts at the earliest retained record, as
+	// before this field existed: a nil map changes nothing (a FileChannel's
+	// new group starts at Latest). channel.AfterEvent is refused
+	// (ErrUnsupported): Kafka records have no channel.EventID.
+	StartAt map[string]channel.Position
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -113,7 +126,8 @@ var ErrBadConfig = errors.New("filechannel/kafka: bad config")
 
 func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
-// Unwrap returns channel.ErrNoGroup for the error of Channel.Group, else nil.
+// Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
+// ErrUnsupported for a StartAt Kafka cannot map, else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -137,6 +151,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := checkGroup(cfg.Group); err != nil {
 		return bad("Group", "%v", err)
+	}
+	cfg.StartAt = maps.Clone(cfg.StartAt) // the caller's map stays theirs
+	for name, p := range cfg.StartAt {
+		if err := checkGroup(name); err != nil {
+			return bad("StartAt", "group %v", err)
+		}
+		if err := checkPosition(p); err != nil {
+			return cfg, &ConfigError{Field: "StartAt", Reason: fmt.Sprintf("group %s: %v", name, err), err: ErrUnsupported}
+		}
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

@@ -27,13 +27,23 @@
 //   - c.Group(name) is another consumer group: every group gets every event
 //     (broadcast); the members of one group, in this process or others,
 //     share its events. A new group starts at the earliest retained record
-//     (a FileChannel group starts at the tail).
+//     (a FileChannel group starts at the tail), or where Config.StartAt
+//     says for it: channel.Earliest, Latest or AtTime(t), mapped to
+//     Kafka's start offsets.
+//   - c.ResetGroup(name, p) commits the group's offsets at p (the log
+//     start, the last stable offset, or ListOffsets by timestamp for
+//     AtTime). Kafka resets only a stopped group: members elsewhere make
+//     it fail (ErrGroupActive); this channel's member leaves for it and
+//     joins again, and its take transaction open across the reset gets
+//     channel.ErrGroupReset and commits nothing. channel.AfterEvent is
+//     ErrUnsupported: Kafka records have no channel.EventID.
 //   - Order is per partition. Config.KeyHeader names the header whose value
 //     is the record key, which keeps one value's events in one partition.
 //   - Close returns promptly with transactions open: their takes come back
 //     to the group, their puts are never visible.
 //
-// What a FileChannel has and this does not: capacity (the topic's retention
+// What a FileChannel has and this does not: Event.ID and Event.Time,
+// AfterEvent positions, capacity (the topic's retention
 // bounds the backlog, and deletes old events whether they were taken or
 // not), Len and Stats (the depth is the group's lag), dead letters, and the
 // recovery tool. The same source and sink code runs on both backends

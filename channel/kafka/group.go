@@ -56,13 +56,44 @@ type Group struct {
 	buf       []*kgo.Record
 	head      int
 	rebalance atomic.Bool
+
+	// gen counts the resets of the group by this channel (written under
+	// mu): a take transaction that acquired the member at another gen
+	// cannot take or commit (channel.ErrGroupReset).
+	gen atomic.Uint64
+	// kick ends a poll waiting under mu when a reset starts: the reset
+	// cancels it, then replaces it under mu.
+	kick atomic.Pointer[kick]
+}
+
+// kick is a cancelable signal to a waiting poll.
+type kick struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newKick() *kick {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &kick{ctx: ctx, cancel: cancel}
 }
 
 // newGroup joins the consumer group name (the client starts the join at
 // once) and reads committed records only.
 func (c *Channel) newGroup(name string) (*Group, error) {
+	g := &Group{c: c, name: name, gm: c.m.group(name), owner: make(chan struct{}, 1)}
+	g.kick.Store(newKick())
+	if err := g.connectLocked(); err != nil {
+		return nil, err
+	}
+	c.cfg.Logger.Info("filechannel/kafka: joining consumer group", "topic", c.cfg.Topic, "group", name)
+	return g, nil
+}
+
+// connectLocked makes the member's client, which starts to join the group
+// at once; the caller holds mu, or g is not shared yet.
+func (g *Group) connectLocked() error {
+	c, name := g.c, g.name
 	ctx, stop := context.WithCancel(context.Background())
-	g := &Group{c: c, name: name, gm: c.m.group(name), owner: make(chan struct{}, 1), stop: stop}
 	opts := append(c.clientOpts(),
 		kgo.WithContext(ctx),
 		kgo.ConsumeTopics(c.cfg.Topic),
@@ -70,6 +101,10 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Where a partition without a committed offset starts
+		// (Config.StartAt); a committed offset the topic's retention has
+		// deleted resumes at the log start, as before StartAt existed.
+		kgo.ConsumeStartOffset(c.startOffset(name)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Java's fetch.max.wait.ms, not franz-go's 5s: a fetch waiting on
 		// idle partitions holds back partitions of the same broker that
@@ -91,11 +126,10 @@ func (c *Channel) newGroup(name string) (*Group, error) {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("filechannel/kafka: group %s: %w", name, err)
+		return fmt.Errorf("filechannel/kafka: group %s: %w", name, err)
 	}
-	g.cl = cl
-	c.cfg.Logger.Info("filechannel/kafka: joining consumer group", "topic", c.cfg.Topic, "group", name)
-	return g, nil
+	g.cl, g.stop = cl, stop
+	return nil
 }
 
 // Name is the consumer group's id.
@@ -137,12 +171,17 @@ const pollBatch = 256
 // or of a poll that refills it, waiting until ctx ends (nil: only what the
 // client has fetched already). A nil record with a nil error: none came.
 // taken is how many records the owning transaction holds: with none and an
-// empty buffer, an empty poll allows rebalances again at once.
-func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
+// empty buffer, an empty poll allows rebalances again at once. gen is the
+// gen the transaction acquired the member at: after a reset, the
+// transaction gets channel.ErrGroupReset.
+func (g *Group) poll(ctx context.Context, taken int, gen uint64) (*kgo.Record, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return nil, channel.ErrClosed
+	}
+	if g.gen.Load() != gen {
+		return nil, fenced(g.name)
 	}
 	if g.outside.Load() {
 		if taken == 0 {
@@ -160,6 +199,12 @@ func (g *Group) poll(ctx context.Context, taken int) (*kgo.Record, error) {
 	}
 	if r := g.next(); r != nil {
 		return r, nil
+	}
+	if ctx != nil { // a reset starting ends the wait (kick)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(g.kick.Load().ctx, cancel)()
 	}
 	fs := g.cl.PollRecords(ctx, pollBatch)
 	fs.EachRecord(func(r *kgo.Record) { g.buf = append(g.buf, r) })
@@ -216,13 +261,19 @@ func (g *Group) dropBuffer() {
 // to recs first, so that they come back to its next take; unless the
 // group no longer counts this member in (it took too long): then the
 // partitions are someone else's, who resumes from the committed offsets.
-func (g *Group) commit(recs []*kgo.Record) error {
+// A transaction that acquired the member before a reset (gen) commits
+// nothing: channel.ErrGroupReset.
+func (g *Group) commit(recs []*kgo.Record, gen uint64) error {
 	ctx, cancel := context.WithTimeout(g.c.ctx, g.c.cfg.CommitTimeout)
 	defer cancel()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return channel.ErrClosed
+	}
+	if g.gen.Load() != gen {
+		g.releaseLocked()
+		return fenced(g.name)
 	}
 	err := g.cl.CommitRecords(ctx, recs...)
 	if err != nil {
@@ -250,14 +301,18 @@ func lostMembership(err error) bool {
 
 // rollback puts the group's position back at the first record of each
 // partition in recs (or in the buffer), and releases the member: the next
-// take of the group gets them again, in order.
-func (g *Group) rollback(recs []*kgo.Record) {
+// take of the group gets them again, in order; unless the group was reset
+// since the transaction acquired the member (gen): the reset decided the
+// position.
+func (g *Group) rollback(recs []*kgo.Record, gen uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return // nothing committed: they come back from the committed offsets
 	}
-	g.rewindLocked(recs)
+	if g.gen.Load() == gen {
+		g.rewindLocked(recs)
+	}
 	g.releaseLocked()
 }
 
@@ -345,6 +400,13 @@ func (g *Group) close() {
 		return
 	}
 	g.closed = true
+	g.leaveLocked()
+	g.gm.inflight.Set(0)
+}
+
+// leaveLocked leaves the group (up to CloseTimeout) and closes the
+// member's client.
+func (g *Group) leaveLocked() {
 	g.cl.AllowRebalance()
 	ctx, cancel := context.WithTimeout(context.Background(), g.c.cfg.CloseTimeout)
 	if err := g.cl.LeaveGroupContext(ctx); err != nil {
@@ -358,5 +420,35 @@ func (g *Group) close() {
 	// running in the background (its context ran out: a cluster gone)
 	// waits for pollers to end, and would wait forever.
 	g.cl.AllowRebalance()
-	g.gm.inflight.Set(0)
+}
+
+// reset moves the group to p with this member out of it: it fences the
+// open take transaction (gen), leaves, commits the offsets of p (if no
+// other member is left), and joins again with a new client.
+func (g *Group) reset(p channel.Position) (int, error) {
+	g.kick.Load().cancel() // a poll waiting under mu returns
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.kick.Store(newKick())
+	if g.closed {
+		return 0, channel.ErrClosed
+	}
+	g.gen.Add(1)
+	g.dropBuffer()
+	g.leaveLocked()
+	g.rebalance.Store(false)
+	g.outside.Store(false)
+	n, err := g.c.resetOffsets(g.name, p)
+	// Join again even if the reset failed (the member left) or Close
+	// waits for mu (it closes the new client).
+	if cerr := g.connectLocked(); cerr != nil {
+		g.closed = true // takes get ErrClosed; Close has nothing left to do
+		return 0, errors.Join(err, fmt.Errorf("join again: %w", cerr))
+	}
+	return n, err
+}
+
+// fenced is the error of a take transaction open across a reset.
+func fenced(group string) error {
+	return fmt.Errorf("%w: group %s, while this take transaction was open; its takes changed nothing", channel.ErrGroupReset, group)
 }

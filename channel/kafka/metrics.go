@@ -25,6 +25,7 @@ const (
 	reasonClosed          = "closed"
 	reasonMisuse          = "misuse"
 	reasonKafka           = "kafka"
+	reasonReset           = "group_reset"
 )
 
 type metrics struct {
@@ -75,7 +76,7 @@ func newMetrics(*Channel) *metrics {
 	m.takeAttempts = counter("take_attempts_total", "Take and TakeContext calls.")
 	m.takeSuccess = counter("take_success_total", "Events taken by committed transactions.")
 	m.takeErrors = vec("take_errors_total", "Take calls that failed, by reason (kafka: a fetch error).", "reason",
-		reasonTransactionFull, reasonCanceled, reasonClosed, reasonMisuse, reasonKafka)
+		reasonTransactionFull, reasonCanceled, reasonClosed, reasonMisuse, reasonKafka, reasonReset)
 	m.rollbacks = vec("rollbacks_total", "Transactions rolled back by Rollback, by type (put or take).", "type", typePut, typeTake)
 	m.commitErrors = vec("commit_errors_total", "Commits that failed, by type.", "type", typePut, typeTake)
 	m.commitSeconds = hist("commit_duration_seconds", "Time from a transaction's first put or take to its commit's end, by type.",

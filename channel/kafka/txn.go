@@ -28,6 +28,7 @@ type Transaction struct {
 	arena arena         // the bytes of puts' bodies
 	recs  []*kgo.Record // taken, in take order
 	owns  bool          // t holds g's member
+	gen   uint64        // g.gen when t acquired the member
 	done  bool
 	busy  atomic.Bool
 	start time.Time
@@ -267,13 +268,17 @@ func (t *Transaction) take(ctx context.Context) (*kgo.Record, error) {
 			return nil, nil
 		}
 		t.owns = true
+		t.gen = g.gen.Load()
 		t.start = time.Now()
 	}
-	r, err := g.poll(ctx, len(t.recs))
+	r, err := g.poll(ctx, len(t.recs), t.gen)
 	if err != nil {
 		reason := reasonKafka
-		if errors.Is(err, channel.ErrClosed) {
+		switch {
+		case errors.Is(err, channel.ErrClosed):
 			reason = reasonClosed
+		case errors.Is(err, channel.ErrGroupReset):
+			reason = reasonReset
 		}
 		c.m.takeErrors.WithLabelValues(reason).Inc()
 		return nil, err
@@ -328,8 +333,11 @@ func (t *Transaction) Commit() error {
 			g.release()
 			return nil
 		}
-		if err := g.commit(recs); err != nil {
+		if err := g.commit(recs, t.gen); err != nil {
 			c.m.commitErrors.WithLabelValues(typeTake).Inc()
+			if errors.Is(err, channel.ErrGroupReset) {
+				return err
+			}
 			c.cfg.Logger.Warn("filechannel/kafka: take commit failed; the events come back", "group", g.name, "events", len(recs), "err", err)
 			return fmt.Errorf("filechannel/kafka: commit the offsets of group %s: %w", g.name, err)
 		}
@@ -359,7 +367,7 @@ func (t *Transaction) Rollback() error {
 		t.recs = nil
 		t.owns = false
 		t.g.gm.inflight.Sub(float64(len(recs)))
-		t.g.rollback(recs)
+		t.g.rollback(recs, t.gen)
 		if len(recs) > 0 {
 			c.m.rollbacks.WithLabelValues(typeTake).Inc()
 			t.g.gm.rollbacks.Inc()
