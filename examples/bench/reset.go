@@ -193,6 +193,7 @@ func (b *bench) resetVsRead(c *channel.FileChannel, dataDir, pos, cache string, 
 	latest := Result{ID: resetID("latest-after-"+pos, cache), System: "filechannel",
 		Op: fmt.Sprintf("ResetGroup(Latest()) after ResetGroup(%s), %s", what, cache), Producers: 1, Note: note}
 	first := true
+	var logBytes int64 // the log files' bytes before the next timed reset (earliest)
 	reset := &meter{
 		res: Result{ID: resetID(pos, cache), System: "filechannel", Op: fmt.Sprintf("ResetGroup(%s), %s", what, cache),
 			Producers: 1, Note: note},
@@ -207,20 +208,19 @@ func (b *bench) resetVsRead(c *channel.FileChannel, dataDir, pos, cache string, 
 				latest.Seconds += time.Since(start).Seconds()
 				latest.Events += int64(want)
 			}
+			if files == nil {
+				logs, err := logFiles(dataDir)
+				if err != nil {
+					return err
+				}
+				if logBytes, err = sizeOf(logs); err != nil {
+					return err
+				}
+			}
 			return drop()
 		},
 	}
 	reset.run = func(time.Duration, int64) (int64, error) {
-		var logBytes int64
-		if files == nil {
-			logs, err := logFiles(dataDir)
-			if err != nil {
-				return 0, err
-			}
-			if logBytes, err = sizeOf(logs); err != nil {
-				return 0, err
-			}
-		}
 		k, err := c.ResetGroup("r", p)
 		if err == nil && k < want {
 			err = fmt.Errorf("ResetGroup(%s) queued %d events, want %d", p, k, want)
