@@ -350,6 +350,9 @@ func corruptAt(path string, off int64, err error) *corrupt.Error {
 // newerAt returns err, a decodeFrame error for the frame at off in path, as
 // a *corrupt.FormatError naming both, or nil if it is not one.
 func newerAt(path string, off int64, err error) *corrupt.FormatError {
+	if err == nil {
+		return nil // before fe, which escapes: no allocation per frame scanned
+	}
 	var fe *corrupt.FormatError
 	if !errors.As(err, &fe) {
 		return nil

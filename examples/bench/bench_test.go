@@ -34,7 +34,7 @@ func tinySizes() sizes {
 		stallFill: 1000, stallTxs: 20,
 		memCap: 4000, memBacklog: 4000 << 10,
 		ckptRounds: 2, ckptChurn: 200, groupFill: 2000,
-		kafkaTakes: 1000,
+		kafkaTakes: 1000, resetFill: 2000,
 	}
 }
 
@@ -73,6 +73,14 @@ func TestHarness(t *testing.T) {
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
 		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",
 		"memory: VmRSS, 4 groups x capacity", "4 groups, each holding every event",
+		// Issue 30: resets over retained logs.
+		"ResetGroup(Earliest()), dropped", "ResetGroup(AtTime(the fill's last commit)), page-cache",
+		"reset: ResetGroup(Earliest) / plain read of the same log bytes (page-cache)",
+		"reset: ResetGroup(Earliest) / plain read of the same log bytes (dropped)",
+		"reset: ResetGroup(AtTime near the end) / plain read of one log file (dropped)",
+		"reset: ResetGroup(AtTime near the end), bytes read from the disk (dropped)",
+		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 10",
+		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 100",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

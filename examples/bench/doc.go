@@ -42,6 +42,14 @@
 //   - retention (retention.go): put commits of batch 100 to a channel with
 //     Retention{MaxAge: 1h} that retains the log files of a fill it took,
 //     against one without.
+//   - resets (reset.go): on a channel with Retention{MaxAge: 24h} whose
+//     group "r" took a fill of 1 KiB events (1 GiB in full mode, about 16
+//     log files, retained), ResetGroup("r", AtTime(t)) with t just before
+//     the fill's last commit against a plain read of one full log file,
+//     and ResetGroup("r", Earliest()) against a plain read of all the log
+//     files, each interleaved, from the page cache and dropped from it
+//     (with the bytes read from the disk, /proc/self/io); and the heap one
+//     reset to Earliest allocates and peaks at, at GOGC 100 and 10.
 //   - Kafka (kafka.go): on one in-process kfake cluster of 3 brokers, put
 //     commits of batch 100 through channel/kafka against raw franz-go
 //     transactions of the same batches (with no producer linger on both),

@@ -28,6 +28,7 @@ type sizes struct {
 	ckptChurn  int           // consumer groups: events put and taken before each
 	groupFill  int           // consumer groups: events in every group for the clean reopen
 	kafkaTakes int           // Kafka: events each take side drains (kafka.go)
+	resetFill  int           // resets: events of 1 KiB in the retained logs they read (reset.go)
 	only       string        // run only the steps whose name contains it
 }
 
@@ -42,7 +43,7 @@ func quickSizes() sizes {
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
 		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
-		kafkaTakes: 200_000,
+		kafkaTakes: 200_000, resetFill: 1 << 16,
 	}
 }
 
@@ -55,7 +56,7 @@ func fullSizes() sizes {
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
 		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
-		kafkaTakes: 1_000_000,
+		kafkaTakes: 1_000_000, resetFill: 1 << 20,
 	}
 }
 
@@ -119,6 +120,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},
+		{"reset: ResetGroup to a time near the end and to Earliest, and plain reads of the log, from the page cache and dropped, interleaved; a reset's heap", b.resets},
 		{"kafka: put and take commits of kafka.Channel and of raw franz-go on a kfake cluster, interleaved", b.kafkaBench},
 	}
 	for _, s := range steps {

@@ -22,7 +22,9 @@ type Report struct {
 	// GroupCheckpoints are the checkpoints of channels with consumer
 	// groups (groups.go).
 	GroupCheckpoints []GroupCheckpoint `json:"group_checkpoints"`
-	Targets          []Target          `json:"targets"`
+	// Reset is the group resets' channel and heap (reset.go).
+	Reset   *ResetReport `json:"reset,omitempty"`
+	Targets []Target     `json:"targets"`
 }
 
 // Result is one throughput measurement.
@@ -55,6 +57,10 @@ type Result struct {
 	// RoundEventsPerSec is the rate of each interleaved round, in order
 	// (the dead-letter measurement's).
 	RoundEventsPerSec []float64 `json:"round_events_per_sec,omitempty"`
+	// DiskReadBytes is what the process read from the disk during the
+	// measurement (/proc/self/io read_bytes; the resets' with the log
+	// dropped from the page cache).
+	DiskReadBytes int64 `json:"disk_read_bytes,omitempty"`
 }
 
 // Recovery is one timed Open.
