@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"syscall"
 
@@ -206,12 +207,12 @@ func (c *FileChannel) deliveryCount(g *groupState, p eventqueue.Pointer) (remove
 
 // eraseDeliveries erases the journal entries of ptrs in group g, durably,
 // before a redrive brings them back into g with their counts reset.
-func (c *FileChannel) eraseDeliveries(g *groupState, ptrs []eventqueue.Pointer) error {
+func (c *FileChannel) eraseDeliveries(g *groupState, ptrs iter.Seq[eventqueue.Pointer]) error {
 	if c.journal == nil || !g.counting() {
 		return nil
 	}
-	set := make(map[uint64]bool, len(ptrs))
-	for _, p := range ptrs {
+	set := map[uint64]bool{}
+	for p := range ptrs {
 		set[uint64(p)] = true
 	}
 	if err := c.journal.Erase(g.id, set); err != nil {

@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -98,7 +99,7 @@ func (c *FileChannel) redrive(src, dst *groupState, n int) (int, error) {
 	m := movePlan{to: dst, accept: len(ptrs), acquired: len(ptrs)}
 	// Their counts in dst start again: no journal entry of an earlier stay
 	// in dst may come back after a crash.
-	err = c.eraseDeliveries(dst, ptrs)
+	err = c.eraseDeliveries(dst, slices.Values(ptrs))
 	if err == nil {
 		var a logfile.Appended
 		dir := int(tx % uint64(c.logs.NumDirs())) // as a transaction's (Begin)

@@ -1,7 +1,10 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
+	"iter"
+	"slices"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
@@ -85,7 +88,7 @@ type resetPlan struct {
 	old     []eventqueue.Pointer
 	exclude map[eventqueue.Pointer]bool // in the dead-letter group
 	room    int
-	keep    []eventqueue.Pointer
+	keep    pointerBlocks
 	found   int // events of the history from p on (before the full policy)
 	skipped int // damaged regions of the logs stepped over
 }
@@ -97,12 +100,12 @@ func (c *FileChannel) reset(g *groupState, p Position) (int, error) {
 	if err := c.collect(g, p, plan); err != nil {
 		return 0, err
 	}
-	if len(plan.old) == 0 && len(plan.keep) == 0 {
+	if len(plan.old) == 0 && plan.keep.len() == 0 {
 		return 0, nil
 	}
 	// Their counts in g start again: no journal entry of an earlier stay
 	// may come back after a crash.
-	if err := c.eraseDeliveries(g, plan.keep); err != nil {
+	if err := c.eraseDeliveries(g, plan.keep.all()); err != nil {
 		return 0, opErr("reset", err)
 	}
 	if err := c.writeReset(g, plan); err != nil {
@@ -112,13 +115,13 @@ func (c *FileChannel) reset(g *groupState, p Position) (int, error) {
 		return 0, opErrNote("reset", err, " (the group goes on unchanged; the reset may still be applied when the channel reopens: reset again)")
 	}
 	c.landReset(g, plan)
-	if plan.found > len(plan.keep) {
+	if plan.found > plan.keep.len() {
 		c.log.Warn("reset group: more events than it has room for; its full policy dropped some", "group", g.cfg.Name,
-			"policy", g.cfg.WhenFull.String(), "found", plan.found, "queued", len(plan.keep))
+			"policy", g.cfg.WhenFull.String(), "found", plan.found, "queued", plan.keep.len())
 	}
-	c.log.Info("consumer group reset", "group", g.cfg.Name, "to", p.String(), "queued", len(plan.keep),
+	c.log.Info("consumer group reset", "group", g.cfg.Name, "to", p.String(), "queued", plan.keep.len(),
 		"dropped_from_queue", len(plan.old), "damaged_regions", plan.skipped)
-	return len(plan.keep), nil
+	return plan.keep.len(), nil
 }
 
 // planReset captures, under queueMu, the events g holds, the room it has
@@ -182,11 +185,11 @@ func (plan *resetPlan) collect(scan func(func(replay.HistoryEvent) bool) (int, e
 		switch {
 		case plan.found <= room:
 			if keep {
-				plan.keep = append(plan.keep, ev.Pointer)
+				plan.keep.add(ev.Pointer)
 			}
 		case policy == DropOldest && room > 0:
 			if keep {
-				plan.keep[head] = ev.Pointer
+				plan.keep.set(head, ev.Pointer)
 				head = (head + 1) % room
 			}
 		case policy == Block:
@@ -202,9 +205,7 @@ func (plan *resetPlan) collect(scan func(func(replay.HistoryEvent) bool) (int, e
 		return fmt.Errorf("%w: more than %d events from %s on, and the group has room for %d (capacity %d): raise its Capacity or reset to a later position",
 			ErrChannelFull, room, p, room, capacity)
 	}
-	if head > 0 {
-		plan.keep = append(plan.keep[head:], plan.keep[:head]...)
-	}
+	plan.keep.rotate(head)
 	return nil
 }
 
@@ -224,28 +225,43 @@ func (c *FileChannel) writeReset(g *groupState, plan *resetPlan) error {
 	if c.cfg.resetChunk > 0 {
 		chunk = c.cfg.resetChunk
 	}
-	words := make([]uint64, 0, min(len(plan.old)+len(plan.keep), chunk))
+	words := make([]uint64, 0, min(len(plan.old)+plan.keep.len(), chunk))
+	completes := map[uint32]bool{}
+	// write writes the take or move record of the pointers in words.
+	write := func(typ logfile.RecordType) error {
+		rec := logfile.Record{Type: typ, TxID: tx, Group: g.id, Pointers: words}
+		a, err := c.writeRecords(dir, []logfile.Record{rec}, nil, true)
+		if err != nil {
+			return err
+		}
+		after, files = append(after, logfile.Mark{W: a.W, End: a.End}), append(files, a.W.ID())
+		words = words[:0]
+		return nil
+	}
 	for _, part := range []struct {
 		typ  logfile.RecordType
-		ptrs []eventqueue.Pointer
-	}{{logfile.RecordTake, plan.old}, {logfile.RecordMove, plan.keep}} {
-		for ps := part.ptrs; len(ps) > 0; {
-			n := min(len(ps), chunk)
-			words = words[:0]
-			for _, p := range ps[:n] {
-				words = append(words, uint64(p))
+		ptrs iter.Seq[eventqueue.Pointer]
+	}{{logfile.RecordTake, slices.Values(plan.old)}, {logfile.RecordMove, plan.keep.all()}} {
+		for p := range part.ptrs {
+			completes[p.FileID()] = true
+			if words = append(words, uint64(p)); len(words) == chunk {
+				if err := write(part.typ); err != nil {
+					return err
+				}
 			}
-			ps = ps[n:]
-			rec := logfile.Record{Type: part.typ, TxID: tx, Group: g.id, Pointers: words}
-			a, err := c.writeRecords(dir, []logfile.Record{rec}, nil, true)
-			if err != nil {
+		}
+		if len(words) > 0 {
+			if err := write(part.typ); err != nil {
 				return err
 			}
-			after, files = append(after, logfile.Mark{W: a.W, End: a.End}), append(files, a.W.ID())
 		}
 	}
+	for id := range completes {
+		files = append(files, id)
+	}
+	slices.Sort(files)
 	commit := logfile.Record{Type: logfile.RecordCommit, TxID: tx, CommitType: logfile.RecordTake, Count: uint64(len(plan.old))}
-	a, err := c.writeBatch(dir, c.logs.NewBatch(), []logfile.Record{commit}, after, filesOf(files, plan.old, plan.keep), true)
+	a, err := c.writeBatch(dir, c.logs.NewBatch(), []logfile.Record{commit}, after, slices.Compact(files), true)
 	if err != nil {
 		return err
 	}
@@ -271,13 +287,15 @@ func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
 			g.inflight.Remove(e.Tx)
 		}
 		g.deliveries = nil
-		qerr = g.add(plan.keep)
+		for p := range plan.keep.all() {
+			qerr = errors.Join(qerr, g.queue.AddTail(p))
+		}
 	}()
 	if qerr != nil {
 		// planReset counted the room under the same locks: impossible.
 		c.log.Error("queue refused events of a reset", "group", g.cfg.Name, "err", qerr)
 	}
-	g.gate.adjust(len(plan.keep) - len(plan.old))
+	g.gate.adjust(plan.keep.len() - len(plan.old))
 	g.avail.broadcast()
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -624,5 +625,35 @@ func TestGroupLag(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pointerBlocks across blocks, used as a ring the way a DropOldest reset
+// uses it: the newest room events, oldest first.
+func TestPointerBlocksRing(t *testing.T) {
+	const room, total = pointerBlock*2 + 7, pointerBlock*5 + 3
+	var l pointerBlocks
+	head := 0
+	for i := range total {
+		p := eventqueue.Pointer(i)
+		if l.len() < room {
+			l.add(p)
+			continue
+		}
+		l.set(head, p)
+		head = (head + 1) % room
+	}
+	l.rotate(head)
+	want := total - room
+	n := 0
+	for p := range l.all() {
+		if int(p) != want {
+			t.Fatalf("pointer %d is %d, want %d", n, p, want)
+		}
+		want++
+		n++
+	}
+	if n != room || l.len() != room {
+		t.Fatalf("%d pointers (len %d), want %d", n, l.len(), room)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -77,7 +78,26 @@ type histPut struct {
 // and ckptMu). Damaged regions are stepped over, logged to log (their
 // events are not in the history: skipped counts the regions); an I/O
 // error ends it.
+//
+// It reads each file through a memory mapping, its checksums verified on
+// a second core (Scanner.MapFile, CheckAhead): an I/O error on a mapped
+// page is a fault, which it recovers from and returns as an error.
 func History(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit func(HistoryEvent) bool) (skipped int, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			fault, ok := r.(interface{ Addr() uintptr })
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("history: fault at address %#x reading a mapped log file (an I/O error?): %v", fault.Addr(), r)
+		}
+	}()
+	return readHistory(logs, files, log, emit)
+}
+
+// readHistory is History, faults aside.
+func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit func(HistoryEvent) bool) (skipped int, err error) {
 	var h histHeap
 	byDir := map[string][]logfile.File{}
 	var order []string
@@ -159,6 +179,9 @@ func (d *histDir) next() (bool, error) {
 				return false, err
 			}
 			d.sc, d.file, d.timed = sc, f.ID, sc.Framing().Timed()
+			if sc.MapFile() {
+				sc.CheckAhead()
+			}
 		}
 		for d.sc.Next() {
 			r := d.sc.Record()
