@@ -42,8 +42,9 @@
 //   - Close returns promptly with transactions open: their takes come back
 //     to the group, their puts are never visible.
 //
-// What a FileChannel has and this does not: Event.ID and Event.Time,
-// AfterEvent positions, capacity (the topic's retention
+// What a FileChannel has and this does not: Event.ID (Event.Time is the
+// record's timestamp, when the put was written), AfterEvent positions,
+// capacity (the topic's retention
 // bounds the backlog, and deletes old events whether they were taken or
 // not), Len and Stats (the depth is the group's lag), dead letters, and the
 // recovery tool. The same source and sink code runs on both backends

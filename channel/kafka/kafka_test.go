@@ -18,6 +18,7 @@ func TestRoundTripHeaders(t *testing.T) {
 			if ch.Partitions() != parts {
 				t.Fatalf("Partitions() = %d, want %d", ch.Partitions(), parts)
 			}
+			before := time.Now().Add(-time.Millisecond) // record timestamps are in milliseconds
 			tx, _ := ch.Begin()
 			in := []channel.Event{
 				{Headers: map[string]string{"seq": "0", "a": "1", "b": ""}, Body: []byte("hello")},
@@ -44,6 +45,9 @@ func TestRoundTripHeaders(t *testing.T) {
 				e := bySeq[i]
 				if !bytes.Equal(e.Body, want.Body) || len(e.Headers) != len(want.Headers) {
 					t.Fatalf("event %d = %+v, want %+v", i, e, want)
+				}
+				if e.Time.Before(before) || e.Time.After(time.Now()) {
+					t.Fatalf("event %d: Time %v, want the put's record timestamp (after %v)", i, e.Time, before)
 				}
 				for k, v := range want.Headers {
 					if e.Headers[k] != v {

@@ -150,7 +150,14 @@ func (c *Channel) event(r *kgo.Record) channel.Event {
 			h[HeaderKey] = string(r.Key)
 		}
 	}
-	return channel.Event{Headers: h, Body: r.Value}
+	// Event.Time: the record's timestamp, which the producer set when the
+	// put was written (CreateTime; or the broker's LogAppendTime, as the
+	// topic says), close to its commit. Event.ID has no Kafka form.
+	var at time.Time
+	if r.Timestamp.UnixMilli() > 0 {
+		at = r.Timestamp
+	}
+	return channel.Event{Headers: h, Body: r.Value, Time: at}
 }
 
 // group is the group of t's takes, joining Config.Group on the first take
