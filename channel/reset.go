@@ -62,6 +62,10 @@ func (c *FileChannel) resetGroupLocked(name string, p Position) (int, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
+	// Nor does a put short of space delete a retained file the reset
+	// reads (logfile.Set.MakeRoom runs outside commitMu): once the reset
+	// is landed, its group holds the files of what it queued.
+	defer c.logs.HoldDeletes()()
 	n, err := c.reset(g, p)
 	if err != nil {
 		return 0, fmt.Errorf("filechannel: ResetGroup %s to %s: %w", groupLabel(name), p, err)

@@ -226,6 +226,17 @@ func (s *Set) MakeRoom(i int, n, min int64, unheld func(candidates []uint32) []u
 	return s.shedLocked(d, short, unheld)
 }
 
+// HoldDeletes keeps every log file where it is until the returned func is
+// called: Reclaim and MakeRoom wait (a deletion in progress finishes
+// first). A caller that reads files nothing holds yet (a group's reset,
+// reading retained files to queue their events) holds it while it reads
+// them and until what it queued holds them; it must not call Reclaim or
+// MakeRoom meanwhile.
+func (s *Set) HoldDeletes() (release func()) {
+	s.gcMu.Lock()
+	return s.gcMu.Unlock
+}
+
 // shedLocked deletes d's retained files, oldest first, while short says
 // so. A file goes with the files whose events it completes (the retained
 // files of any dir it needs gone first, completesClosure), in Reclaim's

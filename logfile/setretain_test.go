@@ -356,3 +356,35 @@ func TestMakeRoomAfterClose(t *testing.T) {
 		t.Fatal("MakeRoom after Close wrote the space reserve")
 	}
 }
+
+// HoldDeletes makes MakeRoom wait: a reset reading retained files never
+// has one deleted under it.
+func TestHoldDeletesMakesMakeRoomWait(t *testing.T) {
+	mem := setMem(t, "/a")
+	var deleted []uint32
+	s, _ := retainSet(t, mem, Retention{MaxAge: time.Hour}, &deleted)
+	if _, err := s.Reclaim(s.Snapshot(), allUnheld); err != nil || s.Retained().Files != 3 {
+		t.Fatalf("Reclaim: %v, retained %+v", err, s.Retained())
+	}
+	const min = 1000
+	mem.SetFreeSpace(0)
+	s.ForgetFreeSpace()
+	release := s.HoldDeletes()
+	done := make(chan int)
+	go func() {
+		n, _ := s.MakeRoom(0, 100, min, allUnheld)
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		t.Fatalf("MakeRoom deleted %d files while deletes were held", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if r := s.Retained(); r.Files != 3 {
+		t.Fatalf("retained %+v while held, want 3 files", r)
+	}
+	release()
+	if n := <-done; n == 0 {
+		t.Fatal("MakeRoom deleted nothing once released")
+	}
+}
