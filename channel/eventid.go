@@ -87,19 +87,8 @@ func (id EventID) IsZero() bool { return id == EventID{} }
 // is of a file older than version 7: no time), else (a put of a
 // transaction that spilled) from the commit noted in the log set.
 func (c *FileChannel) eventStamp(file uint32, timed bool, rec *logfile.Record) (EventID, time.Time) {
-	id := EventID{order: rec.WriteOrderID, seq: rec.WriteOrderID}
-	if !timed {
-		return id, time.Time{}
-	}
-	if rec.Time != 0 {
-		return id, time.Unix(0, rec.Time)
-	}
-	sc, ok := c.logs.SpilledCommit(file, rec.TxID)
-	if !ok {
-		return id, time.Time{}
-	}
-	id.order = sc.WriteOrderID
-	return id, nanosTime(sc.Time)
+	order, ns := logfile.PutStamp(timed, rec, func(tx uint64) (logfile.SpilledCommit, bool) { return c.logs.SpilledCommit(file, tx) })
+	return EventID{order: order, seq: rec.WriteOrderID}, nanosTime(ns)
 }
 
 // historyID is the id of an event of the history (eventStamp's rule: a

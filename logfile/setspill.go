@@ -11,6 +11,27 @@ type SpilledCommit struct {
 	Time         int64  // the commit's time, Unix nanoseconds
 }
 
+// PutStamp gives put rec, read from a file that records commit times
+// (timed: format version 7 on) or not, the order of its event's id and its
+// commit time (Unix nanoseconds; 0: unknown). A put written with its commit
+// has its own write-order id and time; a put of a transaction that spilled
+// (time 0 in a timed file) has its commit's, which spilled finds by the
+// put's transaction id. The id's second part is always the put's own
+// write-order id. Take (channel's eventStamp) and the read-only tools
+// (replay) give events their ids through it.
+func PutStamp(timed bool, rec *Record, spilled func(tx uint64) (SpilledCommit, bool)) (order uint64, nanos int64) {
+	switch {
+	case !timed:
+		return rec.WriteOrderID, 0
+	case rec.Time != 0:
+		return rec.WriteOrderID, rec.Time
+	}
+	if sc, ok := spilled(rec.TxID); ok {
+		return sc.WriteOrderID, sc.Time
+	}
+	return rec.WriteOrderID, 0
+}
+
 // NoteSpilledCommit records the commit c of spilled put transaction tx,
 // whose puts are in the log files files, so that SpilledCommit finds it
 // for a put of any of them. It is kept as long as each file exists

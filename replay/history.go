@@ -48,17 +48,10 @@ func FormatEventID(order, seq uint64) string {
 // (channel's eventStamp): a put of a transaction that spilled takes both
 // from its commit, in spilled (Result.Spilled).
 func stamp(file uint32, timed bool, rec *logfile.Record, spilled map[uint32]map[uint64]logfile.SpilledCommit) (string, time.Time) {
-	order := rec.WriteOrderID
-	var t int64
-	switch {
-	case !timed:
-	case rec.Time != 0:
-		t = rec.Time
-	default:
-		if sc, ok := spilled[file][rec.TxID]; ok {
-			order, t = sc.WriteOrderID, sc.Time
-		}
-	}
+	order, t := logfile.PutStamp(timed, rec, func(tx uint64) (logfile.SpilledCommit, bool) {
+		sc, ok := spilled[file][tx]
+		return sc, ok
+	})
 	if t == 0 {
 		return FormatEventID(order, rec.WriteOrderID), time.Time{}
 	}
