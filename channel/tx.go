@@ -241,7 +241,7 @@ func (t *Transaction) Commit() error {
 			typ = "take"
 		}
 		c.metrics.commitErrors.WithLabelValues(typ).Inc()
-		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) && !errors.Is(err, ErrGroupReset) {
 			c.log.Error("commit failed", "type", typ, "err", err)
 		}
 	}
