@@ -207,6 +207,9 @@ type Config struct {
 	// resetChunk, when set, is the pointers per take or move record of a
 	// reset (resetPointersPerRecord otherwise): tests make it small.
 	resetChunk int
+	// resetRead, when set, runs in a reset once it has read the history
+	// (tests: a put that wants room meanwhile).
+	resetRead func()
 	// now is the clock of Retention's ages (tests); nil = time.Now.
 	now func() time.Time
 }

@@ -104,6 +104,9 @@ func (c *FileChannel) reset(g *groupState, p Position) (int, error) {
 	if err := c.collect(g, p, plan); err != nil {
 		return 0, err
 	}
+	if c.cfg.resetRead != nil {
+		c.cfg.resetRead()
+	}
 	if len(plan.old) == 0 && plan.keep.len() == 0 {
 		return 0, nil
 	}

@@ -419,3 +419,62 @@ func TestRetentionChangedAtOpen(t *testing.T) {
 		t.Fatalf("after reopening without Retention and a checkpoint: %d log files (%d before), %d retained", s.LogFiles, files, s.RetainedFiles)
 	}
 }
+
+// A put short of space while a reset reads the retained files (MakeRoom
+// runs outside the commit lock) deletes none of them: the reset queues
+// events whose files stay, and every one comes out.
+func TestResetKeepsRetainedFilesAPutWantsRoomFor(t *testing.T) {
+	const minFree = 64 << 10
+	read, resume := make(chan struct{}), make(chan struct{})
+	c, sfs := spaceChannel(t, 1, func(cfg *Config) {
+		cfg.MinimumRequiredSpace = minFree
+		cfg.resetRead = func() { close(read); <-resume }
+	})
+	retainedWorkload(t, c, 400)
+	if c.Stats().RetainedFiles < 5 {
+		t.Fatalf("%d retained files", c.Stats().RetainedFiles)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ResetGroup("", Earliest())
+		done <- err
+	}()
+	<-read
+	// The disk is short now: a put wants the retained files' room.
+	free, _ := sfs.FreeSpace("/fc")
+	sfs.size.Add(-free + minFree)
+	c.logs.ForgetFreeSpace()
+	putDone := make(chan error, 1)
+	go func() {
+		tx, _ := c.Begin()
+		err := tx.Put(Event{Body: body(400)})
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+		putDone <- err
+	}()
+	select {
+	case err := <-putDone:
+		t.Logf("the put ended during the reset: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(resume)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	err := <-putDone
+	if err != nil && !errors.Is(err, ErrInsufficientSpace) {
+		t.Fatal(err)
+	}
+	sfs.size.Add(1 << 30)
+	c.logs.ForgetFreeSpace()
+	got := drain(t, c)
+	if len(got) < 400 || !slices.Equal(got[:400], bodies(0, 400)) {
+		t.Fatalf("after the reset, %d events came out (%s); want the 400 it queued", len(got), short(got))
+	}
+	if s := c.Stats(); s.CorruptSkipped != 0 {
+		t.Fatalf("%d queued events did not read back", s.CorruptSkipped)
+	}
+}
