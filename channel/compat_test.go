@@ -76,10 +76,10 @@ var newerCases = []newerCase{
 		}
 		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
-	{"groups_catalog_version_3", func(t *testing.T, cfg Config) FormatError {
+	{"groups_catalog_version_4", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
-		testutil.SetFileVersion(t, p, 3)
-		return FormatError{File: p, Offset: 4, Version: 3, Supported: 2}
+		testutil.SetFileVersion(t, p, 4)
+		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)

@@ -291,3 +291,105 @@ func TestTagFilter(t *testing.T) {
 		t.Errorf("TagFilter = %s, want %s", TagFilter("tag", "TagA", "TagC"), want)
 	}
 }
+
+// TestFilterRebuild: Rebuild (with Config.Groups nil: the logs' groups)
+// keeps each group's filter and queue.
+func TestFilterRebuild(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.TransactionCapacity = cfg.Capacity
+	cfg.Groups = filterGroups()
+	r := rand.New(rand.NewPCG(31, 2))
+	m, seq := filterModel{}, 0
+	c := mustOpen(t, cfg)
+	putRandom(t, c, r, m, &seq)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Rebuild(cfg, RebuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Groups {
+		if want := filterOfName(g.Name); g.Filter != want {
+			t.Errorf("Rebuild reports group %q with filter %q, want %q", g.Name, g.Filter, want)
+		}
+	}
+	c = mustOpen(t, cfg)
+	checkModel(t, c, m, "after Rebuild")
+	putRandom(t, c, r, m, &seq)
+	checkModel(t, c, m, "puts after Rebuild")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func filterOfName(name string) string {
+	for _, g := range filterGroups() {
+		if g.Name == name {
+			return g.Filter
+		}
+	}
+	return ""
+}
+
+// TestFilterChangedAtOpen: a filter Config.Groups changes at Open applies
+// to the events committed afterwards, and is kept (a full replay of the
+// logs gives the same queue).
+func TestFilterChangedAtOpen(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "g", Filter: `headers["k"] == "a"`}}
+	put := func(c *FileChannel, v string) {
+		tx, _ := c.Begin()
+		if err := tx.Put(Event{Headers: map[string]string{"k": v}, Body: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := mustOpen(t, cfg)
+	put(c, "a")
+	put(c, "b")
+	c.Close()
+	cfg.Groups[0].Filter = `headers["k"] == "b"`
+	c = mustOpen(t, cfg)
+	put(c, "a")
+	put(c, "b")
+	want := []string{"a", "b"}
+	if got := peekFiltered(t, c, "g"); !slices.Equal(got, want) {
+		t.Fatalf("after the change: %v, want %v", got, want)
+	}
+	c.Close()
+	if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups = nil
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if got := peekFiltered(t, c, "g"); !slices.Equal(got, want) {
+		t.Fatalf("after a full replay: %v, want %v", got, want)
+	}
+	g, _ := c.Group("g")
+	if f := g.Stats().Filter; f != `headers["k"] == "b"` {
+		t.Fatalf("filter after a full replay: %q", f)
+	}
+}
+
+// TestFilterChangedAtOpenCrash: the changed filter survives a crash right
+// after Open (Open writes the groups record that says so).
+func TestFilterChangedAtOpenCrash(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "g", Filter: `headers["k"] == "a"`}}
+	c := mustOpen(t, cfg)
+	c.Close()
+	cfg.Groups[0].Filter = `headers["k"] == "b"`
+	c = mustOpen(t, cfg)
+	crash(t, c)
+	cfg.Groups = nil
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	g, _ := c.Group("g")
+	if f := g.Stats().Filter; f != `headers["k"] == "b"` {
+		t.Fatalf("filter after a crash: %q", f)
+	}
+}

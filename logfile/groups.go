@@ -209,55 +209,16 @@ func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
 	cat := make([]GroupInfo, 0, min(count, 64))
 	for i := uint64(0); i < count; i++ {
 		var g GroupInfo
-		var name, dl []byte
-		if g.ID, p, ok = readUint32(p); !ok {
-			return "bad group id"
+		var reason string
+		if p, reason = decodeGroupEntry(p, &g, withFilters); reason != "" {
+			return reason
 		}
-		if i > 0 && g.ID <= cat[i-1].ID {
+		switch {
+		case i > 0 && g.ID <= cat[i-1].ID:
 			return "group ids not in increasing order"
-		}
-		if g.ID >= next {
+		case g.ID >= next:
 			return "group id not below the next group id"
 		}
-		if name, p, ok = readBytes(p); !ok {
-			return "group name overruns payload"
-		}
-		if len(name) > MaxGroupNameLen {
-			return "group name too long"
-		}
-		if g.Since, p, ok = readUvarint(p); !ok {
-			return "bad group since"
-		}
-		if g.Capacity, p, ok = readUvarint(p); !ok {
-			return "bad group capacity"
-		}
-		if len(p) == 0 {
-			return "group policy overruns payload"
-		}
-		g.Policy, g.DeadLetterGroup, p = p[0]&^deadLetterFlag, p[0]&deadLetterFlag != 0, p[1:]
-		if g.Policy > maxGroupPolicy {
-			return "unknown group policy"
-		}
-		if g.MaxDeliveries, p, ok = readUint32(p); !ok {
-			return "bad group max deliveries"
-		}
-		if dl, p, ok = readBytes(p); !ok {
-			return "dead-letter name overruns payload"
-		}
-		if len(dl) > MaxGroupNameLen {
-			return "dead-letter name too long"
-		}
-		if withFilters {
-			var f []byte
-			if f, p, ok = readBytes(p); !ok {
-				return "group filter overruns payload"
-			}
-			if len(f) > MaxFilterLen {
-				return "group filter too long"
-			}
-			g.Filter = string(f)
-		}
-		g.Name, g.DeadLetter = string(name), string(dl)
 		cat = append(cat, g)
 	}
 	if len(p) != 0 {
@@ -268,6 +229,54 @@ func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
 	}
 	r.Catalog = cat
 	return ""
+}
+
+// decodeGroupEntry decodes one entry of a groups record from p into g (its
+// filter last when withFilters) and returns the rest of p, or a reason.
+func decodeGroupEntry(p []byte, g *GroupInfo, withFilters bool) ([]byte, string) {
+	var name, dl, f []byte
+	var ok bool
+	if g.ID, p, ok = readUint32(p); !ok {
+		return p, "bad group id"
+	}
+	if name, p, ok = readBytes(p); !ok {
+		return p, "group name overruns payload"
+	}
+	if len(name) > MaxGroupNameLen {
+		return p, "group name too long"
+	}
+	if g.Since, p, ok = readUvarint(p); !ok {
+		return p, "bad group since"
+	}
+	if g.Capacity, p, ok = readUvarint(p); !ok {
+		return p, "bad group capacity"
+	}
+	if len(p) == 0 {
+		return p, "group policy overruns payload"
+	}
+	g.Policy, g.DeadLetterGroup, p = p[0]&^deadLetterFlag, p[0]&deadLetterFlag != 0, p[1:]
+	if g.Policy > maxGroupPolicy {
+		return p, "unknown group policy"
+	}
+	if g.MaxDeliveries, p, ok = readUint32(p); !ok {
+		return p, "bad group max deliveries"
+	}
+	if dl, p, ok = readBytes(p); !ok {
+		return p, "dead-letter name overruns payload"
+	}
+	if len(dl) > MaxGroupNameLen {
+		return p, "dead-letter name too long"
+	}
+	if withFilters {
+		if f, p, ok = readBytes(p); !ok {
+			return p, "group filter overruns payload"
+		}
+		if len(f) > MaxFilterLen {
+			return p, "group filter too long"
+		}
+	}
+	g.Name, g.DeadLetter, g.Filter = string(name), string(dl), string(f)
+	return p, ""
 }
 
 // rangesSize is the size of a filter skip record's ranges.
