@@ -10,6 +10,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/interpreter"
 
 	"github.com/flumego/filechannel/logfile"
 )
@@ -92,7 +93,7 @@ func compileFilter(expr string) (*filter, error) {
 	if est.Max > filterMaxEstimate {
 		return bad(1, 1, "may cost %d to evaluate, limit %d", est.Max, filterMaxEstimate)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(filterCostLimit))
+	prg, err := env.Program(ast, cel.CostLimit(filterCostLimit), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return bad(1, 1, "%v", err)
 	}
@@ -127,15 +128,31 @@ func (f *filter) match(h map[string]string) (match, ok bool) {
 		}
 	}()
 	if h == nil {
-		h = map[string]string{}
+		h = noHeaders
 	}
-	out, _, err := f.prg.Eval(map[string]any{"headers": h})
+	out, _, err := f.prg.Eval(headersActivation{h})
 	if err != nil {
 		return false, false
 	}
 	b, isBool := out.Value().(bool)
 	return b && isBool, isBool
 }
+
+// noHeaders is the headers of an event without any (never written).
+var noHeaders = map[string]string{}
+
+// headersActivation gives `headers` to an evaluation without the map of
+// variables cel's Eval would otherwise need per event.
+type headersActivation struct{ h map[string]string }
+
+func (a headersActivation) ResolveName(name string) (any, bool) {
+	if name == "headers" {
+		return a.h, true
+	}
+	return nil, false
+}
+
+func (a headersActivation) Parent() interpreter.Activation { return nil }
 
 // checkFilter is GroupConfig.check's part for the filter.
 func checkFilter(g GroupConfig) error {

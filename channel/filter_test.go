@@ -393,3 +393,18 @@ func TestFilterChangedAtOpenCrash(t *testing.T) {
 		t.Fatalf("filter after a crash: %q", f)
 	}
 }
+
+// BenchmarkFilterMatch is one evaluation of a tag filter.
+func BenchmarkFilterMatch(b *testing.B) {
+	f, err := compileFilter(TagFilter("tag", "x", "y"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := map[string]string{"tag": "y", "n": "1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if m, _ := f.match(h); !m {
+			b.Fatal("no match")
+		}
+	}
+}
