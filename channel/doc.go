@@ -102,6 +102,20 @@
 // once a group of the same name is added again. A slow group keeps the log
 // files of its backlog on disk (docs/operations.md, "Consumer groups").
 //
+// # Filters
+//
+// GroupConfig.Filter, a CEL expression over the event's headers, chooses
+// the events a group receives: RocketMQ's subscription "TagA || TagC" and
+// Flume's multiplexing selector are
+//
+//	{Name: "orders", Filter: channel.TagFilter("tag", "TagA", "TagC")}
+//	{Name: "cz", Filter: `headers["state"] == "CZ"`}
+//
+// An event a group's filter does not match is never queued for it: it
+// takes no room there and costs its takers nothing. A missing header is no
+// match. Open and AddGroup refuse a bad expression with ErrBadFilter
+// (docs/operations.md, "Filters").
+//
 // # Dead letters
 //
 // A group with GroupConfig.MaxDeliveries gives up on an event after that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -34,32 +35,24 @@ type permit struct {
 	n int
 }
 
-// releaseBlock gives n permits back to each Block group of gs.
-func releaseBlock(gs []*groupState, n int) {
-	for _, g := range gs {
-		if g.fedBlock() {
-			g.gate.release(n)
-		}
-	}
-}
-
-// acquirePermit takes one permit in every Block group for the next Put,
+// acquirePermit takes one permit in every Block group for the next Put
+// (put t.puts), but those whose filter keeps it out (markFilters ran),
 // waiting up to KeepAlive in all of them together. It returns the group
-// list it took them in (to give to addPermits or releaseBlock); on error
-// it holds none. It allocates nothing: it runs at every Put.
+// list it took them in (to give to addPermits or releasePut); on error it
+// holds none. It allocates nothing: it runs at every Put.
 func (t *Transaction) acquirePermit(ctx context.Context) ([]*groupState, error) {
 	c := t.c
 	var deadline time.Time // set at the first group without room: a Put with room reads no clock
 	groups := c.currentGroups()
 	for i, g := range groups {
-		if !g.fedBlock() || g.gate.tryAcquire(1) {
+		if !t.permitNeeded(g, t.puts) || g.gate.tryAcquire(1) {
 			continue
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(c.cfg.KeepAlive)
 		}
 		if err := g.gate.acquire(ctx, 1, max(time.Until(deadline), 0), c.closing); err != nil {
-			releaseBlock(groups[:i], 1)
+			t.releasePut(groups[:i])
 			if !errors.Is(err, ErrChannelFull) {
 				return nil, err
 			}
@@ -73,11 +66,27 @@ func (t *Transaction) acquirePermit(ctx context.Context) ([]*groupState, error) 
 	return groups, nil
 }
 
-// addPermits counts one more permit in each Block group of gs.
-func (t *Transaction) addPermits(gs []*groupState) {
+// permitNeeded reports whether put i of t takes a permit in g: g is a
+// Block group that puts feed and whose filter does not keep the put out.
+func (t *Transaction) permitNeeded(g *groupState, i int) bool {
+	return g.fedBlock() && !t.filteredOut(g, i)
+}
+
+// releasePut gives back the permit that put t.puts (not counted yet)
+// took in each group of gs.
+func (t *Transaction) releasePut(gs []*groupState) {
+	for _, g := range gs {
+		if t.permitNeeded(g, t.puts) {
+			g.gate.release(1)
+		}
+	}
+}
+
+// addPermits counts the permit put i took in each group of gs.
+func (t *Transaction) addPermits(gs []*groupState, i int) {
 next:
 	for _, g := range gs {
-		if !g.fedBlock() {
+		if !t.permitNeeded(g, i) {
 			continue
 		}
 		for i := range t.permits {
@@ -104,7 +113,8 @@ func (t *Transaction) permitsIn(g *groupState) int {
 // permits it took at commit, the events it drops, the groups it misses.
 type fanout struct {
 	to       []*groupState
-	acquired []permit // taken at commit (returned by undoFanout)
+	filtered [][]uint32 // per group of to: the put indices its filter keeps out
+	acquired []permit   // taken at commit (returned by undoFanout)
 	drops    []drop
 	skip     []*groupState
 }
@@ -127,14 +137,15 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 		if g.dlqOnly {
 			continue // no put feeds a dead-letter group (replay knows it)
 		}
-		held := t.permitsIn(g)
-		if held >= t.puts {
-			d.to = append(d.to, g)
+		skip := t.skipsOf(g)
+		want, held := t.puts-len(skip), t.permitsIn(g)
+		if held >= want {
+			d.feed(g, skip)
 			continue
 		}
-		need := t.puts - held
+		need := want - held
 		if g.gate.tryAcquire(need) {
-			d.to = append(d.to, g)
+			d.feed(g, skip)
 			d.acquired = append(d.acquired, permit{g: g, n: need})
 			continue
 		}
@@ -145,7 +156,7 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 					p, _ := g.queue.RemoveHead()
 					ptrs = append(ptrs, p)
 				}
-				d.to = append(d.to, g)
+				d.feed(g, skip)
 				d.acquired = append(d.acquired, permit{g: g, n: free})
 				d.drops = append(d.drops, drop{g: g, ptrs: ptrs})
 				continue
@@ -154,6 +165,12 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 		d.skip = append(d.skip, g)
 	}
 	return d
+}
+
+// feed adds g to the groups d feeds, without the puts skip.
+func (d *fanout) feed(g *groupState, skip []uint32) {
+	d.to = append(d.to, g)
+	d.filtered = append(d.filtered, skip)
 }
 
 // records returns the drop and skip records of the plan, for put
@@ -170,7 +187,7 @@ func (d *fanout) records(tx uint64) []logfile.Record {
 		}
 		recs = append(recs, logfile.Record{Type: logfile.RecordSkip, TxID: tx, Skip: ids})
 	}
-	return recs
+	return append(recs, d.filterRecords(tx)...)
 }
 
 // dropFiles appends to dst the log files of the events the plan drops.
@@ -232,8 +249,16 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
 		spilled := c.inflightPuts.Remove(t.id)
-		for _, g := range d.to {
-			err = errors.Join(err, g.add(spilled), g.add(ptrs))
+		var all []eventqueue.Pointer // in put order, for the filtered groups
+		for i, g := range d.to {
+			if len(d.filtered[i]) == 0 {
+				err = errors.Join(err, g.add(spilled), g.add(ptrs))
+				continue
+			}
+			if all == nil {
+				all = append(slices.Clone(spilled), ptrs...)
+			}
+			err = errors.Join(err, g.add(keepMatched(all, d.filtered[i])))
 		}
 		for _, dr := range d.drops {
 			dr.g.forgetDeliveries(dr.ptrs)
@@ -243,9 +268,15 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 		if n := t.permitsIn(g); n > 0 {
 			g.gate.release(n)
 		}
-		g.counts.newest.Add(int64(t.puts))
+		want := t.puts - len(t.skipsOf(g))
+		g.counts.newest.Add(int64(want))
 		c.log.Warn("consumer group full: it misses a put transaction's events", "group", g.cfg.Name,
-			"policy", g.cfg.WhenFull.String(), "events", t.puts)
+			"policy", g.cfg.WhenFull.String(), "events", want)
+	}
+	for i, g := range d.to {
+		if n := len(d.filtered[i]); n > 0 {
+			g.counts.filtered.Add(int64(n))
+		}
 	}
 	for _, dr := range d.drops {
 		dr.g.counts.oldest.Add(int64(len(dr.ptrs)))
@@ -253,6 +284,7 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 	}
 	// The Block groups' permits now belong to the queued events.
 	t.permits = t.permits[:0]
+	t.clearFilterMarks()
 	for _, g := range d.to {
 		g.avail.broadcast()
 	}

@@ -78,6 +78,15 @@ type GroupConfig struct {
 	// Earliest queues every event the logs retain (see Retention), as
 	// ResetGroup does. It does nothing for a group that exists.
 	StartAt Position
+	// Filter is a CEL expression (github.com/google/cel-go) of type bool
+	// over the variable `headers` (map(string, string)): a put commit
+	// queues an event for the group only if it is true for the event's
+	// headers. "" = every event. Open and AddGroup refuse one that does
+	// not compile, is not bool or may cost too much (ErrBadFilter). A
+	// missing header is no match, never an error: headers["x"] == "y" is
+	// false for an event without x. A changed filter applies to the
+	// events committed afterwards. TagFilter builds the common case.
+	Filter string
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -147,6 +156,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	if g.DeadLetter != "" && g.DeadLetter == g.Name {
 		return bad("DeadLetter names the group itself")
 	}
+	if err := checkFilter(g); err != nil {
+		return g, err
+	}
 	return g, nil
 }
 
@@ -167,13 +179,13 @@ func defaultDeadLetter(name string) string {
 func (g *groupState) info() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.id, Name: g.cfg.Name, Since: g.since, Capacity: uint64(g.cfg.Capacity),
 		Policy: uint8(g.cfg.WhenFull), MaxDeliveries: uint32(g.cfg.MaxDeliveries), DeadLetter: g.cfg.DeadLetter,
-		DeadLetterGroup: g.dlqOnly}
+		DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter}
 }
 
 // groupConfigOf is the config a groups record gives a group.
 func groupConfigOf(gi logfile.GroupInfo) GroupConfig {
 	return GroupConfig{Name: gi.Name, Capacity: int(gi.Capacity), WhenFull: FullPolicy(gi.Policy),
-		MaxDeliveries: int(min(gi.MaxDeliveries, maxDeliveriesLimit)), DeadLetter: gi.DeadLetter}
+		MaxDeliveries: int(min(gi.MaxDeliveries, maxDeliveriesLimit)), DeadLetter: gi.DeadLetter, Filter: gi.Filter}
 }
 
 // Group is a consumer group of a FileChannel: its own queue of the

@@ -51,6 +51,9 @@ type groupState struct {
 	// ResetGroup reset it; they cannot take or commit (ErrGroupReset).
 	// An entry goes when its transaction ends.
 	fenced map[uint64]bool
+
+	// compiled caches the compiled cfg.Filter (filter.go).
+	compiled atomic.Pointer[filter]
 }
 
 // newGroupState builds the group's state over ck's ring: head and size as the
@@ -93,6 +96,8 @@ type groupCounts struct {
 	// (Transaction.Reject), refused by a full Block dead-letter group (and
 	// delivered again), moved out by Redrive.
 	deadMax, deadRejected, deadRefused, redriven atomic.Int64
+	// filtered: events its filter kept out of it at put commit.
+	filtered atomic.Int64
 }
 
 // fedBlock reports whether puts take capacity permits in g: a Block group

@@ -177,7 +177,7 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 				c.startAt = append(c.startAt, gc)
 			}
 		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull ||
-			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter {
+			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter || g.cfg.Filter != gc.Filter {
 			rc.groupsChanged = true
 		}
 		g.cfg = gc

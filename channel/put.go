@@ -97,13 +97,16 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	if !ok {
 		return insufficientSpace(c.logs.DirPath(t.dir), free, need, c.cfg.MinimumRequiredSpace)
 	}
+	t.markFilters(c.currentGroups(), e.Headers, t.puts)
 	held, err := t.acquirePermit(ctx)
 	if err != nil {
+		t.unmarkFilters(t.puts)
 		return err
 	}
 	n := b.Len()
 	if err := b.Add(&rec); err != nil { // sealed by appendRecords
-		releaseBlock(held, 1)
+		t.releasePut(held)
+		t.unmarkFilters(t.puts)
 		return opErr("put", err)
 	}
 	t.puts++
@@ -114,14 +117,15 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 			// so the transaction can go on and commit what it holds.
 			b.Truncate(n)
 			t.puts--
-			releaseBlock(held, 1)
+			t.releasePut(held)
+			t.unmarkFilters(t.puts)
 			if errors.Is(err, logfile.ErrBatchLost) {
 				t.failed = err
 			}
 			return opErr("put", err)
 		}
 	}
-	t.addPermits(held)
+	t.addPermits(held, t.puts-1)
 	return nil
 }
 
@@ -240,6 +244,7 @@ func (t *Transaction) abortPuts() {
 		p.g.gate.release(p.n)
 	}
 	t.puts, t.spills, t.permits = 0, nil, t.permits[:0]
+	t.clearFilterMarks()
 	t.clearBatch()
 }
 

@@ -65,6 +65,8 @@ type RebuildGroup struct {
 	MaxDeliveries   int
 	DeadLetter      string
 	DeadLetterGroup bool
+	// Filter is the group's filter as its last groups record says.
+	Filter string
 }
 
 // Rebuild replaces the checkpoint of the closed channel cfg describes with
@@ -231,7 +233,7 @@ func (b *rebuilder) count() error {
 		gc := groupConfigOf(g.Info)
 		rep.Groups = append(rep.Groups, RebuildGroup{ID: g.Info.ID, Name: g.Info.Name, Events: g.Queue.Size(),
 			Capacity: capacity, WhenFull: gc.WhenFull, MaxDeliveries: gc.MaxDeliveries, DeadLetter: gc.DeadLetter,
-			DeadLetterGroup: g.Info.DeadLetterGroup})
+			DeadLetterGroup: g.Info.DeadLetterGroup, Filter: g.Info.Filter})
 	}
 	if res.Catalogs > 0 {
 		b.logGroups = slices.Clone(rep.Groups)
@@ -266,7 +268,7 @@ func (b *rebuilder) groupConfigs() []GroupConfig {
 	out := make([]GroupConfig, 0, len(b.logGroups))
 	for _, g := range b.logGroups {
 		out = append(out, GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull,
-			MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter})
+			MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, Filter: g.Filter})
 	}
 	return out
 }
@@ -356,7 +358,7 @@ func rebuiltGroups(c *FileChannel) []RebuildGroup {
 			continue // removed since: nothing runs on c but Open's own work
 		}
 		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: grp.Len(), Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull,
-			MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly})
+			MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter})
 	}
 	return out
 }

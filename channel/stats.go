@@ -116,6 +116,12 @@ type GroupStats struct {
 	DeadLetterRefused int64
 	Redriven          int64
 
+	// Filter is the group's filter ("" = every event); FilteredOut
+	// counts the events of put commits it kept out of the group since
+	// Open.
+	Filter      string
+	FilteredOut int64
+
 	// Oldest is when the put of its oldest queued event (its head)
 	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
 	// is queued, or the event is of a log file older than format version 7
@@ -150,7 +156,8 @@ func (g *groupState) statsLocked() GroupStats {
 		PutWaits: w.waits, PutWaitTime: w.time, PutsWaiting: w.waiting, PutsFull: w.full,
 		MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly,
 		Counted: len(g.deliveries), DeadLettered: g.counts.deadMax.Load(), Rejected: g.counts.deadRejected.Load(),
-		DeadLetterRefused: g.counts.deadRefused.Load(), Redriven: g.counts.redriven.Load()}
+		DeadLetterRefused: g.counts.deadRefused.Load(), Redriven: g.counts.redriven.Load(),
+		Filter: g.cfg.Filter, FilteredOut: g.counts.filtered.Load()}
 }
 
 // Stats returns a snapshot of the channel's state and counters. With

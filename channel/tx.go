@@ -91,6 +91,9 @@ type Transaction struct {
 	// permits counts, per Block group, the capacity permits the puts hold
 	// (one per event in each Block group that existed at its Put).
 	permits []permit
+	// fmarks: per filtered group, the puts its filter keeps out
+	// (filterput.go).
+	fmarks []filterMark
 
 	// Take side: the group taken from (nil until the first Take of
 	// c.Begin()'s transaction: the unnamed group); takeOnly for a

@@ -394,9 +394,9 @@ func TestCheckFormatGroups(t *testing.T) {
 		version, supported uint64
 	}
 	cases := map[string]tc{
-		"catalog_version_3":         {CatalogName, put16(versionOffset, 3)(bytes.Clone(cat)), 3, catalogVersion},
-		"catalog_version_3_6_bytes": {CatalogName, put16(versionOffset, 3)(bytes.Clone(cat))[:versionEnd], 3, catalogVersion},
-		"catalog_v1_as_version_3":   {CatalogName, put16(versionOffset, 3)(encodeCatalogV1(goldenCatalog())), 3, catalogVersion},
+		"catalog_version_4":         {CatalogName, put16(versionOffset, 4)(bytes.Clone(cat)), 4, catalogVersion},
+		"catalog_version_4_6_bytes": {CatalogName, put16(versionOffset, 4)(bytes.Clone(cat))[:versionEnd], 4, catalogVersion},
+		"catalog_v1_as_version_4":   {CatalogName, put16(versionOffset, 4)(encodeCatalogV1(goldenCatalog())), 4, catalogVersion},
 	}
 	for _, name := range checkpointFiles {
 		nv := newerVersion(name)

@@ -22,6 +22,9 @@ type Group struct {
 	DeadLetter    string // at most MaxGroupNameLen bytes
 	// DeadLetterGroup: the group receives dead letters, not puts.
 	DeadLetterGroup bool
+	// Filter is the group's filter expression ("" = every event), at
+	// most 4096 bytes: a catalog with one is written as version 3.
+	Filter string
 	// Deliveries is the delivery counts of the group's events that were
 	// delivered and not taken for good (groups with MaxDeliveries), in
 	// strictly ascending Pointer order; each Count >= 1.
@@ -85,7 +88,11 @@ func ReadCatalog(fsys vfs.FS, dir string) (*Catalog, error) {
 func EncodeCatalog(c *Catalog) []byte {
 	dst := make([]byte, 0, catalogFixedLen+len(c.Groups)*(groupFixedLen+16)+crcLen)
 	dst = append(dst, catalogMagic...)
-	dst = binary.BigEndian.AppendUint16(dst, catalogVersion)
+	version := uint16(catalogUnfilteredVersion)
+	if catalogFiltered(c) {
+		version = catalogVersion
+	}
+	dst = binary.BigEndian.AppendUint16(dst, version)
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	dst = binary.BigEndian.AppendUint64(dst, c.WriteOrderID)
 	dst = binary.BigEndian.AppendUint32(dst, c.NextGroupID)
@@ -108,8 +115,22 @@ func EncodeCatalog(c *Catalog) []byte {
 			dst = binary.BigEndian.AppendUint64(dst, d.Pointer)
 			dst = binary.BigEndian.AppendUint32(dst, d.Count)
 		}
+		if version >= 3 {
+			dst = binary.BigEndian.AppendUint16(dst, uint16(len(g.Filter)))
+			dst = append(dst, g.Filter...)
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, crcTable))
+}
+
+// catalogFiltered reports whether a group of c has a filter.
+func catalogFiltered(c *Catalog) bool {
+	for i := range c.Groups {
+		if c.Groups[i].Filter != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // DecodeCatalog parses groups file bytes. Bad bytes give a *corrupt.Error
@@ -154,9 +175,15 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 		if version >= 2 {
 			off += 4 + deliveryLen*len(g.Deliveries)
 		}
+		if version >= 3 {
+			off += 2 + len(g.Filter)
+		}
 	}
 	if off != len(body) {
 		return nil, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
+	}
+	if version >= 3 && !catalogFiltered(c) {
+		return nil, corrupt.New(file, versionOffset, "version 3 catalog without a filter")
 	}
 	return c, nil
 }
@@ -227,6 +254,26 @@ func decodeGroup(file string, body []byte, off int, version uint16, g *Group) er
 			return corrupt.New(file, at, "group %d delivery pointers not strictly ascending", g.ID)
 		}
 	}
+	if version < 3 {
+		return nil
+	}
+	return decodeFilter(file, e, off, dOff+4+deliveryLen*int(n), g)
+}
+
+// decodeFilter decodes the filter of a version 3 entry (e, at offset off
+// of the body) that starts at e[fOff:].
+func decodeFilter(file string, e []byte, off, fOff int, g *Group) error {
+	if len(e)-fOff < 2 {
+		return corrupt.New(file, int64(off+fOff), "group %d filter length truncated", g.ID)
+	}
+	n := int(binary.BigEndian.Uint16(e[fOff:]))
+	switch {
+	case n > maxFilterLen:
+		return corrupt.New(file, int64(off+fOff), "group %d filter of %d bytes, limit %d", g.ID, n, maxFilterLen)
+	case len(e)-fOff-2 < n:
+		return corrupt.New(file, int64(off+fOff), "group %d filter truncated", g.ID)
+	}
+	g.Filter = string(e[fOff+2 : fOff+2+n])
 	return nil
 }
 
@@ -257,6 +304,8 @@ func validateCatalog(c *Catalog) error {
 			return fmt.Errorf("group %d: capacity %d out of range", g.ID, g.Capacity)
 		case g.Policy > maxPolicy:
 			return fmt.Errorf("group %d: unknown policy %d", g.ID, g.Policy)
+		case len(g.Filter) > maxFilterLen:
+			return fmt.Errorf("group %d: filter of %d bytes, want at most %d", g.ID, len(g.Filter), maxFilterLen)
 		case uint64(len(g.Deliveries)) > math.MaxUint32:
 			return fmt.Errorf("group %d: %d delivery counts", g.ID, len(g.Deliveries))
 		}

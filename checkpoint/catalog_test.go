@@ -176,11 +176,11 @@ func TestDecodeCatalogV1Rejects(t *testing.T) {
 func TestDecodeCatalogNewerVersion(t *testing.T) {
 	for _, b := range [][]byte{EncodeCatalog(sampleCatalog()), encodeCatalogV1(sampleCatalogV1())} {
 		for what, edit := range map[string]func([]byte) []byte{
-			"version_3":                put16(versionOffset, 3),
+			"version_4":                put16(versionOffset, 4),
 			"version_65535":            put16(versionOffset, 0xFFFF),
-			"version_3_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 3)(b); b[len(b)-1] ^= 1; return b },
-			"version_3_other_length":   func(b []byte) []byte { return put16(versionOffset, 3)(b)[:versionEnd] },
-			"version_3_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 3)(b)) },
+			"version_4_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 4)(b); b[len(b)-1] ^= 1; return b },
+			"version_4_other_length":   func(b []byte) []byte { return put16(versionOffset, 4)(b)[:versionEnd] },
+			"version_4_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 4)(b)) },
 		} {
 			t.Run(fmt.Sprintf("from_v%d/%s", b[versionOffset+1], what), func(t *testing.T) {
 				e := edit(bytes.Clone(b))
@@ -261,8 +261,8 @@ func TestCatalogRoundTrip(t *testing.T) {
 			t.Fatalf("random catalog invalid: %v", err)
 		}
 		b := EncodeCatalog(c)
-		if v := binary.BigEndian.Uint16(b[versionOffset:]); v != catalogVersion {
-			t.Fatalf("EncodeCatalog wrote version %d, want %d", v, catalogVersion)
+		if v := binary.BigEndian.Uint16(b[versionOffset:]); v != catalogUnfilteredVersion {
+			t.Fatalf("EncodeCatalog wrote version %d, want %d", v, catalogUnfilteredVersion)
 		}
 		got, err := DecodeCatalog(b)
 		if err != nil {
@@ -416,7 +416,7 @@ func TestGoldenCatalogV1(t *testing.T) {
 		t.Fatalf("DecodeCatalog(golden) = %+v, %v", c, err)
 	}
 	b := EncodeCatalog(c)
-	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != catalogVersion {
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != catalogUnfilteredVersion {
 		t.Fatalf("rewritten as version %d", v)
 	}
 	if c, err = DecodeCatalog(b); err != nil || !reflect.DeepEqual(c, goldenCatalog()) {
@@ -501,4 +501,48 @@ func TestGoldenCatalogV2(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(c, goldenCatalogV2()) {
 		t.Fatalf("DecodeCatalog(golden) = %+v, %v", c, err)
 	}
+}
+
+// filteredCatalog is a catalog with a filtered group: written as version 3.
+func filteredCatalog() *Catalog {
+	c := sampleCatalog()
+	c.Groups[len(c.Groups)-1].Filter = `headers["tag"] in ["a", "b"]`
+	return c
+}
+
+// TestCatalogFilters: a catalog with a filter is written as version 3 and
+// decodes to itself; one without is version 2, which builds before
+// filters read; a version 3 file without a filter, or with a filter too
+// long or truncated, is corrupt.
+func TestCatalogFilters(t *testing.T) {
+	c := filteredCatalog()
+	b := EncodeCatalog(c)
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 3 {
+		t.Fatalf("filtered catalog written as version %d", v)
+	}
+	got, err := DecodeCatalog(b)
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("DecodeCatalog = %+v, %v; want %+v", got, err, c)
+	}
+	long := filteredCatalog()
+	long.Groups[0].Filter = strings.Repeat("x", maxFilterLen+1)
+	if err := validateCatalog(long); err == nil {
+		t.Fatal("validateCatalog took a filter over the limit")
+	}
+	// A version 2 encoding relabelled 3: no entry has a filter field.
+	plain := EncodeCatalog(sampleCatalog())
+	if _, err := DecodeCatalog(resum(put16(versionOffset, 3)(plain))); err == nil {
+		t.Fatal("version 3 without filter fields accepted")
+	}
+	// Truncated: the last entry's filter cut short.
+	short := bytes.Clone(b[:len(b)-crcLen-3])
+	if _, err := DecodeCatalog(binary.BigEndian.AppendUint32(short, crc32.Checksum(short, crcTable))); err == nil {
+		t.Fatal("truncated filter accepted")
+	}
+}
+
+// resum recomputes b's trailing checksum.
+func resum(b []byte) []byte {
+	body := b[:len(b)-crcLen]
+	return binary.BigEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, crcTable))
 }

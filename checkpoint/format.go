@@ -190,9 +190,15 @@ const (
 	groupOffDeadLetterLen = 26
 	groupOffFlags         = 27
 
-	// catalogVersion is the version of the groups file this build
-	// writes; it reads 1 and 2.
-	catalogVersion = 2
+	// catalogVersion is the newest version of the groups file this
+	// build reads (1 to 3) and writes: version 3, whose entries end with
+	// the group's filter, only when a group has one; 2 otherwise
+	// (catalogUnfilteredVersion), which builds before filters read.
+	catalogVersion           = 3
+	catalogUnfilteredVersion = 2
+	// maxFilterLen is the longest filter of a catalog entry, in bytes
+	// (logfile.MaxFilterLen).
+	maxFilterLen = 4096
 	// groupFlagDeadLetter marks a dead-letter group in an entry's flags.
 	groupFlagDeadLetter = 1
 	deliveryLen         = 12 // a delivery count entry: pointer, count

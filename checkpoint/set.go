@@ -288,7 +288,7 @@ func StaleGroupDirs(fsys vfs.FS, dir string, live []uint32) ([]uint32, error) {
 // GroupInfo is g's settings as a groups record of the logs lists them.
 func (g Group) GroupInfo() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy,
-		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, DeadLetterGroup: g.DeadLetterGroup}
+		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, DeadLetterGroup: g.DeadLetterGroup, Filter: g.Filter}
 }
 
 // DeliveryCounts is g's delivery counts as a map (nil without any).
@@ -308,7 +308,7 @@ func (g Group) DeliveryCounts() map[eventqueue.Pointer]uint32 {
 func CatalogGroup(gi logfile.GroupInfo, deliveries []Delivery) Group {
 	return Group{ID: gi.ID, Name: gi.Name, Since: gi.Since, Capacity: int(gi.Capacity), Policy: gi.Policy,
 		MaxDeliveries: gi.MaxDeliveries, DeadLetter: gi.DeadLetter, DeadLetterGroup: gi.DeadLetterGroup,
-		Deliveries: deliveries}
+		Filter: gi.Filter, Deliveries: deliveries}
 }
 
 // groupLabel is how errors name a consumer group: "consumer group 2

@@ -113,6 +113,11 @@ package logfile
 //	               version 6: then the channel's 16-byte id (not all zero)
 //	   synced:     uvarint s >= 1: bytes [0, s) of this file were durable (an fsync had returned)
 //	               before this record was written; s <= the record's own offset
+//	   filter skip (13): uvarint group id g; uvarint n >= 1; n x (uvarint first, uvarint count >= 1),
+//	               first increasing, ranges not touching: the events (indices in the put order of
+//	               transaction TxID) that group g's filter does not match; before the commit record
+//	   filtered groups (14): a groups record whose entries each end with uvarint filter len
+//	               (<= 4096) and the filter's bytes, one at least not empty; decoded as groups
 //
 // A group take is a take by consumer group g, decoded as RecordTake with
 // Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
@@ -171,7 +176,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// MaxRecordType: a newer release numbers its new record types from 13 up.
+// MaxRecordType: a newer release numbers its new record types from 15 up.
 
 import (
 	"bytes"
@@ -213,12 +218,22 @@ const (
 	// fsync of its file returned: bytes [0, SyncedTo) of the file were
 	// durable before the mark was written. It tells recovery that damage
 	// before SyncedTo is damage, not a torn write (Scanner.tornOverwrite).
+	RecordFilterSkip RecordType = 13
+	// RecordFilterSkip (a file of any version, groups.go): the events of a
+	// put transaction that group Group's filter does not match, as ranges
+	// of their indices in the transaction's put order (Record.Ranges).
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
 // than the unnamed one, Record{Type: RecordTake, Group: g} with g >= 1: it
 // is never a Record's Type. Part of the on-disk format; never renumber.
 const typeGroupTake RecordType = 6
+
+// typeFilteredGroups is the on-disk type of a groups record in which a
+// group has a filter (GroupInfo.Filter): decoded as RecordGroups. A groups
+// record without filters keeps type 7, which older builds read. Part of
+// the on-disk format; never renumber.
+const typeFilteredGroups RecordType = 14
 
 // Sizes and version; part of the on-disk format; never renumber. The
 // sizes are those of the version this build writes (FormatVersion); a
@@ -248,7 +263,7 @@ const (
 	MaxFormatVersion  = TimedBoundVersion
 	// MaxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	MaxRecordType = RecordSynced
+	MaxRecordType = typeFilteredGroups
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -309,6 +324,8 @@ func (t RecordType) String() string {
 		return "key"
 	case RecordSynced:
 		return "synced"
+	case RecordFilterSkip:
+		return "filter skip"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -338,6 +355,7 @@ type Record struct {
 	NextGroupID uint32               // groups: the id the next consumer group created gets; above every Catalog ID
 	Catalog     []GroupInfo          // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
 	Skip        []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
+	Ranges      []uint32             // filter skip: (first index, count >= 1) pairs, in increasing order, not touching
 	KeyID       string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
 	KeyCheck    [seal.CheckSize]byte // key: that key's check value for this file
 	SyncedTo    int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
@@ -385,6 +403,8 @@ func (r *Record) payloadSize(timed bool) int {
 		n += groupsSize(r)
 	case RecordSkip:
 		n += skipSize(r.Skip)
+	case RecordFilterSkip:
+		n += uvarintLen(uint64(r.Group)) + rangesSize(r.Ranges)
 	case RecordMove:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordKey:
@@ -511,8 +531,15 @@ func frameType(r *Record) (RecordType, error) {
 		if err := checkGroups(r); err != nil {
 			return 0, err
 		}
+		if filtered(r.Catalog) {
+			return typeFilteredGroups, nil
+		}
 	case RecordSkip:
 		if err := checkSkip(r.Skip); err != nil {
+			return 0, err
+		}
+	case RecordFilterSkip:
+		if err := checkRanges(r.Ranges); err != nil {
 			return 0, err
 		}
 	case RecordMove:
@@ -563,6 +590,9 @@ func appendBody(dst []byte, r *Record) []byte {
 		dst = appendGroups(dst, r)
 	case RecordSkip:
 		dst = appendSkip(dst, r.Skip)
+	case RecordFilterSkip:
+		dst = binary.AppendUvarint(dst, uint64(r.Group))
+		dst = appendRanges(dst, r.Ranges)
 	case RecordMove:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
 		dst = appendPointers(dst, r.Pointers)
@@ -705,9 +735,14 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	case typeGroupTake:
 		return decodeGroupTake(p, r, s)
 	case RecordGroups:
-		return decodeGroups(p, r)
+		return decodeGroupsOf(p, r, false)
 	case RecordSkip:
 		return decodeSkip(p, r, s)
+	case RecordFilterSkip:
+		return decodeFilterSkip(p, r)
+	case typeFilteredGroups:
+		r.Type = RecordGroups
+		return decodeGroupsOf(p, r, true)
 	case RecordMove:
 		return decodeGroupPointers(p, r, s)
 	case RecordDeliver:

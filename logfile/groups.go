@@ -25,6 +25,25 @@ type GroupInfo struct {
 	// DeadLetterGroup: a group that receives dead letters, not puts
 	// (version 4; encoded as 0x80 in the policy byte).
 	DeadLetterGroup bool
+	// Filter is the group's filter expression ("" = every event); a
+	// groups record with one is written as type 14, which builds before
+	// filters refuse as a newer release's record.
+	Filter string
+}
+
+// MaxFilterLen is the longest filter expression, in bytes, of a group in
+// a groups record. Part of the on-disk format.
+const MaxFilterLen = 4096
+
+// filtered reports whether a group of cat has a filter: its groups record
+// is then written as type 14, with each entry's filter.
+func filtered(cat []GroupInfo) bool {
+	for i := range cat {
+		if cat[i].Filter != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // deadLetterFlag marks a dead-letter group in a groups record's policy
@@ -47,8 +66,12 @@ const minGroupEntrySize = 7
 // groupsSize is the size of a groups record's body.
 func groupsSize(r *Record) int {
 	n := uvarintLen(uint64(r.NextGroupID)) + uvarintLen(uint64(len(r.Catalog)))
+	withFilters := filtered(r.Catalog)
 	for i := range r.Catalog {
 		g := &r.Catalog[i]
+		if withFilters {
+			n += uvarintLen(uint64(len(g.Filter))) + len(g.Filter)
+		}
 		n += uvarintLen(uint64(g.ID)) +
 			uvarintLen(uint64(len(g.Name))) + len(g.Name) +
 			uvarintLen(g.Since) + uvarintLen(g.Capacity) + 1 +
@@ -85,6 +108,8 @@ func checkGroups(r *Record) error {
 			return fmt.Errorf("%w: group %d: name of %d bytes or dead-letter name of %d, limit %d", ErrInvalidRecord, g.ID, len(g.Name), len(g.DeadLetter), MaxGroupNameLen)
 		case g.Policy > maxGroupPolicy:
 			return fmt.Errorf("%w: group %d: policy %d", ErrInvalidRecord, g.ID, g.Policy)
+		case len(g.Filter) > MaxFilterLen:
+			return fmt.Errorf("%w: group %d: filter of %d bytes, limit %d", ErrInvalidRecord, g.ID, len(g.Filter), MaxFilterLen)
 		}
 	}
 	return nil
@@ -108,6 +133,7 @@ func checkSkip(ids []uint32) error {
 func appendGroups(dst []byte, r *Record) []byte {
 	dst = binary.AppendUvarint(dst, uint64(r.NextGroupID))
 	dst = binary.AppendUvarint(dst, uint64(len(r.Catalog)))
+	withFilters := filtered(r.Catalog)
 	for i := range r.Catalog {
 		g := &r.Catalog[i]
 		dst = binary.AppendUvarint(dst, uint64(g.ID))
@@ -123,6 +149,10 @@ func appendGroups(dst []byte, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(g.MaxDeliveries))
 		dst = binary.AppendUvarint(dst, uint64(len(g.DeadLetter)))
 		dst = append(dst, g.DeadLetter...)
+		if withFilters {
+			dst = binary.AppendUvarint(dst, uint64(len(g.Filter)))
+			dst = append(dst, g.Filter...)
+		}
 	}
 	return dst
 }
@@ -150,10 +180,11 @@ func decodeGroupTake(p []byte, r *Record, s *scratch) string {
 	return decodeTake(p, r, s)
 }
 
-// decodeGroups decodes the body of a groups record into r. Its Catalog is
-// allocated (groups records are rare), growing with the entries read, not
-// with the count the record claims.
-func decodeGroups(p []byte, r *Record) string {
+// decodeGroupsOf decodes the body of a groups record into r: type 7, or
+// type 14 (withFilters: each entry ends with its filter, and one at least
+// is not empty). Its Catalog is allocated (groups records are rare),
+// growing with the entries read, not with the count the record claims.
+func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
 	if r.TxID != 0 {
 		return "groups record with a transaction id"
 	}
@@ -178,51 +209,142 @@ func decodeGroups(p []byte, r *Record) string {
 	cat := make([]GroupInfo, 0, min(count, 64))
 	for i := uint64(0); i < count; i++ {
 		var g GroupInfo
-		var name, dl []byte
-		if g.ID, p, ok = readUint32(p); !ok {
-			return "bad group id"
+		var reason string
+		if p, reason = decodeGroupEntry(p, &g, withFilters); reason != "" {
+			return reason
 		}
-		if i > 0 && g.ID <= cat[i-1].ID {
+		switch {
+		case i > 0 && g.ID <= cat[i-1].ID:
 			return "group ids not in increasing order"
-		}
-		if g.ID >= next {
+		case g.ID >= next:
 			return "group id not below the next group id"
 		}
-		if name, p, ok = readBytes(p); !ok {
-			return "group name overruns payload"
-		}
-		if len(name) > MaxGroupNameLen {
-			return "group name too long"
-		}
-		if g.Since, p, ok = readUvarint(p); !ok {
-			return "bad group since"
-		}
-		if g.Capacity, p, ok = readUvarint(p); !ok {
-			return "bad group capacity"
-		}
-		if len(p) == 0 {
-			return "group policy overruns payload"
-		}
-		g.Policy, g.DeadLetterGroup, p = p[0]&^deadLetterFlag, p[0]&deadLetterFlag != 0, p[1:]
-		if g.Policy > maxGroupPolicy {
-			return "unknown group policy"
-		}
-		if g.MaxDeliveries, p, ok = readUint32(p); !ok {
-			return "bad group max deliveries"
-		}
-		if dl, p, ok = readBytes(p); !ok {
-			return "dead-letter name overruns payload"
-		}
-		if len(dl) > MaxGroupNameLen {
-			return "dead-letter name too long"
-		}
-		g.Name, g.DeadLetter = string(name), string(dl)
 		cat = append(cat, g)
 	}
 	if len(p) != 0 {
 		return "trailing bytes after groups"
 	}
+	if withFilters && !filtered(cat) {
+		return "filtered groups record without a filter"
+	}
 	r.Catalog = cat
+	return ""
+}
+
+// decodeGroupEntry decodes one entry of a groups record from p into g (its
+// filter last when withFilters) and returns the rest of p, or a reason.
+func decodeGroupEntry(p []byte, g *GroupInfo, withFilters bool) ([]byte, string) {
+	var name, dl, f []byte
+	var ok bool
+	if g.ID, p, ok = readUint32(p); !ok {
+		return p, "bad group id"
+	}
+	if name, p, ok = readBytes(p); !ok {
+		return p, "group name overruns payload"
+	}
+	if len(name) > MaxGroupNameLen {
+		return p, "group name too long"
+	}
+	if g.Since, p, ok = readUvarint(p); !ok {
+		return p, "bad group since"
+	}
+	if g.Capacity, p, ok = readUvarint(p); !ok {
+		return p, "bad group capacity"
+	}
+	if len(p) == 0 {
+		return p, "group policy overruns payload"
+	}
+	g.Policy, g.DeadLetterGroup, p = p[0]&^deadLetterFlag, p[0]&deadLetterFlag != 0, p[1:]
+	if g.Policy > maxGroupPolicy {
+		return p, "unknown group policy"
+	}
+	if g.MaxDeliveries, p, ok = readUint32(p); !ok {
+		return p, "bad group max deliveries"
+	}
+	if dl, p, ok = readBytes(p); !ok {
+		return p, "dead-letter name overruns payload"
+	}
+	if len(dl) > MaxGroupNameLen {
+		return p, "dead-letter name too long"
+	}
+	if withFilters {
+		if f, p, ok = readBytes(p); !ok {
+			return p, "group filter overruns payload"
+		}
+		if len(f) > MaxFilterLen {
+			return p, "group filter too long"
+		}
+	}
+	g.Name, g.DeadLetter, g.Filter = string(name), string(dl), string(f)
+	return p, ""
+}
+
+// rangesSize is the size of a filter skip record's ranges.
+func rangesSize(rs []uint32) int {
+	n := uvarintLen(uint64(len(rs) / 2))
+	for _, x := range rs {
+		n += uvarintLen(uint64(x))
+	}
+	return n
+}
+
+// checkRanges returns ErrInvalidRecord for filter skip ranges that would
+// not decode: none, odd, a count of 0, or ranges out of order or touching
+// (the writer merges adjacent ones).
+func checkRanges(rs []uint32) error {
+	if len(rs) == 0 || len(rs)%2 != 0 {
+		return fmt.Errorf("%w: filter skip record with %d range fields", ErrInvalidRecord, len(rs))
+	}
+	var end uint64
+	for i := 0; i < len(rs); i += 2 {
+		first, n := uint64(rs[i]), uint64(rs[i+1])
+		if n == 0 || (i > 0 && first <= end) {
+			return fmt.Errorf("%w: filter skip range [%d, +%d) after %d", ErrInvalidRecord, first, n, end)
+		}
+		end = first + n
+	}
+	return nil
+}
+
+// appendRanges appends a filter skip record's ranges (checked by
+// checkRanges): uvarint pair count, then (first, count) uvarint pairs.
+func appendRanges(dst []byte, rs []uint32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rs)/2))
+	for _, x := range rs {
+		dst = binary.AppendUvarint(dst, uint64(x))
+	}
+	return dst
+}
+
+// decodeFilterSkip decodes the body of a filter skip record into r: a
+// group id, then at least one range (as checkRanges wants them).
+func decodeFilterSkip(p []byte, r *Record) string {
+	g, p, ok := readUint32(p)
+	if !ok {
+		return "bad group id"
+	}
+	n, p, ok := readUvarint(p)
+	switch {
+	case !ok:
+		return "bad range count"
+	case n == 0:
+		return "filter skip record without ranges"
+	case n > uint64(len(p))/2:
+		return "range count overruns payload"
+	}
+	rs := make([]uint32, 2*n)
+	for i := range rs {
+		if rs[i], p, ok = readUint32(p); !ok {
+			return "bad range"
+		}
+	}
+	if len(p) != 0 {
+		return "trailing bytes after filter skip"
+	}
+	if checkRanges(rs) != nil {
+		return "filter skip ranges out of order, touching or empty"
+	}
+	r.Group, r.Ranges = g, rs
 	return ""
 }
 

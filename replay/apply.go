@@ -17,7 +17,10 @@ type applier struct {
 	spare   [][]eventqueue.Pointer          // emptied slices of txPuts, for reuse
 	txTakes map[uint64][]takePart           // take records seen, per tx and group
 	txSkips map[uint64][]uint32             // skip records seen: the groups a put tx does not reach
-	txMoves map[uint64][]takePart           // move records seen, per tx and the group moved to
+	// txFilters: filter skip records seen: per put tx, the events of it
+	// (by put order) that a group's filter keeps out.
+	txFilters map[uint64][]filterPart
+	txMoves   map[uint64][]takePart // move records seen, per tx and the group moved to
 	// txSpilled: put transactions with a put that holds no commit time
 	// in a file that records times (version 7 on): they spilled.
 	txSpilled map[uint64]bool
@@ -94,6 +97,11 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.addPart(a.txTakes, r)
 	case logfile.RecordSkip:
 		a.txSkips[r.TxID] = append(a.txSkips[r.TxID], r.Skip...)
+	case logfile.RecordFilterSkip:
+		if a.txFilters == nil {
+			a.txFilters = map[uint64][]filterPart{}
+		}
+		a.txFilters[r.TxID] = append(a.txFilters[r.TxID], filterPart{group: r.Group, ranges: r.Ranges})
 	case logfile.RecordDeliver:
 		a.res.Deliveries += len(r.Pointers)
 		if g := a.groups[r.Group]; g != nil && len(r.Counts) == len(r.Pointers) {
@@ -111,6 +119,7 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.forget(a.txPuts, r.TxID)
 		a.forgetTakes(r.TxID)
 		delete(a.txSkips, r.TxID)
+		delete(a.txFilters, r.TxID)
 		delete(a.txSpilled, r.TxID)
 	case logfile.RecordCommit:
 		a.res.Commits++
@@ -175,6 +184,7 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		g.skip(start, len(a.committed))
 	}
 	delete(a.txSkips, r.TxID)
+	a.applyFilters(r.TxID, start, len(a.committed))
 	for _, part := range a.txTakes[r.TxID] {
 		if g := a.groups[part.group]; g != nil {
 			for _, p := range part.ptrs {
@@ -620,3 +630,32 @@ func (a *applier) logMissing(ps []eventqueue.Pointer, log *slog.Logger) {
 
 // maxLogged is how many pointers a summary log line names.
 const maxLogged = 5
+
+// filterPart is a filter skip record: the events of a put transaction
+// (ranges of (first, count) in put order) that group's filter keeps out.
+type filterPart struct {
+	group  uint32
+	ranges []uint32
+}
+
+// applyFilters applies the filter skip records of put transaction tx,
+// whose events are applier.committed[start:end]: each group skips the
+// events its filter kept out (ranges past end, of events damage took, are
+// cut).
+func (a *applier) applyFilters(tx uint64, start, end int) {
+	for _, fp := range a.txFilters[tx] {
+		g := a.groups[fp.group]
+		if g == nil {
+			continue
+		}
+		for i := 0; i+1 < len(fp.ranges); i += 2 {
+			from := start + int(fp.ranges[i])
+			to := min(from+int(fp.ranges[i+1]), end)
+			if from < to {
+				g.skip(from, to)
+				a.res.FilteredOut += int64(to - from)
+			}
+		}
+	}
+	delete(a.txFilters, tx)
+}

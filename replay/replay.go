@@ -186,6 +186,9 @@ type Result struct {
 	GroupsCreated, GroupsRemoved int
 	GroupSkips, GroupDrops       int64
 	TakesOfNoGroup               int
+	// FilteredOut counts the events filter skip records kept out of a
+	// group (its filter did not match them at their put commit).
+	FilteredOut int64
 	// Deliveries counts the delivery counts the deliver records replayed
 	// carry; Moved the events committed take transactions moved to
 	// another group (dead letters, rejects, redrives).

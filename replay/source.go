@@ -34,7 +34,8 @@ type item struct {
 	ptrs            [2]int32
 	group           uint32 // a take record's consumer group
 	// extra holds the rare records whose fields the item has no room for:
-	// a groups catalog (RecordGroups) and a skip (RecordSkip), copied out
+	// a groups catalog (RecordGroups), a skip (RecordSkip, and
+	// RecordFilterSkip's ranges) and a deliver's counts, copied out
 	// of the scanner's buffers.
 	extra *logfile.Record
 }
@@ -164,9 +165,10 @@ func (s *source) read() {
 		r := s.sc.Record()
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
 			time: r.Time, off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
-		if r.Type == logfile.RecordGroups || r.Type == logfile.RecordSkip || r.Type == logfile.RecordDeliver {
-			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID,
-				Catalog: slices.Clone(r.Catalog), Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts)}
+		switch r.Type {
+		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip:
+			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID, Catalog: slices.Clone(r.Catalog),
+				Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts), Ranges: slices.Clone(r.Ranges)}
 		}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
@@ -224,6 +226,7 @@ func (s *source) advance() bool {
 		Group: it.group}
 	if x := it.extra; x != nil {
 		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip, s.rec.Counts = x.NextGroupID, x.Catalog, x.Skip, x.Counts
+		s.rec.Ranges = x.Ranges
 	}
 	if it.ptrs[1] > it.ptrs[0] {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]

@@ -160,6 +160,9 @@ type groupJSON struct {
 	MaxDeliveries   uint32 `json:"max_deliveries"`
 	DeadLetter      string `json:"dead_letter"`
 	DeadLetterGroup bool   `json:"dead_letter_group"`
+	// Filter is its filter (GroupConfig.Filter): only the events it
+	// matches reach the group; "" = every event.
+	Filter string `json:"filter,omitempty"`
 	// DeliveredBefore counts its queued events that carry a delivery
 	// count after the recovery: delivered, and neither taken for good
 	// nor dead-lettered yet (-1: unknown, that recovery fails).
@@ -181,7 +184,7 @@ func groupsFacts(gs []replay.GroupReport) []groupJSON {
 			InflightTakes: g.InflightTakes, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
 			Policy: channel.FullPolicy(g.Info.Policy).String(), MaxDeliveries: g.Info.MaxDeliveries,
 			DeadLetter: g.Info.DeadLetter, DeadLetterGroup: g.Info.DeadLetterGroup, DeliveredBefore: len(g.Deliveries),
-			HeadID: g.HeadID}
+			HeadID: g.HeadID, Filter: g.Info.Filter}
 		if !g.Oldest.IsZero() {
 			j.OldestQueued = formatTime(g.Oldest)
 		}
@@ -458,6 +461,11 @@ func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any
 	for _, g := range gs {
 		if g.HeadID != "" {
 			fmt.Fprintf(bw, "  group %s: oldest queued event %s%s\n", groupName(g.ID, g.Name), g.HeadID, lag(g.OldestQueued))
+		}
+	}
+	for _, g := range gs {
+		if g.Filter != "" {
+			fmt.Fprintf(bw, "  group %s: filter %s\n", groupName(g.ID, g.Name), g.Filter)
 		}
 	}
 	for _, g := range gs {
