@@ -2,11 +2,13 @@ package channel
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // filterModel is what each group of filterConfig should hold: the bodies
@@ -394,17 +396,169 @@ func TestFilterChangedAtOpenCrash(t *testing.T) {
 	}
 }
 
-// BenchmarkFilterMatch is one evaluation of a tag filter.
+// BenchmarkFilterMatch is one evaluation of a tag filter: by the fast
+// path (filterfast.go) and by CEL.
 func BenchmarkFilterMatch(b *testing.B) {
 	f, err := compileFilter(TagFilter("tag", "x", "y"))
 	if err != nil {
 		b.Fatal(err)
 	}
+	if f.fast == nil {
+		b.Fatal("a tag filter is not on the fast path")
+	}
 	h := map[string]string{"tag": "y", "n": "1"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if m, _ := f.match(h); !m {
-			b.Fatal("no match")
+	for _, path := range []struct {
+		name  string
+		match func(map[string]string) (bool, bool)
+	}{{"fast", f.match}, {"cel", f.celMatch}} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if m, _ := path.match(h); !m {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFilterPut measures put commits of batch 100 × 1 KiB (NoSync:
+// the CPU's part) to 4 named groups, unfiltered or each filtering on
+// headers["tag"] (the events' tags t0-t3 in turn: each group matches a
+// quarter). examples/bench's "filters" step compares the two durable,
+// interleaved; this one is for -cpuprofile:
+//
+//	go test -run '^$' -bench FilterPut -benchtime 300000x -cpuprofile cpu.out ./channel/
+func BenchmarkFilterPut(b *testing.B) {
+	for _, filtered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("filtered=%v", filtered), func(b *testing.B) {
+			cfg := groupsBenchConfig(b, 4, 2_000_000)
+			cfg.NoSync = true
+			for i := range cfg.Groups {
+				if filtered {
+					cfg.Groups[i].Filter = fmt.Sprintf(`headers["tag"] == "t%d"`, i)
+				}
+			}
+			c := mustOpen(b, cfg)
+			defer c.Close()
+			gs := benchGroups(b, c)
+			var evs [4]Event
+			for i := range evs {
+				evs[i] = Event{Headers: map[string]string{"tag": fmt.Sprintf("t%d", i)}, Body: make([]byte, 1024)}
+			}
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				tx, _ := c.Begin()
+				for j := 0; j < 100 && i < b.N; j, i = j+1, i+1 {
+					if err := tx.Put(evs[i%4]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				if gs[0].Len() > 1_500_000 {
+					b.StopTimer()
+					for _, g := range gs {
+						drainGroupsBench(b, []*Group{g}, g.Len())
+					}
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
+// TestFilterFastPathAgrees: the forms filterfast.go evaluates without CEL
+// give CEL's result, over random expressions of those forms (literals
+// written with CEL's escapes, quotes and raw strings) and random headers
+// (missing, empty, non-ASCII and invalid UTF-8 values); other forms stay
+// with CEL.
+func TestFilterFastPathAgrees(t *testing.T) {
+	names := []string{"tag", "k", "", "a b", "é", "\x00", `"q`, `x\y`}
+	idents := []string{"tag", "k"}
+	values := []string{"", "x", "y", "X", "é", "\u00ff", "\xff", "a\x00b", "TagA", "line\n", `'`}
+	rng := rand.New(rand.NewPCG(31, 3))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	lit := func(v string) string {
+		switch rng.IntN(4) {
+		case 0:
+			if !strings.ContainsAny(v, "'\\\n") && utf8.ValidString(v) {
+				return "'" + v + "'"
+			}
+		case 1:
+			if !strings.ContainsAny(v, "\"\\\n") && utf8.ValidString(v) {
+				return `r"` + v + `"`
+			}
+		}
+		return celQuote(v)
+	}
+	read := func() (string, string) {
+		if rng.IntN(3) == 0 {
+			n := pick(idents)
+			return n, "headers." + n
+		}
+		n := pick(names)
+		return n, "headers[" + celQuote(n) + "]"
+	}
+	matched := 0
+	for range 300 {
+		_, r := read()
+		var expr string
+		switch rng.IntN(3) {
+		case 0:
+			expr = r + " == " + lit(pick(values))
+		case 1:
+			expr = lit(pick(values)) + " == " + r
+		default:
+			var ls []string
+			for range rng.IntN(4) {
+				ls = append(ls, lit(pick(values)))
+			}
+			expr = r + " in [" + strings.Join(ls, ", ") + "]"
+		}
+		f, err := compileFilter(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if f.fast == nil {
+			t.Fatalf("%s: not on the fast path", expr)
+		}
+		for range 50 {
+			h := map[string]string{}
+			for range rng.IntN(4) {
+				h[pick(names)] = pick(values)
+			}
+			if rng.IntN(10) == 0 {
+				h = nil
+			}
+			// ok (no evaluation error) may differ: CEL folds x in [] to false.
+			fm, _ := f.match(h)
+			cm, _ := f.celMatch(h)
+			if fm != cm {
+				t.Fatalf("%s on %q: fast path %v, CEL %v", expr, h, fm, cm)
+			}
+			if fm {
+				matched++
+			}
+		}
+	}
+	if matched < 100 {
+		t.Errorf("%d of 15,000 evaluations matched: the test hardly tries a match", matched)
+	}
+	for _, expr := range []string{
+		`headers["a"] == "x" || false`, `headers["a"] != "x"`, `has(headers.a)`, `!(headers["a"] == "x")`,
+		`"x" in [headers["a"]]`, `headers["a"] in ["x", headers["b"]]`, `headers["a"] == headers["b"]`,
+		`headers.a.startsWith("x")`, `size(headers) == 1`, `"x" == "x"`, `headers["a"] in {"x": "y"}`,
+	} {
+		f, err := compileFilter(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if f.fast != nil {
+			t.Errorf("%s: on the fast path", expr)
 		}
 	}
 }
