@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,6 +227,47 @@ func TestFanoutDropPolicyDoesNotBlockTheSource(t *testing.T) {
 	}
 }
 
+// A filtered slow group: its sink receives the events its filter matches
+// (2 tags in 10), in order, and counts the rest as filtered out, not a
+// gap; the fast sink gets every event; the run ends with each group's
+// FilteredOut. A filter that does not compile stops the run before
+// anything is created.
+func TestFanoutSlowFilter(t *testing.T) {
+	dir := t.TempDir()
+	filter := channel.TagFilter("tag", "TagA", "TagC")
+	o := options{dir: dir, events: 2000, duration: 30 * time.Second, batch: 50, size: 16,
+		slowDelay: time.Millisecond, capacity: 10_000, slowFilter: filter}
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	wantDelivered(t, dir, 2000, out.String())
+	total := parseLine(t, lastLine(out.String(), "total"))
+	fast, slow := total.groups["fast"], total.groups["slow"]
+	if fast.delivered != 2000 || fast.dropped != 0 {
+		t.Errorf("fast sink: %d delivered, %d missed; want all 2000 delivered\n%s", fast.delivered, fast.dropped, out.String())
+	}
+	if slow.delivered != 400 || slow.dropped != 1600 || slow.queued != 0 {
+		t.Errorf("slow sink: %d delivered, %d filtered out, %d queued; want 400, 1600, 0\n%s", slow.delivered, slow.dropped, slow.queued, out.String())
+	}
+	if want := fmt.Sprintf("fanout: filtered out this run: fast 0 (no filter), slow 1600 (filter %s)", filter); !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+	if !strings.Contains(out.String(), "(1600 filtered out)") {
+		t.Errorf("the progress line does not say filtered out:\n%s", out.String())
+	}
+	wantWrittenOnce(t, dir, 0, 0, 2000)
+
+	bad := t.TempDir()
+	o = options{dir: bad, events: 10, duration: 30 * time.Second, batch: 10, capacity: 100, slowFilter: `headers["tag"] ==`}
+	if err := run(context.Background(), o, &out); !errors.Is(err, channel.ErrBadFilter) {
+		t.Fatalf("run with a bad filter: %v, want ErrBadFilter", err)
+	}
+	if _, err := os.Stat(filepath.Join(bad, "source.next")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a run with a bad filter saved a cursor: %v", err)
+	}
+}
+
 // lineFields are what the tests read from a progress line.
 type lineFields struct {
 	groups  map[string]groupFields
@@ -235,7 +277,7 @@ type lineFields struct {
 
 type groupFields struct {
 	queued, capacity                int
-	delivered, redelivered, dropped int64
+	delivered, redelivered, dropped int64 // dropped: missed, dropped while full or filtered out
 }
 
 func parseLine(t *testing.T, line string) lineFields {
@@ -252,7 +294,7 @@ func parseLine(t *testing.T, line string) lineFields {
 	}
 	f := lineFields{groups: map[string]groupFields{}}
 	for _, g := range groups {
-		re := regexp.MustCompile(g + `: queued +(\d+)/(\d+) +\d+%  delivered +(\d+)(?: \(\+(\d+) redelivered, skipped\))?(?: \((\d+) dropped while full\))?`)
+		re := regexp.MustCompile(g + `: queued +(\d+)/(\d+) +\d+%  delivered +(\d+)(?: \(\+(\d+) redelivered, skipped\))?(?: \((\d+) (?:dropped while full|filtered out|filtered out or dropped while full)\))?`)
 		m := re.FindStringSubmatch(line)
 		if m == nil {
 			t.Fatalf("no %s group with queued/capacity and delivered in %q", g, line)
