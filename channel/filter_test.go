@@ -450,10 +450,10 @@ func BenchmarkFilterPut(b *testing.B) {
 			b.SetBytes(1024)
 			b.ReportAllocs()
 			b.ResetTimer()
-			for i := 0; i < b.N; {
+			for i := 0; i < b.N; i += 100 {
 				tx, _ := c.Begin()
-				for j := 0; j < 100 && i < b.N; j, i = j+1, i+1 {
-					if err := tx.Put(evs[rng.IntN(4)]); err != nil {
+				for range min(100, b.N-i) {
+					if err := tx.Put(evs[rng.IntN(len(evs))]); err != nil {
 						b.Fatal(err)
 					}
 				}
