@@ -41,10 +41,12 @@ const (
 	filterEstLen      = 1024
 )
 
-// filter is a compiled filter expression.
+// filter is a compiled filter expression: fast, if not nil, evaluates it
+// without CEL (filterfast.go).
 type filter struct {
 	expr string
 	prg  cel.Program
+	fast *headerMatch
 }
 
 var (
@@ -97,7 +99,7 @@ func compileFilter(expr string) (*filter, error) {
 	if err != nil {
 		return bad(1, 1, "%v", err)
 	}
-	f, _ := filterCache.LoadOrStore(expr, &filter{expr: expr, prg: prg})
+	f, _ := filterCache.LoadOrStore(expr, &filter{expr: expr, prg: prg, fast: fastFilter(ast.NativeRep().Expr())})
 	return f.(*filter), nil
 }
 
@@ -122,6 +124,14 @@ func (costEstimator) EstimateCallCost(string, string, *checker.AstNode, []checke
 // match reports whether the event with headers h matches f: false on any
 // evaluation error, a cost over the limit or a panic (ok false then).
 func (f *filter) match(h map[string]string) (match, ok bool) {
+	if f.fast != nil {
+		return f.fast.match(h)
+	}
+	return f.celMatch(h)
+}
+
+// celMatch is match by CEL's evaluation.
+func (f *filter) celMatch(h map[string]string) (match, ok bool) {
 	defer func() {
 		if recover() != nil {
 			match, ok = false, false

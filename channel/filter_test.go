@@ -2,11 +2,13 @@ package channel
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // filterModel is what each group of filterConfig should hold: the bodies
@@ -394,17 +396,190 @@ func TestFilterChangedAtOpenCrash(t *testing.T) {
 	}
 }
 
-// BenchmarkFilterMatch is one evaluation of a tag filter.
+// BenchmarkFilterMatch is one evaluation of a tag filter: by the fast
+// path (filterfast.go) and by CEL.
 func BenchmarkFilterMatch(b *testing.B) {
 	f, err := compileFilter(TagFilter("tag", "x", "y"))
 	if err != nil {
 		b.Fatal(err)
 	}
+	if f.fast == nil {
+		b.Fatal("a tag filter is not on the fast path")
+	}
 	h := map[string]string{"tag": "y", "n": "1"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if m, _ := f.match(h); !m {
-			b.Fatal("no match")
+	for _, path := range []struct {
+		name  string
+		match func(map[string]string) (bool, bool)
+	}{{"fast", f.match}, {"cel", f.celMatch}} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if m, _ := path.match(h); !m {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFilterPut measures put commits of batch 100 × 1 KiB (NoSync:
+// the CPU's part) to 4 named groups, unfiltered or each filtering on
+// headers["tag"] (the events' tags t0-t3 drawn at random: each group
+// matches a quarter). examples/bench's "filters" step compares the two durable,
+// interleaved; this one is for -cpuprofile:
+//
+//	go test -run '^$' -bench FilterPut -benchtime 300000x -cpuprofile cpu.out ./channel/
+func BenchmarkFilterPut(b *testing.B) {
+	for _, filtered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("filtered=%v", filtered), func(b *testing.B) {
+			cfg := groupsBenchConfig(b, 4, 2_000_000)
+			cfg.NoSync = true
+			for i := range cfg.Groups {
+				if filtered {
+					cfg.Groups[i].Filter = fmt.Sprintf(`headers["tag"] == "t%d"`, i)
+				}
+			}
+			c := mustOpen(b, cfg)
+			defer c.Close()
+			gs := benchGroups(b, c)
+			var evs [4]Event
+			for i := range evs {
+				evs[i] = Event{Headers: map[string]string{"tag": fmt.Sprintf("t%d", i)}, Body: make([]byte, 1024)}
+			}
+			rng := rand.New(rand.NewPCG(31, 4))
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 100 {
+				tx, _ := c.Begin()
+				for range min(100, b.N-i) {
+					if err := tx.Put(evs[rng.IntN(len(evs))]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+				if gs[0].Len() > 1_500_000 {
+					b.StopTimer()
+					for _, g := range gs {
+						drainGroupsBench(b, []*Group{g}, g.Len())
+					}
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
+// fastFormGen draws filter expressions of the forms filterfast.go
+// evaluates without CEL, and headers to try them on.
+type fastFormGen struct{ rng *rand.Rand }
+
+var (
+	fastGenNames  = []string{"tag", "k", "", "a b", "é", "\x00", `"q`, `x\y`}
+	fastGenIdents = []string{"tag", "k"}
+	fastGenValues = []string{"", "x", "y", "X", "é", "\u00ff", "\xff", "a\x00b", "TagA", "line\n", `'`}
+)
+
+func (g fastFormGen) pick(xs []string) string { return xs[g.rng.IntN(len(xs))] }
+
+// lit writes v as a CEL string literal: double-quoted with escapes, or,
+// where v allows, single-quoted or raw.
+func (g fastFormGen) lit(v string) string {
+	switch g.rng.IntN(4) {
+	case 0:
+		if !strings.ContainsAny(v, "'\\\n") && utf8.ValidString(v) {
+			return "'" + v + "'"
+		}
+	case 1:
+		if !strings.ContainsAny(v, "\"\\\n") && utf8.ValidString(v) {
+			return `r"` + v + `"`
+		}
+	}
+	return celQuote(v)
+}
+
+// expr returns headers["h"] == "x", "x" == headers["h"] or
+// headers["h"] in [...] (headers.h for an identifier h, at times).
+func (g fastFormGen) expr() string {
+	r := "headers[" + celQuote(g.pick(fastGenNames)) + "]"
+	if g.rng.IntN(3) == 0 {
+		r = "headers." + g.pick(fastGenIdents)
+	}
+	switch g.rng.IntN(3) {
+	case 0:
+		return r + " == " + g.lit(g.pick(fastGenValues))
+	case 1:
+		return g.lit(g.pick(fastGenValues)) + " == " + r
+	}
+	var ls []string
+	for range g.rng.IntN(4) {
+		ls = append(ls, g.lit(g.pick(fastGenValues)))
+	}
+	return r + " in [" + strings.Join(ls, ", ") + "]"
+}
+
+// headers returns 0 to 3 random headers, or nil at times.
+func (g fastFormGen) headers() map[string]string {
+	if g.rng.IntN(10) == 0 {
+		return nil
+	}
+	h := map[string]string{}
+	for range g.rng.IntN(4) {
+		h[g.pick(fastGenNames)] = g.pick(fastGenValues)
+	}
+	return h
+}
+
+// TestFilterFastPathAgrees: the forms filterfast.go evaluates without CEL
+// give CEL's result, over random expressions of those forms (literals
+// written with CEL's escapes, quotes and raw strings) and random headers
+// (missing, empty, non-ASCII and invalid UTF-8 values).
+func TestFilterFastPathAgrees(t *testing.T) {
+	g := fastFormGen{rand.New(rand.NewPCG(31, 3))}
+	matched := 0
+	for range 300 {
+		expr := g.expr()
+		f, err := compileFilter(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if f.fast == nil {
+			t.Fatalf("%s: not on the fast path", expr)
+		}
+		for range 50 {
+			h := g.headers()
+			// ok (no evaluation error) may differ: CEL folds x in [] to false.
+			fm, _ := f.match(h)
+			cm, _ := f.celMatch(h)
+			if fm != cm {
+				t.Fatalf("%s on %q: fast path %v, CEL %v", expr, h, fm, cm)
+			}
+			if fm {
+				matched++
+			}
+		}
+	}
+	if matched < 100 {
+		t.Errorf("%d of 15,000 evaluations matched: the test hardly tries a match", matched)
+	}
+}
+
+// TestFilterFastPathForms: expressions near the fast path's forms but not
+// of them stay with CEL.
+func TestFilterFastPathForms(t *testing.T) {
+	for _, expr := range []string{
+		`headers["a"] == "x" || false`, `headers["a"] != "x"`, `has(headers.a)`, `!(headers["a"] == "x")`,
+		`"x" in [headers["a"]]`, `headers["a"] in ["x", headers["b"]]`, `headers["a"] == headers["b"]`,
+		`headers.a.startsWith("x")`, `size(headers) == 1`, `"x" == "x"`, `headers["a"] in {"x": "y"}`,
+	} {
+		f, err := compileFilter(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if f.fast != nil {
+			t.Errorf("%s: on the fast path", expr)
 		}
 	}
 }

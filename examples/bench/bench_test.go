@@ -81,6 +81,10 @@ func TestHarness(t *testing.T) {
 		"reset: ResetGroup(AtTime near the end), bytes read from the disk (dropped)",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 10",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 100",
+		// Issue 31: filters.
+		"filters: puts batch 100, 4 groups each filtering on a header (~25% each) / 4 unfiltered groups",
+		"filters: takers' time per event put, unfiltered group / group whose filter matches 10%",
+		"filtering on headers[\"tag\"] == \"t<i>\": put commit", "matches ~10%: take commit",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

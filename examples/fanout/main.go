@@ -9,6 +9,7 @@
 //	go run ./examples/fanout -events 20000        # send 20k events, stop when both sinks have them all
 //	go run ./examples/fanout -slow-delay 200ms -capacity 2000   # the slow group fills up: the source waits
 //	go run ./examples/fanout -slow-delay 200ms -capacity 2000 -slow-when-full drop-oldest   # it drops instead
+//	go run ./examples/fanout -events 20000 -slow-filter 'headers["tag"] == "TagA"'      # the slow group gets a tenth
 //
 // Every second it prints, for each group, its depth out of its capacity
 // and its sink's progress; then the size of the channel's data log files,
@@ -66,6 +67,24 @@
 // one, and the slow sink counts the numbers it never receives as
 // "dropped" instead of stopping at a gap. The fast group always blocks.
 //
+// # A filtered group
+//
+// The source tags event #n with the header tag = TagA, TagB, ... TagJ for
+// n mod 10 = 0, 1, ... 9. -slow-filter gives the slow group a filter (a CEL
+// expression over headers, GroupConfig.Filter; "" = every event): its
+// sink then receives only the events it matches, and the put commits
+// queue nothing else in it, so that the rest takes no room there and
+// never makes the source wait for it. RocketMQ's "TagA || TagC" is
+//
+//	-slow-filter 'headers["tag"] in ["TagA", "TagC"]'
+//
+// (what channel.TagFilter("tag", "TagA", "TagC") builds). The slow sink
+// counts the numbers it never receives as "filtered out" instead of
+// stopping at a gap, and the run ends with what each group's filter kept
+// out of it since Open (GroupStats.FilteredOut). The filter is stored with
+// the group: a run with another -slow-filter applies it to the events
+// committed from then on, and -slow-filter "" removes it.
+//
 // The source times its own Puts ("blocked"): the channel's Stats and
 // metrics describe one group (the unnamed one, or else the first), so
 // they cannot say how long Puts waited for the slow group.
@@ -121,6 +140,7 @@ type options struct {
 	slowDelay    time.Duration // the slow sink's pause per batch
 	capacity     int           // events each group holds
 	slowWhenFull channel.FullPolicy
+	slowFilter   string // the slow group's GroupConfig.Filter; "" = every event
 	maxFileSize  int64
 	// minFree is the free space the channel keeps on the data dir's disk
 	// (MinimumRequiredSpace): the source waits below it. 0 = no minimum
@@ -151,6 +171,7 @@ func main() {
 	flag.DurationVar(&o.slowDelay, "slow-delay", 50*time.Millisecond, "the slow sink's pause per batch")
 	flag.IntVar(&o.capacity, "capacity", 100_000, "events each group holds before it is full")
 	flag.TextVar(&o.slowWhenFull, "slow-when-full", channel.Block, "what the slow group does when it is full: block (the source waits), drop-oldest or drop-newest")
+	flag.StringVar(&o.slowFilter, "slow-filter", "", `the slow group's filter, a CEL expression over headers (the source sets "tag" to TagA..TagJ, one in ten each), e.g. 'headers["tag"] in ["TagA", "TagC"]'; "" = every event`)
 	flag.Int64Var(&o.maxFileSize, "max-file-size", 64<<20, "size of a data log file; a file is deleted once no group holds an event in it")
 	o.minFree = minfree.Default
 	flag.Var(&o.minFree, "min-free", minfree.Usage+"; the source waits below it")
@@ -262,6 +283,7 @@ func run(ctx context.Context, o options, w io.Writer) (err error) {
 	err = ch.Close()
 	ch = nil
 	fmt.Fprintf(out, "fanout: stopped; the channel holds %s for the next run\n", strings.Join(held, " and "))
+	printFilteredOut(out, sinks)
 	if err != nil {
 		return errors.Join(firstErr, err)
 	}
@@ -282,7 +304,7 @@ func openChannel(o options, logger *slog.Logger) (*channel.FileChannel, error) {
 		Logger:               logger,
 		Groups: []channel.GroupConfig{
 			{Name: "fast"}, // Capacity 0: Config.Capacity; WhenFull 0: Block
-			{Name: "slow", WhenFull: o.slowWhenFull},
+			{Name: "slow", WhenFull: o.slowWhenFull, Filter: o.slowFilter},
 		},
 	})
 }
@@ -314,7 +336,7 @@ func newSinks(ch *channel.FileChannel, o options, out io.Writer) ([]*sink, error
 		s := &sink{name: name, g: g, statePath: filepath.Join(o.dir, name+".next"), batch: o.batch, out: out,
 			check: fmt.Sprintf("check the channel's files with fcreplay verify --checkpoint-dir %s --data-dirs %s", filepath.Join(o.dir, "checkpoint"), filepath.Join(o.dir, "data"))}
 		if name == "slow" {
-			s.delay, s.drops = o.slowDelay, o.slowWhenFull != channel.Block
+			s.delay, s.drops, s.filtered = o.slowDelay, o.slowWhenFull != channel.Block, o.slowFilter != ""
 		}
 		next, err := counter.Load(s.statePath)
 		if err != nil {
@@ -324,6 +346,21 @@ func newSinks(ch *channel.FileChannel, o options, out io.Writer) ([]*sink, error
 		sinks = append(sinks, s)
 	}
 	return sinks, nil
+}
+
+// printFilteredOut prints, for each group, the events its filter kept out
+// of it since Open, and the filter.
+func printFilteredOut(out io.Writer, sinks []*sink) {
+	parts := make([]string, len(sinks))
+	for i, s := range sinks {
+		st := s.g.Stats()
+		filter := "no filter"
+		if st.Filter != "" {
+			filter = "filter " + st.Filter
+		}
+		parts[i] = fmt.Sprintf("%s %d (%s)", s.name, st.FilteredOut, filter)
+	}
+	fmt.Fprintf(out, "fanout: filtered out this run: %s\n", strings.Join(parts, ", "))
 }
 
 // printResume prints where the source and each sink resume.
@@ -389,8 +426,8 @@ func (r *reporter) report(final bool) {
 		if d := s.redelivered.Load(); d > 0 {
 			fmt.Fprintf(&b, " (+%d redelivered, skipped)", d)
 		}
-		if d := s.dropped.Load(); d > 0 {
-			fmt.Fprintf(&b, " (%d dropped while full)", d)
+		if d := s.missed.Load(); d > 0 {
+			fmt.Fprintf(&b, " (%d %s)", d, s.missedWhy())
 		}
 	}
 	st := r.ch.Stats()

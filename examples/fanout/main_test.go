@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,30 +202,71 @@ func TestFanoutDropPolicyDoesNotBlockTheSource(t *testing.T) {
 			dir := t.TempDir()
 			o := options{dir: dir, events: 2000, duration: 30 * time.Second, batch: 10, size: 16,
 				slowDelay: 20 * time.Millisecond, capacity: 50, slowWhenFull: p}
-			var out bytes.Buffer
 			start := time.Now()
-			if err := run(context.Background(), o, &out); err != nil {
-				t.Fatalf("run: %v\n%s", err, out.String())
-			}
+			out, slow := runGapped(t, o)
 			// Blocking, the slow sink would need 2000/10 × 20ms = 4s.
 			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("the run took %v: the slow group held the source back\n%s", d, out.String())
-			}
-			wantDelivered(t, dir, 2000, out.String())
-			total := parseLine(t, lastLine(out.String(), "total"))
-			fast, slow := total.groups["fast"], total.groups["slow"]
-			if fast.delivered != 2000 || fast.dropped != 0 {
-				t.Errorf("fast sink: %d delivered, %d dropped; want all 2000 delivered\n%s", fast.delivered, fast.dropped, out.String())
+				t.Errorf("the run took %v: the slow group held the source back\n%s", d, out)
 			}
 			if slow.dropped == 0 || slow.delivered+slow.dropped != 2000 {
-				t.Errorf("slow sink: %d delivered, %d dropped; want some dropped, 2000 in all\n%s", slow.delivered, slow.dropped, out.String())
+				t.Errorf("slow sink: %d delivered, %d dropped; want some dropped, 2000 in all\n%s", slow.delivered, slow.dropped, out)
 			}
-			if !strings.Contains(out.String(), "slow sink has reached #1999") {
-				t.Errorf("the slow sink did not say it reached the end:\n%s", out.String())
+			if !strings.Contains(out, "slow sink has reached #1999") {
+				t.Errorf("the slow sink did not say it reached the end:\n%s", out)
 			}
 			wantWrittenOnce(t, dir, 0, 0, 2000)
 		})
 	}
+}
+
+// A filtered slow group: its sink receives the events its filter matches
+// (2 tags in 10), in order, and counts the rest as filtered out, not a
+// gap; the fast sink gets every event; the run ends with each group's
+// FilteredOut. A filter that does not compile stops the run before
+// anything is created.
+func TestFanoutSlowFilter(t *testing.T) {
+	dir := t.TempDir()
+	filter := channel.TagFilter("tag", "TagA", "TagC")
+	o := options{dir: dir, events: 2000, duration: 30 * time.Second, batch: 50, size: 16,
+		slowDelay: time.Millisecond, capacity: 10_000, slowFilter: filter}
+	out, slow := runGapped(t, o)
+	if slow.delivered != 400 || slow.dropped != 1600 || slow.queued != 0 {
+		t.Errorf("slow sink: %d delivered, %d filtered out, %d queued; want 400, 1600, 0\n%s", slow.delivered, slow.dropped, slow.queued, out)
+	}
+	if want := fmt.Sprintf("fanout: filtered out this run: fast 0 (no filter), slow 1600 (filter %s)", filter); !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if !strings.Contains(out, "(1600 filtered out)") {
+		t.Errorf("the progress line does not say filtered out:\n%s", out)
+	}
+	wantWrittenOnce(t, dir, 0, 0, 2000)
+
+	bad := t.TempDir()
+	o = options{dir: bad, events: 10, duration: 30 * time.Second, batch: 10, capacity: 100, slowFilter: `headers["tag"] ==`}
+	if err := run(context.Background(), o, io.Discard); !errors.Is(err, channel.ErrBadFilter) {
+		t.Fatalf("run with a bad filter: %v, want ErrBadFilter", err)
+	}
+	if _, err := os.Stat(filepath.Join(bad, "source.next")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a run with a bad filter saved a cursor: %v", err)
+	}
+}
+
+// runGapped runs o (o.events events, a slow group that may miss some:
+// drops or a filter), checks that both sinks reached the end and that the
+// fast one delivered every event, and returns the output and the slow
+// group's fields of the total line.
+func runGapped(t *testing.T, o options) (string, groupFields) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	wantDelivered(t, o.dir, o.events, out.String())
+	total := parseLine(t, lastLine(out.String(), "total"))
+	if fast := total.groups["fast"]; fast.delivered != o.events || fast.dropped != 0 {
+		t.Errorf("fast sink: %d delivered, %d missed; want all %d delivered\n%s", fast.delivered, fast.dropped, o.events, out.String())
+	}
+	return out.String(), total.groups["slow"]
 }
 
 // lineFields are what the tests read from a progress line.
@@ -235,7 +278,7 @@ type lineFields struct {
 
 type groupFields struct {
 	queued, capacity                int
-	delivered, redelivered, dropped int64
+	delivered, redelivered, dropped int64 // dropped: missed, dropped while full or filtered out
 }
 
 func parseLine(t *testing.T, line string) lineFields {
@@ -252,7 +295,7 @@ func parseLine(t *testing.T, line string) lineFields {
 	}
 	f := lineFields{groups: map[string]groupFields{}}
 	for _, g := range groups {
-		re := regexp.MustCompile(g + `: queued +(\d+)/(\d+) +\d+%  delivered +(\d+)(?: \(\+(\d+) redelivered, skipped\))?(?: \((\d+) dropped while full\))?`)
+		re := regexp.MustCompile(g + `: queued +(\d+)/(\d+) +\d+%  delivered +(\d+)(?: \(\+(\d+) redelivered, skipped\))?(?: \((\d+) (?:dropped while full|filtered out|filtered out or dropped while full)\))?`)
 		m := re.FindStringSubmatch(line)
 		if m == nil {
 			t.Fatalf("no %s group with queued/capacity and delivered in %q", g, line)

@@ -23,23 +23,25 @@ type sink struct {
 	statePath string
 	batch     int
 	delay     time.Duration // a slow destination: the pause per batch
-	drops     bool          // the group drops events when full: a gap is counted, not an error
+	drops     bool          // the group drops events when full, or has a filter: a gap is counted, not an error
+	filtered  bool          // the group has a filter (its gaps are events it did not match)
 	out       io.Writer
 	check     string // what a gap's error tells the operator to run
 
 	next        atomic.Int64 // the next number expected
 	delivered   atomic.Int64 // events delivered this run
 	redelivered atomic.Int64 // events seen again and skipped
-	dropped     atomic.Int64 // numbers the group dropped (drops only), this run
+	missed      atomic.Int64 // numbers the group never received (dropped, or filtered out), this run
 }
 
 // run drains the group until the run ends or, with target > 0, until the
 // sink has delivered every event below target. A sink whose group drops
-// events stops when the source is done (srcDone) and the group is empty:
-// what it has not received by then was dropped.
+// events or has a filter stops when the source is done (srcDone) and the
+// group is empty: what it has not received by then was dropped or
+// filtered out.
 func (s *sink) run(ctx, srcDone context.Context, target int64, start time.Time) error {
 	wait := ctx
-	if s.drops {
+	if s.gaps() {
 		wait = srcDone
 	}
 	for {
@@ -54,11 +56,12 @@ func (s *sink) run(ctx, srcDone context.Context, target int64, start time.Time) 
 		switch {
 		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			return nil
-		case s.drops && errors.Is(err, context.Canceled) && srcDone.Err() != nil:
+		case s.gaps() && errors.Is(err, context.Canceled) && srcDone.Err() != nil:
 			// Everything the group will ever receive up to target is
-			// delivered: the rest was dropped while it was full.
+			// delivered: the rest was dropped while it was full, or
+			// filtered out.
 			if missed := target - s.next.Load(); missed > 0 {
-				s.dropped.Add(missed)
+				s.missed.Add(missed)
 				if err := counter.Save(s.statePath, target); err != nil {
 					return fmt.Errorf("%s sink: %w", s.name, err)
 				}
@@ -70,10 +73,25 @@ func (s *sink) run(ctx, srcDone context.Context, target int64, start time.Time) 
 	}
 }
 
+// gaps reports whether the group may skip numbers: it drops events when
+// full, or has a filter.
+func (s *sink) gaps() bool { return s.drops || s.filtered }
+
+// missedWhy says why the group never received the numbers s.missed counts.
+func (s *sink) missedWhy() string {
+	switch {
+	case s.drops && s.filtered:
+		return "filtered out or dropped while full"
+	case s.filtered:
+		return "filtered out"
+	}
+	return "dropped while full"
+}
+
 func (s *sink) done(target int64, start time.Time) {
-	if d := s.dropped.Load(); d > 0 {
-		fmt.Fprintf(s.out, "fanout: %s sink has reached #%d, after %.2fs; its group dropped %d events while full\n",
-			s.name, target-1, time.Since(start).Seconds(), d)
+	if d := s.missed.Load(); d > 0 {
+		fmt.Fprintf(s.out, "fanout: %s sink has reached #%d, after %.2fs; its group never received %d events (%s)\n",
+			s.name, target-1, time.Since(start).Seconds(), d, s.missedWhy())
 		return
 	}
 	fmt.Fprintf(s.out, "fanout: %s sink has delivered every event up to #%d, after %.2fs\n",
@@ -112,7 +130,7 @@ func (s *sink) deliverBatch(ctx, wait context.Context) (err error) {
 	}
 
 	next := s.next.Load()
-	var fresh, repeats, dropped int64
+	var fresh, repeats, missed int64
 	for _, ev := range events {
 		seq, err := parseSeq(ev.Body)
 		if err != nil {
@@ -121,11 +139,11 @@ func (s *sink) deliverBatch(ctx, wait context.Context) (err error) {
 		switch {
 		case seq < next:
 			repeats++ // already delivered: a source re-send or a take the last run did not commit
-		case seq > next && !s.drops:
+		case seq > next && !s.gaps():
 			return fmt.Errorf("gap: expected #%d, got #%d: events #%d..#%d are missing; the batch is rolled back and the run stopped: %s (to accept the loss and go on from #%d: echo %d > %s)",
 				next, seq, next, seq-1, s.check, seq, seq, s.statePath)
 		default:
-			dropped += seq - next // the group was full: a drop policy's gap
+			missed += seq - next // the group was full (a drop policy), or its filter did not match
 			next = seq + 1
 			fresh++
 		}
@@ -145,7 +163,7 @@ func (s *sink) deliverBatch(ctx, wait context.Context) (err error) {
 	s.next.Store(next)
 	s.delivered.Add(fresh)
 	s.redelivered.Add(repeats)
-	s.dropped.Add(dropped)
+	s.missed.Add(missed)
 	committed = true // a failed Commit rolls back by itself
 	return tx.Commit()
 }

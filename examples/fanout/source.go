@@ -138,5 +138,11 @@ func (s *source) event(seq int64) channel.Event {
 	body = strconv.AppendInt(body, seq, 10)
 	body = append(body, ' ')
 	body = append(body, s.payload...)
-	return channel.Event{Headers: map[string]string{"source": "fanout"}, Body: body}
+	return channel.Event{Headers: map[string]string{"source": "fanout", "tag": tagOf(seq)}, Body: body}
 }
+
+// tags are the values of the header "tag": event #n has tags[n%10].
+var tags = [...]string{"TagA", "TagB", "TagC", "TagD", "TagE", "TagF", "TagG", "TagH", "TagI", "TagJ"}
+
+// tagOf returns the tag of event #seq.
+func tagOf(seq int64) string { return tags[seq%int64(len(tags))] }
