@@ -212,8 +212,11 @@ func (g *groupState) matches(h map[string]string) bool {
 // header header is one of tags: RocketMQ's "TagA || TagC" subscription is
 // TagFilter("tag", "TagA", "TagC"), which gives
 // headers["tag"] in ["TagA", "TagC"]. The header and the tags are quoted,
-// so that any string is taken as it is. No tags: a filter that matches
-// nothing.
+// so that any valid UTF-8 string is taken as it is. No tags: a filter
+// that matches nothing. A CEL string holds Unicode text only: a tag or
+// header that is not valid UTF-8 is written with escapes that CEL reads
+// as code points ("\xff" is U+00FF), so it never matches the raw bytes;
+// route on such values with a header that holds valid UTF-8.
 func TagFilter(header string, tags ...string) string {
 	var b strings.Builder
 	b.WriteString("headers[")
