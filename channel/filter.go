@@ -198,6 +198,23 @@ func (g *groupState) matches(h map[string]string) bool {
 	return m
 }
 
+// filterKeep returns what a reset's history keeps for a group with filter
+// expr: nil (every event) for "", else the events expr matches. An
+// expression this build does not compile is ErrBadFilter.
+func filterKeep(expr string) (func(map[string]string) bool, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	f, err := compileFilter(expr)
+	if err != nil {
+		return nil, err
+	}
+	return func(h map[string]string) bool {
+		m, _ := f.match(h)
+		return m
+	}, nil
+}
+
 // TagFilter returns the filter expression that matches the events whose
 // header header is one of tags: RocketMQ's "TagA || TagC" subscription is
 // TagFilter("tag", "TagA", "TagC"), which gives

@@ -1,0 +1,153 @@
+package channel
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flumego/filechannel/replay"
+)
+
+// Resets and StartAt of filtered groups: the queue a reset gives is the
+// retained events the group's filter, as it is at the reset, matches.
+
+// TestFilterResetEarliest: with retention on, every filtered group reset
+// to Earliest holds exactly the committed events its filter matches, in
+// commit order, whatever its takers had taken (plain and encrypted logs);
+// PreviewReset on the closed channel finds as many.
+func TestFilterResetEarliest(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		cfg := testConfig(t, 2)
+		cfg.TransactionCapacity = cfg.Capacity
+		cfg.MaxFileSize = 4 << 10 // several files, retained once taken
+		cfg.Retention = Retention{MaxAge: time.Hour}
+		cfg.Groups = filterGroups()
+		if encrypted {
+			cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": testKey(0xa1)})
+		}
+		r := rand.New(rand.NewPCG(31, 2))
+		m, seq := filterModel{}, 0
+		c := mustOpen(t, cfg)
+		for range 3 {
+			putRandom(t, c, r, m, &seq)
+		}
+		all := filterModel{}
+		for k, v := range m {
+			all[k] = slices.Clone(v)
+		}
+		for _, name := range []string{"tags", "one", "all"} { // taken, then checkpointed: only retention keeps them
+			takeWith(t, groupOf(t, c, name).Begin, len(m[name]), 10)
+		}
+		if err := c.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		if s := c.Stats(); s.RetainedFiles < 2 {
+			t.Fatalf("%d retained files; the test wants several", s.RetainedFiles)
+		}
+		for _, name := range []string{"tags", "one"} {
+			if n, err := c.ResetGroup(name, Earliest()); err != nil || n != len(all[name]) {
+				t.Fatalf("encrypted %v: ResetGroup(%s) = %d, %v; want %d", encrypted, name, n, err, len(all[name]))
+			}
+			if got := peekFiltered(t, c, name); !slices.Equal(got, all[name]) {
+				t.Fatalf("encrypted %v: %s after the reset holds %s, want %s", encrypted, name, short(got), short(all[name]))
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"tags", "one", "all"} {
+			pv, err := PreviewReset(cfg, name, Earliest())
+			if err != nil || pv.Found != len(all[name]) {
+				t.Fatalf("encrypted %v: PreviewReset(%s) = %+v, %v; want Found %d", encrypted, name, pv, err, len(all[name]))
+			}
+		}
+		if encrypted { // a filter cannot read sealed headers without the keys
+			noKeys := cfg
+			noKeys.Keys = nil
+			if _, err := PreviewReset(noKeys, "tags", Earliest()); !errors.Is(err, replay.ErrEncrypted) {
+				t.Fatalf("PreviewReset of a filtered group without keys: %v, want ErrEncrypted", err)
+			}
+		}
+		if n, err := ResetGroup(cfg, "one", Earliest()); err != nil || n != len(all["one"]) {
+			t.Fatalf("encrypted %v: offline ResetGroup(one) = %d, %v; want %d", encrypted, n, err, len(all["one"]))
+		}
+	}
+}
+
+// TestFilterResetAppliesTheNewFilter: a filter changed at Open applies to
+// a reset: the group's queue becomes the retained events the new filter
+// matches, those committed under the old one included.
+func TestFilterResetAppliesTheNewFilter(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "g", Filter: `headers["k"] == "a"`}}
+	c := mustOpen(t, cfg)
+	putKeys(t, c, 0, "a", "b", "a", "b")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups[0].Filter = `headers["k"] == "b"`
+	c = mustOpen(t, cfg)
+	putKeys(t, c, 4, "a", "b")
+	if got, want := peekFiltered(t, c, "g"), []string{"a0", "a2", "b5"}; !slices.Equal(got, want) {
+		t.Fatalf("before the reset: %v, want %v", got, want)
+	}
+	if _, err := c.ResetGroup("g", Earliest()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := peekFiltered(t, c, "g"), []string{"b1", "b3", "b5"}; !slices.Equal(got, want) {
+		t.Fatalf("after the reset: %v, want %v", got, want)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFilterStartAtEarliest: a new filtered group that starts at Earliest
+// (AddGroup, or Config.Groups at Open) holds the retained events its
+// filter matches.
+func TestFilterStartAtEarliest(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "all"}}
+	c := mustOpen(t, cfg)
+	putKeys(t, c, 0, "a", "b", "c", "b")
+	g, err := c.AddGroup(GroupConfig{Name: "b", Filter: `headers["k"] == "b"`, StartAt: Earliest()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := peekFiltered(t, c, g.Name()), []string{"b1", "b3"}; !slices.Equal(got, want) {
+		t.Fatalf("AddGroup with StartAt Earliest: %v, want %v", got, want)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "b", Filter: `headers["k"] == "b"`},
+		GroupConfig{Name: "ac", Filter: TagFilter("k", "a", "c"), StartAt: Earliest()})
+	c = mustOpen(t, cfg)
+	if got, want := peekFiltered(t, c, "ac"), []string{"a0", "c2"}; !slices.Equal(got, want) {
+		t.Fatalf("Open with StartAt Earliest: %v, want %v", got, want)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putKeys commits one event per value v of vs, with header k = v and body
+// v followed by its index, counted from from.
+func putKeys(t *testing.T, c *FileChannel, from int, vs ...string) {
+	t.Helper()
+	for i, v := range vs {
+		tx, err := c.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Put(Event{Headers: map[string]string{"k": v}, Body: []byte(v + strconv.Itoa(from+i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
