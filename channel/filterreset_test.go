@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -149,5 +151,32 @@ func putKeys(t *testing.T, c *FileChannel, from int, vs ...string) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFilterChangedAtOpenIsCheckpointed: a filter Config.Groups changes at
+// Open, and nothing else, is a change of the groups as a capacity's is:
+// Open writes a checkpoint whose catalog holds the new filter (the
+// checkpoint never lags the groups Open settled), and Stats says so.
+func TestFilterChangedAtOpenIsCheckpointed(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "g", Filter: `headers["k"] == "a"`}}
+	c := mustOpen(t, cfg)
+	putKeys(t, c, 0, "a", "b")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups[0].Filter = `headers["k"] == "b"`
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if got := c.Stats().RecoveredFrom; got != "checkpoint, groups changed" {
+		t.Fatalf("RecoveredFrom %q after a filter changed at Open", got)
+	}
+	cat, err := checkpoint.ReadCatalog(vfs.OS(), cfg.CheckpointDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Groups) != 1 || cat.Groups[0].Filter != cfg.Groups[0].Filter {
+		t.Fatalf("the checkpoint's catalog after Open: %+v; want g with filter %q", cat.Groups, cfg.Groups[0].Filter)
 	}
 }
