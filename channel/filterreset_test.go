@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,48 @@ func TestFilterChangedAtOpenIsCheckpointed(t *testing.T) {
 	}
 	if len(cat.Groups) != 1 || cat.Groups[0].Filter != cfg.Groups[0].Filter {
 		t.Fatalf("the checkpoint's catalog after Open: %+v; want g with filter %q", cat.Groups, cfg.Groups[0].Filter)
+	}
+}
+
+// TestStoredFilterThatDoesNotCompile: a group added at run time whose
+// filter, read back from the catalog, this build refuses (a newer CEL, or
+// a changed file: crafted here) makes Open fail with ErrBadFilter naming
+// the group and the way out, changing nothing, unless Config.Groups
+// redefines the group; its events are still there.
+func TestStoredFilterThatDoesNotCompile(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "all"}}
+	c := mustOpen(t, cfg)
+	if _, err := c.AddGroup(GroupConfig{Name: "late", Filter: `headers["k"] == "b"`}); err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, c, 0, "a", "b")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := checkpoint.ReadCatalog(vfs.OS(), cfg.CheckpointDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cat.Groups {
+		if cat.Groups[i].Name == "late" {
+			cat.Groups[i].Filter = `headers["k"] ==` // does not compile
+		}
+	}
+	if err := checkpoint.WriteCatalog(vfs.OS(), cfg.CheckpointDir, cat); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(cfg)
+	if !errors.Is(err, ErrBadFilter) || !strings.Contains(err.Error(), `"late"`) || !strings.Contains(err.Error(), "Config.Groups") {
+		t.Fatalf("Open with a stored filter this build refuses: %v; want ErrBadFilter naming late and Config.Groups", err)
+	}
+	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "late", Filter: `headers["k"] != "a"`})
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if got, want := peekFiltered(t, c, "late"), []string{"b1"}; !slices.Equal(got, want) {
+		t.Fatalf("late holds %v after Open redefined it; want %v", got, want)
+	}
+	if f := groupOf(t, c, "late").Stats().Filter; f != `headers["k"] != "a"` {
+		t.Fatalf("late's filter %q", f)
 	}
 }
