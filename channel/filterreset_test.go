@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -222,5 +224,84 @@ func TestStoredFilterThatDoesNotCompile(t *testing.T) {
 	}
 	if f := groupOf(t, c, "late").Stats().Filter; f != `headers["k"] != "a"` {
 		t.Fatalf("late's filter %q", f)
+	}
+}
+
+// TestFilterFullReplayAfterSpilledFilesDeleted: a put transaction that
+// spilled across log files, with a filtered group that misses some of its
+// events; once every group has taken the events of its first spilled
+// puts' file, that file stays as long as the commit's file does (its
+// filter skip record names the events by their index in the whole
+// transaction), across a restart from the checkpoint: a full replay then
+// gives the filtered group the same queue. Without the pin, the replay
+// applied the indices to the puts it found, and the group got the events
+// its filter does not match. Once the groups took everything, the files go.
+func TestFilterFullReplayAfterSpilledFilesDeleted(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.MaxFileSize = 4096 // spills every 1 KiB, rolls every 4 KiB
+	cfg.Groups = []GroupConfig{{Name: "all"}, {Name: "f", Filter: `headers["k"] == "b"`}}
+	c := mustOpen(t, cfg)
+	tx, err := c.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		k := []string{"a", "b"}[i%2]
+		if err := tx.Put(Event{Headers: map[string]string{"k": k}, Body: []byte(k + strconv.Itoa(i) + strings.Repeat(".", 300))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	takeWith(t, groupOf(t, c, "all").Begin, 20, 20)
+	takeWith(t, groupOf(t, c, "f").Begin, 5, 5)
+	first := c.logs.LiveFiles()[0].ID // its first spilled puts' file
+	kept := func(when string) {
+		t.Helper()
+		if !slices.ContainsFunc(c.logs.LiveFiles(), func(f logfile.File) bool { return f.ID == first }) {
+			t.Fatalf("after %s: log file %d went, which holds spilled puts of a commit with filter skips whose file stays", when, first)
+		}
+	}
+	for _, step := range []string{"checkpoint", "reopen"} {
+		if step == "reopen" {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = mustOpen(t, cfg)
+		}
+		if err := c.Checkpoint(); err != nil { // would delete the first file
+			t.Fatal(err)
+		}
+		kept(step)
+	}
+	before := peekFiltered(t, c, "f")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(cfg.CheckpointDir); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	if after := peekFiltered(t, c, "f"); !slices.Equal(before, after) {
+		t.Fatalf("f before the full replay: %d events %s\nafter: %d %s", len(before), short(before), len(after), short(after))
+	}
+	for range 2 { // the full replay found the pin again
+		if err := c.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept("a full replay and checkpoints")
+	drain := func(name string) { takeWith(t, groupOf(t, c, name).Begin, 100, 100) }
+	drain("all")
+	drain("f")
+	for range 2 { // the first checkpoint after the full replay's may still hold the files
+		if err := c.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.Stats().LogFiles; n > 2 {
+		t.Fatalf("%d log files once every group took every event", n)
 	}
 }
