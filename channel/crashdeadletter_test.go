@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,7 +279,7 @@ func (w *dlWorkload) put(k int, rollback bool) error {
 	for range k {
 		id := w.m.add(w.nextTx)
 		ids = append(ids, id)
-		if err := tx.Put(Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, 0, id)}); err != nil {
+		if err := tx.Put(Event{Headers: crashHeaders(id), Body: eventBody(id, 0, id)}); err != nil {
 			tx.Rollback()
 			return err
 		}

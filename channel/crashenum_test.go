@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -82,6 +83,10 @@ type crashModel struct {
 	// the workload adds and removes (the last one).
 	groupTakes [][]byte
 	dyn        byte
+	// receives, if set, says whether group g (an index into the run's
+	// groups, > 0) receives event id, as its filter decides: an event it
+	// does not receive has takeCommitted there from the start.
+	receives func(g, id int) bool
 }
 
 // newEvent registers an event of producer p (its n-th) in put transaction
@@ -90,17 +95,21 @@ func (m *crashModel) newEvent(p, n, tx int) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.states = append(m.states, putPending)
+	id := len(m.states) - 1
 	for g := range m.groupTakes {
 		phase := byte(takeNone)
 		if g == len(m.groupTakes)-1 && m.dyn != dynPresent {
 			phase = takeCommitted // the dynamic group does not exist
+		}
+		if m.receives != nil && !m.receives(g+1, id) {
+			phase = takeCommitted // its filter keeps the event out
 		}
 		m.groupTakes[g] = append(m.groupTakes[g], phase)
 	}
 	m.txOf = append(m.txOf, tx)
 	m.prod = append(m.prod, p)
 	m.nth = append(m.nth, n)
-	return len(m.states) - 1
+	return id
 }
 
 func (m *crashModel) newTx() int {
@@ -192,6 +201,13 @@ func eventBody(id, p, n int) []byte {
 		b = append(b, byte('a'+(id+i)%26))
 	}
 	return fmt.Appendf(b, "|%08x", crc32.ChecksumIEEE(b))
+}
+
+// crashHeaders are the headers of event id: its id, and a tag of "x", "y"
+// or "z" that looks random (a filter's input: crashTagFilter).
+func crashHeaders(id int) map[string]string {
+	tag := []string{"x", "y", "z"}[crc32.ChecksumIEEE([]byte(strconv.Itoa(id)))%3]
+	return map[string]string{"id": strconv.Itoa(id), "tag": tag}
 }
 
 func parseEventID(b []byte) (id, p, n int, ok bool) {
@@ -507,7 +523,7 @@ func recoveredPointers(c *FileChannel, g *groupState) ([]int, []eventqueue.Point
 			return nil, nil, fmt.Errorf("read queued event %v: %w", p, err)
 		}
 		id, prod, n, ok := parseEventID(ev.Body)
-		if !ok || !bytes.Equal(ev.Body, eventBody(id, prod, n)) || ev.Headers["id"] != strconv.Itoa(id) || len(ev.Headers) != 1 {
+		if !ok || !bytes.Equal(ev.Body, eventBody(id, prod, n)) || !maps.Equal(ev.Headers, crashHeaders(id)) {
 			return nil, nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
 		}
 		ids = append(ids, id)
@@ -852,7 +868,7 @@ func (w *crashWorkload) putN(c *FileChannel, p, start, k int, rollback bool) err
 	var putErr error // the first Put that failed but for a full channel
 	for i := range k {
 		id := m.newEvent(p, start+i, txID)
-		err := tx.Put(Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, p, start+i)})
+		err := tx.Put(Event{Headers: crashHeaders(id), Body: eventBody(id, p, start+i)})
 		if err == nil {
 			ids = append(ids, id)
 			continue

@@ -54,6 +54,9 @@ func (m *crashModel) setDyn(st byte) {
 // groupsCrashRun is a crashRun over the groups configuration.
 func groupsCrashRun(r *crashRun) *crashRun {
 	r.cfg.Groups = []GroupConfig{{}, {Name: "a"}, {Name: "b", Capacity: 200}}
+	if r.model.receives != nil {
+		r.cfg.Groups[2].Filter = crashTagFilter // crashFiltered
+	}
 	r.groups, r.dynamic = crashGroups, true
 	r.model.groupTakes = make([][]byte, len(crashGroups)-1)
 	return r
@@ -166,8 +169,8 @@ func (w groupsWorkload) resetEarliest(c *FileChannel, g int, all []int) error {
 	var committed, gone []int
 	m.mu.Lock()
 	for _, id := range all {
-		if m.states[id]&0x0f != putCommitted {
-			continue
+		if m.states[id]&0x0f != putCommitted || g > 0 && m.receives != nil && !m.receives(g, id) {
+			continue // not committed, or not the group's (its filter)
 		}
 		committed = append(committed, id)
 		st := m.states[id]
@@ -298,7 +301,28 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8, run: crashGroupsDriver},
 		{name: "groups+resets/2dirs", dirs: 2, steps: 120, seeds: 3, every: 4, run: crashGroupsResetDriver},
 		{name: "groups+resets+retention/1dir", dirs: 1, steps: 100, seeds: 3, every: 4, run: crashGroupsResetEarliestDriver},
+		{name: "groups+filter/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashFiltered(crashGroupsDriver)},
+		{name: "groups+filter+resets+retention/1dir", dirs: 1, steps: 80, seeds: 3, every: 8,
+			run: crashFiltered(crashGroupsResetEarliestDriver)},
 	})
+}
+
+// crashTagFilter is the filter of group "b" in crashFiltered's runs: the
+// events whose tag (crashHeaders) is x or y.
+var crashTagFilter = TagFilter("tag", "x", "y")
+
+// crashFiltered is d, a groups driver, with group "b" filtered
+// (crashTagFilter): the model expects b to hold exactly the matching
+// committed events it has not taken, after every crash, and a reset of b
+// to Earliest to queue the matching ones only.
+func crashFiltered(d crashDriver) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		r.model.receives = func(g, id int) bool {
+			return crashGroups[g] != "b" || crashHeaders(id)["tag"] != "z"
+		}
+		return d(r, seed, steps) // groupsCrashRun gives b its filter
+
+	}
 }
 
 // crashGroupsResetEarliestDriver is crashGroupsResetDriver with every log

@@ -114,7 +114,9 @@
 // An event a group's filter does not match is never queued for it: it
 // takes no room there and costs its takers nothing. A missing header is no
 // match. Open and AddGroup refuse a bad expression with ErrBadFilter
-// (docs/operations.md, "Filters").
+// (docs/operations.md, "Filters"). A changed filter applies to the events
+// committed afterwards, and to ResetGroup and StartAt, which queue the
+// retained events the filter matches.
 //
 // # Dead letters
 //

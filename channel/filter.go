@@ -27,7 +27,10 @@ import (
 // a GroupConfig.Filter that does not compile, is not of type bool, is
 // longer than 4096 bytes or may cost too much to evaluate; the error names
 // the group and the position (line:column) of the first problem. Nothing is
-// created.
+// created. Open also refuses so a filter stored with a group (a group
+// Config.Groups does not list, added by AddGroup) that this build does not
+// accept; listing the group in Config.Groups replaces it. ResetGroup of a
+// group whose filter this build refuses fails with it too.
 var ErrBadFilter = errors.New("filechannel: bad filter")
 
 // Cost limits of a filter, in CEL's cost units: filterMaxEstimate bounds
@@ -176,9 +179,10 @@ func checkFilter(g GroupConfig) error {
 }
 
 // filterOf returns g's compiled filter, nil for none (every event). The
-// filter was checked when the group was configured; one that a groups
-// record or the catalog gives and that does not compile (a newer
-// release's CEL) matches nothing, and is logged by Open.
+// filter was checked when the group was configured, and one that a groups
+// record or the catalog gives by Open (keptGroup), unless an offline tool
+// opened the channel (Config.keepGroups): one that does not compile then
+// matches nothing.
 func (g *groupState) filterOf() *filter {
 	if g.cfg.Filter == "" {
 		return nil
@@ -206,6 +210,23 @@ func (g *groupState) matches(h map[string]string) bool {
 	}
 	m, _ := f.match(h)
 	return m
+}
+
+// filterKeep returns what a reset's history keeps for a group with filter
+// expr: nil (every event) for "", else the events expr matches. An
+// expression this build does not compile is ErrBadFilter.
+func filterKeep(expr string) (func(map[string]string) bool, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	f, err := compileFilter(expr)
+	if err != nil {
+		return nil, err
+	}
+	return func(h map[string]string) bool {
+		m, _ := f.match(h)
+		return m
+	}, nil
 }
 
 // TagFilter returns the filter expression that matches the events whose

@@ -75,8 +75,9 @@ type GroupConfig struct {
 	DeadLetter    string     // group that receives dead letters; "" = Name+".dlq" ("dlq" for the unnamed group)
 	// StartAt is where a group created by Open or AddGroup starts: the
 	// zero Position is Latest (the events committed from then on).
-	// Earliest queues every event the logs retain (see Retention), as
-	// ResetGroup does. It does nothing for a group that exists.
+	// Earliest queues every event the logs retain (see Retention) that
+	// its Filter matches, as ResetGroup does. It does nothing for a group
+	// that exists.
 	StartAt Position
 	// Filter is a CEL expression (github.com/google/cel-go) of type bool
 	// over the variable `headers` (map(string, string)): a put commit

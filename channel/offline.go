@@ -174,6 +174,7 @@ func PreviewReset(cfg Config, name string, p Position) (ResetPreview, error) {
 	}
 	defer locks.Close()
 	opts := verifyOptions(cfg)
+	opts.Keys = logKeys(cfg.Keys) // a filter reads encrypted events' headers
 	l, err := replay.ListEvents(opts, name, 0, 0, func(replay.Event) error { return nil })
 	if err != nil {
 		return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %w", err)
@@ -190,7 +191,11 @@ func PreviewReset(cfg Config, name string, p Position) (ResetPreview, error) {
 			return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %w", err)
 		}
 	}
-	scan := func(emit func(replay.HistoryEvent) bool) (int, error) { return replay.ScanHistory(opts, emit) }
+	keep, err := filterKeep(l.Group.Filter)
+	if err != nil {
+		return ResetPreview{}, fmt.Errorf("filechannel: preview reset: %s: %w", groupLabel(name), err)
+	}
+	scan := func(emit func(replay.HistoryEvent) bool) (int, error) { return replay.ScanHistory(opts, keep, emit) }
 	err = plan.collect(scan, p, pv.Policy, pv.Capacity, false)
 	pv.Found, pv.DamagedRegions = plan.found, plan.skipped
 	pv.Queued = min(pv.Found, pv.Capacity)

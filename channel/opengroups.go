@@ -202,13 +202,33 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 		rc.groupsChanged = true
 	}
 	for _, g := range c.groups {
-		if _, ok := listed[g.cfg.Name]; !ok && !(g.dlqOnly && c.namedAsDeadLetter(g.cfg.Name, nil) != nil) {
-			c.log.Warn("consumer group not in Config.Groups: kept (only RemoveGroup removes a group)",
-				"group", g.cfg.Name, "queued", g.queue.Size())
+		if err := c.keptGroup(g, listed); err != nil {
+			return err
 		}
 	}
 	c.linkDeadLetters()
 	c.catalog.Store(c.catalogRecord())
+	return nil
+}
+
+// keptGroup checks g, a group of the files, against listed (the groups
+// Config lists): one Config does not list is kept as the files have it
+// (logged, but for a dead-letter group a listed group names), and so is
+// its filter, which Open refuses (ErrBadFilter) if this build's CEL does
+// not compile it (a newer release's CEL, or changed files): its events
+// would otherwise be lost to it, no filter matching. A listed group's
+// filter was checked with Config.
+func (c *FileChannel) keptGroup(g *groupState, listed map[string]GroupConfig) error {
+	if _, ok := listed[g.cfg.Name]; ok {
+		return nil
+	}
+	if !(g.dlqOnly && c.namedAsDeadLetter(g.cfg.Name, nil) != nil) {
+		c.log.Warn("consumer group not in Config.Groups: kept (only RemoveGroup removes a group)",
+			"group", g.cfg.Name, "queued", g.queue.Size())
+	}
+	if err := checkFilter(g.cfg); err != nil {
+		return fmt.Errorf("%w (the filter stored with the group, which this build refuses: pass the group in Config.Groups with a filter this build accepts, which replaces the stored one, then RemoveGroup it if it is not wanted)", err)
+	}
 	return nil
 }
 

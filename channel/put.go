@@ -202,6 +202,7 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 		c.undoFanout(plan)
 		return nil, opErrNote("commit", err, " (the transaction was rolled back)")
 	}
+	c.pinSpilledPuts(t, plan, a.W.ID())
 	c.noteCommit(t, a, nframes, nbuffered, now)
 	return c.queuePuts(t, plan, ptrs), nil
 }

@@ -16,9 +16,9 @@ import (
 const resetPointersPerRecord = 1 << 16
 
 // ResetGroup moves group name to p: its queue becomes every event the logs
-// retain that was committed from p on, in commit order (the order of
-// their commit records, which a replay follows), with delivery counts of
-// zero. Events the group's dead-letter group holds (queued or in flight)
+// retain that was committed from p on and that its filter (as it is now)
+// matches, in commit order (the order of their commit records, which a
+// replay follows), with delivery counts of zero. Events the group's dead-letter group holds (queued or in flight)
 // are left there and not queued again. It returns the number of events
 // now queued.
 //
@@ -157,13 +157,18 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 	return plan
 }
 
-// collect reads the history from p on into plan.keep, applying g's full
-// policy to what does not fit in plan.room.
+// collect reads the history from p on (the events g's filter, as it is
+// now, matches) into plan.keep, applying g's full policy to what does not
+// fit in plan.room.
 func (c *FileChannel) collect(g *groupState, p Position, plan *resetPlan) error {
+	keep, err := filterKeep(g.cfg.Filter)
+	if err != nil {
+		return fmt.Errorf("group's filter: %w", err)
+	}
 	files := c.logs.LiveFiles()
 	files = skipTo(files, p.from(files, c.logs.FileIndex), c.logs.FileIndex)
 	scan := func(emit func(replay.HistoryEvent) bool) (int, error) {
-		return replay.History(c.logs, files, c.log, emit)
+		return replay.FilteredHistory(c.logs, files, c.log, keep, emit)
 	}
 	return plan.collect(scan, p, g.cfg.WhenFull, g.queue.Capacity(), true)
 }

@@ -49,7 +49,7 @@ type Stats struct {
 	// KeepAlive in vain, or KeepAlive < 0 and there was no room.
 	PutsFull int64
 
-	RecoveredFrom string // "checkpoint", "backup checkpoint" or "full replay" (with ", capacity changed")
+	RecoveredFrom string // "checkpoint", "backup checkpoint" or "full replay" (with ", groups changed", ", capacity changed")
 	ReplayRecords int64  // log records read by the last Open
 	ReplaySkipped int64  // of those, records already covered by the checkpoint
 	// ReplayCorrupt counts the damaged regions in the middle of log files

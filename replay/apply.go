@@ -157,11 +157,17 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		a.short = append(a.short, shortTx{tx: r.TxID, commitFile: file, commitOff: off, found: found, count: r.Count})
 	}
 	// The commit record completes puts that may sit in older files:
-	// this file must outlive them (see Result.Completes).
+	// this file must outlive them (see Result.Completes). With filter
+	// skip records (indices into all of its puts), they must outlive it
+	// too (channel's pinSpilledPuts).
+	pinned := len(a.txFilters[r.TxID]) > 0
 	for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
 		for _, p := range ps {
 			if f := p.FileID(); f != file {
 				addCompletes(a.completes, file, f)
+				if pinned {
+					addCompletes(a.completes, f, file)
+				}
 			}
 		}
 	}

@@ -76,6 +76,18 @@ type histPut struct {
 // a second core (Scanner.MapFile, CheckAhead): an I/O error on a mapped
 // page is a fault, which it recovers from and returns as an error.
 func History(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit func(HistoryEvent) bool) (skipped int, err error) {
+	return FilteredHistory(logs, files, log, nil, emit)
+}
+
+// FilteredHistory is History without the events whose headers keep is
+// false for (a group's filter, for a reset of a filtered group); nil keep
+// is History. keep sees each put's headers (nil: none), valid during the
+// call only. A put of an encrypted file is opened with the set's keys
+// first; one that does not open (its file's key record is damaged) is
+// damage, not in the history, logged; without keys it is an error
+// (ErrEncrypted).
+func FilteredHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, keep func(map[string]string) bool,
+	emit func(HistoryEvent) bool) (skipped int, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -86,11 +98,12 @@ func History(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit fun
 			err = fmt.Errorf("history: fault at address %#x reading a mapped log file (an I/O error?): %v", fault.Addr(), r)
 		}
 	}()
-	return readHistory(logs, files, log, emit)
+	return readHistory(logs, files, log, keep, emit)
 }
 
-// readHistory is History, faults aside.
-func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit func(HistoryEvent) bool) (skipped int, err error) {
+// readHistory is FilteredHistory, faults aside.
+func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, keep func(map[string]string) bool,
+	emit func(HistoryEvent) bool) (skipped int, err error) {
 	var h histHeap
 	byDir := map[string][]logfile.File{}
 	var order []string
@@ -107,7 +120,7 @@ func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit
 		}
 	}()
 	for _, dir := range order {
-		d := &histDir{logs: logs, log: log, files: byDir[dir]}
+		d := &histDir{logs: logs, log: log, files: byDir[dir], keep: keep}
 		ok, err := d.next()
 		if err != nil || !ok {
 			d.close()
@@ -125,7 +138,7 @@ func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, emit
 	for len(h) > 0 {
 		d := h[0]
 		if !d.apply(pending, emit) {
-			return skipped, nil
+			return skipped, d.err
 		}
 		ok, err := d.next()
 		if err != nil {
@@ -149,6 +162,8 @@ type histDir struct {
 	sc      *logfile.Scanner
 	file    uint32
 	skipped int
+	keep    func(map[string]string) bool // FilteredHistory's; nil: every event
+	err     error                        // why apply stopped, if not emit
 	// the current record's fields
 	typ, commitType logfile.RecordType
 	tx, woid        uint64
@@ -211,6 +226,16 @@ func (d *histDir) close() {
 func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bool) bool {
 	switch {
 	case d.typ == logfile.RecordPut:
+		if d.keep != nil {
+			keep, err := d.kept()
+			if err != nil {
+				d.err = err
+				return false
+			}
+			if !keep {
+				break
+			}
+		}
 		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid,
 			spilled: d.timed && d.time == 0})
 	case d.typ == logfile.RecordRollback:
@@ -227,14 +252,38 @@ func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bo
 	return true
 }
 
+// kept reports whether the current put's headers pass d.keep, opening
+// the put with the set's keys if it is sealed.
+func (d *histDir) kept() (bool, error) {
+	rec := d.sc.Record()
+	if rec.Sealed == nil {
+		return d.keep(rec.Headers), nil
+	}
+	if !d.logs.Encrypted() {
+		return false, fmt.Errorf("put at offset %d of log %d: %w (to apply a filter to it)", d.off, d.file, ErrEncrypted)
+	}
+	r, err := d.logs.Reader(d.file)
+	if err == nil {
+		var opened logfile.Record
+		opened, err = r.ReadRecord(d.off)
+		r.Release()
+		if err == nil && opened.Sealed == nil {
+			return d.keep(opened.Headers), nil
+		}
+	}
+	d.log.Warn("history: an encrypted event that does not open is not in a filtered history", "file", d.file, "offset", d.off, "err", err)
+	return false, nil
+}
+
 // histHeap orders the dirs by their current record's write-order id.
 type histHeap = woidHeap[*histDir]
 
 func (d *histDir) currentWOID() uint64 { return d.woid }
 
-// ScanHistory is History over the log files of opts' data dirs, read-only
-// (no lock taken: the channel must not be open).
-func ScanHistory(opts VerifyOptions, emit func(HistoryEvent) bool) (skipped int, err error) {
+// ScanHistory is FilteredHistory over the log files of opts' data dirs,
+// read-only (no lock taken: the channel must not be open); opts.Keys opens
+// encrypted puts for keep.
+func ScanHistory(opts VerifyOptions, keep func(map[string]string) bool, emit func(HistoryEvent) bool) (skipped int, err error) {
 	if err := opts.check(); err != nil {
 		return 0, fmt.Errorf("history: %w", err)
 	}
@@ -246,5 +295,5 @@ func ScanHistory(opts VerifyOptions, emit func(HistoryEvent) bool) (skipped int,
 	if err := v.openSet(); err != nil {
 		return 0, fmt.Errorf("history: %w", err)
 	}
-	return History(v.set, v.set.Files(), v.log, emit)
+	return FilteredHistory(v.set, v.set.Files(), v.log, keep, emit)
 }

@@ -135,6 +135,11 @@ type verifier struct {
 	// refs names each consumer group the checkpoint or a replay has, by id
 	// (ref).
 	refs map[uint32]*GroupRef
+	// nextGroupID is the largest NextGroupID of the logs' groups records;
+	// filterSkips the filter skip records naming a group not below it
+	// when they were read (verify_filters.go).
+	nextGroupID uint32
+	filterSkips []filterSkipAt
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
@@ -157,6 +162,7 @@ func (v *verifier) run() error {
 		return err
 	}
 	v.tailProblems(used)
+	v.filterGroupProblems(used)
 
 	// The recovered queues (queue A) and the checkpoint's own pointers.
 	var rec recovery
@@ -366,12 +372,14 @@ func (v *verifier) countRecords(sc *logfile.Scanner, info *LogInfo) error {
 	path := info.Path
 	var lastWOID uint64
 	badOrder := 0
+	fc := filterCheck{v: v}
 	for sc.Next() {
 		r := sc.Record()
 		if r.Type == logfile.RecordPadding {
 			info.Padding++ // no write-order id: not in the order check
 			continue
 		}
+		fc.see(path, sc.Offset(), r)
 		info.Records++
 		switch r.Type {
 		case logfile.RecordPut:

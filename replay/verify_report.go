@@ -123,6 +123,15 @@ const (
 	// a data dir. The channel refuses to open (ErrKey) until it is moved
 	// out; no event of it is delivered. File and Offset are its key record.
 	ProblemForeignLog ProblemKind = "foreign-log"
+	// ProblemBadFilterSkip: a filter skip record (a group's filter kept
+	// some of a put commit's events out) that no put commit of this
+	// build writes: it names a group never created, a put past its
+	// commit's count, or it is followed in its file by a record other
+	// than its transaction's commit (a skip record at the very end of a
+	// file is a commit a crash cut: normal). The replay applies what it
+	// can (an unknown group's record is ignored, ranges past the
+	// transaction's events are cut): a written record changed, or a bug.
+	ProblemBadFilterSkip ProblemKind = "bad-filter-skip"
 )
 
 // Note kinds: findings that are not damage (Report.Notes; OK ignores them).

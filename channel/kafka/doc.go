@@ -46,8 +46,9 @@
 // record's timestamp, when the put was written), AfterEvent positions,
 // capacity (the topic's retention
 // bounds the backlog, and deletes old events whether they were taken or
-// not), Len and Stats (the depth is the group's lag), dead letters, and the
-// recovery tool. The same source and sink code runs on both backends
+// not), Len and Stats (the depth is the group's lag), dead letters, group
+// filters (GroupConfig.Filter: Kafka has none broker-side, and Config has
+// no field for one; a group gets every record), and the recovery tool. The same source and sink code runs on both backends
 // through channel.Tx, as examples/pipeline shows (-kafka, -kafka-fake).
 //
 // docs/kafka.md covers when to move from the file channel, the options, the
