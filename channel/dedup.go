@@ -1,0 +1,217 @@
+package channel
+
+import (
+	"github.com/flumego/filechannel/checkpoint"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Idempotent puts (Config.Dedup): the deduplication window.
+//
+// Each Put of an event whose Dedup.Header value is not empty computes the
+// value's id (dedupIDOf: SHA-256 truncated to 128 bits, stable across
+// processes, so that it can be persisted), outside any lock. The put
+// commit, under commitMu shared, asks the window (check) which of its puts
+// are duplicates: an id committed within Window, or the id of an earlier
+// put of the same transaction. It reserves the others as pending; once its
+// sync succeeded it makes them committed with its commit time (commit),
+// and if its write or sync failed it releases them (release). A commit
+// that meets an id another commit in flight reserved keeps its event: that
+// commit may still fail, so dropping would risk a loss; both are kept
+// (a possible duplicate, never a loss).
+//
+// The window is a map (id -> commit time) and a FIFO of (id, time) in
+// commit order: expired entries leave from its front, and so do the oldest
+// when it holds more than MaxIDs (counted as forgotten when still inside
+// the window). An older FIFO entry never removes a newer time of its id.
+// It is rebuilt at Open from the snapshot file (dedupfile.go) and the ids
+// of the puts that replay reads.
+
+// dedupID is an event's deduplication id: its Dedup.Header value's SHA-256
+// truncated to 128 bits.
+type dedupID = [2]uint64
+
+// dedupIDOf returns the id of header value v.
+func dedupIDOf(v string) dedupID { return checkpoint.DedupID(v) }
+
+// dedupEntry is an id the window remembers and its commit time (Unix
+// nanoseconds): an entry of the snapshot file.
+type dedupEntry = checkpoint.DedupEntry
+
+// dedupWindow is the ids of the events committed within the window.
+type dedupWindow struct {
+	window int64 // nanoseconds
+	maxIDs int
+
+	// mu (dedupMu) guards the fields below. It is taken under commitMu
+	// shared, never with queueMu.
+	mu      sync.Mutex
+	ids     map[dedupID]int64  // committed ids: their latest commit time
+	pending map[dedupID]uint64 // ids reserved by commits in flight: the transaction
+	fifo    []dedupEntry       // in commit order, from head
+	head    int
+	// gen counts the changes; persisted is gen when the snapshot file was
+	// last written.
+	gen, persisted uint64
+
+	// fileMu serialises the writes of the snapshot file (dedupfile.go),
+	// and guards the buffers they reuse. Taken before mu.
+	fileMu      sync.Mutex
+	fileEntries []dedupEntry
+	fileBuf     []byte
+
+	duplicates atomic.Int64 // events dropped as duplicates
+	forgotten  atomic.Int64 // ids evicted for MaxIDs while still inside the window
+}
+
+// newDedupWindow returns an empty window.
+func newDedupWindow(d Dedup) *dedupWindow {
+	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: map[dedupID]int64{}, pending: map[dedupID]uint64{}}
+}
+
+// dedupSlot is what a Put noted of its event: its id, if it has one.
+type dedupSlot struct {
+	id  dedupID
+	has bool
+}
+
+// check decides, for the puts of transaction tx (slots, in put order)
+// committed at now, which are duplicates: it appends their indices to
+// dups and the ids the commit adds to keep, reserving those no commit in
+// flight holds (reserved counts them, at the front of keep). seen is the
+// caller's scratch set, empty.
+func (w *dedupWindow) check(tx uint64, now int64, slots []dedupSlot, seen map[dedupID]struct{},
+	dups []uint32, keep []dedupID) ([]uint32, []dedupID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cut := now - w.window
+	for i, s := range slots {
+		if !s.has {
+			continue
+		}
+		if _, ok := seen[s.id]; ok {
+			dups = append(dups, uint32(i))
+			continue
+		}
+		seen[s.id] = struct{}{}
+		if _, ok := w.pending[s.id]; ok {
+			keep = append(keep, s.id) // another commit in flight holds it: kept
+			continue
+		}
+		if t, ok := w.ids[s.id]; ok && t >= cut {
+			dups = append(dups, uint32(i))
+			continue
+		}
+		w.pending[s.id] = tx
+		keep = append(keep, s.id)
+	}
+	return dups, keep
+}
+
+// commit makes the ids of keep committed at now (tx's commit is durable),
+// releasing tx's reservations, and counts dropped duplicates.
+func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) {
+	w.duplicates.Add(int64(dropped))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range keep {
+		if w.pending[id] == tx {
+			delete(w.pending, id)
+		}
+		w.addLocked(id, now)
+	}
+	w.gen++
+	w.trimLocked(now)
+}
+
+// release drops tx's reservations of keep (its commit failed).
+func (w *dedupWindow) release(tx uint64, keep []dedupID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range keep {
+		if t, ok := w.pending[id]; ok && t == tx {
+			delete(w.pending, id)
+		}
+	}
+}
+
+// addLocked remembers id committed at t. An id already remembered at t or
+// later (a rebuild meeting the snapshot's copy) is not added again.
+func (w *dedupWindow) addLocked(id dedupID, t int64) {
+	if old, ok := w.ids[id]; ok && old >= t {
+		return
+	}
+	w.ids[id] = t
+	if w.head > 0 && w.head >= len(w.fifo)/2 && len(w.fifo) == cap(w.fifo) {
+		// Slide the live entries to the front instead of growing.
+		n := copy(w.fifo, w.fifo[w.head:])
+		w.fifo, w.head = w.fifo[:n], 0
+	}
+	w.fifo = append(w.fifo, dedupEntry{ID: id, Time: t})
+}
+
+// trimLocked forgets the entries older than the window at now, then the
+// oldest while more than maxIDs are remembered.
+func (w *dedupWindow) trimLocked(now int64) {
+	cut := now - w.window
+	for w.head < len(w.fifo) {
+		e := w.fifo[w.head]
+		over := len(w.fifo)-w.head > w.maxIDs
+		if e.Time >= cut && !over {
+			break
+		}
+		if t, ok := w.ids[e.ID]; ok && t == e.Time {
+			delete(w.ids, e.ID)
+			if e.Time >= cut {
+				w.forgotten.Add(1)
+			}
+		}
+		w.fifo[w.head] = dedupEntry{}
+		w.head++
+	}
+	if w.head == len(w.fifo) {
+		w.fifo, w.head = w.fifo[:0], 0
+	}
+}
+
+// size returns the number of ids remembered.
+func (w *dedupWindow) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ids)
+}
+
+// entriesLocked returns the remembered entries in commit order (those
+// the map still holds at their time).
+func (w *dedupWindow) entriesLocked(dst []dedupEntry) []dedupEntry {
+	for _, e := range w.fifo[w.head:] {
+		if t, ok := w.ids[e.ID]; ok && t == e.Time {
+			dst = append(dst, e)
+		}
+	}
+	return dst
+}
+
+// load replaces the window's contents with entries (any order), keeping
+// those inside the window at now, the newest maxIDs of them.
+func (w *dedupWindow) load(entries []dedupEntry, now int64) {
+	slices.SortStableFunc(entries, func(a, b dedupEntry) int {
+		switch {
+		case a.Time < b.Time:
+			return -1
+		case a.Time > b.Time:
+			return 1
+		}
+		return 0
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.ids)
+	w.fifo, w.head = make([]dedupEntry, 0, len(entries)), 0
+	for _, e := range entries {
+		w.addLocked(e.ID, e.Time)
+	}
+	w.trimLocked(now)
+	w.gen++
+}

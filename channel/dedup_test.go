@@ -1,0 +1,225 @@
+package channel
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// dedupConfig is testConfig with Dedup on header "id".
+func dedupConfig(t testing.TB) Config {
+	cfg := testConfig(t, 1)
+	cfg.Dedup = Dedup{Header: "id"}
+	return cfg
+}
+
+// idEvent is an event whose id header is id ("" = none), its body b.
+func idEvent(id, b string) Event {
+	e := Event{Body: []byte(b)}
+	if id != "" {
+		e.Headers = map[string]string{"id": id}
+	}
+	return e
+}
+
+// putTx commits one transaction of events, failing t on an error.
+func putTx(t testing.TB, c *FileChannel, es ...Event) {
+	t.Helper()
+	if err := tryPutTx(c, es...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPutTx commits one transaction of events.
+func tryPutTx(c *FileChannel, es ...Event) error {
+	tx, err := c.Begin()
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if err := tx.Put(e); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+	}
+	return tx.Commit()
+}
+
+// TestDedupAcrossTransactions: an id committed before is dropped by a
+// later commit, which succeeds; the other events of that commit go in;
+// events without the header (or with an empty value) are never dropped.
+func TestDedupAcrossTransactions(t *testing.T) {
+	c := mustOpen(t, dedupConfig(t))
+	putTx(t, c, idEvent("a", "a1"), idEvent("b", "b1"), idEvent("", "n1"))
+	putTx(t, c, idEvent("a", "a2"), idEvent("c", "c1"), idEvent("", "n2"), idEvent("b", "b2"))
+	putTx(t, c, Event{Body: []byte("e1"), Headers: map[string]string{"id": "", "x": "y"}}, Event{Body: []byte("e2"), Headers: map[string]string{"id": ""}})
+	wantEvents(t, drain(t, c), []string{"a1", "b1", "n1", "c1", "n2", "e1", "e2"})
+	s := c.Stats()
+	if s.Duplicates != 2 || s.DedupIDs != 3 {
+		t.Fatalf("Duplicates %d, DedupIDs %d; want 2, 3", s.Duplicates, s.DedupIDs)
+	}
+}
+
+// TestDedupInsideTransaction: the first of a transaction's events with one
+// id is kept, the others dropped.
+func TestDedupInsideTransaction(t *testing.T) {
+	c := mustOpen(t, dedupConfig(t))
+	putTx(t, c, idEvent("a", "a1"), idEvent("a", "a2"), idEvent("b", "b1"), idEvent("a", "a3"), idEvent("b", "b2"))
+	wantEvents(t, drain(t, c), []string{"a1", "b1"})
+	if s := c.Stats(); s.Duplicates != 3 {
+		t.Fatalf("Duplicates %d, want 3", s.Duplicates)
+	}
+}
+
+// TestDedupWindowEdge: an id committed exactly Window ago is still a
+// duplicate; one nanosecond later it is not.
+func TestDedupWindowEdge(t *testing.T) {
+	cfg := dedupConfig(t)
+	cfg.Dedup.Window = time.Minute
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	cfg.clock = now.Load
+	c := mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a1"))
+	now.Add(int64(time.Minute))
+	putTx(t, c, idEvent("a", "a2")) // at the edge: dropped
+	now.Add(1)
+	putTx(t, c, idEvent("a", "a3")) // past it: kept
+	putTx(t, c, idEvent("a", "a4")) // a3 is now in the window
+	wantEvents(t, drain(t, c), []string{"a1", "a3"})
+}
+
+// TestDedupMaxIDs: beyond MaxIDs the oldest ids are forgotten (counted),
+// and a duplicate of a forgotten id goes in.
+func TestDedupMaxIDs(t *testing.T) {
+	cfg := dedupConfig(t)
+	cfg.Dedup.MaxIDs = 3
+	c := mustOpen(t, cfg)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		putTx(t, c, idEvent(id, id+"1"))
+	}
+	s := c.Stats()
+	if s.DedupIDs != 3 || s.DedupForgotten != 2 {
+		t.Fatalf("DedupIDs %d, DedupForgotten %d; want 3, 2", s.DedupIDs, s.DedupForgotten)
+	}
+	putTx(t, c, idEvent("a", "a2"), idEvent("e", "e2"))
+	wantEvents(t, drain(t, c), []string{"a1", "b1", "c1", "d1", "e1", "a2"})
+}
+
+// TestDedupConfig: bad Dedup settings are refused by Open.
+func TestDedupConfig(t *testing.T) {
+	for name, d := range map[string]Dedup{
+		"negative_window":    {Header: "id", Window: -1},
+		"negative_max_ids":   {Header: "id", MaxIDs: -1},
+		"window_no_header":   {Window: time.Minute},
+		"max_ids_no_header":  {MaxIDs: 5},
+		"negative_no_header": {Window: -time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, 1)
+			cfg.Dedup = d
+			c, err := Open(cfg)
+			if err == nil {
+				c.Close()
+				t.Fatal("Open accepted it")
+			}
+			if !strings.Contains(err.Error(), "Dedup.") {
+				t.Fatalf("error %q does not name Dedup", err)
+			}
+		})
+	}
+}
+
+// TestDedupCapacity: a dropped event takes no capacity in a Block group
+// once its commit drops it (its Put's permit comes back), and does not
+// count as queued.
+func TestDedupCapacity(t *testing.T) {
+	cfg := dedupConfig(t)
+	cfg.Capacity, cfg.TransactionCapacity = 4, 4
+	c := mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a1"), idEvent("b", "b1"))
+	for range 5 { // two free permits: each round needs the last one's back
+		putTx(t, c, idEvent("a", "a2"), idEvent("b", "b2"))
+		if n := c.Len(); n != 2 {
+			t.Fatalf("Len %d, want 2", n)
+		}
+	}
+	putTx(t, c, idEvent("c", "c1"), idEvent("d", "d1"))
+	wantEvents(t, drain(t, c), []string{"a1", "b1", "c1", "d1"})
+}
+
+// TestDedupGroups: no group receives a duplicate, filtered or not.
+func TestDedupGroups(t *testing.T) {
+	cfg := dedupConfig(t)
+	cfg.Groups = []GroupConfig{{Name: "x", Filter: `headers["tag"] == "x"`}, {Name: "all"}}
+	c := mustOpen(t, cfg)
+	ev := func(id, tag, b string) Event {
+		return Event{Body: []byte(b), Headers: map[string]string{"id": id, "tag": tag}}
+	}
+	putTx(t, c, ev("a", "x", "a1"), ev("b", "y", "b1"))
+	putTx(t, c, ev("a", "x", "a2"), ev("b", "x", "b2"), ev("c", "x", "c1"), ev("c", "y", "c2"))
+	for name, want := range map[string][]string{"x": {"a1", "c1"}, "all": {"a1", "b1", "c1"}} {
+		g, err := c.Group(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEvents(t, takeWith(t, g.Begin, len(want), 10), want)
+		if n := g.Stats().Queued; n != 0 {
+			t.Fatalf("group %s: %d more queued", name, n)
+		}
+	}
+}
+
+// TestDedupRestart: the window survives Close and Open, and a full replay
+// (the checkpoint removed: the snapshot and the logs).
+func TestDedupRestart(t *testing.T) {
+	cfg := dedupConfig(t)
+	c := mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a1"), idEvent("b", "b1"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a2"), idEvent("c", "c1"))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	removeCheckpoint(t, cfg)
+	c = mustOpen(t, cfg)
+	if s := c.Stats(); s.RecoveredFrom != "full replay" || s.DedupIDs != 3 {
+		t.Fatalf("RecoveredFrom %q, DedupIDs %d; want full replay, 3", s.RecoveredFrom, s.DedupIDs)
+	}
+	putTx(t, c, idEvent("a", "a3"), idEvent("b", "b2"), idEvent("c", "c2"), idEvent("d", "d1"))
+	wantEvents(t, drain(t, c), []string{"a1", "b1", "c1", "d1"})
+}
+
+// TestDedupCrash: after a crash (no Close, no checkpoint) the ids of the
+// commits since the last checkpoint come back from the logs.
+func TestDedupCrash(t *testing.T) {
+	cfg := dedupConfig(t)
+	c := mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a1"))
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	putTx(t, c, idEvent("b", "b1"))
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a2"), idEvent("b", "b2"), idEvent("c", "c1"))
+	wantEvents(t, drain(t, c), []string{"a1", "b1", "c1"})
+}
+
+// dedupBodies returns n events whose ids are prefix+i.
+func dedupBodies(prefix string, from, n int) []Event {
+	es := make([]Event, n)
+	for i := range es {
+		id := prefix + strconv.Itoa(from+i)
+		es[i] = idEvent(id, id)
+	}
+	return es
+}
+
+var _ = slices.Equal[[]string]
