@@ -2,12 +2,17 @@ package channel
 
 import (
 	"errors"
-	"slices"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // dedupConfig is testConfig with Dedup on header "id".
@@ -222,4 +227,121 @@ func dedupBodies(prefix string, from, n int) []Event {
 	return es
 }
 
-var _ = slices.Equal[[]string]
+// TestDedupFailedCommitReleasesIDs: a commit whose fsync fails adds none of
+// its ids: the retried put goes in (it is not a duplicate), then a second
+// retry is dropped.
+func TestDedupFailedCommitReleasesIDs(t *testing.T) {
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 1)
+	cfg.Preallocate = -1
+	cfg.Dedup = Dedup{Header: "id"}
+	c := mustOpen(t, cfg)
+	defer c.Close()
+	putTx(t, c, idEvent("a", "a1"))
+	ff.Add(vfs.Rule{Ops: []vfs.Op{"sync"}, Name: "log-*", Times: 1})
+	if err := tryPutTx(c, idEvent("b", "b1"), idEvent("c", "c1")); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("commit with a failing fsync: %v", err)
+	}
+	putTx(t, c, idEvent("b", "b2"), idEvent("c", "c2"), idEvent("a", "a2"))
+	putTx(t, c, idEvent("b", "b3"))
+	wantEvents(t, drain(t, c), []string{"a1", "b2", "c2"})
+	if s := c.Stats(); s.Duplicates != 2 {
+		t.Fatalf("Duplicates %d, want 2", s.Duplicates)
+	}
+}
+
+// TestDedupSnapshotUnusable: a snapshot that is missing, damaged or of
+// another header is counted and logged, and the window is rebuilt from the
+// logs (every log file is still there: nothing is lost).
+func TestDedupSnapshotUnusable(t *testing.T) {
+	for name, spoil := range map[string]func(t *testing.T, path string){
+		"missing": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"damaged": func(t *testing.T, path string) {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0xff
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"other_header": func(t *testing.T, path string) {
+			if err := os.WriteFile(path, checkpoint.AppendDedup(nil, "other", nil), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := dedupConfig(t)
+			var logged strings.Builder
+			cfg.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+			c := mustOpen(t, cfg)
+			putTx(t, c, idEvent("a", "a1"), idEvent("b", "b1"))
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			spoil(t, filepath.Join(cfg.CheckpointDir, checkpoint.DedupName))
+			removeCheckpoint(t, cfg) // a full replay: every log is read
+			c = mustOpen(t, cfg)
+			if s := c.Stats(); s.DedupSnapshotMissing != 1 || s.DedupIDs != 2 {
+				t.Fatalf("DedupSnapshotMissing %d, DedupIDs %d; want 1, 2", s.DedupSnapshotMissing, s.DedupIDs)
+			}
+			if !strings.Contains(logged.String(), "rebuilt from the logs alone") {
+				t.Fatalf("not logged:\n%s", logged.String())
+			}
+			putTx(t, c, idEvent("a", "a2"), idEvent("c", "c1"))
+			wantEvents(t, drain(t, c), []string{"a1", "b1", "c1"})
+		})
+	}
+}
+
+// TestDedupIDsOfDeletedFiles: the ids of events whose log files were
+// deleted (taken, then a checkpoint's Reclaim) survive a crash: the
+// snapshot holds them. Without it (see the "no_snapshot" step) a full
+// replay forgets them, which is why the snapshot is written before any
+// log file is deleted.
+func TestDedupIDsOfDeletedFiles(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Dedup = Dedup{Header: "id"}
+	c := mustOpen(t, cfg)
+	for i := range 10 {
+		putTx(t, c, dedupBodies("x", 10*i, 10)...)
+	}
+	drain(t, c)
+	files := c.Stats().LogFiles
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Stats().LogFiles; got >= files {
+		t.Fatalf("the checkpoint deleted no log file (%d before, %d after)", files, got)
+	}
+	crash(t, c)
+	img := mem.CrashClone(false, 1)
+	cfg.fs = img
+	c = mustOpen(t, cfg)
+	putTx(t, c, dedupBodies("x", 0, 50)...)
+	putTx(t, c, dedupBodies("x", 50, 50)...)
+	if n := c.Len(); n != 0 {
+		t.Fatalf("%d of 100 ids of deleted log files put again", n)
+	}
+	crash(t, c)
+
+	// no_snapshot: the same channel without its snapshot forgets them.
+	img = img.CrashClone(false, 1)
+	if err := img.Remove(filepath.Join(cfg.CheckpointDir, checkpoint.DedupName)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.fs = img
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	putTx(t, c, dedupBodies("x", 0, 50)...)
+	if n := c.Len(); n == 0 {
+		t.Fatal("without the snapshot, the ids of deleted log files were still known")
+	}
+}
