@@ -345,3 +345,33 @@ func TestDedupIDsOfDeletedFiles(t *testing.T) {
 		t.Fatal("without the snapshot, the ids of deleted log files were still known")
 	}
 }
+
+// TestDedupResetGroupDoesNotResurrect: a reset to Earliest (retention on)
+// queues the retained events again, never the duplicates their commits
+// dropped; nor does a reset on the closed channel (offline).
+func TestDedupResetGroupDoesNotResurrect(t *testing.T) {
+	cfg := resetConfig(t, 1)
+	cfg.Dedup = Dedup{Header: "id"}
+	cfg.Retention = Retention{MaxAge: time.Hour}
+	c := mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a1"), idEvent("b", "b1"))
+	putTx(t, c, idEvent("a", "a2"), idEvent("c", "c1"), idEvent("c", "c2"), idEvent("", "n1"))
+	a := groupOf(t, c, "a")
+	want := []string{"a1", "b1", "c1", "n1"}
+	wantEvents(t, takeWith(t, a.Begin, 10, 3), want)
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 4 {
+		t.Fatalf("ResetGroup = %d, %v; want 4", n, err)
+	}
+	wantEvents(t, takeWith(t, a.Begin, 10, 3), want)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ResetGroup(cfg, "a", Earliest()); err != nil || n != 4 {
+		t.Fatalf("offline ResetGroup = %d, %v; want 4", n, err)
+	}
+	c = mustOpen(t, cfg)
+	wantEvents(t, takeWith(t, groupOf(t, c, "a").Begin, 10, 3), want)
+}
