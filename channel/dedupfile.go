@@ -58,11 +58,13 @@ func (c *FileChannel) persistDedup() error {
 // loadDedup (step 7c) rebuilds the deduplication window: the snapshot
 // file's entries (if it is there, valid and of the same header), and the
 // ids of the committed puts the replay read (rc.res.DedupIDs). Without
-// Dedup it deletes a stale snapshot.
+// Dedup it leaves a snapshot alone (the offline tools open without it): a
+// later Open with Dedup finds the ids it held, and misses only those
+// committed meanwhile.
 func (c *FileChannel) loadDedup(rc *recovery) error {
 	w := c.dedup
 	if w == nil {
-		return checkpoint.RemoveDedup(c.fs, c.cfg.CheckpointDir)
+		return nil
 	}
 	header, entries, err := checkpoint.ReadDedup(c.fs, c.cfg.CheckpointDir)
 	switch {

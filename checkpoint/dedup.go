@@ -23,10 +23,8 @@ package checkpoint
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"path/filepath"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -134,14 +132,4 @@ func DecodeDedup(name string, b []byte) (string, []DedupEntry, error) {
 			Time: int64(binary.BigEndian.Uint64(e[16:]))}
 	}
 	return header, entries, nil
-}
-
-// RemoveDedup deletes dir's deduplication snapshot, if any (a channel
-// opened without Dedup: a stale one must not come back).
-func RemoveDedup(fsys vfs.FS, dir string) error {
-	name := filepath.Join(dir, DedupName)
-	if err := fsys.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", name, err)
-	}
-	return nil
 }
