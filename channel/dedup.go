@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"github.com/flumego/filechannel/checkpoint"
 	"slices"
 	"sync"
@@ -143,9 +144,12 @@ func (w *dedupWindow) addLocked(id dedupID, t int64) {
 		return
 	}
 	w.ids[id] = t
-	if w.head > 0 && w.head >= len(w.fifo)/2 && len(w.fifo) == cap(w.fifo) {
-		// Slide the live entries to the front instead of growing.
+	if len(w.fifo) == cap(w.fifo) && w.head >= cap(w.fifo)/4 {
+		// Slide the live entries to the front instead of growing: a
+		// full window then reuses its FIFO (a copy of at most 3/4 of it
+		// every cap/4 ids, 3 entries per id added).
 		n := copy(w.fifo, w.fifo[w.head:])
+		clear(w.fifo[n:])
 		w.fifo, w.head = w.fifo[:n], 0
 	}
 	w.fifo = append(w.fifo, dedupEntry{ID: id, Time: t})
@@ -196,15 +200,7 @@ func (w *dedupWindow) entriesLocked(dst []dedupEntry) []dedupEntry {
 // load replaces the window's contents with entries (any order), keeping
 // those inside the window at now, the newest maxIDs of them.
 func (w *dedupWindow) load(entries []dedupEntry, now int64) {
-	slices.SortStableFunc(entries, func(a, b dedupEntry) int {
-		switch {
-		case a.Time < b.Time:
-			return -1
-		case a.Time > b.Time:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(entries, func(a, b dedupEntry) int { return cmp.Compare(a.Time, b.Time) })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	clear(w.ids)

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"path/filepath"
+	"slices"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -59,6 +60,7 @@ type DedupEntry struct {
 // AppendDedup appends the snapshot of header's entries to dst.
 func AppendDedup(dst []byte, header string, entries []DedupEntry) []byte {
 	start := len(dst)
+	dst = slices.Grow(dst, dedupFixed+len(header)+dedupEntry*len(entries))
 	dst = append(dst, dedupMagic...)
 	dst = binary.BigEndian.AppendUint16(dst, DedupVersion)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(header)))
