@@ -117,7 +117,7 @@ func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, id := range keep {
-		if w.pending[id] == tx {
+		if owner, ok := w.pending[id]; ok && owner == tx {
 			delete(w.pending, id)
 		}
 		w.addLocked(id, now)
@@ -131,7 +131,7 @@ func (w *dedupWindow) release(tx uint64, keep []dedupID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, id := range keep {
-		if t, ok := w.pending[id]; ok && t == tx {
+		if owner, ok := w.pending[id]; ok && owner == tx {
 			delete(w.pending, id)
 		}
 	}
