@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -374,4 +375,57 @@ func TestDedupResetGroupDoesNotResurrect(t *testing.T) {
 	}
 	c = mustOpen(t, cfg)
 	wantEvents(t, takeWith(t, groupOf(t, c, "a").Begin, 10, 3), want)
+}
+
+// TestDedupConcurrentCommits: producers putting the same ids at once never
+// lose one (a commit that meets an id another commit in flight reserved
+// keeps its event: at most one copy per producer), and once every commit
+// returned, a retry of any id is dropped.
+func TestDedupConcurrentCommits(t *testing.T) {
+	cfg := dedupConfig(t)
+	cfg.Capacity, cfg.TransactionCapacity = 4000, 20
+	c := mustOpen(t, cfg)
+	const producers, ids = 4, 200
+	var wg sync.WaitGroup
+	errs := make([]error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < ids && errs[p] == nil; i += 10 {
+				errs[p] = tryPutTx(c, dedupBodies("x", i, 10)...)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, b := range drain(t, c) {
+		count[b]++
+	}
+	for i := range ids {
+		if n := count["x"+strconv.Itoa(i)]; n < 1 || n > producers {
+			t.Fatalf("id x%d queued %d times", i, n)
+		}
+	}
+	if s := c.Stats(); int(s.Duplicates)+len(drainCount(count)) != producers*ids {
+		t.Fatalf("Duplicates %d and %d queued; want %d put", s.Duplicates, len(drainCount(count)), producers*ids)
+	}
+	putTx(t, c, dedupBodies("x", 0, 20)...)
+	if n := c.Len(); n != 0 {
+		t.Fatalf("%d retried ids went in", n)
+	}
+}
+
+// drainCount expands a count of bodies into a list.
+func drainCount(count map[string]int) []string {
+	var out []string
+	for b, n := range count {
+		for range n {
+			out = append(out, b)
+		}
+	}
+	return out
 }
