@@ -15,7 +15,7 @@ import (
 // processes, so that it can be persisted), outside any lock. The put
 // commit, under commitMu shared, asks the window (check) which of its puts
 // are duplicates: an id committed within Window, or the id of an earlier
-// put of the same transaction. It reserves the others as pending; once its
+// put of the same transaction. It reserves the others (pending); once its
 // sync succeeded it makes them committed with its commit time (commit),
 // and if its write or sync failed it releases them (release). A commit
 // that meets an id another commit in flight reserved keeps its event: that
@@ -47,11 +47,13 @@ type dedupWindow struct {
 
 	// mu (dedupMu) guards the fields below. It is taken under commitMu
 	// shared, never with queueMu.
-	mu      sync.Mutex
-	ids     map[dedupID]int64  // committed ids: their latest commit time
-	pending map[dedupID]uint64 // ids reserved by commits in flight: the transaction
-	fifo    []dedupEntry       // in commit order, from head
-	head    int
+	mu sync.Mutex
+	// ids maps each id to its latest commit time (> 0), or to
+	// pendingMark(tx) while the commit of tx, in flight, reserves it.
+	ids      map[dedupID]int64
+	reserved int          // the ids of ids that are reservations
+	fifo     []dedupEntry // committed ids in commit order, from head
+	head     int
 	// gen counts the changes; persisted is gen when the snapshot file was
 	// last written.
 	gen, persisted uint64
@@ -68,8 +70,12 @@ type dedupWindow struct {
 
 // newDedupWindow returns an empty window.
 func newDedupWindow(d Dedup) *dedupWindow {
-	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: map[dedupID]int64{}, pending: map[dedupID]uint64{}}
+	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: map[dedupID]int64{}}
 }
+
+// pendingMark is the value of an id reserved by the commit of transaction
+// tx in the window's map: below 0, never a commit time.
+func pendingMark(tx uint64) int64 { return -int64(tx&(1<<62-1)) - 1 }
 
 // dedupSlot is what a Put noted of its event: its id, if it has one.
 type dedupSlot struct {
@@ -79,48 +85,60 @@ type dedupSlot struct {
 
 // check decides, for the puts of transaction tx (slots, in put order)
 // committed at now, which are duplicates: it appends their indices to
-// dups and the ids the commit adds to keep, reserving those no commit in
-// flight holds (reserved counts them, at the front of keep). seen is the
-// caller's scratch set, empty.
+// dups, and to keep the ids the commit adds, reserving those no commit in
+// flight holds. A reservation is the id's entry in the map (one lookup per
+// put; its commit then updates an entry it just touched). seen is the
+// caller's scratch set, empty: only the ids another commit reserved go in
+// it, to tell a second put of one in this transaction.
 func (w *dedupWindow) check(tx uint64, now int64, slots []dedupSlot, seen map[dedupID]struct{},
 	dups []uint32, keep []dedupID) ([]uint32, []dedupID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cut := now - w.window
+	cut, mine := now-w.window, pendingMark(tx)
 	for i, s := range slots {
 		if !s.has {
 			continue
 		}
-		if _, ok := seen[s.id]; ok {
+		t, ok := w.ids[s.id]
+		switch {
+		case ok && t == mine: // an earlier put of this transaction
 			dups = append(dups, uint32(i))
-			continue
-		}
-		seen[s.id] = struct{}{}
-		if _, ok := w.pending[s.id]; ok {
-			keep = append(keep, s.id) // another commit in flight holds it: kept
-			continue
-		}
-		if t, ok := w.ids[s.id]; ok && t >= cut {
+		case ok && t < 0: // another commit in flight holds it: kept
+			if _, twice := seen[s.id]; twice {
+				dups = append(dups, uint32(i))
+				continue
+			}
+			seen[s.id] = struct{}{}
+			keep = append(keep, s.id)
+		case ok && t >= cut:
 			dups = append(dups, uint32(i))
-			continue
+		default:
+			w.ids[s.id] = mine
+			w.reserved++
+			keep = append(keep, s.id)
 		}
-		w.pending[s.id] = tx
-		keep = append(keep, s.id)
 	}
 	return dups, keep
 }
 
 // commit makes the ids of keep committed at now (tx's commit is durable),
-// releasing tx's reservations, and counts dropped duplicates.
+// ending tx's reservations, and counts dropped duplicates.
 func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) {
 	w.duplicates.Add(int64(dropped))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	mine := pendingMark(tx)
 	for _, id := range keep {
-		if owner, ok := w.pending[id]; ok && owner == tx {
-			delete(w.pending, id)
+		t, ok := w.ids[id]
+		if ok && t == mine {
+			w.reserved--
+		} else if ok && t < 0 {
+			w.reserved-- // another's reservation: this commit made it an id
 		}
-		w.addLocked(id, now)
+		if !ok || t < now {
+			w.ids[id] = now
+			w.appendLocked(id, now)
+		}
 	}
 	w.gen++
 	w.trimLocked(now)
@@ -130,9 +148,11 @@ func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) 
 func (w *dedupWindow) release(tx uint64, keep []dedupID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	mine := pendingMark(tx)
 	for _, id := range keep {
-		if owner, ok := w.pending[id]; ok && owner == tx {
-			delete(w.pending, id)
+		if t, ok := w.ids[id]; ok && t == mine {
+			delete(w.ids, id)
+			w.reserved--
 		}
 	}
 }
@@ -144,6 +164,11 @@ func (w *dedupWindow) addLocked(id dedupID, t int64) {
 		return
 	}
 	w.ids[id] = t
+	w.appendLocked(id, t)
+}
+
+// appendLocked appends (id, t) to the FIFO.
+func (w *dedupWindow) appendLocked(id dedupID, t int64) {
 	if len(w.fifo) == cap(w.fifo) && w.head >= cap(w.fifo)/4 {
 		// Slide the live entries to the front instead of growing: a
 		// full window then reuses its FIFO (a copy of at most 3/4 of it
@@ -183,7 +208,7 @@ func (w *dedupWindow) trimLocked(now int64) {
 func (w *dedupWindow) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.ids)
+	return len(w.ids) - w.reserved
 }
 
 // entriesLocked appends the remembered entries to dst in commit order: the
@@ -202,6 +227,7 @@ func (w *dedupWindow) load(entries []dedupEntry, now int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	clear(w.ids)
+	w.reserved = 0
 	w.fifo, w.head = make([]dedupEntry, 0, len(entries)), 0
 	for _, e := range entries {
 		w.addLocked(e.ID, e.Time)

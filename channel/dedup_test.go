@@ -243,6 +243,11 @@ func TestDedupFailedCommitReleasesIDs(t *testing.T) {
 	if err := tryPutTx(c, idEvent("b", "b1"), idEvent("c", "c1")); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("commit with a failing fsync: %v", err)
 	}
+	// Its reservations are gone: only a's id is left (a reservation
+	// left behind would stay in the map, never expired).
+	if n := func() int { c.dedup.mu.Lock(); defer c.dedup.mu.Unlock(); return len(c.dedup.ids) }(); n != 1 {
+		t.Fatalf("the window's map holds %d ids after a failed commit, want 1", n)
+	}
 	putTx(t, c, idEvent("b", "b2"), idEvent("c", "c2"), idEvent("a", "a2"))
 	putTx(t, c, idEvent("b", "b3"))
 	wantEvents(t, drain(t, c), []string{"a1", "b2", "c2"})
