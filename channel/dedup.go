@@ -15,12 +15,12 @@ import (
 // processes, so that it can be persisted), outside any lock. The put
 // commit, under commitMu shared, asks the window (check) which of its puts
 // are duplicates: an id committed within Window, or the id of an earlier
-// put of the same transaction. It reserves the others (pending); once its
-// sync succeeded it makes them committed with its commit time (commit),
-// and if its write or sync failed it releases them (release). A commit
-// that meets an id another commit in flight reserved keeps its event: that
-// commit may still fail, so dropping would risk a loss; both are kept
-// (a possible duplicate, never a loss).
+// put of the same transaction. It reserves the others (pendingMark, in the
+// map); once its sync succeeded it makes them committed with its commit
+// time (commit), and if its write or sync failed it releases them
+// (release). A commit that meets an id another commit in flight reserved
+// keeps its event: that commit may still fail, so dropping would risk a
+// loss; both are kept (a possible duplicate, never a loss).
 //
 // The window is a map (id -> commit time) and a FIFO of (id, time) in
 // commit order: expired entries leave from its front, and so do the oldest
