@@ -148,16 +148,5 @@ func dedupMeter(c *channel.FileChannel, body []byte, on bool, max int64) *meter 
 // commits of batch 100 with Dedup and 1M ids in the window >= 0.85 of
 // those without.
 func dedupTargets(r *Report) []Target {
-	const name, want = "dedup: put commits batch 100, Dedup with 1M ids / without", ">= 0.85"
-	with, okw := r.result(dedupResultID(true))
-	without, oko := r.result(dedupResultID(false))
-	if !okw || !oko || without.EventsPerSec == 0 {
-		return []Target{{Name: name, Want: want, Got: "not measured", Status: "-"}}
-	}
-	q, got := rateRatio(with, without)
-	st := "MISS"
-	if q >= 0.85 {
-		st = "PASS"
-	}
-	return []Target{{Name: name, Want: want, Got: got, Status: st}}
+	return ratioTarget(r, "dedup: put commits batch 100, Dedup with 1M ids / without", dedupResultID(true), dedupResultID(false), 0.85)
 }
