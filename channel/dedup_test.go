@@ -434,3 +434,51 @@ func drainCount(count map[string]int) []string {
 	}
 	return out
 }
+
+// TestDedupRebuiltWithCommitTimes: the window a crash recovery rebuilds
+// from the logs holds each id at its commit's time, spilled puts (whose
+// records hold no time: their commit's) included: a retry at the window's
+// edge is dropped, one a nanosecond later goes in.
+func TestDedupRebuiltWithCommitTimes(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := memConfig(mem, 1)
+	cfg.Dedup = Dedup{Header: "id", Window: time.Minute}
+	var now atomic.Int64
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	now.Store(t0)
+	cfg.clock = now.Load
+	c := mustOpen(t, cfg)
+	big := dedupBodies("s", 0, 12)
+	for i := range big {
+		big[i].Body = append(big[i].Body, make([]byte, 300)...) // past the spill threshold of 4 KiB files
+	}
+	tx, err := c.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range big {
+		if err := tx.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !tx.spilled {
+		t.Fatal("the transaction did not spill")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	putTx(t, c, idEvent("a", "a1"))
+	crash(t, c)
+	now.Store(t0 + int64(time.Minute))
+	cfg.fs = mem.CrashClone(false, 1)
+	c = mustOpen(t, cfg)
+	putTx(t, c, idEvent("a", "a2"), idEvent("s0", "s0-again"), idEvent("s11", "s11-again"))
+	if n := c.Len(); n != 12+1 {
+		t.Fatalf("%d events at the window's edge, want the 13 before it (retries dropped)", n)
+	}
+	now.Add(1)
+	putTx(t, c, idEvent("a", "a3"), idEvent("s5", "s5-again"))
+	if n := c.Len(); n != 13+2 {
+		t.Fatalf("%d events past the window's edge, want 15", n)
+	}
+}
