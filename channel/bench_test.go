@@ -34,12 +34,21 @@ func BenchmarkPut(b *testing.B) {
 // benchPuts commits b.N copies of ev in transactions of batch, taking
 // them all (untimed) when the channel holds 1,500,000.
 func benchPuts(b *testing.B, c *FileChannel, ev Event, batch int) {
+	benchPutsEach(b, c, ev, batch, nil)
+}
+
+// benchPutsEach is benchPuts that calls each (if set) with the index of
+// each put before it (to change ev's headers).
+func benchPutsEach(b *testing.B, c *FileChannel, ev Event, batch int, each func(i int)) {
 	b.SetBytes(int64(len(ev.Body)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; {
 		tx, _ := c.Begin()
 		for j := 0; j < batch && i < b.N; j, i = j+1, i+1 {
+			if each != nil {
+				each(i)
+			}
 			if err := tx.Put(ev); err != nil {
 				b.Fatal(err)
 			}
@@ -54,6 +63,7 @@ func benchPuts(b *testing.B, c *FileChannel, ev Event, batch int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.StopTimer() // the caller's Close is not a put
 }
 
 // BenchmarkConcurrentPut measures group commit: producers × batch 10.

@@ -118,6 +118,8 @@ type FileChannel struct {
 
 	stats   stats
 	metrics *metrics
+	// dedup is the deduplication window (Config.Dedup; nil without it).
+	dedup *dedupWindow
 	// lastCkptTime is the unix nanos of the last successful checkpoint;
 	// ckptErr the last checkpoint's error (nil after a success).
 	lastCkptTime atomic.Int64
@@ -143,6 +145,9 @@ type stats struct {
 	corruptSkipped atomic.Int64
 	checkpointErrs atomic.Int64
 	backupErrs     atomic.Int64
+	// dedupSnapshotBad counts the Opens that found the deduplication
+	// snapshot missing, unusable or of another header.
+	dedupSnapshotBad atomic.Int64
 }
 
 // Open opens (or creates) the channel in cfg's directories and recovers its
@@ -170,6 +175,7 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 		log:          cfg.Logger,
 		inflightPuts: eventqueue.NewInflight(),
 		closing:      make(chan struct{}),
+		dedup:        newDedupWindowOf(cfg.Dedup),
 	}
 	c.scratch.New = func() any { return new(scratch) }
 	c.metrics = newMetrics(c)

@@ -96,6 +96,11 @@ func (c *FileChannel) writeCheckpoint(start time.Time) error {
 		c.thaw(snap, false)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	// The window's snapshot holds at least the ids the checkpoint covers.
+	if err := c.persistDedup(); err != nil {
+		c.thaw(snap, false)
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	err := c.writeCheckpointFiles(snap)
 	c.thaw(snap, err == nil)
 	if err != nil {

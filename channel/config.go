@@ -188,6 +188,11 @@ type Config struct {
 	// call moved after that one are not reported.
 	OnDeadLetter func(DeadLetter)
 
+	// Dedup drops the events whose Dedup.Header value an event committed
+	// within Dedup.Window had (idempotent puts; see Dedup and
+	// docs/operations.md, "Idempotent puts"). The zero value drops none.
+	Dedup Dedup
+
 	// Retention keeps log files whose events every group has taken, so
 	// that they can be replayed (see Retention; docs/operations.md,
 	// "Retention and replay"). The zero value keeps none: such a file is
@@ -212,6 +217,9 @@ type Config struct {
 	resetRead func()
 	// now is the clock of Retention's ages (tests); nil = time.Now.
 	now func() time.Time
+	// clock is the wall clock of put commits in Unix nanoseconds (tests:
+	// the deduplication window's edge); nil = time.Now.
+	clock func() int64
 }
 
 // DefaultReplayProgressEvery is how often Open calls Config.ReplayProgress.
@@ -226,6 +234,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	errs = append(errs, cfg.checkDirs()...)
 	errs = append(errs, cfg.checkGroups()...)
+	errs = append(errs, cfg.checkDedup()...)
 	cfg.DataDirs = append([]string(nil), cfg.DataDirs...)
 	if len(errs) > 0 {
 		return cfg, fmt.Errorf("filechannel: invalid config: %w", errors.Join(errs...))
@@ -330,6 +339,54 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if m := cfg.DirMode; m != 0 && (m&^fs.ModePerm != 0 || m&0o700 != 0o700) {
 		bad("DirMode %#o is not a directory mode the channel can use (permission bits only, the owner's rwx bits set)", uint32(m))
+	}
+	return errs
+}
+
+// Dedup configures idempotent puts (Config.Dedup). An event whose header
+// Header equals that of an event committed within Window is dropped by its
+// put commit: the commit succeeds, no group receives the event, and it is
+// counted (Stats.Duplicates). Events without the header, or with an empty
+// value, are never dropped. The window survives Close, a crash and a full
+// replay: it is rebuilt from the logs and a snapshot file (docs/format.md,
+// "Deduplication snapshot"). Not with Keys (the replay cannot read an
+// encrypted put's headers).
+type Dedup struct {
+	Header string        // "" = no deduplication
+	Window time.Duration // 0 = 2 minutes
+	MaxIDs int           // ids remembered at most (oldest forgotten first); 0 = 1,000,000
+}
+
+// Defaults of Dedup.
+const (
+	DefaultDedupWindow = 2 * time.Minute
+	DefaultDedupMaxIDs = 1_000_000
+)
+
+// checkDedup returns what is wrong with cfg.Dedup, and fills in its
+// defaults.
+func (cfg *Config) checkDedup() []error {
+	var errs []error
+	d := &cfg.Dedup
+	if d.Window < 0 {
+		errs = append(errs, fmt.Errorf("Dedup.Window %v is negative (0 = %v)", d.Window, DefaultDedupWindow))
+	}
+	if d.MaxIDs < 0 {
+		errs = append(errs, fmt.Errorf("Dedup.MaxIDs %d is negative (0 = %d)", d.MaxIDs, DefaultDedupMaxIDs))
+	}
+	if d.Header == "" && (d.Window != 0 || d.MaxIDs != 0) {
+		errs = append(errs, errors.New("Dedup.Window or Dedup.MaxIDs is set without Dedup.Header: name the header that holds the events' ids"))
+	}
+	if d.Header != "" && cfg.Keys != nil {
+		errs = append(errs, errors.New("Dedup is not supported with Keys yet: a recovery could not read the ids of encrypted puts"))
+	}
+	if d.Header != "" {
+		if d.Window == 0 {
+			d.Window = DefaultDedupWindow
+		}
+		if d.MaxIDs == 0 {
+			d.MaxIDs = DefaultDedupMaxIDs
+		}
 	}
 	return errs
 }

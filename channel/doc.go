@@ -118,6 +118,19 @@
 // committed afterwards, and to ResetGroup and StartAt, which queue the
 // retained events the filter matches.
 //
+// # Idempotent puts
+//
+// Config.Dedup drops, at its put commit, an event whose Dedup.Header value
+// an event committed within Dedup.Window had: a source that crashed between
+// its commit and saving its cursor puts its last batch again without
+// putting it twice. The commit succeeds; no group receives the duplicate,
+// which takes no capacity and is counted (Stats.Duplicates). The window
+// (at most Dedup.MaxIDs ids) survives Close, a crash and a power loss: Open
+// rebuilds it from the snapshot file dedup in CheckpointDir and the logs.
+// Two commits in flight with the same value both keep their event (the
+// first may still fail): a possible duplicate, never a loss
+// (docs/operations.md, "Idempotent puts").
+//
 // # Dead letters
 //
 // A group with GroupConfig.MaxDeliveries gives up on an event after that
@@ -298,7 +311,8 @@
 // deliveries, the delivery journal (786,464 bytes, mapped read-write and
 // never synced, rewritten in place by each Open so that a full disk does
 // not stop one; it may be deleted while the channel is closed, at the cost
-// of the delivery counts only it holds). In each data dir: log-NNNNNNNNNN
+// of the delivery counts only it holds); with Config.Dedup, dedup (the
+// deduplication window's ids, 24 bytes each). In each data dir: log-NNNNNNNNNN
 // data log files (a new one per data dir at every Open and whenever one
 // would pass MaxFileSize), in_use.lock, space.reserve (zeros, removed when
 // the disk fills: Config.SpaceReserve), and the .corrupt files holding
@@ -401,6 +415,12 @@ package channel
 //	           exclusive while a checkpoint captures its snapshot, and in Close
 //	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
+//
+// The deduplication window's locks (dedup.go) are never nested with
+// queueMu: dedupWindow.fileMu (serialises the writes of its snapshot file;
+// taken under ckptMu by a checkpoint, under the set's gcMu before a log
+// file deletion), then dedupWindow.mu (dedupMu: the ids; a leaf, taken
+// under commitMu shared by put commits, and by fileMu to copy them).
 //
 // and inside the log set (logfile.Set), after commitMu and never nested
 // with queueMu:

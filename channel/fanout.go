@@ -114,6 +114,7 @@ func (t *Transaction) permitsIn(g *groupState) int {
 type fanout struct {
 	to       []*groupState
 	filtered [][]uint32 // per group of to: the put indices its filter keeps out
+	omit     [][]uint32 // per group of to: those and the duplicates (dedupput.go)
 	acquired []permit   // taken at commit (returned by undoFanout)
 	drops    []drop
 	skip     []*groupState
@@ -138,14 +139,15 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 			continue // no put feeds a dead-letter group (replay knows it)
 		}
 		skip := t.skipsOf(g)
-		want, held := t.puts-len(skip), t.permitsIn(g)
+		omit := t.omitted(skip)
+		want, held := t.puts-len(omit), t.permitsIn(g)
 		if held >= want {
-			d.feed(g, skip)
+			d.feed(g, skip, omit)
 			continue
 		}
 		need := want - held
 		if g.gate.tryAcquire(need) {
-			d.feed(g, skip)
+			d.feed(g, skip, omit)
 			d.acquired = append(d.acquired, permit{g: g, n: need})
 			continue
 		}
@@ -156,7 +158,7 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 					p, _ := g.queue.RemoveHead()
 					ptrs = append(ptrs, p)
 				}
-				d.feed(g, skip)
+				d.feed(g, skip, omit)
 				d.acquired = append(d.acquired, permit{g: g, n: free})
 				d.drops = append(d.drops, drop{g: g, ptrs: ptrs})
 				continue
@@ -167,10 +169,12 @@ func (c *FileChannel) planFanout(t *Transaction) *fanout {
 	return d
 }
 
-// feed adds g to the groups d feeds, without the puts skip.
-func (d *fanout) feed(g *groupState, skip []uint32) {
+// feed adds g to the groups d feeds, without the puts omit (skip: those
+// of them its filter keeps out).
+func (d *fanout) feed(g *groupState, skip, omit []uint32) {
 	d.to = append(d.to, g)
 	d.filtered = append(d.filtered, skip)
+	d.omit = append(d.omit, omit)
 }
 
 // records returns the drop and skip records of the plan, for put
@@ -251,14 +255,14 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 		spilled := c.inflightPuts.Remove(t.id)
 		var all []eventqueue.Pointer // in put order, for the filtered groups
 		for i, g := range d.to {
-			if len(d.filtered[i]) == 0 {
+			if len(d.omit[i]) == 0 {
 				err = errors.Join(err, g.add(spilled), g.add(ptrs))
 				continue
 			}
 			if all == nil {
 				all = append(slices.Clone(spilled), ptrs...)
 			}
-			err = errors.Join(err, g.add(keepMatched(all, d.filtered[i])))
+			err = errors.Join(err, g.add(keepMatched(all, d.omit[i])))
 		}
 		for _, dr := range d.drops {
 			dr.g.forgetDeliveries(dr.ptrs)
@@ -268,7 +272,7 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 		if n := t.permitsIn(g); n > 0 {
 			g.gate.release(n)
 		}
-		want := t.puts - len(t.skipsOf(g))
+		want := t.puts - len(t.omitted(t.skipsOf(g)))
 		g.counts.newest.Add(int64(want))
 		c.log.Warn("consumer group full: it misses a put transaction's events", "group", g.cfg.Name,
 			"policy", g.cfg.WhenFull.String(), "events", want)
@@ -276,6 +280,10 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 	for i, g := range d.to {
 		if n := len(d.filtered[i]); n > 0 {
 			g.counts.filtered.Add(int64(n))
+		}
+		// A duplicate's permit (taken at its Put) is not an event's.
+		if n := t.permitsIn(g) - (t.puts - len(d.omit[i])); n > 0 {
+			g.gate.release(n)
 		}
 	}
 	for _, dr := range d.drops {

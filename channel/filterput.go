@@ -147,15 +147,16 @@ func (d *fanout) filterRecords(tx uint64) []logfile.Record {
 }
 
 // pinSpilledPuts keeps the files of t's spilled puts while commit, the
-// file of its commit, stays, when the commit wrote filter skip records
-// (logfile.Set.Complete, the other way round from the commit's own): they
+// file of its commit, stays, when the commit wrote filter skip records or
+// a duplicate record (logfile.Set.Complete, the other way round from the
+// commit's own): they
 // name the events by their index in the whole transaction, which a full
 // replay can only apply with every put of it; a spilled puts' file deleted
 // once every group took its events would shift the indices onto the
 // wrong events. (Called before the puts are queued: until then they hold
 // their files.)
 func (c *FileChannel) pinSpilledPuts(t *Transaction, d *fanout, commit uint32) {
-	if !t.spilled || !slices.ContainsFunc(d.filtered, func(s []uint32) bool { return len(s) > 0 }) {
+	if !t.spilled || (len(t.dups()) == 0 && !slices.ContainsFunc(d.filtered, func(s []uint32) bool { return len(s) > 0 })) {
 		return
 	}
 	for _, f := range t.spillFiles() {

@@ -238,29 +238,53 @@ func TestStoredFilterThatDoesNotCompile(t *testing.T) {
 // its filter does not match. Once the groups took everything, the files go.
 func TestFilterFullReplayAfterSpilledFilesDeleted(t *testing.T) {
 	cfg := testConfig(t, 1)
-	cfg.MaxFileSize = 4096 // spills every 1 KiB, rolls every 4 KiB
 	cfg.Groups = []GroupConfig{{Name: "all"}, {Name: "f", Filter: `headers["k"] == "b"`}}
+	spilledFilesPinned(t, cfg, "f", func(i int) map[string]string {
+		return map[string]string{"k": []string{"a", "b"}[i%2]}
+	}, map[string]int{"all": 20, "f": 5})
+}
+
+// TestDedupFullReplayAfterSpilledFilesDeleted: a duplicate record names
+// puts by their index in the whole transaction too (puts 30..39 repeat
+// the ids of 0..9).
+func TestDedupFullReplayAfterSpilledFilesDeleted(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Dedup = Dedup{Header: "id"}
+	cfg.Groups = []GroupConfig{{Name: "all"}}
+	spilledFilesPinned(t, cfg, "all", func(i int) map[string]string {
+		return map[string]string{"id": strconv.Itoa(i % 30)}
+	}, map[string]int{"all": 20})
+}
+
+// spilledFilesPinned puts 40 events (headers h(i)) in one transaction
+// that spills to several files, takes taken[g] from each group g, and
+// checks that the first file, whose spilled puts every group took, stays
+// while the commit's file does (the commit's skip or duplicate records
+// index into all of its puts), and that a full replay gives group peek
+// the same queue.
+func spilledFilesPinned(t *testing.T, cfg Config, peek string, h func(i int) map[string]string, taken map[string]int) {
+	cfg.MaxFileSize = 4096 // spills every 1 KiB, rolls every 4 KiB
 	c := mustOpen(t, cfg)
 	tx, err := c.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 40 {
-		k := []string{"a", "b"}[i%2]
-		if err := tx.Put(Event{Headers: map[string]string{"k": k}, Body: []byte(k + strconv.Itoa(i) + strings.Repeat(".", 300))}); err != nil {
+		if err := tx.Put(Event{Headers: h(i), Body: []byte(strconv.Itoa(i) + strings.Repeat(".", 300))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	takeWith(t, groupOf(t, c, "all").Begin, 20, 20)
-	takeWith(t, groupOf(t, c, "f").Begin, 5, 5)
+	for g, n := range taken {
+		takeWith(t, groupOf(t, c, g).Begin, n, n)
+	}
 	first := c.logs.LiveFiles()[0].ID // its first spilled puts' file
 	kept := func(when string) {
 		t.Helper()
 		if !slices.ContainsFunc(c.logs.LiveFiles(), func(f logfile.File) bool { return f.ID == first }) {
-			t.Fatalf("after %s: log file %d went, which holds spilled puts of a commit with filter skips whose file stays", when, first)
+			t.Fatalf("after %s: log file %d went, which holds spilled puts of a commit with skip or duplicate records whose file stays", when, first)
 		}
 	}
 	for _, step := range []string{"checkpoint", "reopen"} {
@@ -275,7 +299,7 @@ func TestFilterFullReplayAfterSpilledFilesDeleted(t *testing.T) {
 		}
 		kept(step)
 	}
-	before := peekFiltered(t, c, "f")
+	before := peekFiltered(t, c, peek)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,8 +308,8 @@ func TestFilterFullReplayAfterSpilledFilesDeleted(t *testing.T) {
 	}
 	c = mustOpen(t, cfg)
 	defer c.Close()
-	if after := peekFiltered(t, c, "f"); !slices.Equal(before, after) {
-		t.Fatalf("f before the full replay: %d events %s\nafter: %d %s", len(before), short(before), len(after), short(after))
+	if after := peekFiltered(t, c, peek); !slices.Equal(before, after) {
+		t.Fatalf("%s before the full replay: %d events %s\nafter: %d %s", peek, len(before), short(before), len(after), short(after))
 	}
 	for range 2 { // the full replay found the pin again
 		if err := c.Checkpoint(); err != nil {
@@ -293,9 +317,9 @@ func TestFilterFullReplayAfterSpilledFilesDeleted(t *testing.T) {
 		}
 	}
 	kept("a full replay and checkpoints")
-	drain := func(name string) { takeWith(t, groupOf(t, c, name).Begin, 100, 100) }
-	drain("all")
-	drain("f")
+	for g := range taken {
+		takeWith(t, groupOf(t, c, g).Begin, 100, 100)
+	}
 	for range 2 { // the first checkpoint after the full replay's may still hold the files
 		if err := c.Checkpoint(); err != nil {
 			t.Fatal(err)

@@ -117,6 +117,22 @@ func newMetrics(c *FileChannel) *metrics {
 		return c.queueStatsOnly().PutWaitTime.Seconds()
 	})
 
+	// Idempotent puts (Config.Dedup): read from the window's counters.
+	dedupStat := func(f func(w *dedupWindow) float64) func() float64 {
+		return func() float64 {
+			if c.dedup == nil {
+				return 0
+			}
+			return f(c.dedup)
+		}
+	}
+	counterFunc("put_duplicates_total", "Events put commits dropped as duplicates (Config.Dedup: their header value was committed within the window).",
+		dedupStat(func(w *dedupWindow) float64 { return float64(w.duplicates.Load()) }))
+	counterFunc("dedup_forgotten_total", "Deduplication ids forgotten for Dedup.MaxIDs while still inside the window (a duplicate of one is no longer dropped).",
+		dedupStat(func(w *dedupWindow) float64 { return float64(w.forgotten.Load()) }))
+	gauge("dedup_ids", "Deduplication ids the window remembers (Config.Dedup).",
+		dedupStat(func(w *dedupWindow) float64 { return float64(w.size()) }))
+
 	latency := prometheus.ExponentialBuckets(50e-6, 2, 17) // 50µs … 3.3s
 	commitSeconds := histVec("commit_duration_seconds", "Time Commit took, fsync included, by type.", latency)
 	m.putCommitSeconds, m.takeCommitSeconds = commitSeconds.WithLabelValues("put"), commitSeconds.WithLabelValues("take")

@@ -64,6 +64,7 @@ func (c *FileChannel) open() (err error) {
 		c.buildGroups,           // 6
 		c.replay,                // 7
 		c.settleGroups,          // 7b
+		c.loadDedup,             // 7c
 		c.removeUnfinished,      // 8
 		c.cutTornTails,          // 9
 		c.syncReplayed,          // 10
@@ -345,14 +346,16 @@ func (c *FileChannel) replay(rc *recovery) error {
 		Reserve: max(c.cfg.SpaceReserve, 0), Preallocate: max(c.cfg.Preallocate, 0),
 		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
 		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id,
-		Retention: logfile.Retention{MaxAge: c.cfg.Retention.MaxAge, MaxBytes: c.cfg.Retention.MaxBytes}, Now: c.cfg.now})
+		Retention: logfile.Retention{MaxAge: c.cfg.Retention.MaxAge, MaxBytes: c.cfg.Retention.MaxBytes}, Now: c.cfg.now,
+		BeforeDelete: c.persistDedup})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}
 	c.logs = logs
 	rc.fresh = map[uint32]*groupState{}
 	ropts := replay.Options{Logs: logs, Checkpoint: rc.st, Logger: c.log,
-		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc), ReadJournal: c.readJournal}
+		Groups: c.replaySeeds(rc), NextGroupID: c.nextGroupID, NewQueue: c.newReplayQueue(rc), ReadJournal: c.readJournal,
+		DedupHeader: c.cfg.Dedup.Header}
 	if c.main != nil {
 		ropts.Queue = c.main.queue
 	}

@@ -98,6 +98,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 		return insufficientSpace(c.logs.DirPath(t.dir), free, need, c.cfg.MinimumRequiredSpace)
 	}
 	t.markFilters(c.currentGroups(), e.Headers, t.puts)
+	t.noteDedup(e.Headers, t.puts)
 	held, err := t.acquirePermit(ctx)
 	if err != nil {
 		t.unmarkFilters(t.puts)
@@ -174,9 +175,10 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	now := c.commitTime()
+	t.checkDups(now)
 	plan := c.planFanout(t)
-	recs := plan.records(t.id)
-	now := commitTime()
+	recs := t.dupRecord(plan.records(t.id))
 	if !t.spilled {
 		// Its puts all go in this batch: each holds the commit's time.
 		// A transaction that spilled keeps 0 in all of them, and its
@@ -204,6 +206,7 @@ func (t *Transaction) writePutCommit() (qerr, err error) {
 	}
 	c.pinSpilledPuts(t, plan, a.W.ID())
 	c.noteCommit(t, a, nframes, nbuffered, now)
+	t.commitDups(now)
 	return c.queuePuts(t, plan, ptrs), nil
 }
 
@@ -228,9 +231,13 @@ func (c *FileChannel) noteCommit(t *Transaction, a logfile.Appended, nframes, nb
 	c.logs.NoteEvents(files, woid, now)
 }
 
-// commitTime is the time a put commit records: the wall clock in Unix
-// nanoseconds, at least 1 (0 in a put means "see the commit").
-func commitTime() int64 {
+// commitTime is the time a put commit records: the wall clock (or the
+// tests' Config.clock) in Unix nanoseconds, at least 1 (0 in a put means
+// "see the commit").
+func (c *FileChannel) commitTime() int64 {
+	if c.cfg.clock != nil {
+		return max(c.cfg.clock(), 1)
+	}
 	return max(time.Now().UnixNano(), 1)
 }
 
@@ -246,6 +253,7 @@ func (t *Transaction) abortPuts() {
 	}
 	t.puts, t.spills, t.permits = 0, nil, t.permits[:0]
 	t.clearFilterMarks()
+	t.releaseDups()
 	t.clearBatch()
 }
 

@@ -75,6 +75,18 @@ type Stats struct {
 	// data dir's channel.id records (docs/format.md §1.1, rule 4).
 	ChannelIDsHealed int64
 
+	// Idempotent puts (Config.Dedup). Duplicates counts the events put
+	// commits dropped as duplicates since Open; DedupIDs is the number of
+	// ids the window remembers; DedupForgotten counts the ids forgotten
+	// for MaxIDs while still inside the window (a later duplicate of one
+	// is not dropped); DedupSnapshotMissing is 1 when Open found the
+	// window's snapshot missing, damaged or of another header and rebuilt
+	// the window from the logs alone.
+	Duplicates           int64
+	DedupIDs             int
+	DedupForgotten       int64
+	DedupSnapshotMissing int64
+
 	// Groups are the consumer groups' own numbers, by group id.
 	Groups []GroupStats
 }
@@ -189,6 +201,10 @@ func (c *FileChannel) Stats() Stats {
 	s.CheckpointErrs = c.stats.checkpointErrs.Load()
 	s.BackupErrs = c.stats.backupErrs.Load()
 	s.LastCheckpoint = c.lastCkptW.Load()
+	if w := c.dedup; w != nil {
+		s.Duplicates, s.DedupForgotten, s.DedupIDs = w.duplicates.Load(), w.forgotten.Load(), w.size()
+		s.DedupSnapshotMissing = c.stats.dedupSnapshotBad.Load()
+	}
 	return s
 }
 

@@ -58,6 +58,12 @@ type scratch struct {
 	perms  []permit
 	bodies []unsafe.Pointer
 	counts []uint32
+	// With Config.Dedup (dedupput.go): each put's id, the put indices the
+	// commit drops, the ids it keeps, and the ids seen by the commit.
+	dslots []dedupSlot
+	dups   []uint32
+	dkeep  []dedupID
+	seen   map[dedupID]struct{}
 }
 
 // Transaction is a put or a take transaction. It belongs to one goroutine:

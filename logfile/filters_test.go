@@ -16,10 +16,11 @@ func TestFilterRecords(t *testing.T) {
 	withF := plain
 	withF.Catalog = []GroupInfo{{ID: 1, Name: "a", Capacity: 5}, {ID: 2, Name: "b", Capacity: 5, Filter: `headers["x"] == "y"`}}
 	skip := Record{Type: RecordFilterSkip, TxID: 7, WriteOrderID: 9, Group: 2, Ranges: []uint32{0, 2, 5, 1}}
+	dup := Record{Type: RecordDuplicate, TxID: 7, WriteOrderID: 10, Ranges: []uint32{1, 3}}
 	for _, tc := range []struct {
 		r   Record
 		typ RecordType
-	}{{plain, RecordGroups}, {withF, typeFilteredGroups}, {skip, RecordFilterSkip}} {
+	}{{plain, RecordGroups}, {withF, typeFilteredGroups}, {skip, RecordFilterSkip}, {dup, RecordDuplicate}} {
 		b, err := testFraming.AppendRecord(nil, &tc.r)
 		if err != nil {
 			t.Fatal(err)
@@ -53,6 +54,8 @@ func TestFilterRecords(t *testing.T) {
 		{Type: RecordFilterSkip, Group: 1, Ranges: []uint32{0, 0}},
 		{Type: RecordFilterSkip, Group: 1, Ranges: []uint32{0, 2, 2, 1}}, // touching
 		{Type: RecordFilterSkip, Group: 1, Ranges: []uint32{3, 1, 1, 1}}, // out of order
+		{Type: RecordDuplicate},
+		{Type: RecordDuplicate, Ranges: []uint32{0, 2, 2, 1}}, // touching
 	} {
 		if _, err := testFraming.AppendRecord(nil, &r); !errors.Is(err, ErrInvalidRecord) {
 			t.Errorf("%+v: %v, want ErrInvalidRecord", r, err)
@@ -78,6 +81,10 @@ func TestFilterRecordsCorrupt(t *testing.T) {
 		"ranges_touching":   cat(head(RecordFilterSkip, 7), []byte{1, 2, 0, 2, 2, 1}),
 		"ranges_count_zero": cat(head(RecordFilterSkip, 7), []byte{1, 1, 3, 0}),
 		"ranges_trailing":   cat(head(RecordFilterSkip, 7), []byte{1, 1, 3, 1, 9}),
+		"dup_none":          cat(head(RecordDuplicate, 7), []byte{0}),
+		"dup_touching":      cat(head(RecordDuplicate, 7), []byte{2, 0, 2, 2, 1}),
+		"dup_trailing":      cat(head(RecordDuplicate, 7), []byte{1, 3, 1, 9}),
+		"dup_overrun":       cat(head(RecordDuplicate, 7), []byte{3, 3, 1}),
 	} {
 		if _, _, err := testFraming.DecodeRecord(frameOf(payload)); !errors.Is(err, corrupt.ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)

@@ -176,7 +176,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// MaxRecordType: a newer release numbers its new record types from 15 up.
+// MaxRecordType: a newer release numbers its new record types from 16 up.
 
 import (
 	"bytes"
@@ -222,6 +222,11 @@ const (
 	// RecordFilterSkip (a file of any version, groups.go): the events of a
 	// put transaction that group Group's filter does not match, as ranges
 	// of their indices in the transaction's put order (Record.Ranges).
+	RecordDuplicate RecordType = 15
+	// RecordDuplicate (a file of any version, groups.go): the events of a
+	// put transaction that its commit dropped as duplicates (Config.Dedup):
+	// ranges of their indices in the transaction's put order
+	// (Record.Ranges). No group receives them.
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
@@ -263,7 +268,7 @@ const (
 	MaxFormatVersion  = TimedBoundVersion
 	// MaxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	MaxRecordType = typeFilteredGroups
+	MaxRecordType = RecordDuplicate
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -326,6 +331,8 @@ func (t RecordType) String() string {
 		return "synced"
 	case RecordFilterSkip:
 		return "filter skip"
+	case RecordDuplicate:
+		return "duplicate"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -355,7 +362,7 @@ type Record struct {
 	NextGroupID uint32               // groups: the id the next consumer group created gets; above every Catalog ID
 	Catalog     []GroupInfo          // groups: every consumer group, in strictly increasing ID order; nil when a decoded record lists none
 	Skip        []uint32             // skip: the groups that do not receive the transaction's events, strictly increasing, at least one
-	Ranges      []uint32             // filter skip: (first index, count >= 1) pairs, in increasing order, not touching
+	Ranges      []uint32             // filter skip, duplicate: (first index, count >= 1) pairs, in increasing order, not touching
 	KeyID       string               // key: the id of the key the file's put bodies are sealed with, 1 to MaxKeyIDLen bytes
 	KeyCheck    [seal.CheckSize]byte // key: that key's check value for this file
 	SyncedTo    int64                // synced: the file's durable extent when the mark was written, at most the mark's own offset
@@ -405,6 +412,8 @@ func (r *Record) payloadSize(timed bool) int {
 		n += skipSize(r.Skip)
 	case RecordFilterSkip:
 		n += uvarintLen(uint64(r.Group)) + rangesSize(r.Ranges)
+	case RecordDuplicate:
+		n += rangesSize(r.Ranges)
 	case RecordMove:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 	case RecordKey:
@@ -538,7 +547,7 @@ func frameType(r *Record) (RecordType, error) {
 		if err := checkSkip(r.Skip); err != nil {
 			return 0, err
 		}
-	case RecordFilterSkip:
+	case RecordFilterSkip, RecordDuplicate:
 		if err := checkRanges(r.Ranges); err != nil {
 			return 0, err
 		}
@@ -592,6 +601,8 @@ func appendBody(dst []byte, r *Record) []byte {
 		dst = appendSkip(dst, r.Skip)
 	case RecordFilterSkip:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
+		dst = appendRanges(dst, r.Ranges)
+	case RecordDuplicate:
 		dst = appendRanges(dst, r.Ranges)
 	case RecordMove:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
@@ -740,6 +751,8 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 		return decodeSkip(p, r, s)
 	case RecordFilterSkip:
 		return decodeFilterSkip(p, r)
+	case RecordDuplicate:
+		return decodeDuplicate(p, r)
 	case typeFilteredGroups:
 		r.Type = RecordGroups
 		return decodeGroupsOf(p, r, true)

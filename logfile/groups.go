@@ -288,7 +288,7 @@ func rangesSize(rs []uint32) int {
 	return n
 }
 
-// checkRanges returns ErrInvalidRecord for filter skip ranges that would
+// checkRanges returns ErrInvalidRecord for filter skip or duplicate ranges that would
 // not decode: none, odd, a count of 0, or ranges out of order or touching
 // (the writer merges adjacent ones).
 func checkRanges(rs []uint32) error {
@@ -323,29 +323,50 @@ func decodeFilterSkip(p []byte, r *Record) string {
 	if !ok {
 		return "bad group id"
 	}
+	rs, why := decodeRanges(p, "filter skip")
+	if why != "" {
+		return why
+	}
+	r.Group, r.Ranges = g, rs
+	return ""
+}
+
+// decodeDuplicate decodes the body of a duplicate record into r: at least
+// one range (as checkRanges wants them).
+func decodeDuplicate(p []byte, r *Record) string {
+	rs, why := decodeRanges(p, "duplicate")
+	if why != "" {
+		return why
+	}
+	r.Ranges = rs
+	return ""
+}
+
+// decodeRanges decodes the ranges that end the body p of a filter skip or
+// duplicate record (what names the record in its reasons).
+func decodeRanges(p []byte, what string) ([]uint32, string) {
 	n, p, ok := readUvarint(p)
 	switch {
 	case !ok:
-		return "bad range count"
+		return nil, "bad range count"
 	case n == 0:
-		return "filter skip record without ranges"
+		return nil, what + " record without ranges"
 	case n > uint64(len(p))/2:
-		return "range count overruns payload"
+		return nil, "range count overruns payload"
 	}
 	rs := make([]uint32, 2*n)
 	for i := range rs {
 		if rs[i], p, ok = readUint32(p); !ok {
-			return "bad range"
+			return nil, "bad range"
 		}
 	}
 	if len(p) != 0 {
-		return "trailing bytes after filter skip"
+		return nil, "trailing bytes after " + what
 	}
 	if checkRanges(rs) != nil {
-		return "filter skip ranges out of order, touching or empty"
+		return nil, what + " ranges out of order, touching or empty"
 	}
-	r.Group, r.Ranges = g, rs
-	return ""
+	return rs, ""
 }
 
 // decodeSkip decodes the body of a skip record into r, its Skip in s's

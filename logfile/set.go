@@ -95,6 +95,12 @@ type SetOptions struct {
 	OnCreate func(*Writer)
 	// OnDelete, if set, is called once per log file Reclaim deletes.
 	OnDelete func(id uint32)
+	// BeforeDelete, if set, is called by Reclaim and MakeRoom (with the
+	// set's deletion lock held: it must not call them) before they delete
+	// any log file; if it fails they delete nothing and return its error.
+	// The channel persists there what it would otherwise have to rebuild
+	// from the files (its deduplication window).
+	BeforeDelete func() error
 	// FileStart, if set, gives the records that begin every new log file
 	// (the channel's consumer-group catalog): Roll writes them right
 	// after the header, with write-order ids, and they are made durable

@@ -1753,3 +1753,34 @@ func TestSetSpaceReserve(t *testing.T) {
 		}
 	})
 }
+
+// TestBeforeDelete: Reclaim calls SetOptions.BeforeDelete once before it
+// deletes anything; if it fails, nothing is deleted and its error is
+// Reclaim's. With nothing to delete it is not called.
+func TestBeforeDelete(t *testing.T) {
+	fsys := setMem(t, "/a")
+	var deleted []uint32
+	calls, fail := 0, errors.New("persist failed")
+	var ret error
+	s := startSet(t, SetOptions{FS: fsys, Dirs: []string{"/a"}, OnDelete: func(id uint32) { deleted = append(deleted, id) },
+		BeforeDelete: func() error { calls++; return ret }}, Recovered{})
+	rollFiles(t, s, 0, 3)
+	none := func([]uint32) []uint32 { return nil }
+	if _, err := s.Reclaim(s.Snapshot(), none); err != nil || calls != 0 {
+		t.Fatalf("Reclaim of nothing: %v, %d calls; want nil, 0", err, calls)
+	}
+	ret = fail
+	all := func(c []uint32) []uint32 { return c }
+	if n, err := s.Reclaim(s.Snapshot(), all); !errors.Is(err, fail) || n != 0 || len(deleted) != 0 || calls != 1 {
+		t.Fatalf("Reclaim with a failing BeforeDelete: %d deleted (%v), %v, %d calls", n, deleted, err, calls)
+	}
+	for id := uint32(1); id <= 3; id++ {
+		if !existsIn(fsys, filepath.Join("/a", LogName(id))) {
+			t.Fatalf("file %d deleted", id)
+		}
+	}
+	ret = nil
+	if n, err := s.Reclaim(s.Snapshot(), all); err != nil || n != 3 || calls != 2 {
+		t.Fatalf("Reclaim: %d deleted, %v, %d calls; want 3, nil, 2", n, err, calls)
+	}
+}

@@ -2,6 +2,7 @@ package logfile
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -196,6 +197,11 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 // how many it deleted. left must hold no file whose events a file outside
 // it, that exists, completes (closeOver).
 func (s *Set) deleteInRounds(left []uint32) (int, error) {
+	if len(left) > 0 && s.opts.BeforeDelete != nil {
+		if err := s.opts.BeforeDelete(); err != nil {
+			return 0, fmt.Errorf("before deleting log files: %w", err)
+		}
+	}
 	deleted := 0
 	var errs []error
 	for len(left) > 0 {

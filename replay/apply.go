@@ -21,6 +21,11 @@ type applier struct {
 	// (by put order) that a group's filter keeps out.
 	txFilters map[uint64][]filterPart
 	txMoves   map[uint64][]takePart // move records seen, per tx and the group moved to
+	// txDups: duplicate records seen: per put tx, the ranges of its
+	// events (in put order) its commit dropped. txIDs: per put tx, the
+	// deduplication ids of its puts read (Options.DedupHeader).
+	txDups map[uint64][]uint32
+	txIDs  map[uint64][]putID
 	// txSpilled: put transactions with a put that holds no commit time
 	// in a file that records times (version 7 on): they spilled.
 	txSpilled map[uint64]bool
@@ -92,6 +97,9 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		if !ok {
 			ps = a.spareSlice()
 		}
+		if src.hasID {
+			a.noteID(r, len(ps), src.dedupID)
+		}
 		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
 	case logfile.RecordTake:
 		a.addPart(a.txTakes, r)
@@ -102,6 +110,11 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 			a.txFilters = map[uint64][]filterPart{}
 		}
 		a.txFilters[r.TxID] = append(a.txFilters[r.TxID], filterPart{group: r.Group, ranges: r.Ranges})
+	case logfile.RecordDuplicate:
+		if a.txDups == nil {
+			a.txDups = map[uint64][]uint32{}
+		}
+		a.txDups[r.TxID] = append(a.txDups[r.TxID], r.Ranges...)
 	case logfile.RecordDeliver:
 		a.res.Deliveries += len(r.Pointers)
 		if g := a.groups[r.Group]; g != nil && len(r.Counts) == len(r.Pointers) {
@@ -120,6 +133,8 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		a.forgetTakes(r.TxID)
 		delete(a.txSkips, r.TxID)
 		delete(a.txFilters, r.TxID)
+		delete(a.txDups, r.TxID)
+		delete(a.txIDs, r.TxID)
 		delete(a.txSpilled, r.TxID)
 	case logfile.RecordCommit:
 		a.res.Commits++
@@ -158,9 +173,9 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 	}
 	// The commit record completes puts that may sit in older files:
 	// this file must outlive them (see Result.Completes). With filter
-	// skip records (indices into all of its puts), they must outlive it
-	// too (channel's pinSpilledPuts).
-	pinned := len(a.txFilters[r.TxID]) > 0
+	// skip records or a duplicate record (indices into all of its puts),
+	// they must outlive it too (channel's pinSpilledPuts).
+	pinned := len(a.txFilters[r.TxID]) > 0 || len(a.txDups[r.TxID]) > 0
 	for _, ps := range [][]eventqueue.Pointer{spilled, a.txPuts[r.TxID]} {
 		for _, p := range ps {
 			if f := p.FileID(); f != file {
@@ -175,6 +190,7 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		a.noteSpilled(r, spilled, a.txPuts[r.TxID])
 	}
 	a.noteEvents(r, spilled, a.txPuts[r.TxID])
+	a.commitIDs(r, len(spilled))
 	start := len(a.committed)
 	a.committed = append(a.committed, spilled...)
 	a.committed = append(a.committed, a.txPuts[r.TxID]...)
@@ -644,24 +660,44 @@ type filterPart struct {
 	ranges []uint32
 }
 
-// applyFilters applies the filter skip records of put transaction tx,
-// whose events are applier.committed[start:end]: each group skips the
-// events its filter kept out (ranges past end, of events damage took, are
-// cut).
+// applyFilters applies the filter skip and duplicate records of put
+// transaction tx, whose events are applier.committed[start:end]: each group
+// skips the events its filter kept out, and every group the duplicates
+// (ranges past end, of events damage took, are cut).
 func (a *applier) applyFilters(tx uint64, start, end int) {
-	for _, fp := range a.txFilters[tx] {
-		g := a.groups[fp.group]
-		if g == nil {
-			continue
-		}
-		for i := 0; i+1 < len(fp.ranges); i += 2 {
-			from := start + int(fp.ranges[i])
-			to := min(from+int(fp.ranges[i+1]), end)
-			if from < to {
-				g.skip(from, to)
-				a.res.FilteredOut += int64(to - from)
+	parts, dups := a.txFilters[tx], a.txDups[tx]
+	delete(a.txFilters, tx)
+	delete(a.txDups, tx)
+	for _, fp := range parts {
+		a.res.FilteredOut += int64(countRanges(fp.ranges, end-start))
+	}
+	if len(dups) == 0 {
+		for _, fp := range parts {
+			if g := a.groups[fp.group]; g != nil {
+				skipRanges(g, start, end, fp.ranges)
 			}
 		}
+		return
 	}
-	delete(a.txFilters, tx)
+	a.res.Duplicates += int64(countRanges(dups, end-start))
+	for id, g := range a.groups {
+		rs := dups
+		for _, fp := range parts {
+			if fp.group == id {
+				rs = unionRanges(fp.ranges, dups)
+			}
+		}
+		skipRanges(g, start, end, rs)
+	}
+}
+
+// skipRanges makes g skip the events of ranges rs (increasing) of a
+// transaction whose events are committed[start:end].
+func skipRanges(g *groupState, start, end int, rs []uint32) {
+	for i := 0; i+1 < len(rs); i += 2 {
+		from := start + int(rs[i])
+		if to := min(from+int(rs[i+1]), end); from < to {
+			g.skip(from, to)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -63,6 +64,7 @@ type histPut struct {
 	ptr     eventqueue.Pointer
 	put     uint64
 	spilled bool
+	out     bool // the filter of the reset's group keeps it out
 }
 
 // History reads files (of logs; by id) and calls emit with each committed
@@ -134,7 +136,7 @@ func readHistory(logs *logfile.Set, files []logfile.File, log *slog.Logger, keep
 		}
 	}
 	heap.Init(&h)
-	pending := map[uint64][]histPut{}
+	pending := &histPending{puts: map[uint64][]histPut{}, dups: map[uint64][]uint32{}}
 	for len(h) > 0 {
 		d := h[0]
 		if !d.apply(pending, emit) {
@@ -169,7 +171,15 @@ type histDir struct {
 	tx, woid        uint64
 	off             int64
 	time            int64
-	timed           bool // the current file records commit times
+	ranges          []uint32 // a duplicate record's (copied)
+	timed           bool     // the current file records commit times
+}
+
+// histPending is the transactions whose commit the history has not read
+// yet: their puts, and the puts their duplicate records drop (ranges).
+type histPending struct {
+	puts map[uint64][]histPut
+	dups map[uint64][]uint32
 }
 
 // next moves to the dir's next record that has a write-order id; false at
@@ -197,6 +207,10 @@ func (d *histDir) next() (bool, error) {
 				continue
 			}
 			d.typ, d.commitType, d.tx, d.woid, d.off, d.time = r.Type, r.CommitType, r.TxID, r.WriteOrderID, d.sc.Offset(), r.Time
+			d.ranges = nil
+			if r.Type == logfile.RecordDuplicate {
+				d.ranges = slices.Clone(r.Ranges)
+			}
 			return true, nil
 		}
 		if err := d.sc.Err(); err != nil {
@@ -222,28 +236,37 @@ func (d *histDir) close() {
 }
 
 // apply applies the current record to pending and emits the events its
-// commit commits; false when emit asked to stop.
-func (d *histDir) apply(pending map[uint64][]histPut, emit func(HistoryEvent) bool) bool {
+// commit commits (not those its duplicate records drop); false when emit
+// asked to stop.
+func (d *histDir) apply(pending *histPending, emit func(HistoryEvent) bool) bool {
 	switch {
 	case d.typ == logfile.RecordPut:
+		// An event the filter keeps out stays in pending (out), so that
+		// the put indices of a duplicate record still name the right puts.
+		out := false
 		if d.keep != nil {
 			keep, err := d.kept()
 			if err != nil {
 				d.err = err
 				return false
 			}
-			if !keep {
-				break
-			}
+			out = !keep
 		}
-		pending[d.tx] = append(pending[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid,
+		pending.puts[d.tx] = append(pending.puts[d.tx], histPut{ptr: eventqueue.NewPointer(d.file, uint32(d.off)), put: d.woid, out: out,
 			spilled: d.timed && d.time == 0})
+	case d.typ == logfile.RecordDuplicate:
+		pending.dups[d.tx] = append(pending.dups[d.tx], d.ranges...)
 	case d.typ == logfile.RecordRollback:
-		delete(pending, d.tx)
+		delete(pending.puts, d.tx)
+		delete(pending.dups, d.tx)
 	case d.typ == logfile.RecordCommit && d.commitType == logfile.RecordPut:
-		puts := pending[d.tx]
-		delete(pending, d.tx)
-		for _, p := range puts {
+		puts, dups := pending.puts[d.tx], pending.dups[d.tx]
+		delete(pending.puts, d.tx)
+		delete(pending.dups, d.tx)
+		for i, p := range puts {
+			if p.out || inRanges(dups, i) {
+				continue
+			}
 			if !emit(HistoryEvent{Pointer: p.ptr, Put: p.put, Commit: d.woid, Spilled: p.spilled, Time: d.time}) {
 				return false
 			}

@@ -59,6 +59,10 @@ type Options struct {
 	// are read, and once at the end (with Bytes == TotalBytes), on Run's
 	// goroutine. nil = none.
 	Progress func(Progress)
+	// DedupHeader is the channel's Config.Dedup.Header: the replay reads
+	// the value of this header of every committed put it replays, and
+	// returns its id (Result.DedupIDs). "" = none.
+	DedupHeader string
 }
 
 // Progress is how far a replay has come.
@@ -189,6 +193,13 @@ type Result struct {
 	// FilteredOut counts the events filter skip records kept out of a
 	// group (its filter did not match them at their put commit).
 	FilteredOut int64
+	// Duplicates counts the events duplicate records dropped (no group
+	// received them).
+	Duplicates int64
+	// DedupIDs (with Options.DedupHeader) is, in commit order, the
+	// deduplication id and commit time of every committed put replayed
+	// that has the header and that its commit did not drop.
+	DedupIDs []checkpoint.DedupEntry
 	// Deliveries counts the delivery counts the deliver records replayed
 	// carry; Moved the events committed take transactions moved to
 	// another group (dead letters, rejects, redrives).
@@ -430,7 +441,7 @@ func (r *run) peekFiles() error {
 			r.res.Empty = append(r.res.Empty, f.Path)
 			continue
 		}
-		s := &source{file: f, from: r.positions[f.ID], id: f.ID, path: f.Path, logIndex: len(r.res.Logs)}
+		s := &source{file: f, from: r.positions[f.ID], id: f.ID, path: f.Path, logIndex: len(r.res.Logs), dedupHeader: r.opts.DedupHeader}
 		r.sources = append(r.sources, s)
 		r.a.sources[f.ID] = s
 		r.res.MaxFileID = max(r.res.MaxFileID, f.ID)

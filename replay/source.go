@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -33,6 +34,10 @@ type item struct {
 	size            int64 // encoded size
 	ptrs            [2]int32
 	group           uint32 // a take record's consumer group
+	// dedupID is a put's deduplication id (hasID: it has one; see
+	// Options.DedupHeader).
+	dedupID [2]uint64
+	hasID   bool
 	// extra holds the rare records whose fields the item has no room for:
 	// a groups catalog (RecordGroups), a skip (RecordSkip, and
 	// RecordFilterSkip's ranges) and a deliver's counts, copied out
@@ -64,6 +69,12 @@ type source struct {
 	path     string
 	logIndex int
 	pads     []logfile.Skip // padding records read: regions a repair overwrote
+	// dedupHeader is Options.DedupHeader.
+	dedupHeader string
+
+	// dedupID is the current record's deduplication id, if hasID.
+	dedupID [2]uint64
+	hasID   bool
 
 	woid uint64         // write-order id of the current record
 	rec  logfile.Record // the current record (no body, no headers)
@@ -166,7 +177,11 @@ func (s *source) read() {
 		it := item{typ: r.Type, commitType: r.CommitType, txID: r.TxID, woid: r.WriteOrderID, count: r.Count,
 			time: r.Time, off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
 		switch r.Type {
-		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip:
+		case logfile.RecordPut:
+			if v := r.Headers[s.dedupHeader]; s.dedupHeader != "" && v != "" {
+				it.dedupID, it.hasID = checkpoint.DedupID(v), true
+			}
+		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip, logfile.RecordDuplicate:
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID, Catalog: slices.Clone(r.Catalog),
 				Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts), Ranges: slices.Clone(r.Ranges)}
 		}
@@ -232,6 +247,7 @@ func (s *source) advance() bool {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]
 	}
 	s.woid, s.off, s.size = it.woid, it.off, it.size
+	s.dedupID, s.hasID = it.dedupID, it.hasID
 	return true
 }
 

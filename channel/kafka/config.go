@@ -68,6 +68,11 @@ type Config struct {
 	// headers kafka.topic, kafka.partition, kafka.offset, kafka.timestamp
 	// (Unix milliseconds) and kafka.key (when the record has a key).
 	RawValues bool
+	// Dedup is a FileChannel's idempotent puts (channel.Config.Dedup):
+	// not supported on Kafka. Open refuses a Dedup with a Header
+	// (a *ConfigError matching ErrUnsupported); use Kafka's idempotent
+	// producer and a consumer that tolerates duplicates instead.
+	Dedup channel.Dedup
 
 	// TransactionCapacity bounds the events of one transaction; 0 = 10,000.
 	TransactionCapacity int
@@ -160,6 +165,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if err := checkPosition(p); err != nil {
 			return cfg, &ConfigError{Field: "StartAt", Reason: fmt.Sprintf("group %s: %v", name, err), err: ErrUnsupported}
 		}
+	}
+	if cfg.Dedup != (channel.Dedup{}) {
+		return cfg, &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

@@ -120,6 +120,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},
+		{"dedup: put commits with Dedup (1M ids in the window) and without, interleaved; the window's heap per id", b.dedupPuts},
 		{"reset: ResetGroup to a time near the end and to Earliest, and plain reads of the log, from the page cache and dropped, interleaved; a reset's heap", b.resets},
 		{"filters: put commits, 4 groups each filtering on a header and 4 unfiltered groups, interleaved", b.filterPuts},
 		{"filters: takes of a group whose filter matches 10% and of an unfiltered group, per event put, interleaved", b.filterTakes},

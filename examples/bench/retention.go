@@ -97,15 +97,21 @@ func (b *bench) retentionPuts() error {
 // (the ratio of the rates over all rounds, with the rounds' median and
 // range).
 func retentionTargets(r *Report) []Target {
-	const name, want = "retention: put commits batch 100, Retention{MaxAge: 1h} / without", ">= 0.95"
-	with, okw := r.result(retentionID(true))
-	without, oko := r.result(retentionID(false))
+	return ratioTarget(r, "retention: put commits batch 100, Retention{MaxAge: 1h} / without", retentionID(true), retentionID(false), 0.95)
+}
+
+// ratioTarget is the target name: the rate of the result withID over that
+// of withoutID (rateRatio) at least least.
+func ratioTarget(r *Report, name, withID, withoutID string, least float64) []Target {
+	want := fmt.Sprintf(">= %.2f", least)
+	with, okw := r.result(withID)
+	without, oko := r.result(withoutID)
 	if !okw || !oko || without.EventsPerSec == 0 {
 		return []Target{{Name: name, Want: want, Got: "not measured", Status: "-"}}
 	}
 	q, got := rateRatio(with, without)
 	st := "MISS"
-	if q >= 0.95 {
+	if q >= least {
 		st = "PASS"
 	}
 	return []Target{{Name: name, Want: want, Got: got, Status: st}}

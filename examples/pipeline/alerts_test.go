@@ -33,7 +33,8 @@ const (
 // registeredMetrics opens a channel on a fresh registry and returns its
 // metric families by name. Its unnamed group has MaxDeliveries, and so a
 // dead-letter group ("dlq"): the dead-letter metrics exist only for such
-// groups, and a channel without them would not export them.
+// groups, and a channel without them would not export them; the same for
+// its filtered group and the filter's metric.
 func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	dir := t.TempDir()
@@ -44,7 +45,7 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		CheckpointDir:        filepath.Join(dir, "checkpoint"),
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
-		Groups:               []channel.GroupConfig{{MaxDeliveries: 5}},
+		Groups:               []channel.GroupConfig{{MaxDeliveries: 5}, {Name: "filtered", Filter: `headers["x"] == "y"`}},
 	})
 	if err != nil {
 		t.Fatal(err)

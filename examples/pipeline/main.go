@@ -42,7 +42,16 @@
 // Stop it with Ctrl-C (or kill it) and start it again: the sink resumes
 // where it stopped, and no committed event is lost. The sink checks this:
 // every event carries a sequence number, and the sink counts re-deliveries
-// (possible after a crash: delivery is at-least-once). A gap (a number
+// (possible after a crash: delivery is at-least-once). On the file
+// channel the source's side cannot cause them: a source killed between its
+// commit and saving its position puts that batch again, and the channel's
+// idempotent puts (Config.Dedup on the "seq" header, which holds the
+// sequence number) drop it, so a kill -9 loop shows 0 events put twice.
+// "redelivered" then counts the sink's side only: events a sink took and
+// rolled back, or whose take commit a kill -9 prevented (they are taken
+// again after the restart), and events committed by a take whose position
+// the sink had not saved yet. On Kafka (-backend kafka) there is no
+// deduplication: a batch put again shows there too. A gap (a number
 // above the one expected: lost events) stops the run at once with an
 // error that names the fcreplay verify command to run; the sink rolls the
 // batch back, so the channel still holds it, and its position stays.
@@ -296,8 +305,15 @@ func fileConfig(o options) channel.Config {
 		MaxFileSize:          o.maxFileSize,
 		MinimumRequiredSpace: o.minFree.Config(),
 		KeepAlive:            time.Second,
+		// Idempotent puts: the source's batch put again after a crash
+		// (its position is saved after the commit) is dropped.
+		Dedup: channel.Dedup{Header: seqHeader},
 	}
 }
+
+// seqHeader is the header holding an event's sequence number: the id
+// Config.Dedup deduplicates puts by.
+const seqHeader = "seq"
 
 // openFile opens the durable file channel in o.dir.
 func openFile(o options, logger *slog.Logger, reg *prometheus.Registry) (backend[*channel.Transaction], error) {
@@ -599,8 +615,10 @@ func source[T channel.Tx](ctx context.Context, b backend[T], o options, next int
 		next += int64(o.batch)
 		put.Add(int64(o.batch))
 		// The source's position is saved after the commit: a crash between
-		// the two makes the source produce those numbers again, which the
-		// sink sees as re-deliveries, never as gaps.
+		// the two makes the source produce those numbers again. On the
+		// file channel the events carry their number in the "seq" header
+		// and Config.Dedup drops the batch put again; on Kafka the sink
+		// sees it as re-deliveries, never as gaps.
 		if err := counter.Save(b.srcPath, next); err != nil {
 			return err
 		}
@@ -621,7 +639,8 @@ func putBatch[T channel.Tx](ctx context.Context, begin func() (T, error), n int,
 		}
 		body := append(strconv.AppendInt(make([]byte, 0, 16+len(payload)), next+i, 10), ' ')
 		body = append(body, payload...)
-		if err := tx.PutContext(ctx, channel.Event{Headers: map[string]string{"source": "pipeline"}, Body: body}); err != nil {
+		h := map[string]string{"source": "pipeline", seqHeader: strconv.FormatInt(next+i, 10)}
+		if err := tx.PutContext(ctx, channel.Event{Headers: h, Body: body}); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -70,6 +73,7 @@ func runInspect(o *options) error {
 		out.LogBytes += l.Size
 	}
 	retainedFacts(o, rep.Logs, &out)
+	out.Dedup = dedupFacts(o)
 	if o.json {
 		return o.printJSON(out)
 	}
@@ -106,6 +110,29 @@ type inspectJSON struct {
 	Problems       int    `json:"problems"` // listed by verify
 	// Cost is what the damage costs in committed events (as verify's).
 	Cost costJSON `json:"cost"`
+	// Dedup describes the deduplication snapshot (Config.Dedup); absent
+	// without one.
+	Dedup *dedupJSON `json:"dedup,omitempty"`
+}
+
+// dedupJSON is the deduplication snapshot in the checkpoint dir: the
+// header it is of and the ids it holds, or why it does not read.
+type dedupJSON struct {
+	Header string `json:"header,omitempty"`
+	IDs    int    `json:"ids"`
+	Error  string `json:"error,omitempty"`
+}
+
+// dedupFacts reads the deduplication snapshot, nil without one.
+func dedupFacts(o *options) *dedupJSON {
+	header, entries, err := checkpoint.ReadDedup(o.fs, o.checkpointDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return &dedupJSON{Error: err.Error()}
+	}
+	return &dedupJSON{Header: header, IDs: len(entries)}
 }
 
 // checkpointJSON describes the checkpoint or the backup.
@@ -346,6 +373,12 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 		if r.Cost.Redelivered > 0 {
 			kv("  ", "redelivered", "%d taken events come back (their take records were damaged)", r.Cost.Redelivered)
 		}
+	}
+	switch d := r.Dedup; {
+	case d != nil && d.Error != "":
+		kv("", "dedup", "snapshot unusable (the next Open rebuilds the window from the logs alone): %s", d.Error)
+	case d != nil:
+		kv("", "dedup", "%s remembered for header %q", plural(int64(d.IDs), "id"), d.Header)
 	}
 	kv("", "log files", "%s, %d bytes", plural(int64(len(r.Logs)), "file"), r.LogBytes)
 	if r.RetainedFiles > 0 {

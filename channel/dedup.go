@@ -1,0 +1,237 @@
+package channel
+
+import (
+	"cmp"
+	"github.com/flumego/filechannel/checkpoint"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Idempotent puts (Config.Dedup): the deduplication window.
+//
+// Each Put of an event whose Dedup.Header value is not empty computes the
+// value's id (dedupIDOf: SHA-256 truncated to 128 bits, stable across
+// processes, so that it can be persisted), outside any lock. The put
+// commit, under commitMu shared, asks the window (check) which of its puts
+// are duplicates: an id committed within Window, or the id of an earlier
+// put of the same transaction. It reserves the others (pendingMark, in the
+// map); once its sync succeeded it makes them committed with its commit
+// time (commit), and if its write or sync failed it releases them
+// (release). A commit that meets an id another commit in flight reserved
+// keeps its event: that commit may still fail, so dropping would risk a
+// loss; both are kept (a possible duplicate, never a loss).
+//
+// The window is a map (id -> commit time) and a FIFO of (id, time) in
+// commit order: expired entries leave from its front, and so do the oldest
+// when it holds more than MaxIDs (counted as forgotten when still inside
+// the window). An older FIFO entry never removes a newer time of its id.
+// It is rebuilt at Open from the snapshot file (dedupfile.go) and the ids
+// of the puts that replay reads.
+
+// dedupID is an event's deduplication id: its Dedup.Header value's SHA-256
+// truncated to 128 bits.
+type dedupID = [2]uint64
+
+// dedupIDOf returns the id of header value v.
+func dedupIDOf(v string) dedupID { return checkpoint.DedupID(v) }
+
+// dedupEntry is an id the window remembers and its commit time (Unix
+// nanoseconds): an entry of the snapshot file.
+type dedupEntry = checkpoint.DedupEntry
+
+// dedupWindow is the ids of the events committed within the window.
+type dedupWindow struct {
+	window int64 // nanoseconds
+	maxIDs int
+
+	// mu (dedupMu) guards the fields below. It is taken under commitMu
+	// shared, never with queueMu.
+	mu sync.Mutex
+	// ids maps each id to its latest commit time (> 0), or to
+	// pendingMark(tx) while the commit of tx, in flight, reserves it.
+	ids      map[dedupID]int64
+	reserved int          // the ids of ids that are reservations
+	fifo     []dedupEntry // committed ids in commit order, from head
+	head     int
+	// gen counts the changes; persisted is gen when the snapshot file was
+	// last written.
+	gen, persisted uint64
+
+	// fileMu serialises the writes of the snapshot file (dedupfile.go),
+	// and guards the buffers they reuse. Taken before mu.
+	fileMu      sync.Mutex
+	fileEntries []dedupEntry
+	fileBuf     []byte
+
+	duplicates atomic.Int64 // events dropped as duplicates
+	forgotten  atomic.Int64 // ids evicted for MaxIDs while still inside the window
+}
+
+// newDedupWindow returns an empty window.
+func newDedupWindow(d Dedup) *dedupWindow {
+	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: map[dedupID]int64{}}
+}
+
+// pendingMark is the value of an id reserved by the commit of transaction
+// tx in the window's map: below 0, never a commit time.
+func pendingMark(tx uint64) int64 { return -int64(tx&(1<<62-1)) - 1 }
+
+// dedupSlot is what a Put noted of its event: its id, if it has one.
+type dedupSlot struct {
+	id  dedupID
+	has bool
+}
+
+// check decides, for the puts of transaction tx (slots, in put order)
+// committed at now, which are duplicates: it appends their indices to
+// dups, and to keep the ids the commit adds, reserving those no commit in
+// flight holds. A reservation is the id's entry in the map (one lookup per
+// put; its commit then updates an entry it just touched). seen is the
+// caller's scratch set, empty: only the ids another commit reserved go in
+// it, to tell a second put of one in this transaction.
+func (w *dedupWindow) check(tx uint64, now int64, slots []dedupSlot, seen map[dedupID]struct{},
+	dups []uint32, keep []dedupID) ([]uint32, []dedupID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cut, mine := now-w.window, pendingMark(tx)
+	for i, s := range slots {
+		if !s.has {
+			continue
+		}
+		t, ok := w.ids[s.id]
+		switch {
+		case ok && t == mine: // an earlier put of this transaction
+			dups = append(dups, uint32(i))
+		case ok && t < 0: // another commit in flight holds it: kept
+			if _, twice := seen[s.id]; twice {
+				dups = append(dups, uint32(i))
+				continue
+			}
+			seen[s.id] = struct{}{}
+			keep = append(keep, s.id)
+		case ok && t >= cut:
+			dups = append(dups, uint32(i))
+		default:
+			w.ids[s.id] = mine
+			w.reserved++
+			keep = append(keep, s.id)
+		}
+	}
+	return dups, keep
+}
+
+// commit makes the ids of keep committed at now (tx's commit is durable),
+// ending tx's reservations, and counts dropped duplicates.
+func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) {
+	w.duplicates.Add(int64(dropped))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mine := pendingMark(tx)
+	for _, id := range keep {
+		t, ok := w.ids[id]
+		if ok && t == mine {
+			w.reserved--
+		} else if ok && t < 0 {
+			w.reserved-- // another's reservation: this commit made it an id
+		}
+		if !ok || t < now {
+			w.ids[id] = now
+			w.appendLocked(id, now)
+		}
+	}
+	w.gen++
+	w.trimLocked(now)
+}
+
+// release drops tx's reservations of keep (its commit failed).
+func (w *dedupWindow) release(tx uint64, keep []dedupID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	mine := pendingMark(tx)
+	for _, id := range keep {
+		if t, ok := w.ids[id]; ok && t == mine {
+			delete(w.ids, id)
+			w.reserved--
+		}
+	}
+}
+
+// addLocked remembers id committed at t. An id already remembered at t or
+// later (a rebuild meeting the snapshot's copy) is not added again.
+func (w *dedupWindow) addLocked(id dedupID, t int64) {
+	if old, ok := w.ids[id]; ok && old >= t {
+		return
+	}
+	w.ids[id] = t
+	w.appendLocked(id, t)
+}
+
+// appendLocked appends (id, t) to the FIFO.
+func (w *dedupWindow) appendLocked(id dedupID, t int64) {
+	if len(w.fifo) == cap(w.fifo) && w.head >= cap(w.fifo)/4 {
+		// Slide the live entries to the front instead of growing: a
+		// full window then reuses its FIFO (a copy of at most 3/4 of it
+		// every cap/4 ids, 3 entries per id added).
+		n := copy(w.fifo, w.fifo[w.head:])
+		clear(w.fifo[n:])
+		w.fifo, w.head = w.fifo[:n], 0
+	}
+	w.fifo = append(w.fifo, dedupEntry{ID: id, Time: t})
+}
+
+// trimLocked forgets the entries older than the window at now, then the
+// oldest while more than maxIDs are remembered.
+func (w *dedupWindow) trimLocked(now int64) {
+	cut := now - w.window
+	for w.head < len(w.fifo) {
+		e := w.fifo[w.head]
+		over := len(w.fifo)-w.head > w.maxIDs
+		if e.Time >= cut && !over {
+			break
+		}
+		if t, ok := w.ids[e.ID]; ok && t == e.Time {
+			delete(w.ids, e.ID)
+			if e.Time >= cut {
+				w.forgotten.Add(1)
+			}
+		}
+		w.fifo[w.head] = dedupEntry{}
+		w.head++
+	}
+	if w.head == len(w.fifo) {
+		w.fifo, w.head = w.fifo[:0], 0
+	}
+}
+
+// size returns the number of ids remembered.
+func (w *dedupWindow) size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ids) - w.reserved
+}
+
+// entriesLocked appends the remembered entries to dst in commit order: the
+// FIFO as it is, copied without a lookup (a checkpoint holds mu for a
+// copy of 24 bytes per id, not for a million map lookups). An entry a
+// later one of its id superseded may be among them: load keeps the
+// latest.
+func (w *dedupWindow) entriesLocked(dst []dedupEntry) []dedupEntry {
+	return append(dst, w.fifo[w.head:]...)
+}
+
+// load replaces the window's contents with entries (any order), keeping
+// those inside the window at now, the newest maxIDs of them.
+func (w *dedupWindow) load(entries []dedupEntry, now int64) {
+	slices.SortStableFunc(entries, func(a, b dedupEntry) int { return cmp.Compare(a.Time, b.Time) })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.ids)
+	w.reserved = 0
+	w.fifo, w.head = make([]dedupEntry, 0, len(entries)), 0
+	for _, e := range entries {
+		w.addLocked(e.ID, e.Time)
+	}
+	w.trimLocked(now)
+	w.gen++
+}
