@@ -1092,7 +1092,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "concurrent/2dirs", dirs: 2, steps: 60, seeds: 4, every: 2, run: crashConcurrent},
 		{name: "encrypted/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 2, run: crashEncrypted(crashSerial)},
 		{name: "retention/serial/2dirs", dirs: 2, steps: 150, seeds: 3, every: 7, run: crashRetained(crashSerial)},
-		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 2, run: crashDeduped(crashRetained(crashSerial))},
+		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 4, run: crashDeduped(crashRetained(crashSerial))},
 	})
 }
 

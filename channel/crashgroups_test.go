@@ -299,8 +299,8 @@ func TestCrashStateEnumerationGroups(t *testing.T) {
 	runCrashEnumeration(t, []crashCase{
 		{name: "groups/1dir", dirs: 1, steps: 40, seeds: 4, every: 4, run: crashGroupsDriver},
 		{name: "groups/2dirs+backup", dirs: 2, backup: true, steps: 20, seeds: 3, every: 8, run: crashGroupsDriver},
-		{name: "groups+resets/2dirs", dirs: 2, steps: 120, seeds: 3, every: 4, run: crashGroupsResetDriver},
-		{name: "groups+resets+retention/1dir", dirs: 1, steps: 100, seeds: 3, every: 4, run: crashGroupsResetEarliestDriver},
+		{name: "groups+resets/2dirs", dirs: 2, steps: 120, seeds: 3, every: 8, run: crashGroupsResetDriver},
+		{name: "groups+resets+retention/1dir", dirs: 1, steps: 100, seeds: 3, every: 8, run: crashGroupsResetEarliestDriver},
 		{name: "groups+filter/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashFiltered(crashGroupsDriver)},
 		{name: "groups+filter+resets+retention/1dir", dirs: 1, steps: 80, seeds: 3, every: 8,
 			run: crashFiltered(crashGroupsResetEarliestDriver)},
