@@ -236,8 +236,8 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, ErrClosed
 	}
 	g := t.grp
-	if c.groupFenced(g, t.id) {
-		return 0, nil, errReset(g) // ResetGroup took p with t's other events
+	if f := c.groupFenced(g, t.id); f != fenceNone {
+		return 0, nil, errFenced(g, f) // ResetGroup or the expired lease took p with t's other events
 	}
 	removed, count := c.deliveryCount(g, p)
 	if removed {

@@ -149,6 +149,17 @@
 //		err = tx.Reject(ev) // to index.dlq when tx commits
 //	}
 //
+// # Leases
+//
+// GroupConfig.LeaseTimeout bounds how long a take transaction of the
+// group holds its events: one still open that long after its first Take
+// of an event loses them, even if its taker never calls again: they go
+// back to the group's head in order, as after a Rollback (their
+// deliveries stay counted), and the transaction is fenced: its Take and
+// Commit return [ErrLeaseExpired] and change nothing, and its Rollback
+// returns nil. A commit and its expiry never both succeed. Choose it above
+// the sink's slowest batch (docs/operations.md, "Leases").
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{

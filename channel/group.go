@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/flumego/filechannel/logfile"
 )
@@ -87,6 +88,17 @@ type GroupConfig struct {
 	// false for an event without x. A changed filter applies to the
 	// events committed afterwards. TagFilter builds the common case.
 	Filter string
+	// LeaseTimeout bounds how long a take transaction of the group may
+	// hold its events: one still open this long after its first Take
+	// that returned an event (or stepped over a damaged one) loses them:
+	// they go back to the group's head, in order, as after a Rollback
+	// (their deliveries stay counted), even if the taker never calls the
+	// channel again. Its Take and Commit then return ErrLeaseExpired and
+	// change nothing, and its Rollback returns nil. Choose it above the
+	// sink's slowest batch (docs/operations.md, "Leases"). 0 = no limit;
+	// negative is refused. Not stored in the log: it applies while
+	// Config.Groups (or AddGroup) gives it.
+	LeaseTimeout time.Duration
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -155,6 +167,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	}
 	if g.DeadLetter != "" && g.DeadLetter == g.Name {
 		return bad("DeadLetter names the group itself")
+	}
+	if g.LeaseTimeout < 0 {
+		return bad("LeaseTimeout %v is negative (0 = no limit)", g.LeaseTimeout)
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

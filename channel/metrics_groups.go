@@ -16,7 +16,7 @@ type groupCollector struct {
 	queued, capacity, inflight, fill       *prometheus.Desc
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
 	deadLettered, deadRefused, redriven    *prometheus.Desc
-	oldestAge, filtered                    *prometheus.Desc
+	oldestAge, filtered, leasesExpired     *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -44,6 +44,8 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		deadRefused:  desc("group_dead_letters_refused_total", "Moves of events that reached MaxDeliveries that a full Block dead-letter group refused (each event is delivered again, and refused again at its next rollback or take)."),
 		redriven:     desc("group_redriven_total", "Events Redrive moved out of a dead-letter group."),
 		filtered:     desc("group_filtered_out_total", "Events of put commits that a consumer group's Filter kept out of it (no match, or an evaluation error)."),
+		leasesExpired: desc("group_leases_expired_total",
+			"Take transactions of a consumer group whose LeaseTimeout expired: their events went back to the group, their commit failed."),
 		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
 			"absent when the event is of a log file older than format version 7 (no time)."),
 	}
@@ -51,7 +53,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
-		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered} {
+		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired} {
 		ch <- d
 	}
 }
@@ -84,6 +86,9 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.grp.cfg.Filter != "" {
 			counter(g.filtered, float64(n.filtered.Load()), name)
+		}
+		if r.grp.cfg.LeaseTimeout > 0 || n.leasesExpired.Load() > 0 {
+			counter(g.leasesExpired, float64(n.leasesExpired.Load()), name)
 		}
 		if r.grp.dlqOnly {
 			counter(g.redriven, float64(n.redriven.Load()), name)

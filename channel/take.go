@@ -85,7 +85,7 @@ func (t *Transaction) take() (Event, bool, error) {
 					if c.closed.Load() {
 						return Event{}, false, ErrClosed
 					}
-					if errors.Is(err, ErrNoGroup) || errors.Is(err, ErrGroupReset) {
+					if errors.Is(err, ErrNoGroup) || errors.Is(err, ErrGroupReset) || errors.Is(err, ErrLeaseExpired) {
 						return Event{}, false, err
 					}
 					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
@@ -172,8 +172,8 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	if c.groupRemoved(t.grp) {
 		return nil, errRemoved(t.grp)
 	}
-	if c.groupFenced(t.grp, t.id) {
-		return nil, errReset(t.grp)
+	if f := c.claimCommit(t.grp, t.id); f != fenceNone {
+		return nil, errFenced(t.grp, f)
 	}
 	var m movePlan
 	var rejected []eventqueue.Pointer
@@ -244,9 +244,9 @@ func (t *Transaction) returnTakes() {
 		return
 	}
 	t.releaseRejects()
-	if c.unfence(t.grp, t.id) {
-		// The reset took its events: they do not come back, and their
-		// deliveries count nothing.
+	if c.settle(t.grp, t.id) != fenceNone {
+		// The reset took its events (they do not come back, and their
+		// deliveries count nothing), or its expired lease returned them.
 		t.takes = t.takes[:0]
 		return
 	}
@@ -278,10 +278,13 @@ func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bo
 	if g.removed {
 		return 0, false, errRemoved(g)
 	}
-	if g.fencedLocked(tx) {
-		return 0, false, errReset(g)
+	if f := g.fencedLocked(tx); f != fenceNone {
+		return 0, false, errFenced(g, f)
 	}
 	p, ok := g.takeHead(tx)
+	if ok {
+		c.armLeaseLocked(g, tx)
+	}
 	return p, ok, nil
 }
 
@@ -292,8 +295,8 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 	if c.released {
 		return ErrClosed
 	}
-	if g.removed || g.fencedLocked(tx) {
-		return nil // p went with the group, or with its reset
+	if g.removed || g.fencedLocked(tx) != fenceNone {
+		return nil // p went with the group, its reset or the expired lease
 	}
 	return g.untake(tx, p)
 }
