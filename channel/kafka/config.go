@@ -50,6 +50,12 @@ type Config struct {
 	// new group starts at Latest). channel.AfterEvent is refused
 	// (ErrUnsupported): Kafka records have no channel.EventID.
 	StartAt map[string]channel.Position
+	// LeaseTimeout is channel.GroupConfig.LeaseTimeout, which Kafka does
+	// not have: a value other than 0 is refused (ErrUnsupported). A take
+	// transaction on Kafka holds its member's partitions until it ends;
+	// Kafka's own limit is the member's session (session.timeout.ms) and
+	// poll interval.
+	LeaseTimeout time.Duration
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -127,7 +133,8 @@ var ErrBadConfig = errors.New("filechannel/kafka: bad config")
 func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
-// ErrUnsupported for a StartAt Kafka cannot map, else nil.
+// ErrUnsupported for a StartAt Kafka cannot map or an option it does not
+// have (LeaseTimeout), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -160,6 +167,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if err := checkPosition(p); err != nil {
 			return cfg, &ConfigError{Field: "StartAt", Reason: fmt.Sprintf("group %s: %v", name, err), err: ErrUnsupported}
 		}
+	}
+	if cfg.LeaseTimeout != 0 {
+		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -44,7 +45,7 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		CheckpointDir:        filepath.Join(dir, "checkpoint"),
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
-		Groups:               []channel.GroupConfig{{MaxDeliveries: 5}},
+		Groups:               []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute}},
 	})
 	if err != nil {
 		t.Fatal(err)
