@@ -246,7 +246,7 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, errRemoved(g)
 	}
 	if int64(count) >= int64(g.cfg.MaxDeliveries) {
-		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
+		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}, deadReasonMax); len(notes) > 0 {
 			return 0, notes, nil
 		}
 	}

@@ -160,6 +160,17 @@
 // returns nil. A commit and its expiry never both succeed. Choose it above
 // the sink's slowest batch (docs/operations.md, "Leases").
 //
+// # Expiry
+//
+// GroupConfig.ExpireAfter gives a group's events a time to live, from
+// their commit time in the log: an event still queued that long is never
+// delivered by the group. It moves to the group's dead-letter group if it
+// has one, else it is dropped; either way it is counted, logged and told
+// to Config.OnDeadLetter (DeadLetter.Reason "expired"). A Take skips it so;
+// a sweep before each checkpoint moves or drops those at the head of an
+// idle group, so that they do not keep their log files
+// (docs/operations.md, "Expiry").
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{

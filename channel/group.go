@@ -99,6 +99,18 @@ type GroupConfig struct {
 	// negative is refused. Not stored in the log: it applies while
 	// Config.Groups (or AddGroup) gives it.
 	LeaseTimeout time.Duration
+	// ExpireAfter: an event still queued this long after its put
+	// committed (Event.Time, from the log) is never delivered by the
+	// group: it moves to the group's dead-letter group if it has one
+	// (MaxDeliveries or DeadLetter), else it is dropped; either way it is
+	// counted (GroupStats.Expired), logged and told to
+	// Config.OnDeadLetter (Reason "expired"). A Take that finds one skips
+	// it so; a sweep before each checkpoint moves or drops those at the
+	// head (at most 65,536 per group), so that an idle group's expired
+	// events do not keep their log files. Events of log files older than
+	// format version 7 (no commit time) never expire. 0 = never; negative
+	// is refused. Not stored in the log, as LeaseTimeout.
+	ExpireAfter time.Duration
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -170,6 +182,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	}
 	if g.LeaseTimeout < 0 {
 		return bad("LeaseTimeout %v is negative (0 = no limit)", g.LeaseTimeout)
+	}
+	if g.ExpireAfter < 0 {
+		return bad("ExpireAfter %v is negative (0 = never)", g.ExpireAfter)
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

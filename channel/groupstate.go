@@ -99,6 +99,9 @@ type groupCounts struct {
 	deadMax, deadRejected, deadRefused, redriven atomic.Int64
 	// leasesExpired: its take transactions whose lease expired.
 	leasesExpired atomic.Int64
+	// Expired events (GroupConfig.ExpireAfter): moved to its dead-letter
+	// group (deadExpired), dropped without one (expiredDropped).
+	deadExpired, expiredDropped atomic.Int64
 	// filtered: events its filter kept out of it at put commit.
 	filtered atomic.Int64
 }

@@ -127,6 +127,12 @@ type GroupStats struct {
 	// back to the group).
 	LeaseTimeout  time.Duration
 	LeasesExpired int64
+	// ExpireAfter is the group's; Expired counts its events that expired
+	// since Open: moved to its dead-letter group (also counted in
+	// ExpiredDeadLettered) or, without one, dropped.
+	ExpireAfter         time.Duration
+	Expired             int64
+	ExpiredDeadLettered int64
 
 	// Oldest is when the put of its oldest queued event (its head)
 	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
@@ -164,7 +170,9 @@ func (g *groupState) statsLocked() GroupStats {
 		Counted: len(g.deliveries), DeadLettered: g.counts.deadMax.Load(), Rejected: g.counts.deadRejected.Load(),
 		DeadLetterRefused: g.counts.deadRefused.Load(), Redriven: g.counts.redriven.Load(),
 		Filter: g.cfg.Filter, FilteredOut: g.counts.filtered.Load(),
-		LeaseTimeout: g.cfg.LeaseTimeout, LeasesExpired: g.counts.leasesExpired.Load()}
+		LeaseTimeout: g.cfg.LeaseTimeout, LeasesExpired: g.counts.leasesExpired.Load(),
+		ExpireAfter: g.cfg.ExpireAfter, Expired: g.counts.deadExpired.Load() + g.counts.expiredDropped.Load(),
+		ExpiredDeadLettered: g.counts.deadExpired.Load()}
 }
 
 // Stats returns a snapshot of the channel's state and counters. With
