@@ -56,6 +56,11 @@ type Config struct {
 	// Kafka's own limit is the member's session (session.timeout.ms) and
 	// poll interval.
 	LeaseTimeout time.Duration
+	// ExpireAfter is channel.GroupConfig.ExpireAfter, which Kafka does not
+	// have: a value other than 0 is refused (ErrUnsupported). The topic's
+	// retention (retention.ms) is the nearest thing: it deletes old
+	// records whether or not they were taken.
+	ExpireAfter time.Duration
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -134,7 +139,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
 // ErrUnsupported for a StartAt Kafka cannot map or an option it does not
-// have (LeaseTimeout), else nil.
+// have (LeaseTimeout, ExpireAfter), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -170,6 +175,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.LeaseTimeout != 0 {
 		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
+	}
+	if cfg.ExpireAfter != 0 {
+		return cfg, &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

@@ -45,7 +45,7 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		CheckpointDir:        filepath.Join(dir, "checkpoint"),
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
-		Groups:               []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute}},
+		Groups:               []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute, ExpireAfter: time.Hour}},
 	})
 	if err != nil {
 		t.Fatal(err)
