@@ -1,8 +1,6 @@
 package channel
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -268,14 +266,7 @@ func TestExpiredPrefixUsesTheFileIndex(t *testing.T) {
 // format version 7 (testdata/v5channel) have no commit time: they never
 // expire, while the events committed since do.
 func TestExpireAfterSparesEventsWithoutATime(t *testing.T) {
-	base := t.TempDir()
-	if err := os.CopyFS(base, os.DirFS("testdata/v5channel")); err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(t, 1)
-	cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
-	cfg.Capacity, cfg.TransactionCapacity = 100, 20
-	cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": testKey(0xa1)})
+	cfg := v5ChannelConfig(t)
 	cfg.Groups = []GroupConfig{{ExpireAfter: time.Minute}}
 	cfg.now = func() time.Time { return time.Now().Add(time.Hour) }
 	c := mustOpen(t, cfg)

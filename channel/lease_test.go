@@ -3,11 +3,15 @@ package channel
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/checkpoint"
 )
 
 // leaseConfig is a channel with one group "a" whose take transactions have
@@ -16,6 +20,33 @@ func leaseConfig(t *testing.T, d time.Duration) Config {
 	cfg := testConfig(t, 1)
 	cfg.Groups = []GroupConfig{{Name: "a", LeaseTimeout: d}}
 	return cfg
+}
+
+// leaseTaken opens a channel of leaseConfig(t, lease), puts events
+// [0, put) and takes the first take of them in a transaction it returns
+// open (take 0: none).
+func leaseTaken(t *testing.T, lease time.Duration, put, take int) (*FileChannel, Config, *Group, *Transaction) {
+	t.Helper()
+	cfg := leaseConfig(t, lease)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, put, put)
+	a := groupOf(t, c, "a")
+	var tx *Transaction
+	if take > 0 {
+		tx, _ = takeSome(t, a, take)
+	}
+	return c, cfg, a, tx
+}
+
+// leaseCounting opens a channel of leaseConfig(t, lease) whose group a has
+// MaxDeliveries max, and puts events [0, put).
+func leaseCounting(t *testing.T, lease time.Duration, max, put int) (*FileChannel, Config, *Group) {
+	t.Helper()
+	cfg := leaseConfig(t, lease)
+	cfg.Groups[0].MaxDeliveries = max
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, put, put)
+	return c, cfg, groupOf(t, c, "a")
 }
 
 // takeSome takes n events of g in a new transaction and returns it open,
@@ -94,11 +125,7 @@ func TestLeaseExpiryReturnsEventsOnceAndFencesTheTransaction(t *testing.T) {
 
 func TestLeaseLateCommitChangesNothing(t *testing.T) {
 	const lease = 50 * time.Millisecond
-	cfg := leaseConfig(t, lease)
-	c := mustOpen(t, cfg)
-	putN(t, c, 0, 6, 6)
-	a := groupOf(t, c, "a")
-	tx, _ := takeSome(t, a, 6)
+	c, cfg, a, tx := leaseTaken(t, lease, 6, 6)
 	waitLen(t, a, 6, 40*lease)
 	if err := tx.Commit(); !errors.Is(err, ErrLeaseExpired) {
 		t.Fatalf("late Commit: %v, want ErrLeaseExpired", err)
@@ -116,10 +143,7 @@ func TestLeaseLateCommitChangesNothing(t *testing.T) {
 // ends it; the timer never returns committed events.
 func TestLeaseCommitBeforeExpiryKeepsItsEvents(t *testing.T) {
 	const lease = 30 * time.Millisecond
-	c := mustOpen(t, leaseConfig(t, lease))
-	putN(t, c, 0, 5, 5)
-	a := groupOf(t, c, "a")
-	tx, _ := takeSome(t, a, 5)
+	_, _, a, tx := leaseTaken(t, lease, 5, 5)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -300,11 +324,7 @@ func TestLeaseOfARemovedGroup(t *testing.T) {
 
 func TestLeaseOfAResetGroup(t *testing.T) {
 	const lease = 40 * time.Millisecond
-	cfg := leaseConfig(t, lease)
-	c := mustOpen(t, cfg)
-	putN(t, c, 0, 8, 8)
-	a := groupOf(t, c, "a")
-	tx, _ := takeSome(t, a, 3)
+	c, _, a, tx := leaseTaken(t, lease, 8, 3)
 	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 8 {
 		t.Fatalf("ResetGroup = %d, %v; want 8", n, err)
 	}
@@ -325,11 +345,7 @@ func TestLeaseOfAResetGroup(t *testing.T) {
 // they are back once, in order.
 func TestLeaseExpiredThenCrash(t *testing.T) {
 	const lease = 40 * time.Millisecond
-	cfg := leaseConfig(t, lease)
-	c := mustOpen(t, cfg)
-	putN(t, c, 0, 10, 10)
-	a := groupOf(t, c, "a")
-	takeSome(t, a, 4)
+	c, cfg, a, _ := leaseTaken(t, lease, 10, 4)
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -341,14 +357,11 @@ func TestLeaseExpiredThenCrash(t *testing.T) {
 
 // TestLeaseExpiryCountsDeliveries: an expiry is a rollback for
 // MaxDeliveries: after MaxDeliveries expired leases the event is a dead
-// letter.
+// letter, also when only the log has the counts (the deliver records a
+// rollback writes).
 func TestLeaseExpiryCountsDeliveries(t *testing.T) {
 	const lease = 30 * time.Millisecond
-	cfg := leaseConfig(t, lease)
-	cfg.Groups[0].MaxDeliveries = 2
-	c := mustOpen(t, cfg)
-	putN(t, c, 0, 2, 2)
-	a := groupOf(t, c, "a")
+	c, cfg, a := leaseCounting(t, lease, 2, 2)
 	for i := 1; i <= 2; i++ {
 		tx, err := a.Begin()
 		if err != nil {
@@ -360,7 +373,10 @@ func TestLeaseExpiryCountsDeliveries(t *testing.T) {
 		}
 		waitLen(t, a, 2, 40*lease)
 	}
-	crash(t, c) // the counts survive: journal and deliver records
+	crash(t, c)
+	if err := os.Remove(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName)); err != nil {
+		t.Fatal(err)
+	}
 	c = mustOpen(t, cfg)
 	a = groupOf(t, c, "a")
 	wantEvents(t, takeWith(t, a.Begin, 100, 5), bodies(1, 1))
@@ -388,11 +404,7 @@ func TestLeaseTimeoutNegativeIsRefused(t *testing.T) {
 // its Commit still ends the lease.
 func TestLeaseOfATransactionLeftWithNothing(t *testing.T) {
 	const lease = 30 * time.Millisecond
-	cfg := leaseConfig(t, lease)
-	cfg.Groups[0].MaxDeliveries = 1
-	c := mustOpen(t, cfg)
-	putN(t, c, 0, 1, 1)
-	a := groupOf(t, c, "a")
+	c, _, a := leaseCounting(t, lease, 1, 1)
 	first, _ := takeSome(t, a, 1)
 	waitLen(t, a, 1, 40*lease) // back at the head, at MaxDeliveries
 	if err := first.Rollback(); err != nil {
