@@ -346,3 +346,79 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestExpireAfterSweepRacesTakers: sweeps (checkpoints) while takers take
+// and roll back: each old event leaves once, by the sweep or a Take, and
+// is never delivered; each new one is consumed once.
+func TestExpireAfterSweepRacesTakers(t *testing.T) {
+	for _, dlq := range []bool{false, true} {
+		var dl deadLetters
+		const n = 400
+		c, _, _ := expireSetup(t, n, n, func(cfg *Config) {
+			cfg.Capacity, cfg.TransactionCapacity = 5000, 10
+			cfg.OnDeadLetter = dl.add
+			if dlq {
+				cfg.Groups[0].DeadLetter = "a.dlq"
+			}
+		})
+		a := groupOf(t, c, "a")
+		var mu sync.Mutex
+		consumed := map[string]int{}
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Go(func() {
+				for i := range 150 {
+					tx, err := a.Begin()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					var got []string
+					for range 4 {
+						ev, ok, err := tx.Take()
+						if err != nil || !ok {
+							break
+						}
+						got = append(got, string(ev.Body))
+					}
+					if (i+w)%3 == 0 {
+						tx.Rollback()
+						continue
+					}
+					if err := tx.Commit(); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, b := range got {
+						consumed[b]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Go(func() {
+			for range 20 {
+				if err := c.Checkpoint(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Wait()
+		for _, b := range takeWith(t, a.Begin, 2*n, 10) {
+			consumed[b]++
+		}
+		left := map[string]int{}
+		for _, b := range dl.bodies(deadReasonExpired, !dlq) {
+			left[b]++
+		}
+		for i, b := range bodies(0, 2*n) {
+			if isNew := i >= n; consumed[b] != btoi(isNew) || left[b] != btoi(!isNew) {
+				t.Fatalf("dlq %v: %s consumed %d times, expired %d times", dlq, b, consumed[b], left[b])
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
