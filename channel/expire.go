@@ -16,7 +16,9 @@ import (
 //   - at Take, once the event is read (its time is known): expireTaken
 //     moves it to the dead-letter group (deadLetterTakes, as for
 //     MaxDeliveries, reason "expired") or, without one, drops it
-//     (dropExpired), and Take goes on with the next event;
+//     (dropExpired), then a sweep of up to TransactionCapacity events
+//     takes the expired ones behind it, and Take goes on with the next
+//     event;
 //   - before each checkpoint (sweepExpired): at most expireSweepMax events
 //     per group from its head while they are expired, recognised by their
 //     log file's index (logfile.FileIndex: a file whose latest commit is

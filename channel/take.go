@@ -104,7 +104,11 @@ func (t *Transaction) deliverRead(p eventqueue.Pointer, ev *Event) (again bool, 
 	var notes []DeadLetter
 	note := " (the event was not delivered: it expired, and could not be moved out of the group)"
 	if c.expiredAt(g, ev.Time) {
-		notes, err = c.expireTaken(t, p)
+		if notes, err = c.expireTaken(t, p); len(notes) > 0 {
+			// Those behind it have likely expired too: one move or
+			// drop (one fsync) for them rather than one per Take step.
+			notes = append(notes, c.sweepGroup(g, c.cfg.TransactionCapacity)...)
+		}
 	}
 	n := 0
 	if len(notes) == 0 && err == nil && g.counting() {
