@@ -114,8 +114,12 @@ func TestLeaseExpiryReturnsEventsOnceAndFencesTheTransaction(t *testing.T) {
 	putN(t, c, 10, 3, 3)
 	tx, _ = takeSome(t, a, 3)
 	waitLen(t, a, 3, 20*lease)
+	rollbacks := a.Stats().Rollbacks
 	if err := tx.Rollback(); err != nil {
 		t.Fatalf("Rollback after the expiry: %v", err)
+	}
+	if n := a.Stats().Rollbacks - rollbacks; n != 0 {
+		t.Fatalf("the Rollback of an expired transaction counted %d rollbacks", n)
 	}
 	wantEvents(t, takeWith(t, a.Begin, 100, 10), bodies(10, 3))
 	if n := len(c.leases) + len(a.g.fenced); n != 0 {

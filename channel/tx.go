@@ -301,6 +301,9 @@ func (t *Transaction) Rollback() error {
 			t.writeRollback()
 		}
 	case txTake:
+		if t.grp != nil && t.grp.cfg.LeaseTimeout > 0 && c.groupFenced(t.grp, t.id) == fenceLease {
+			break // its expired lease returned the events (and counted it): nothing to do
+		}
 		c.metrics.rollbacks.WithLabelValues("take").Inc()
 		if t.grp != nil {
 			t.grp.counts.rollbacks.Add(1)
