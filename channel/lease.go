@@ -94,10 +94,10 @@ func (c *FileChannel) expire(k leaseKey, l *lease) {
 	if !ok {
 		return
 	}
+	g := k.g
+	g.counts.leasesExpired.Add(1) // before the events show: Stats never has them back uncounted
 	c.logExpiredDeliveries(k, ptrs)
 	err := c.returnExpired(k, ptrs)
-	g := k.g
-	g.counts.leasesExpired.Add(1)
 	c.log.Warn("take transaction's lease expired: its events went back to the group", "group", g.cfg.Name, "tx", k.tx,
 		"events", len(ptrs), "lease_timeout", g.cfg.LeaseTimeout)
 	if err != nil {

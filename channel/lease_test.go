@@ -146,12 +146,12 @@ func TestLeaseLateCommitChangesNothing(t *testing.T) {
 // TestLeaseCommitBeforeExpiryKeepsItsEvents: a commit within the lease
 // ends it; the timer never returns committed events.
 func TestLeaseCommitBeforeExpiryKeepsItsEvents(t *testing.T) {
-	const lease = 30 * time.Millisecond
+	const lease = 200 * time.Millisecond
 	_, _, a, tx := leaseTaken(t, lease, 5, 5)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * lease)
+	time.Sleep(2 * lease)
 	if s := a.Stats(); s.Queued != 0 || s.LeasesExpired != 0 {
 		t.Fatalf("after a commit in time: Queued %d, LeasesExpired %d; want 0 and 0", s.Queued, s.LeasesExpired)
 	}
@@ -305,7 +305,7 @@ func TestLeaseCloseWithArmedLeases(t *testing.T) {
 }
 
 func TestLeaseOfARemovedGroup(t *testing.T) {
-	const lease = 30 * time.Millisecond
+	const lease = 200 * time.Millisecond
 	cfg := leaseConfig(t, lease)
 	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "b"})
 	c := mustOpen(t, cfg)
@@ -314,7 +314,7 @@ func TestLeaseOfARemovedGroup(t *testing.T) {
 	if err := c.RemoveGroup("a"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * lease)
+	time.Sleep(2 * lease)
 	if err := tx.Commit(); !errors.Is(err, ErrNoGroup) {
 		t.Fatalf("Commit after RemoveGroup and the lease: %v, want ErrNoGroup", err)
 	}
@@ -327,12 +327,12 @@ func TestLeaseOfARemovedGroup(t *testing.T) {
 }
 
 func TestLeaseOfAResetGroup(t *testing.T) {
-	const lease = 40 * time.Millisecond
+	const lease = 200 * time.Millisecond
 	c, _, a, tx := leaseTaken(t, lease, 8, 3)
 	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 8 {
 		t.Fatalf("ResetGroup = %d, %v; want 8", n, err)
 	}
-	time.Sleep(4 * lease)
+	time.Sleep(2 * lease)
 	// The expiry found the transaction fenced by the reset: it returned
 	// nothing (the reset decided the queue).
 	if s := a.Stats(); s.Queued != 8 || s.LeasesExpired != 0 {
@@ -407,7 +407,7 @@ func TestLeaseTimeoutNegativeIsRefused(t *testing.T) {
 // event it found (at MaxDeliveries) leaves its transaction holding nothing;
 // its Commit still ends the lease.
 func TestLeaseOfATransactionLeftWithNothing(t *testing.T) {
-	const lease = 30 * time.Millisecond
+	const lease = 200 * time.Millisecond
 	c, _, a := leaseCounting(t, lease, 1, 1)
 	first, _ := takeSome(t, a, 1)
 	waitLen(t, a, 1, 40*lease) // back at the head, at MaxDeliveries
@@ -424,7 +424,7 @@ func TestLeaseOfATransactionLeftWithNothing(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * lease)
+	time.Sleep(2 * lease)
 	if s := a.Stats(); s.LeasesExpired != 1 || len(c.leases)+len(a.g.fenced) != 0 {
 		t.Fatalf("LeasesExpired %d (want 1), %d leases and %d fences left", s.LeasesExpired, len(c.leases), len(a.g.fenced))
 	}
