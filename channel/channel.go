@@ -98,6 +98,8 @@ type FileChannel struct {
 	// slots are gone. Set by Close holding ckptMu, commitMu and queueMu, so
 	// any one of them is enough to read it.
 	released bool
+	// leases are the armed leases of take transactions (lease.go).
+	leases map[leaseKey]*lease
 	// groupMu serialises AddGroup, RemoveGroup and ResetGroup.
 	groupMu sync.Mutex
 	// startAt: the groups Open created with a StartAt to move them to
@@ -128,6 +130,9 @@ type FileChannel struct {
 	closed  atomic.Bool
 	closing chan struct{}
 	wg      sync.WaitGroup
+	// leaseWG counts the armed leases and the expiries running
+	// (lease.go): Close waits for it.
+	leaseWG sync.WaitGroup
 }
 
 // stats are counters kept whether or not metrics are registered.
@@ -250,6 +255,7 @@ func (c *FileChannel) Close() error {
 	}
 	close(c.closing)
 	c.wg.Wait()
+	c.stopLeases()
 	err := c.closeFiles()
 	c.metrics.unregister()
 	c.log.Info("closed")

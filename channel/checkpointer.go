@@ -12,16 +12,27 @@ import (
 
 // Checkpoint writes a checkpoint now: the queue as of this moment, so the
 // next Open replays only what comes after. Then it deletes log files that no
-// longer hold anything the channel needs. After Close, or when Close
-// starts before it, it returns ErrClosed; Close waits for a checkpoint in
-// progress.
+// longer hold anything the channel needs. Before it, the expired events at
+// the head of groups with an ExpireAfter are moved or dropped (Config.
+// OnDeadLetter is told of them on this goroutine, last). After Close, or
+// when Close starts before it, it returns ErrClosed; Close waits for a
+// checkpoint in progress.
 func (c *FileChannel) Checkpoint() error {
+	notes, err := c.sweptCheckpoint()
+	c.notifyDeadLetters(notes)
+	return err
+}
+
+// sweptCheckpoint is Checkpoint but for the notes of the expired events
+// its sweep moved.
+func (c *FileChannel) sweptCheckpoint() ([]DeadLetter, error) {
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	if c.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	return c.checkpointLocked()
+	notes := c.sweepExpired()
+	return notes, c.checkpointLocked()
 }
 
 func (c *FileChannel) checkpointLoop() {
@@ -33,6 +44,7 @@ func (c *FileChannel) checkpointLoop() {
 		case <-c.closing:
 			return
 		case <-t.C:
+			c.notifyInBackground(c.sweepExpired())
 			// Nothing written since the last checkpoint: it still holds.
 			// A full data dir may have room again all the same, and a
 			// retained log file may have aged out (its deletion follows
@@ -46,6 +58,17 @@ func (c *FileChannel) checkpointLoop() {
 			}
 		}
 	}
+}
+
+// notifyInBackground tells Config.OnDeadLetter of notes on the channel's
+// own goroutine: a panic in it is logged, not let up to kill the process.
+func (c *FileChannel) notifyInBackground(notes []DeadLetter) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("Config.OnDeadLetter panicked on the checkpoint goroutine (the dead letters after it were not reported)", "panic", r)
+		}
+	}()
+	c.notifyDeadLetters(notes)
 }
 
 // checkpoint writes a checkpoint (see checkpointLocked).

@@ -314,6 +314,21 @@ func TestOpensPreviousFormatAsOneGroup(t *testing.T) {
 	}
 }
 
+// v5ChannelConfig returns the config of a copy of testdata/v5channel (see
+// TestOpensPreviousEncryptedFormat).
+func v5ChannelConfig(t *testing.T) Config {
+	t.Helper()
+	base := t.TempDir()
+	if err := os.CopyFS(base, os.DirFS("testdata/v5channel")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, 1)
+	cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
+	cfg.Capacity, cfg.TransactionCapacity = 100, 20
+	cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": testKey(0xa1)})
+	return cfg
+}
+
 // TestOpensPreviousEncryptedFormat opens an encrypted channel the previous
 // release (log format 5: files bound to no channel) wrote —
 // testdata/v5channel, key "k1" (testKey(0xa1)): 25 events put in two log
@@ -323,14 +338,7 @@ func TestOpensPreviousFormatAsOneGroup(t *testing.T) {
 func TestOpensPreviousEncryptedFormat(t *testing.T) {
 	for _, how := range []string{"checkpoint", "full-replay"} {
 		t.Run(how, func(t *testing.T) {
-			base := t.TempDir()
-			if err := os.CopyFS(base, os.DirFS("testdata/v5channel")); err != nil {
-				t.Fatal(err)
-			}
-			cfg := testConfig(t, 1)
-			cfg.CheckpointDir, cfg.DataDirs = filepath.Join(base, "checkpoint"), []string{filepath.Join(base, "data")}
-			cfg.Capacity, cfg.TransactionCapacity = 100, 20
-			cfg.Keys = StaticKeys("k1", map[string][]byte{"k1": testKey(0xa1)})
+			cfg := v5ChannelConfig(t)
 			if how == "full-replay" {
 				removeCheckpoint(t, cfg)
 			}

@@ -46,8 +46,15 @@ type DeadLetter struct {
 	Deliveries int
 	Rejected   bool // moved by Transaction.Reject, not for its deliveries
 	// Dropped: the dead-letter group was full and its policy
-	// (DropNewest) dropped this dead letter instead of queueing it.
+	// (DropNewest) dropped this dead letter instead of queueing it; or
+	// the event expired (Reason "expired") in a group without a
+	// dead-letter group (DeadLetter is then "").
 	Dropped bool
+	// Reason is why the event left its group, the reason label of the
+	// metric group_dead_lettered_total: "max_deliveries" (delivered
+	// MaxDeliveries times), "rejected" (Transaction.Reject) or "expired"
+	// (queued longer than the group's ExpireAfter).
+	Reason string
 
 	ptr eventqueue.Pointer // the event, until notifyDeadLetters reads it
 }
@@ -56,6 +63,7 @@ type DeadLetter struct {
 const (
 	deadReasonMax      = "max_deliveries" // delivered MaxDeliveries times
 	deadReasonRejected = "rejected"       // Transaction.Reject
+	deadReasonExpired  = "expired"        // queued longer than GroupConfig.ExpireAfter
 )
 
 // linkDeadLetters points every group at its dead-letter group. The caller
@@ -259,11 +267,12 @@ func filesOf(dst []uint32, ptrs ...[]eventqueue.Pointer) []uint32 {
 }
 
 // deadLetterTakes moves ptrs, in flight in t (taken from t.grp), to t.grp's
-// dead-letter group, as much of it as the group takes (planMove), with a
-// take transaction of its own, synced (see the top of this file). It
-// returns the dead letters moved; those it does not move stay in flight.
-// The caller holds commitMu shared and saw the channel open.
-func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer) []DeadLetter {
+// dead-letter group for reason (deadReasonMax or deadReasonExpired), as
+// much of it as the group takes (planMove), with a take transaction of its
+// own, synced (see the top of this file). It returns the dead letters
+// moved, the first of ptrs; those it does not move stay in flight. The
+// caller holds commitMu shared and saw the channel open.
+func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer, reason string) []DeadLetter {
 	g := t.grp
 	m, counts, ok := c.planDeadLetters(g, ptrs)
 	if !ok {
@@ -271,7 +280,7 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	}
 	if refused := len(ptrs) - m.moved(); refused > 0 {
 		g.counts.deadRefused.Add(int64(refused))
-		c.log.Warn("dead-letter group full: events that reached MaxDeliveries are delivered again",
+		c.log.Warn("dead-letter group full: the events are delivered again", "reason", reason,
 			"group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name, "events", refused)
 	}
 	if m.moved() == 0 {
@@ -301,10 +310,16 @@ func (c *FileChannel) deadLetterTakes(t *Transaction, ptrs []eventqueue.Pointer)
 	}()
 	c.landed(&m, qerr)
 	g.gate.release(len(moved))
-	g.counts.deadMax.Add(int64(len(moved)))
-	c.log.Warn("events reached MaxDeliveries: moved to the dead-letter group", "group", g.cfg.Name,
-		"dead_letter", g.dlq.cfg.Name, "events", len(moved), "max_deliveries", g.cfg.MaxDeliveries)
-	return deadLetterNotes(g, moved, counts, m.accept, false)
+	if reason == deadReasonExpired {
+		g.counts.deadExpired.Add(int64(len(moved)))
+		c.log.Warn("expired events moved to the dead-letter group", "group", g.cfg.Name,
+			"dead_letter", g.dlq.cfg.Name, "events", len(moved), "expire_after", g.cfg.ExpireAfter)
+	} else {
+		g.counts.deadMax.Add(int64(len(moved)))
+		c.log.Warn("events reached MaxDeliveries: moved to the dead-letter group", "group", g.cfg.Name,
+			"dead_letter", g.dlq.cfg.Name, "events", len(moved), "max_deliveries", g.cfg.MaxDeliveries)
+	}
+	return deadLetterNotes(g, moved, counts, m.accept, reason)
 }
 
 // planDeadLetters plans, under queueMu, the move of ptrs from g to its
@@ -357,11 +372,11 @@ func (c *FileChannel) landed(m *movePlan, qerr error) {
 // deadLetterNotes returns what Config.OnDeadLetter is told of ptrs, moved
 // from g, whose delivery counts were counts; notifyDeadLetters reads their
 // events.
-func deadLetterNotes(g *groupState, ptrs []eventqueue.Pointer, counts []int, accepted int, rejected bool) []DeadLetter {
+func deadLetterNotes(g *groupState, ptrs []eventqueue.Pointer, counts []int, accepted int, reason string) []DeadLetter {
 	out := make([]DeadLetter, len(ptrs))
 	for i, p := range ptrs {
-		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: rejected,
-			Dropped: i >= accepted, ptr: p}
+		out[i] = DeadLetter{Group: g.cfg.Name, DeadLetter: g.dlq.cfg.Name, Deliveries: counts[i], Rejected: reason == deadReasonRejected,
+			Dropped: i >= accepted, Reason: reason, ptr: p}
 	}
 	return out
 }
@@ -403,7 +418,7 @@ func (t *Transaction) deadLetterReturned() []DeadLetter {
 	if len(over) == 0 {
 		return nil
 	}
-	notes := c.deadLetterTakes(t, over)
+	notes := c.deadLetterTakes(t, over, deadReasonMax)
 	if len(notes) > 0 {
 		gone := make(map[eventqueue.Pointer]bool, len(notes))
 		for _, p := range over[:len(notes)] {

@@ -236,8 +236,8 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, ErrClosed
 	}
 	g := t.grp
-	if c.groupFenced(g, t.id) {
-		return 0, nil, errReset(g) // ResetGroup took p with t's other events
+	if f := c.groupFenced(g, t.id); f != fenceNone {
+		return 0, nil, errFenced(g, f) // ResetGroup or the expired lease took p with t's other events
 	}
 	removed, count := c.deliveryCount(g, p)
 	if removed {
@@ -246,7 +246,7 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		return 0, nil, errRemoved(g)
 	}
 	if int64(count) >= int64(g.cfg.MaxDeliveries) {
-		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}); len(notes) > 0 {
+		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}, deadReasonMax); len(notes) > 0 {
 			return 0, notes, nil
 		}
 	}

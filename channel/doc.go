@@ -164,6 +164,28 @@
 //		err = tx.Reject(ev) // to index.dlq when tx commits
 //	}
 //
+// # Leases
+//
+// GroupConfig.LeaseTimeout bounds how long a take transaction of the
+// group holds its events: one still open that long after its first Take
+// of an event loses them, even if its taker never calls again: they go
+// back to the group's head in order, as after a Rollback (their
+// deliveries stay counted), and the transaction is fenced: its Take and
+// Commit return [ErrLeaseExpired] and change nothing, and its Rollback
+// returns nil. A commit and its expiry never both succeed. Choose it above
+// the sink's slowest batch (docs/operations.md, "Leases").
+//
+// # Expiry
+//
+// GroupConfig.ExpireAfter gives a group's events a time to live, from
+// their commit time in the log: an event still queued that long is never
+// delivered by the group. It moves to the group's dead-letter group if it
+// has one, else it is dropped; either way it is counted, logged and told
+// to Config.OnDeadLetter (DeadLetter.Reason "expired"). A Take skips it so;
+// a sweep before each checkpoint moves or drops those at the head of an
+// idle group, so that they do not keep their log files
+// (docs/operations.md, "Expiry").
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{

@@ -42,6 +42,11 @@ var (
 	// it: the commit changes nothing (the reset decided the group's
 	// queue); roll the transaction back.
 	ErrGroupReset = errors.New("filechannel: the consumer group was reset")
+	// ErrLeaseExpired is returned by Take and Commit of a take transaction
+	// still open GroupConfig.LeaseTimeout after its first Take of an
+	// event: its events went back to the group as after a rollback, and
+	// its commit changes nothing. Rollback ends it (and returns nil).
+	ErrLeaseExpired = errors.New("filechannel: the take transaction's lease expired")
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("filechannel: channel is closed")
 	// ErrInsufficientSpace is returned by Put when the put would leave its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/flumego/filechannel/logfile"
 )
@@ -88,6 +89,29 @@ type GroupConfig struct {
 	// false for an event without x. A changed filter applies to the
 	// events committed afterwards. TagFilter builds the common case.
 	Filter string
+	// LeaseTimeout bounds how long a take transaction of the group may
+	// hold its events: one still open this long after its first Take
+	// that returned an event (or stepped over a damaged one) loses them:
+	// they go back to the group's head, in order, as after a Rollback
+	// (their deliveries stay counted), even if the taker never calls the
+	// channel again. Its Take and Commit then return ErrLeaseExpired and
+	// change nothing, and its Rollback returns nil. Choose it above the
+	// sink's slowest batch (docs/operations.md, "Leases"). 0 = no limit;
+	// negative is refused. Not stored in the log: it applies while
+	// Config.Groups (or AddGroup) gives it.
+	LeaseTimeout time.Duration
+	// ExpireAfter: an event still queued this long after its put
+	// committed (Event.Time, from the log) is never delivered by the
+	// group: it moves to the group's dead-letter group if it has one
+	// (MaxDeliveries or DeadLetter), else it is dropped; either way it is
+	// counted (GroupStats.Expired), logged and told to
+	// Config.OnDeadLetter (Reason "expired"). A Take that finds one skips
+	// it so; a sweep before each checkpoint moves or drops those at the
+	// head (at most 65,536 per group), so that an idle group's expired
+	// events do not keep their log files. Events of log files older than
+	// format version 7 (no commit time) never expire. 0 = never; negative
+	// is refused. Not stored in the log, as LeaseTimeout.
+	ExpireAfter time.Duration
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -156,6 +180,12 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	}
 	if g.DeadLetter != "" && g.DeadLetter == g.Name {
 		return bad("DeadLetter names the group itself")
+	}
+	if g.LeaseTimeout < 0 {
+		return bad("LeaseTimeout %v is negative (0 = no limit)", g.LeaseTimeout)
+	}
+	if g.ExpireAfter < 0 {
+		return bad("ExpireAfter %v is negative (0 = never)", g.ExpireAfter)
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

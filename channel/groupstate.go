@@ -47,10 +47,11 @@ type groupState struct {
 	// head caches the commit time of the event at the head (lag.go).
 	head headTime
 
-	// fenced: the take transactions that held events of the group when
-	// ResetGroup reset it; they cannot take or commit (ErrGroupReset).
+	// fenced: the take transactions that can no longer take or commit,
+	// and why (fence.go): ResetGroup reset the group while they held its
+	// events (ErrGroupReset), or their lease expired (ErrLeaseExpired).
 	// An entry goes when its transaction ends.
-	fenced map[uint64]bool
+	fenced map[uint64]fence
 
 	// compiled caches the compiled cfg.Filter (filter.go).
 	compiled atomic.Pointer[filter]
@@ -96,6 +97,11 @@ type groupCounts struct {
 	// (Transaction.Reject), refused by a full Block dead-letter group (and
 	// delivered again), moved out by Redrive.
 	deadMax, deadRejected, deadRefused, redriven atomic.Int64
+	// leasesExpired: its take transactions whose lease expired.
+	leasesExpired atomic.Int64
+	// Expired events (GroupConfig.ExpireAfter): moved to its dead-letter
+	// group (deadExpired), dropped without one (expiredDropped).
+	deadExpired, expiredDropped atomic.Int64
 	// filtered: events its filter kept out of it at put commit.
 	filtered atomic.Int64
 }

@@ -323,7 +323,7 @@ func takeErrorReason(err error) string {
 	case errors.Is(err, ErrClosed):
 		return reasonClosed
 	case errors.Is(err, ErrTransactionDone), errors.Is(err, ErrMixedTransaction), errors.Is(err, ErrConcurrentUse),
-		errors.Is(err, ErrNoGroup):
+		errors.Is(err, ErrNoGroup), errors.Is(err, ErrLeaseExpired):
 		return reasonMisuse
 	}
 	return reasonIO

@@ -16,7 +16,8 @@ type groupCollector struct {
 	queued, capacity, inflight, fill       *prometheus.Desc
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
 	deadLettered, deadRefused, redriven    *prometheus.Desc
-	oldestAge, filtered                    *prometheus.Desc
+	oldestAge, filtered, leasesExpired     *prometheus.Desc
+	expired                                *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -40,10 +41,14 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		dropped:      desc("group_dropped_events_total", "Events a full consumer group lost to its WhenFull policy, by reason (drop_oldest: dropped from its head; full: a put commit it missed).", "reason"),
 		waits:        desc("group_put_waits_total", "Put calls that found a Block consumer group full and waited for room, whatever the outcome."),
 		full:         desc("group_puts_full_total", "Put calls refused with ErrChannelFull because a Block consumer group stayed full."),
-		deadLettered: desc("group_dead_lettered_total", "Events a consumer group moved to its dead-letter group, by reason (max_deliveries: delivered MaxDeliveries times; rejected: Transaction.Reject).", "reason"),
+		deadLettered: desc("group_dead_lettered_total", "Events a consumer group moved to its dead-letter group, by reason (max_deliveries: delivered MaxDeliveries times; rejected: Transaction.Reject; expired: queued longer than ExpireAfter).", "reason"),
 		deadRefused:  desc("group_dead_letters_refused_total", "Moves of events that reached MaxDeliveries that a full Block dead-letter group refused (each event is delivered again, and refused again at its next rollback or take)."),
 		redriven:     desc("group_redriven_total", "Events Redrive moved out of a dead-letter group."),
 		filtered:     desc("group_filtered_out_total", "Events of put commits that a consumer group's Filter kept out of it (no match, or an evaluation error)."),
+		expired: desc("group_expired_events_total",
+			"Events a consumer group did not deliver because they were queued longer than its ExpireAfter: moved to its dead-letter group, or dropped without one."),
+		leasesExpired: desc("group_leases_expired_total",
+			"Take transactions of a consumer group whose LeaseTimeout expired: their events went back to the group, their commit failed."),
 		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
 			"absent when the event is of a log file older than format version 7 (no time)."),
 	}
@@ -51,7 +56,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
-		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered} {
+		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired, g.expired} {
 		ch <- d
 	}
 }
@@ -80,10 +85,17 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.grp.dlq != nil {
 			counter(g.deadLettered, float64(n.deadMax.Load()), name, deadReasonMax)
 			counter(g.deadLettered, float64(n.deadRejected.Load()), name, deadReasonRejected)
+			counter(g.deadLettered, float64(n.deadExpired.Load()), name, deadReasonExpired)
 			counter(g.deadRefused, float64(n.deadRefused.Load()), name)
 		}
 		if r.grp.cfg.Filter != "" {
 			counter(g.filtered, float64(n.filtered.Load()), name)
+		}
+		if r.grp.cfg.LeaseTimeout > 0 || n.leasesExpired.Load() > 0 {
+			counter(g.leasesExpired, float64(n.leasesExpired.Load()), name)
+		}
+		if r.grp.cfg.ExpireAfter > 0 || n.deadExpired.Load()+n.expiredDropped.Load() > 0 {
+			counter(g.expired, float64(n.deadExpired.Load()+n.expiredDropped.Load()), name)
 		}
 		if r.grp.dlqOnly {
 			counter(g.redriven, float64(n.redriven.Load()), name)

@@ -292,10 +292,7 @@ func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
 			g.queue.RemoveHead()
 		}
 		for _, e := range g.inflight.Entries() {
-			if g.fenced == nil {
-				g.fenced = map[uint64]bool{}
-			}
-			g.fenced[e.Tx] = true
+			g.fenceLocked(e.Tx, fenceReset)
 			g.inflight.Remove(e.Tx)
 		}
 		g.deliveries = nil
@@ -309,31 +306,4 @@ func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
 	}
 	g.gate.adjust(plan.keep.len() - len(plan.old))
 	g.avail.broadcast()
-}
-
-// errReset is the error of a transaction of g that ResetGroup fenced.
-func errReset(g *groupState) error {
-	return fmt.Errorf("%w: %s was reset while this transaction held its events; roll it back", ErrGroupReset, groupLabel(g.cfg.Name))
-}
-
-// fencedLocked reports whether a reset of g fenced transaction tx; the
-// caller holds queueMu.
-func (g *groupState) fencedLocked(tx uint64) bool { return g.fenced[tx] }
-
-// groupFenced is fencedLocked under queueMu.
-func (c *FileChannel) groupFenced(g *groupState, tx uint64) bool {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return g.fencedLocked(tx)
-}
-
-// unfence forgets tx's fence in g, and reports whether it had one.
-func (c *FileChannel) unfence(g *groupState, tx uint64) bool {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	if !g.fenced[tx] {
-		return false
-	}
-	delete(g.fenced, tx)
-	return true
 }

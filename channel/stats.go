@@ -134,6 +134,18 @@ type GroupStats struct {
 	Filter      string
 	FilteredOut int64
 
+	// LeaseTimeout is the group's; LeasesExpired counts its take
+	// transactions whose lease expired since Open (their events went
+	// back to the group).
+	LeaseTimeout  time.Duration
+	LeasesExpired int64
+	// ExpireAfter is the group's; Expired counts its events that expired
+	// since Open: moved to its dead-letter group (also counted in
+	// ExpiredDeadLettered) or, without one, dropped.
+	ExpireAfter         time.Duration
+	Expired             int64
+	ExpiredDeadLettered int64
+
 	// Oldest is when the put of its oldest queued event (its head)
 	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
 	// is queued, or the event is of a log file older than format version 7
@@ -169,7 +181,10 @@ func (g *groupState) statsLocked() GroupStats {
 		MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly,
 		Counted: len(g.deliveries), DeadLettered: g.counts.deadMax.Load(), Rejected: g.counts.deadRejected.Load(),
 		DeadLetterRefused: g.counts.deadRefused.Load(), Redriven: g.counts.redriven.Load(),
-		Filter: g.cfg.Filter, FilteredOut: g.counts.filtered.Load()}
+		Filter: g.cfg.Filter, FilteredOut: g.counts.filtered.Load(),
+		LeaseTimeout: g.cfg.LeaseTimeout, LeasesExpired: g.counts.leasesExpired.Load(),
+		ExpireAfter: g.cfg.ExpireAfter, Expired: g.counts.deadExpired.Load() + g.counts.expiredDropped.Load(),
+		ExpiredDeadLettered: g.counts.deadExpired.Load()}
 }
 
 // Stats returns a snapshot of the channel's state and counters. With

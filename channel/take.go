@@ -64,33 +64,12 @@ func (t *Transaction) take() (Event, bool, error) {
 		t.takes = append(t.takes, p)
 		ev, err := c.readEvent(p)
 		if err == nil {
-			if t.grp.counting() {
-				// Counted once read, before it is returned: a read that
-				// fails counts nothing.
-				n, notes, err := c.deliver(t, p)
-				if len(notes) > 0 || err != nil {
-					t.takes = t.takes[:len(t.takes)-1]
-				}
-				if len(notes) > 0 {
-					// It had reached MaxDeliveries: now a dead letter.
-					// The move is complete and t no longer holds it,
-					// so a panic in OnDeadLetter leaves t as it was
-					// before this Take.
-					c.notifyDeadLetters(notes)
-					continue
-				}
-				if err != nil {
-					uerr := c.untake(t.grp, t.id, p)
-					t.grp.avail.broadcast()
-					if c.closed.Load() {
-						return Event{}, false, ErrClosed
-					}
-					if errors.Is(err, ErrNoGroup) || errors.Is(err, ErrGroupReset) {
-						return Event{}, false, err
-					}
-					return Event{}, false, opErrNote("take", errors.Join(err, uerr), " (the event was not delivered: its delivery could not be counted)")
-				}
-				ev.Deliveries = n
+			again, err := t.deliverRead(p, &ev)
+			if err != nil {
+				return Event{}, false, err
+			}
+			if again {
+				continue
 			}
 			t.noteBody(ev.Body)
 			return ev, true, nil
@@ -112,6 +91,57 @@ func (t *Transaction) take() (Event, bool, error) {
 		c.metrics.corruptSkipped.Inc()
 		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
 	}
+}
+
+// deliverRead finishes the Take of p, the last event t took, read as ev:
+// an event that expired in t's group (GroupConfig.ExpireAfter) leaves t
+// for the dead-letter group or is dropped (expireTaken), and a group with
+// MaxDeliveries counts the delivery, or dead-letters an event at its limit
+// (deliver). again: p left t, and Take goes on with the next event. After
+// an error p is back at the head.
+func (t *Transaction) deliverRead(p eventqueue.Pointer, ev *Event) (again bool, err error) {
+	c, g := t.c, t.grp
+	var notes []DeadLetter
+	note := " (the event was not delivered: it expired, and could not be moved out of the group)"
+	if c.expiredAt(g, ev.Time) {
+		if notes, err = c.expireTaken(t, p); len(notes) > 0 {
+			// Those behind it have likely expired too: one move or
+			// drop (one fsync) for them rather than one per Take step.
+			notes = append(notes, c.sweepGroup(g, c.cfg.TransactionCapacity)...)
+		}
+	}
+	n := 0
+	if len(notes) == 0 && err == nil && g.counting() {
+		// Counted once read, before it is returned: a read that fails
+		// counts nothing.
+		note = " (the event was not delivered: its delivery could not be counted)"
+		n, notes, err = c.deliver(t, p)
+	}
+	if len(notes) > 0 || err != nil {
+		t.takes = t.takes[:len(t.takes)-1]
+	}
+	if len(notes) > 0 {
+		// It expired or had reached MaxDeliveries: now a dead letter
+		// (or dropped). The move is complete and t no longer holds it,
+		// so a panic in OnDeadLetter leaves t as it was before this Take.
+		c.notifyDeadLetters(notes)
+		return true, nil
+	}
+	if err != nil {
+		uerr := c.untake(g, t.id, p)
+		g.avail.broadcast()
+		if c.closed.Load() {
+			return false, ErrClosed
+		}
+		if errors.Is(err, ErrNoGroup) || errors.Is(err, ErrGroupReset) || errors.Is(err, ErrLeaseExpired) {
+			return false, err
+		}
+		return false, opErrNote("take", errors.Join(err, uerr), note)
+	}
+	if g.counting() {
+		ev.Deliveries = n
+	}
+	return false, nil
 }
 
 func (c *FileChannel) readEvent(p eventqueue.Pointer) (Event, error) {
@@ -172,8 +202,8 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 	if c.groupRemoved(t.grp) {
 		return nil, errRemoved(t.grp)
 	}
-	if c.groupFenced(t.grp, t.id) {
-		return nil, errReset(t.grp)
+	if f := c.claimCommit(t.grp, t.id); f != fenceNone {
+		return nil, errFenced(t.grp, f)
 	}
 	var m movePlan
 	var rejected []eventqueue.Pointer
@@ -222,7 +252,7 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		qerr = c.landQueue(&m, moved)
 	}()
 	c.landed(&m, qerr)
-	return deadLetterNotes(t.grp, moved, counts, m.accept, true), nil
+	return deadLetterNotes(t.grp, moved, counts, m.accept, deadReasonRejected), nil
 }
 
 // pointerWords returns ps as a take record's pointers.
@@ -244,9 +274,9 @@ func (t *Transaction) returnTakes() {
 		return
 	}
 	t.releaseRejects()
-	if c.unfence(t.grp, t.id) {
-		// The reset took its events: they do not come back, and their
-		// deliveries count nothing.
+	if c.settle(t.grp, t.id) != fenceNone {
+		// The reset took its events (they do not come back, and their
+		// deliveries count nothing), or its expired lease returned them.
 		t.takes = t.takes[:0]
 		return
 	}
@@ -278,10 +308,13 @@ func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bo
 	if g.removed {
 		return 0, false, errRemoved(g)
 	}
-	if g.fencedLocked(tx) {
-		return 0, false, errReset(g)
+	if f := g.fencedLocked(tx); f != fenceNone {
+		return 0, false, errFenced(g, f)
 	}
 	p, ok := g.takeHead(tx)
+	if ok {
+		c.armLeaseLocked(g, tx)
+	}
 	return p, ok, nil
 }
 
@@ -292,8 +325,8 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 	if c.released {
 		return ErrClosed
 	}
-	if g.removed || g.fencedLocked(tx) {
-		return nil // p went with the group, or with its reset
+	if g.removed || g.fencedLocked(tx) != fenceNone {
+		return nil // p went with the group, its reset or the expired lease
 	}
 	return g.untake(tx, p)
 }

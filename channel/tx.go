@@ -243,6 +243,11 @@ func (t *Transaction) Commit() error {
 		// A take transaction that took nothing: its group is gone all
 		// the same.
 		err = errRemoved(t.grp)
+	case t.grp != nil && t.grp.cfg.LeaseTimeout > 0:
+		// All it took left it (dead letters): its lease ends here.
+		if f := c.settle(t.grp, t.id); f != fenceNone {
+			err = errFenced(t.grp, f)
+		}
 	}
 	if err != nil {
 		typ := "put"
@@ -250,7 +255,7 @@ func (t *Transaction) Commit() error {
 			typ = "take"
 		}
 		c.metrics.commitErrors.WithLabelValues(typ).Inc()
-		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) && !errors.Is(err, ErrGroupReset) {
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNoGroup) && !errors.Is(err, ErrGroupReset) && !errors.Is(err, ErrLeaseExpired) {
 			c.log.Error("commit failed", "type", typ, "err", err)
 		}
 	}
@@ -302,6 +307,9 @@ func (t *Transaction) Rollback() error {
 			t.writeRollback()
 		}
 	case txTake:
+		if t.grp != nil && t.grp.cfg.LeaseTimeout > 0 && c.groupFenced(t.grp, t.id) == fenceLease {
+			break // its expired lease returned the events (and counted it): nothing to do
+		}
 		c.metrics.rollbacks.WithLabelValues("take").Inc()
 		if t.grp != nil {
 			t.grp.counts.rollbacks.Add(1)

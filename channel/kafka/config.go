@@ -50,6 +50,17 @@ type Config struct {
 	// new group starts at Latest). channel.AfterEvent is refused
 	// (ErrUnsupported): Kafka records have no channel.EventID.
 	StartAt map[string]channel.Position
+	// LeaseTimeout is channel.GroupConfig.LeaseTimeout, which Kafka does
+	// not have: a value other than 0 is refused (ErrUnsupported). A take
+	// transaction on Kafka holds its member's partitions until it ends;
+	// Kafka's own limit is the member's session (session.timeout.ms) and
+	// poll interval.
+	LeaseTimeout time.Duration
+	// ExpireAfter is channel.GroupConfig.ExpireAfter, which Kafka does not
+	// have: a value other than 0 is refused (ErrUnsupported). The topic's
+	// retention (retention.ms) is the nearest thing: it deletes old
+	// records whether or not they were taken.
+	ExpireAfter time.Duration
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -132,7 +143,8 @@ var ErrBadConfig = errors.New("filechannel/kafka: bad config")
 func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
-// ErrUnsupported for a StartAt Kafka cannot map, else nil.
+// ErrUnsupported for a StartAt Kafka cannot map or an option it does not
+// have (LeaseTimeout, ExpireAfter), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -168,6 +180,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Dedup != (channel.Dedup{}) {
 		return cfg, &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
+	}
+	if cfg.LeaseTimeout != 0 {
+		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
+	}
+	if cfg.ExpireAfter != 0 {
+		return cfg, &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

@@ -48,6 +48,8 @@ func TestBadConfig(t *testing.T) {
 		}, "MaxEventSize"},
 		{"negative timeout", func(c *Config) { c.CommitTimeout = -time.Second }, "CommitTimeout"},
 		{"negative poll", func(c *Config) { c.PollTimeout = -1 }, "PollTimeout"},
+		{"lease", func(c *Config) { c.LeaseTimeout = time.Second }, "LeaseTimeout"},
+		{"expiry", func(c *Config) { c.ExpireAfter = time.Hour }, "ExpireAfter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -45,7 +46,7 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		CheckpointDir:        filepath.Join(dir, "checkpoint"),
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
-		Groups:               []channel.GroupConfig{{MaxDeliveries: 5}, {Name: "filtered", Filter: `headers["x"] == "y"`}},
+		Groups:               []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute, ExpireAfter: time.Hour}, {Name: "filtered", Filter: `headers["x"] == "y"`}},
 	})
 	if err != nil {
 		t.Fatal(err)
