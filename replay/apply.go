@@ -26,6 +26,7 @@ type applier struct {
 	// deduplication ids of its puts read (Options.DedupHeader).
 	txDups map[uint64][]uint32
 	txIDs  map[uint64][]putID
+	dedup  dedupReader
 	// txSpilled: put transactions with a put that holds no commit time
 	// in a file that records times (version 7 on): they spilled.
 	txSpilled map[uint64]bool
@@ -190,7 +191,7 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		a.noteSpilled(r, spilled, a.txPuts[r.TxID])
 	}
 	a.noteEvents(r, spilled, a.txPuts[r.TxID])
-	a.commitIDs(r, len(spilled))
+	a.commitIDs(r, spilled)
 	start := len(a.committed)
 	a.committed = append(a.committed, spilled...)
 	a.committed = append(a.committed, a.txPuts[r.TxID]...)

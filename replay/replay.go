@@ -200,6 +200,11 @@ type Result struct {
 	// deduplication id and commit time of every committed put replayed
 	// that has the header and that its commit did not drop.
 	DedupIDs []checkpoint.DedupEntry
+	// DedupUnread counts the committed puts whose deduplication id the
+	// replay could not read (each logged): an encrypted put that does not
+	// open (its file's key record damaged, or no keys), a damaged record.
+	// Their ids are not in DedupIDs.
+	DedupUnread int64
 	// Deliveries counts the delivery counts the deliver records replayed
 	// carry; Moved the events committed take transactions moved to
 	// another group (dead letters, rejects, redrives).
@@ -340,6 +345,7 @@ func newRun(opts Options) (*run, error) {
 		res:       r.res,
 		completes: r.completes,
 		sources:   map[uint32]*source{},
+		dedup:     dedupReader{header: opts.DedupHeader, logs: r.logs, log: r.log},
 	}
 	return r, nil
 }
