@@ -98,8 +98,8 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		if !ok {
 			ps = a.spareSlice()
 		}
-		if src.hasID {
-			a.noteID(r, len(ps), src.dedupID)
+		if src.hasID || src.idUnread {
+			a.noteID(r, len(ps), src.dedupID, src.idUnread)
 		}
 		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
 	case logfile.RecordTake:

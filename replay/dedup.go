@@ -32,19 +32,21 @@ type dedupReader struct {
 
 // putID is the deduplication id of a put read: its position among its
 // transaction's puts read after the checkpoint, and its time (0: its
-// commit's).
+// commit's); unread: the put did not open, its id is unknown.
 type putID struct {
-	pos int
-	id  [2]uint64
-	t   int64
+	pos    int
+	id     [2]uint64
+	t      int64
+	unread bool
 }
 
-// noteID notes the id of put r, the pos-th of its transaction read.
-func (a *applier) noteID(r *logfile.Record, pos int, id [2]uint64) {
+// noteID notes the id of put r, the pos-th of its transaction read (or
+// that it is unread).
+func (a *applier) noteID(r *logfile.Record, pos int, id [2]uint64, unread bool) {
 	if a.txIDs == nil {
 		a.txIDs = map[uint64][]putID{}
 	}
-	a.txIDs[r.TxID] = append(a.txIDs[r.TxID], putID{pos: pos, id: id, t: r.Time})
+	a.txIDs[r.TxID] = append(a.txIDs[r.TxID], putID{pos: pos, id: id, t: r.Time, unread: unread})
 }
 
 // commitIDs adds to Result.DedupIDs, in put order, the ids of put commit
@@ -62,6 +64,10 @@ func (a *applier) commitIDs(r *logfile.Record, spilled []eventqueue.Pointer) {
 	dups, nspilled := a.txDups[r.TxID], len(spilled)
 	for _, p := range ids {
 		if inRanges(dups, nspilled+p.pos) {
+			continue
+		}
+		if p.unread {
+			a.res.DedupUnread++
 			continue
 		}
 		t := p.t
@@ -83,15 +89,23 @@ func (a *applier) spilledIDs(r *logfile.Record, spilled []eventqueue.Pointer) {
 		return
 	}
 	dups := a.txDups[r.TxID]
+	unread, first := 0, error(nil)
+	defer func() {
+		if unread > 0 {
+			a.res.DedupUnread += int64(unread)
+			d.log.Warn("replay: committed puts in flight at the checkpoint that cannot be read: their deduplication ids are unknown",
+				"tx", r.TxID, "puts", unread, "err", first)
+		}
+	}()
 	for i, p := range spilled {
 		if inRanges(dups, i) {
 			continue
 		}
 		rec, err := readPut(d.logs, p.FileID(), int64(p.Offset()))
 		if err != nil {
-			a.res.DedupUnread++
-			d.log.Warn("replay: cannot read a committed put for its deduplication id: a retry of it would go in again",
-				"file", logfile.LogName(p.FileID()), "offset", p.Offset(), "err", err)
+			if unread++; unread == 1 {
+				first = err
+			}
 			continue
 		}
 		if v := rec.Headers[d.header]; v != "" {
