@@ -3,7 +3,6 @@ package channel
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // crashDeduped is d on a channel with Config.Dedup on the workload's "id"
@@ -65,7 +64,7 @@ func dedupProbe(r *crashRun, c *FileChannel, s crashSnap) error {
 func reputIDs(c *FileChannel, s crashSnap, ids []int) error {
 	es := make([]Event, len(ids))
 	for i, id := range ids {
-		es[i] = Event{Headers: map[string]string{"id": strconv.Itoa(id)}, Body: eventBody(id, s.prod[id], s.nth[id])}
+		es[i] = Event{Headers: crashHeaders(id), Body: eventBody(id, s.prod[id], s.nth[id])}
 	}
 	return tryPutTx(c, es...)
 }
