@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,31 +35,15 @@ func TestDedupSpilledAcrossCheckpoint(t *testing.T) {
 	}
 }
 
+// testDedupSpilledAcrossCheckpoint is a case of TestDedupSpilledAcrossCheckpoint
+// on cfg; damage makes the in-flight put s2 not open.
 func testDedupSpilledAcrossCheckpoint(t *testing.T, cfg Config, damage bool) {
-	cfg.Dedup = Dedup{Header: "id", Window: time.Minute}
-	var now atomic.Int64
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	now.Store(t0)
-	cfg.clock = now.Load
+	now, t0 := dedupClock(&cfg, time.Minute)
 	c := mustOpen(t, cfg)
 	putTx(t, c, idEvent("a", "a1"))
 	now.Store(t0 + int64(30*time.Second))
-	big := dedupBodies("s", 0, 10)
-	for i := range big {
-		big[i].Body = append(big[i].Body, make([]byte, 300)...)
-	}
-	tx, err := c.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range append([]Event{idEvent("a", "a2")}, big[:6]...) {
-		if err := tx.Put(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !tx.spilled {
-		t.Fatal("the transaction did not spill")
-	}
+	big := spillEvents("s", 10)
+	tx := beginSpilled(t, c, append([]Event{idEvent("a", "a2")}, big[:6]...)...)
 	if err := c.Checkpoint(); err != nil { // a2 and s0..s5 in flight
 		t.Fatal(err)
 	}
