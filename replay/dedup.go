@@ -16,9 +16,10 @@ import (
 // Options.DedupHeader the replay returns the id of every other committed
 // put of the logs after the checkpoint that has the header
 // (Result.DedupIDs), for the channel to rebuild its window: those it
-// scans, and those of a transaction that spilled them before the
-// checkpoint and committed after it (in flight at the checkpoint: before
-// the scans' positions), which its commit reads by pointer (spilledIDs).
+// scans (an encrypted one opened with the set's keys, source.putID), and
+// those of a transaction that spilled them before the checkpoint and
+// committed after it (in flight at the checkpoint: before the scans'
+// positions), which its commit reads by pointer (spilledIDs).
 // A put that cannot be read for its id (its key missing, its record
 // damaged) is logged and counted (Result.DedupUnread), and adds none.
 

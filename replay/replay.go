@@ -203,8 +203,10 @@ type Result struct {
 	// that has the header and that its commit did not drop.
 	DedupIDs []checkpoint.DedupEntry
 	// DedupUnread counts the committed puts whose deduplication id the
-	// replay could not read (each logged): an encrypted put that does not
-	// open (its file's key record damaged, or no keys), a damaged record.
+	// replay could not read (logged once per log file, or per commit of
+	// puts in flight at the checkpoint): an encrypted put that does not
+	// open (its file's key record damaged, its sealed bytes changed, or
+	// no keys), a damaged record.
 	// Their ids are not in DedupIDs.
 	DedupUnread int64
 	// Deliveries counts the delivery counts the deliver records replayed
