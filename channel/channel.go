@@ -153,6 +153,9 @@ type stats struct {
 	// dedupSnapshotBad counts the Opens that found the deduplication
 	// snapshot missing, unusable or of another header.
 	dedupSnapshotBad atomic.Int64
+	// dedupUnread is the committed puts whose deduplication id Open's
+	// replay could not read (replay.Result.DedupUnread).
+	dedupUnread atomic.Int64
 }
 
 // Open opens (or creates) the channel in cfg's directories and recovers its

@@ -349,8 +349,8 @@ func (cfg *Config) checkRanges() []error {
 // counted (Stats.Duplicates). Events without the header, or with an empty
 // value, are never dropped. The window survives Close, a crash and a full
 // replay: it is rebuilt from the logs and a snapshot file (docs/format.md,
-// "Deduplication snapshot"). Not with Keys (the replay cannot read an
-// encrypted put's headers).
+// "Deduplication snapshot"); with Keys, the recovery opens each encrypted
+// put it replays to read its header.
 type Dedup struct {
 	Header string        // "" = no deduplication
 	Window time.Duration // 0 = 2 minutes
@@ -376,9 +376,6 @@ func (cfg *Config) checkDedup() []error {
 	}
 	if d.Header == "" && (d.Window != 0 || d.MaxIDs != 0) {
 		errs = append(errs, errors.New("Dedup.Window or Dedup.MaxIDs is set without Dedup.Header: name the header that holds the events' ids"))
-	}
-	if d.Header != "" && cfg.Keys != nil {
-		errs = append(errs, errors.New("Dedup is not supported with Keys yet: a recovery could not read the ids of encrypted puts"))
 	}
 	if d.Header != "" {
 		if d.Window == 0 {

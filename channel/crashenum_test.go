@@ -1093,6 +1093,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "encrypted/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 2, run: crashEncrypted(crashSerial)},
 		{name: "retention/serial/2dirs", dirs: 2, steps: 150, seeds: 3, every: 7, run: crashRetained(crashSerial)},
 		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 4, run: crashDeduped(crashRetained(crashSerial))},
+		{name: "dedup/encrypted/serial/1dir", dirs: 1, steps: 40, seeds: 2, every: 4, run: crashDeduped(crashEncrypted(crashSerial))},
 	})
 }
 

@@ -442,28 +442,9 @@ func drainCount(count map[string]int) []string {
 func TestDedupRebuiltWithCommitTimes(t *testing.T) {
 	mem := vfs.NewMem()
 	cfg := memConfig(mem, 1)
-	cfg.Dedup = Dedup{Header: "id", Window: time.Minute}
-	var now atomic.Int64
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	now.Store(t0)
-	cfg.clock = now.Load
+	now, t0 := dedupClock(&cfg, time.Minute)
 	c := mustOpen(t, cfg)
-	big := dedupBodies("s", 0, 12)
-	for i := range big {
-		big[i].Body = append(big[i].Body, make([]byte, 300)...) // past the spill threshold of 4 KiB files
-	}
-	tx, err := c.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range big {
-		if err := tx.Put(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !tx.spilled {
-		t.Fatal("the transaction did not spill")
-	}
+	tx := beginSpilled(t, c, spillEvents("s", 12)...)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -502,4 +483,44 @@ func TestDedupResetOfAFilteredGroup(t *testing.T) {
 	}
 	wantEvents(t, takeWith(t, f.Begin, 10, 3), want)
 	c.Close()
+}
+
+// dedupClock sets Dedup on header "id" with window in cfg, and a clock the
+// test moves, at t0.
+func dedupClock(cfg *Config, window time.Duration) (now *atomic.Int64, t0 int64) {
+	cfg.Dedup = Dedup{Header: "id", Window: window}
+	now = new(atomic.Int64)
+	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	now.Store(t0)
+	cfg.clock = now.Load
+	return now, t0
+}
+
+// spillEvents is dedupBodies("prefix", 0, n) with bodies 300 bytes longer:
+// a few are past the spill threshold of 4 KiB log files.
+func spillEvents(prefix string, n int) []Event {
+	es := dedupBodies(prefix, 0, n)
+	for i := range es {
+		es[i].Body = append(es[i].Body, make([]byte, 300)...)
+	}
+	return es
+}
+
+// beginSpilled begins a put transaction on c and puts es, which must
+// spill it.
+func beginSpilled(t *testing.T, c *FileChannel, es ...Event) *Transaction {
+	t.Helper()
+	tx, err := c.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if err := tx.Put(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !tx.spilled {
+		t.Fatal("the transaction did not spill")
+	}
+	return tx
 }

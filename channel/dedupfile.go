@@ -89,6 +89,11 @@ func (c *FileChannel) loadDedup(rc *recovery) error {
 	if rc.source == replay.FromFullReplay && entries == nil {
 		c.log.Warn("dedup: full replay without a snapshot: the ids of the events in deleted log files are forgotten")
 	}
+	if n := rc.res.DedupUnread; n > 0 {
+		c.log.Error("dedup: committed puts whose id could not be read are not in the window: a retry of them goes in again",
+			"puts", n)
+		c.stats.dedupUnread.Add(n)
+	}
 	entries = append(entries, rc.res.DedupIDs...)
 	rc.res.DedupIDs = nil
 	w.load(entries, c.commitTime())

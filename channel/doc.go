@@ -126,7 +126,9 @@
 // putting it twice. The commit succeeds; no group receives the duplicate,
 // which takes no capacity and is counted (Stats.Duplicates). The window
 // (at most Dedup.MaxIDs ids) survives Close, a crash and a power loss: Open
-// rebuilds it from the snapshot file dedup in CheckpointDir and the logs.
+// rebuilds it from the snapshot file dedup in CheckpointDir and the logs
+// (with Config.Keys, it opens each encrypted put it replays to read its
+// id; one that does not open is logged and counted, Stats.DedupUnread).
 // Two commits in flight with the same value both keep their event (the
 // first may still fail): a possible duplicate, never a loss
 // (docs/operations.md, "Idempotent puts").

@@ -81,11 +81,14 @@ type Stats struct {
 	// for MaxIDs while still inside the window (a later duplicate of one
 	// is not dropped); DedupSnapshotMissing is 1 when Open found the
 	// window's snapshot missing, damaged or of another header and rebuilt
-	// the window from the logs alone.
+	// the window from the logs alone; DedupUnread counts the committed
+	// puts Open could not read the id of (logged: an encrypted put that
+	// does not open, a damaged record), whose retry goes in again.
 	Duplicates           int64
 	DedupIDs             int
 	DedupForgotten       int64
 	DedupSnapshotMissing int64
+	DedupUnread          int64
 
 	// Groups are the consumer groups' own numbers, by group id.
 	Groups []GroupStats
@@ -219,6 +222,7 @@ func (c *FileChannel) Stats() Stats {
 	if w := c.dedup; w != nil {
 		s.Duplicates, s.DedupForgotten, s.DedupIDs = w.duplicates.Load(), w.forgotten.Load(), w.size()
 		s.DedupSnapshotMissing = c.stats.dedupSnapshotBad.Load()
+		s.DedupUnread = c.stats.dedupUnread.Load()
 	}
 	return s
 }

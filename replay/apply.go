@@ -26,6 +26,7 @@ type applier struct {
 	// deduplication ids of its puts read (Options.DedupHeader).
 	txDups map[uint64][]uint32
 	txIDs  map[uint64][]putID
+	dedup  dedupReader
 	// txSpilled: put transactions with a put that holds no commit time
 	// in a file that records times (version 7 on): they spilled.
 	txSpilled map[uint64]bool
@@ -97,8 +98,8 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 		if !ok {
 			ps = a.spareSlice()
 		}
-		if src.hasID {
-			a.noteID(r, len(ps), src.dedupID)
+		if src.hasID || src.idUnread {
+			a.noteID(r, len(ps), src.dedupID, src.idUnread)
 		}
 		a.txPuts[r.TxID] = append(ps, eventqueue.NewPointer(file, uint32(off)))
 	case logfile.RecordTake:
@@ -190,7 +191,7 @@ func (a *applier) commitPuts(file uint32, off int64, r *logfile.Record) {
 		a.noteSpilled(r, spilled, a.txPuts[r.TxID])
 	}
 	a.noteEvents(r, spilled, a.txPuts[r.TxID])
-	a.commitIDs(r, len(spilled))
+	a.commitIDs(r, spilled)
 	start := len(a.committed)
 	a.committed = append(a.committed, spilled...)
 	a.committed = append(a.committed, a.txPuts[r.TxID]...)

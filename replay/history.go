@@ -285,14 +285,9 @@ func (d *histDir) kept() (bool, error) {
 	if !d.logs.Encrypted() {
 		return false, fmt.Errorf("put at offset %d of log %d: %w (to apply a filter to it)", d.off, d.file, ErrEncrypted)
 	}
-	r, err := d.logs.Reader(d.file)
+	opened, err := readPut(d.logs, d.file, d.off)
 	if err == nil {
-		var opened logfile.Record
-		opened, err = r.ReadRecord(d.off)
-		r.Release()
-		if err == nil && opened.Sealed == nil {
-			return d.keep(opened.Headers), nil
-		}
+		return d.keep(opened.Headers), nil
 	}
 	d.log.Warn("history: an encrypted event that does not open is not in a filtered history", "file", d.file, "offset", d.off, "err", err)
 	return false, nil

@@ -61,7 +61,9 @@ type Options struct {
 	Progress func(Progress)
 	// DedupHeader is the channel's Config.Dedup.Header: the replay reads
 	// the value of this header of every committed put it replays, and
-	// returns its id (Result.DedupIDs). "" = none.
+	// returns its id (Result.DedupIDs). An encrypted put is opened for it
+	// with the keys of Logs (logfile.SetOptions.Keys); one that does not
+	// open is counted (Result.DedupUnread). "" = none: no put is opened.
 	DedupHeader string
 }
 
@@ -200,6 +202,13 @@ type Result struct {
 	// deduplication id and commit time of every committed put replayed
 	// that has the header and that its commit did not drop.
 	DedupIDs []checkpoint.DedupEntry
+	// DedupUnread counts the committed puts whose deduplication id the
+	// replay could not read (logged once per log file, or per commit of
+	// puts in flight at the checkpoint): an encrypted put that does not
+	// open (its file's key record damaged, its sealed bytes changed, or
+	// no keys), a damaged record.
+	// Their ids are not in DedupIDs.
+	DedupUnread int64
 	// Deliveries counts the delivery counts the deliver records replayed
 	// carry; Moved the events committed take transactions moved to
 	// another group (dead letters, rejects, redrives).
@@ -340,6 +349,7 @@ func newRun(opts Options) (*run, error) {
 		res:       r.res,
 		completes: r.completes,
 		sources:   map[uint32]*source{},
+		dedup:     dedupReader{header: opts.DedupHeader, logs: r.logs, log: r.log},
 	}
 	return r, nil
 }
@@ -441,7 +451,8 @@ func (r *run) peekFiles() error {
 			r.res.Empty = append(r.res.Empty, f.Path)
 			continue
 		}
-		s := &source{file: f, from: r.positions[f.ID], id: f.ID, path: f.Path, logIndex: len(r.res.Logs), dedupHeader: r.opts.DedupHeader}
+		s := &source{file: f, from: r.positions[f.ID], id: f.ID, path: f.Path, logIndex: len(r.res.Logs), dedupHeader: r.opts.DedupHeader,
+			logs: r.logs}
 		r.sources = append(r.sources, s)
 		r.a.sources[f.ID] = s
 		r.res.MaxFileID = max(r.res.MaxFileID, f.ID)
@@ -597,6 +608,10 @@ func (r *run) finishScans() error {
 		}
 		if l.Tail == logfile.TailTorn {
 			r.log.Warn("replay: log file has a torn tail", "file", l.Path, "valid_end", l.End, "size", l.Size, "err", l.TailErr)
+		}
+		if s.unread > 0 {
+			r.log.Warn("replay: encrypted puts that do not open: their deduplication ids are unknown", "file", l.Path,
+				"puts", s.unread, "first_offset", s.unreadOff, "err", s.unreadErr)
 		}
 	}
 	if r.opts.Progress != nil {

@@ -35,9 +35,11 @@ type item struct {
 	ptrs            [2]int32
 	group           uint32 // a take record's consumer group
 	// dedupID is a put's deduplication id (hasID: it has one; see
-	// Options.DedupHeader).
+	// Options.DedupHeader); unread: the put is encrypted and did not open,
+	// its id unknown.
 	dedupID [2]uint64
 	hasID   bool
+	unread  bool
 	// extra holds the rare records whose fields the item has no room for:
 	// a groups catalog (RecordGroups), a skip (RecordSkip, and
 	// RecordFilterSkip's ranges) and a deliver's counts, copied out
@@ -69,12 +71,22 @@ type source struct {
 	path     string
 	logIndex int
 	pads     []logfile.Skip // padding records read: regions a repair overwrote
-	// dedupHeader is Options.DedupHeader.
+	// dedupHeader is Options.DedupHeader; logs opens the encrypted puts
+	// for it (putID).
 	dedupHeader string
+	logs        *logfile.Set
+	// unread counts the puts whose id putID could not read; unreadErr
+	// is the first one's error, at offset unreadOff. Set by the reader
+	// goroutine, read once it is done.
+	unread    int
+	unreadErr error
+	unreadOff int64
 
-	// dedupID is the current record's deduplication id, if hasID.
-	dedupID [2]uint64
-	hasID   bool
+	// dedupID is the current record's deduplication id, if hasID;
+	// idUnread: its id could not be read.
+	dedupID  [2]uint64
+	hasID    bool
+	idUnread bool
 
 	woid uint64         // write-order id of the current record
 	rec  logfile.Record // the current record (no body, no headers)
@@ -178,8 +190,8 @@ func (s *source) read() {
 			time: r.Time, off: s.sc.Offset(), size: s.sc.End() - s.sc.Offset(), group: r.Group}
 		switch r.Type {
 		case logfile.RecordPut:
-			if v := r.Headers[s.dedupHeader]; s.dedupHeader != "" && v != "" {
-				it.dedupID, it.hasID = checkpoint.DedupID(v), true
+			if s.dedupHeader != "" {
+				it.dedupID, it.hasID, it.unread = s.putID(r, it.off)
 			}
 		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip, logfile.RecordDuplicate:
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID, Catalog: slices.Clone(r.Catalog),
@@ -212,6 +224,29 @@ func (s *source) read() {
 		case <-s.quit:
 		}
 	}
+}
+
+// putID returns the deduplication id of put r at off, if it has one (its
+// Options.DedupHeader value's). An encrypted put is opened first: read
+// again by its offset with the set's reader, which has the keys. One that
+// does not open (no keys, its file's key record damaged, its body changed)
+// is unread, counted; its id is unknown.
+func (s *source) putID(r *logfile.Record, off int64) (id [2]uint64, has, unread bool) {
+	h := r.Headers
+	if r.Sealed != nil {
+		rec, err := readPut(s.logs, s.id, off)
+		if err != nil {
+			if s.unread++; s.unread == 1 {
+				s.unreadErr, s.unreadOff = err, off
+			}
+			return id, false, true
+		}
+		h = rec.Headers
+	}
+	if v := h[s.dedupHeader]; v != "" {
+		return checkpoint.DedupID(v), true, false
+	}
+	return id, false, false
 }
 
 // advance moves to the next record; false at the end of the file (then the
@@ -247,7 +282,7 @@ func (s *source) advance() bool {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]
 	}
 	s.woid, s.off, s.size = it.woid, it.off, it.size
-	s.dedupID, s.hasID = it.dedupID, it.hasID
+	s.dedupID, s.hasID, s.idUnread = it.dedupID, it.hasID, it.unread
 	return true
 }
 
