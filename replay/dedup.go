@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
@@ -141,14 +142,12 @@ func readPut(logs *logfile.Set, file uint32, off int64) (logfile.Record, error) 
 	return rec, nil
 }
 
-// inRanges reports whether index i is in ranges rs ((first, count) pairs).
+// inRanges reports whether index i is in ranges rs ((first, count) pairs,
+// in increasing order as the decoder checks): a binary search, so that a
+// commit of many puts with many ranges costs n log r, not n r.
 func inRanges(rs []uint32, i int) bool {
-	for k := 0; k+1 < len(rs); k += 2 {
-		if first := int(rs[k]); i >= first && i < first+int(rs[k+1]) {
-			return true
-		}
-	}
-	return false
+	k := sort.Search(len(rs)/2, func(k int) bool { return int(rs[2*k])+int(rs[2*k+1]) > i })
+	return k < len(rs)/2 && int(rs[2*k]) <= i
 }
 
 // countRanges returns how many of the n indices [0, n) ranges rs cover.
