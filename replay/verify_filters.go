@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+
 	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -18,14 +20,27 @@ import (
 // catalog (ids are never reused, and every log file begins with a groups
 // record).
 
-// filterSkipAt is a filter skip record: where it is, its transaction, the
-// group it names and the end of its last range (put indices).
+// A duplicate record (Config.Dedup) is written the same way, right before
+// its commit, and is checked the same way, but names no group.
+
+// filterSkipAt is a filter skip record (or, dup, a duplicate record):
+// where it is, its transaction, the group it names and the end of its
+// last range (put indices).
 type filterSkipAt struct {
 	path  string
 	off   int64
 	tx    uint64
 	group uint32
 	end   uint64
+	dup   bool
+}
+
+// kind returns the problem kind of a bad s, and what s is, for the detail.
+func (s filterSkipAt) kind() (ProblemKind, string) {
+	if s.dup {
+		return ProblemBadDuplicate, "duplicate record"
+	}
+	return ProblemBadFilterSkip, fmt.Sprintf("filter skip record (group %d)", s.group)
 }
 
 // filterCheck follows one log file's filter skip records (see above).
@@ -44,20 +59,21 @@ func (fc *filterCheck) see(path string, off int64, r *logfile.Record) {
 		fc.orphans()
 	}
 	switch {
-	case r.Type == logfile.RecordFilterSkip:
-		s := filterSkipAt{path: path, off: off, tx: r.TxID, group: r.Group}
+	case r.Type == logfile.RecordFilterSkip || r.Type == logfile.RecordDuplicate:
+		s := filterSkipAt{path: path, off: off, tx: r.TxID, group: r.Group, dup: r.Type == logfile.RecordDuplicate}
 		if n := len(r.Ranges); n >= 2 {
 			s.end = uint64(r.Ranges[n-2]) + uint64(r.Ranges[n-1])
 		}
 		fc.pending = append(fc.pending, s)
-		if s.group >= v.nextGroupID { // not created yet as far as the scan knows: checked at the end
+		if !s.dup && s.group >= v.nextGroupID { // not created yet as far as the scan knows: checked at the end
 			v.filterSkips = append(v.filterSkips, s)
 		}
 	case r.Type == logfile.RecordCommit && r.CommitType == logfile.RecordPut:
 		for _, s := range fc.pending {
 			if s.end > r.Count {
-				v.rep.add(ProblemBadFilterSkip, s.path, s.off, "filter skip record of transaction %d names put %d of it for group %d; its commit (offset %d) counts %d puts",
-					s.tx, s.end-1, s.group, off, r.Count)
+				kind, what := s.kind()
+				v.rep.add(kind, s.path, s.off, "%s of transaction %d names put %d of it; its commit (offset %d) counts %d puts",
+					what, s.tx, s.end-1, off, r.Count)
 			}
 		}
 		fc.pending = fc.pending[:0]
@@ -70,8 +86,9 @@ func (fc *filterCheck) see(path string, off int64, r *logfile.Record) {
 // commit followed them.
 func (fc *filterCheck) orphans() {
 	for _, s := range fc.pending {
-		fc.v.rep.add(ProblemBadFilterSkip, s.path, s.off, "filter skip record of transaction %d (group %d) not followed by its put commit: a record of another kind or transaction comes first",
-			s.tx, s.group)
+		kind, what := s.kind()
+		fc.v.rep.add(kind, s.path, s.off, "%s of transaction %d not followed by its put commit: a record of another kind or transaction comes first",
+			what, s.tx)
 	}
 	fc.pending = fc.pending[:0]
 }

@@ -132,6 +132,15 @@ const (
 	// can (an unknown group's record is ignored, ranges past the
 	// transaction's events are cut): a written record changed, or a bug.
 	ProblemBadFilterSkip ProblemKind = "bad-filter-skip"
+	// ProblemBadDuplicate: a duplicate record (a put commit dropped some
+	// of its events as duplicates, Config.Dedup) that no put commit of
+	// this build writes: it names a put past its commit's count, or it is
+	// followed in its file by a record other than its transaction's
+	// commit (at the very end of a file: a commit a crash cut, normal).
+	// The replay cuts ranges past the transaction's events: a written
+	// record changed, or a bug; the groups may hold an event twice or
+	// miss one the record names wrongly.
+	ProblemBadDuplicate ProblemKind = "bad-duplicate"
 )
 
 // Note kinds: findings that are not damage (Report.Notes; OK ignores them).

@@ -203,6 +203,9 @@ func advice(r *verifyJSON) []string {
 	if has(replay.ProblemBadFilterSkip) {
 		out = append(out, "a filter skip record that no put commit writes (a changed log file, or a bug: keep a copy of the directories and report it): a filtered group may hold other events than its filter says; 'fcreplay reset' of that group evaluates its filter again over the retained events")
 	}
+	if has(replay.ProblemBadDuplicate) {
+		out = append(out, "a duplicate record that no put commit writes (a changed log file, or a bug: keep a copy of the directories and report it): a group may hold an event twice, or miss one the record names wrongly")
+	}
 	if has(replay.ProblemTornTail, replay.ProblemUnfinishedCreate) {
 		out = append(out, "torn tails and unfinished creates are normal after a crash; the channel's next open, or 'fcreplay repair', removes them")
 	}
