@@ -60,6 +60,12 @@ type dedupWindow struct {
 	// gen counts the changes; persisted is gen when the snapshot file was
 	// last written.
 	gen, persisted uint64
+	// trimNow is the latest commit time: the ids to forget are those
+	// trimLocked(trimNow) removes. Commits leave them to the trimmer
+	// (dedupTrimLoop, woken by trimKick); whatever reads the window
+	// (check, size, the snapshot) trims first what it has not done yet.
+	trimNow  int64
+	trimKick chan struct{}
 
 	// fileMu serialises the writes of the snapshot file (dedupfile.go),
 	// and guards the buffers they reuse. Taken before mu.
@@ -73,7 +79,8 @@ type dedupWindow struct {
 
 // newDedupWindow returns an empty window.
 func newDedupWindow(d Dedup) *dedupWindow {
-	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: idTable{hint: d.MaxIDs}}
+	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: idTable{hint: d.MaxIDs},
+		trimKick: make(chan struct{}, 1)}
 }
 
 // pendingMark is the value of an id reserved by the commit of transaction
@@ -98,6 +105,7 @@ func (w *dedupWindow) check(tx uint64, now int64, slots []dedupSlot, seen map[de
 	dups []uint32, keep []dedupID) ([]uint32, []dedupID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.trimLocked(w.trimNow) // what the trimmer has not done yet
 	for _, s := range slots {
 		if s.has {
 			w.ids.touch(s.id)
@@ -160,7 +168,11 @@ func (w *dedupWindow) commit(tx uint64, now int64, keep []dedupID, dropped int) 
 		}
 	}
 	w.gen++
-	w.trimLocked(now)
+	w.trimNow = max(w.trimNow, now)
+	select {
+	case w.trimKick <- struct{}{}:
+	default: // the trimmer is awake already
+	}
 }
 
 // release drops tx's reservations of keep (its commit failed).
@@ -187,49 +199,81 @@ func (w *dedupWindow) addLocked(id dedupID, t int64) {
 	w.fifo.push(dedupEntry{ID: id, Time: t})
 }
 
-// trimBatch is the number of FIFO entries trimLocked touches before it
-// removes them.
+// trimBatch is the number of FIFO entries a trim touches, then removes,
+// at a time.
 const trimBatch = 64
 
 // trimLocked forgets the entries older than the window at now, then the
-// oldest while more than maxIDs are remembered, trimBatch at a time: it
-// touches their slots, then removes them.
+// oldest while more than maxIDs are remembered.
 func (w *dedupWindow) trimLocked(now int64) {
-	cut := now - w.window
-	var forgotten int64
+	for w.trimBatchLocked(now) > 0 {
+	}
+}
+
+// trim is the trimmer's trimLocked(trimNow): in batches, mu taken for
+// each, so that a commit waits for one batch at most.
+func (w *dedupWindow) trim() {
 	for {
-		k := 0
-		for k < min(w.fifo.n, trimBatch) {
-			e := w.fifo.at(k)
-			if e.Time >= cut && w.fifo.n-k <= w.maxIDs {
-				break
-			}
-			w.ids.touch(e.ID)
-			k++
+		w.mu.Lock()
+		n := w.trimBatchLocked(w.trimNow)
+		w.mu.Unlock()
+		if n == 0 {
+			return
 		}
-		if k == 0 {
+	}
+}
+
+// trimBatchLocked forgets at most trimBatch entries as trimLocked does:
+// it touches their slots, then removes them. It returns how many entries
+// left the FIFO.
+func (w *dedupWindow) trimBatchLocked(now int64) int {
+	cut := now - w.window
+	k := 0
+	for k < min(w.fifo.n, trimBatch) {
+		e := w.fifo.at(k)
+		if e.Time >= cut && w.fifo.n-k <= w.maxIDs {
 			break
 		}
-		for range k {
-			e := w.fifo.at(0)
-			w.fifo.pop()
-			if j, ok := w.ids.lookup(e.ID); ok && w.ids.slots[j].t == e.Time {
-				w.ids.deleteAt(j)
-				if e.Time >= cut {
-					forgotten++
-				}
+		w.ids.touch(e.ID)
+		k++
+	}
+	var forgotten int64
+	for range k {
+		e := w.fifo.at(0)
+		w.fifo.pop()
+		if j, ok := w.ids.lookup(e.ID); ok && w.ids.slots[j].t == e.Time {
+			w.ids.deleteAt(j)
+			if e.Time >= cut {
+				forgotten++
 			}
 		}
 	}
 	if forgotten > 0 {
 		w.forgotten.Add(forgotten)
 	}
+	return k
 }
 
-// size returns the number of ids remembered.
+// dedupTrimLoop is the trimmer: it forgets the ids the commits left past
+// the window or past MaxIDs, off their path (while the next commit writes,
+// syncs or puts), until Close.
+func (c *FileChannel) dedupTrimLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-c.dedup.trimKick:
+			c.dedup.trim()
+		}
+	}
+}
+
+// size returns the number of ids remembered, once the trim due is done.
 func (w *dedupWindow) size() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.trimLocked(w.trimNow)
 	return w.ids.n - w.reserved
 }
 
@@ -238,6 +282,7 @@ func (w *dedupWindow) size() int {
 // copy of 24 bytes per id, not for a million lookups). An entry a later
 // one of its id superseded may be among them: load keeps the latest.
 func (w *dedupWindow) entriesLocked(dst []dedupEntry) []dedupEntry {
+	w.trimLocked(w.trimNow)
 	return w.fifo.appendTo(dst)
 }
 
@@ -253,6 +298,7 @@ func (w *dedupWindow) load(entries []dedupEntry, now int64) {
 	for _, e := range entries {
 		w.addLocked(e.ID, e.Time)
 	}
+	w.trimNow = now
 	w.trimLocked(now)
 	w.gen++
 }
