@@ -106,11 +106,7 @@ func (w *dedupWindow) check(tx uint64, now int64, slots []dedupSlot, seen map[de
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.trimLocked(w.trimNow) // what the trimmer has not done yet
-	for _, s := range slots {
-		if s.has {
-			w.ids.touch(s.id)
-		}
-	}
+	w.ids.touchSlots(slots)
 	cut, mine := now-w.window, pendingMark(tx)
 	for i, s := range slots {
 		if !s.has {

@@ -46,9 +46,12 @@ type idTable struct {
 func capFor(n int) int { return n + n/2 }
 
 // home returns the slot where a probe for id starts.
-func (tb *idTable) home(id dedupID) int {
+func (tb *idTable) home(id dedupID) int { return homeIn(id, len(tb.slots)) }
+
+// homeIn returns id's home slot in a table of n slots.
+func homeIn(id dedupID, n int) int {
 	h := (id[0] ^ bits.RotateLeft64(id[1], 32)) * 0x9E3779B97F4A7C15
-	i, _ := bits.Mul64(h, uint64(len(tb.slots)))
+	i, _ := bits.Mul64(h, uint64(n))
 	return int(i)
 }
 
@@ -57,6 +60,23 @@ func (tb *idTable) touch(id dedupID) {
 	if len(tb.slots) > 0 {
 		tb.sink += tb.slots[tb.home(id)].t
 	}
+}
+
+// touchSlots touches the ids of slots, those it has: touch in a loop that
+// keeps what it reads in a register, so that no iteration waits for the
+// one before it.
+func (tb *idTable) touchSlots(slots []dedupSlot) {
+	tab := tb.slots
+	if len(tab) == 0 {
+		return
+	}
+	var sum int64
+	for _, s := range slots {
+		if s.has {
+			sum += tab[homeIn(s.id, len(tab))].t
+		}
+	}
+	tb.sink += sum
 }
 
 // lookup returns the index of id's slot and true, or the index of the
