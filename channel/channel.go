@@ -204,6 +204,10 @@ func openWith(cfg Config, dirsLocked bool) (*FileChannel, error) {
 	opened = true
 	c.wg.Add(1)
 	go c.checkpointLoop()
+	if c.dedup != nil {
+		c.wg.Add(1)
+		go c.dedupTrimLoop()
+	}
 	if err := c.startNewGroups(); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}

@@ -77,6 +77,7 @@ func BenchmarkDedupWindowMemory(b *testing.B) {
 				keep[i] = dedupIDOf(strconv.Itoa(from + i))
 			}
 			w.commit(1, int64(from+1), keep, 0)
+			w.trim() // the trimmer's part
 		}
 		for i := 0; i < n; i += len(keep) {
 			commit(i)

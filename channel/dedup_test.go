@@ -245,7 +245,7 @@ func TestDedupFailedCommitReleasesIDs(t *testing.T) {
 	}
 	// Its reservations are gone: only a's id is left (a reservation
 	// left behind would stay in the map, never expired).
-	if n := func() int { c.dedup.mu.Lock(); defer c.dedup.mu.Unlock(); return len(c.dedup.ids) }(); n != 1 {
+	if n := func() int { c.dedup.mu.Lock(); defer c.dedup.mu.Unlock(); return c.dedup.ids.n }(); n != 1 {
 		t.Fatalf("the window's map holds %d ids after a failed commit, want 1", n)
 	}
 	putTx(t, c, idEvent("b", "b2"), idEvent("c", "c2"), idEvent("a", "a2"))

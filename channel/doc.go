@@ -444,7 +444,9 @@ package channel
 // queueMu: dedupWindow.fileMu (serialises the writes of its snapshot file;
 // taken under ckptMu by a checkpoint, under the set's gcMu before a log
 // file deletion), then dedupWindow.mu (dedupMu: the ids; a leaf, taken
-// under commitMu shared by put commits, and by fileMu to copy them).
+// under commitMu shared by put commits, by fileMu to copy them, and alone
+// by the window's trimmer goroutine, dedupTrimLoop, a batch of 64 ids at a
+// time).
 //
 // and inside the log set (logfile.Set), after commitMu and never nested
 // with queueMu:

@@ -220,7 +220,8 @@ func (c *FileChannel) Stats() Stats {
 	s.BackupErrs = c.stats.backupErrs.Load()
 	s.LastCheckpoint = c.lastCkptW.Load()
 	if w := c.dedup; w != nil {
-		s.Duplicates, s.DedupForgotten, s.DedupIDs = w.duplicates.Load(), w.forgotten.Load(), w.size()
+		s.DedupIDs = w.size() // first: it trims, and may forget some
+		s.Duplicates, s.DedupForgotten = w.duplicates.Load(), w.forgotten.Load()
 		s.DedupSnapshotMissing = c.stats.dedupSnapshotBad.Load()
 		s.DedupUnread = c.stats.dedupUnread.Load()
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -71,6 +73,7 @@ func main() {
 	svgPath := flag.String("svg", "", "write a throughput chart to this SVG file")
 	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
 	only := flag.String("only", "", "run only the steps whose name contains this text (e.g. \"replay\"); targets of the others show as not measured")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	sz := fullSizes()
 	if *quick {
@@ -80,10 +83,29 @@ func main() {
 		sz.memBacklog = *backlog << 20
 	}
 	sz.only = *only
-	if err := run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr); err != nil {
+	err := withCPUProfile(*cpuProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// withCPUProfile runs fn, writing a CPU profile of it to path if path is
+// not empty.
+func withCPUProfile(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return errors.Join(err, f.Close())
+	}
+	err = fn()
+	pprof.StopCPUProfile()
+	return errors.Join(err, f.Close())
 }
 
 // run performs every measurement, prints the table to out and progress to
