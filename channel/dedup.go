@@ -79,7 +79,7 @@ type dedupWindow struct {
 
 // newDedupWindow returns an empty window.
 func newDedupWindow(d Dedup) *dedupWindow {
-	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: idTable{hint: d.MaxIDs},
+	return &dedupWindow{window: int64(d.Window), maxIDs: d.MaxIDs, ids: newIDTable(d.MaxIDs),
 		trimKick: make(chan struct{}, 1)}
 }
 

@@ -1,6 +1,9 @@
 package channel
 
-import "math/bits"
+import (
+	"math/bits"
+	"math/rand/v2"
+)
 
 // The deduplication window's two structures (dedup.go): idTable, the
 // index of the ids it remembers or reserves, and idFIFO, the committed ids
@@ -8,8 +11,12 @@ import "math/bits"
 //
 // idTable is an open-addressing hash table of 24-byte slots (the id, its
 // time) with linear probing, no Go map. An id is a SHA-256 prefix, already
-// uniform: its home slot is a multiply of its two words, with no hashing of
-// the bytes. A lookup touches one cache line, two when its probe crosses
+// uniform: its home slot is a mix of its two words with the table's seed,
+// with no hashing of the bytes. The seed is random per table (per process):
+// SHA-256 is public, so without it whoever chooses the header values could
+// search offline for values whose ids share a home slot and build probe
+// runs that every lookup then walks (a Go map seeds its hash for the same
+// reason). A lookup touches one cache line, two when its probe crosses
 // a line: a Go map of the same entries touched its control word, its
 // slot, and its directory (83 bytes per id with the FIFO, against about 60
 // here). Deletion shifts the following entries back (no tombstones), so
@@ -39,18 +46,27 @@ type idTable struct {
 	// sink receives what touch reads, so that the reads are not
 	// dropped as unused.
 	sink int64
+	// seed keys the home slots (see above); set by newIDTable.
+	seed uint64
 }
+
+// newIDTable returns an empty table for about hint ids, with a random seed.
+func newIDTable(hint int) idTable { return idTable{hint: hint, seed: rand.Uint64()} }
 
 // capFor returns the slots a table of n ids is sized at: a load of 2/3,
 // where a lookup that misses probes about 5 slots (two cache lines).
 func capFor(n int) int { return n + n/2 }
 
 // home returns the slot where a probe for id starts.
-func (tb *idTable) home(id dedupID) int { return homeIn(id, len(tb.slots)) }
+func (tb *idTable) home(id dedupID) int { return homeIn(id, len(tb.slots), tb.seed) }
 
-// homeIn returns id's home slot in a table of n slots.
-func homeIn(id dedupID, n int) int {
-	h := (id[0] ^ bits.RotateLeft64(id[1], 32)) * 0x9E3779B97F4A7C15
+// homeIn returns id's home slot in a table of n slots keyed by seed: two
+// multiply-xorshift rounds, so that every bit of the id and the seed
+// reaches the top bits that pick the slot.
+func homeIn(id dedupID, n int, seed uint64) int {
+	h := (id[0] ^ seed) * 0x9E3779B97F4A7C15
+	h = (h ^ bits.RotateLeft64(id[1], 32) ^ h>>29) * 0xBF58476D1CE4E5B9
+	h ^= h >> 32
 	i, _ := bits.Mul64(h, uint64(n))
 	return int(i)
 }
@@ -73,7 +89,7 @@ func (tb *idTable) touchSlots(slots []dedupSlot) {
 	var sum int64
 	for _, s := range slots {
 		if s.has {
-			sum += tab[homeIn(s.id, len(tab))].t
+			sum += tab[homeIn(s.id, len(tab), tb.seed)].t
 		}
 	}
 	tb.sink += sum

@@ -14,7 +14,7 @@ import (
 func TestDedupTableModel(t *testing.T) {
 	for _, hint := range []int{0, 100, 5000} {
 		rng := rand.New(rand.NewPCG(uint64(hint), 7))
-		tb := idTable{hint: hint}
+		tb := newIDTable(hint)
 		var f idFIFO
 		model := map[dedupID]int64{}
 		var fifo []dedupEntry
@@ -129,5 +129,25 @@ func TestDedupTrimmerCatchesUp(t *testing.T) {
 	}
 	if f := c.dedup.forgotten.Load(); f != 17 {
 		t.Fatalf("forgotten %d, want 17", f)
+	}
+}
+
+// TestDedupTableSeeded: the home slots depend on the table's random seed,
+// so that header values chosen offline cannot aim their ids at one probe
+// run (SHA-256 is public): two tables place the same ids differently.
+func TestDedupTableSeeded(t *testing.T) {
+	a, b := newIDTable(0), newIDTable(0)
+	if a.seed == b.seed {
+		t.Fatalf("two tables got the same seed %x", a.seed)
+	}
+	same := 0
+	for i := range 1000 {
+		id := dedupIDOf(strconv.Itoa(i))
+		if homeIn(id, 1<<20, a.seed) == homeIn(id, 1<<20, b.seed) {
+			same++
+		}
+	}
+	if same > 10 {
+		t.Fatalf("%d of 1000 ids have the same home slot in two tables: the seed does not key the slots", same)
 	}
 }
