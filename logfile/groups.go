@@ -475,3 +475,53 @@ func readUint32(b []byte) (uint32, []byte, bool) {
 	}
 	return uint32(x), rest, true
 }
+
+// appendRetry appends the body of retry record r: its group, then each
+// pointer with its due time.
+func appendRetry(dst []byte, r *Record) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.Group))
+	dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
+	for i, p := range r.Pointers {
+		dst = binary.BigEndian.AppendUint64(dst, p)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Due[i]))
+	}
+	return dst
+}
+
+// decodeRetry decodes the body of a retry record into r: a group id, then
+// n >= 1 pointers each with a due time >= 1.
+func decodeRetry(p []byte, r *Record, s *scratch) string {
+	g, p, ok := readUint32(p)
+	if !ok {
+		return "bad group id"
+	}
+	n, p, ok := readUvarint(p)
+	switch {
+	case !ok:
+		return "bad pointer count"
+	case n == 0:
+		return "retry record without pointers"
+	case n != uint64(len(p))/16 || len(p)%16 != 0:
+		return "pointer count does not match the payload"
+	}
+	r.Group = g
+	var ptrs []uint64
+	if s != nil {
+		ptrs = slices.Grow(s.pointers[:0], int(n))[:n]
+		s.pointers = ptrs
+	} else {
+		ptrs = make([]uint64, n)
+	}
+	due := make([]int64, n)
+	for i := range ptrs {
+		ptrs[i] = binary.BigEndian.Uint64(p)
+		d := binary.BigEndian.Uint64(p[8:])
+		if d == 0 || d > math.MaxInt64 {
+			return "due time out of range"
+		}
+		due[i] = int64(d)
+		p = p[16:]
+	}
+	r.Pointers, r.Due = ptrs, due
+	return ""
+}
