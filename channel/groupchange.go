@@ -214,6 +214,7 @@ func (c *FileChannel) removeGroupLocked(g *groupState) error {
 	err = c.changeGroups(func() {
 		c.groups = slices.DeleteFunc(c.groups, func(x *groupState) bool { return x == g })
 		g.removed = true
+		c.stopRetryTimerLocked(g) // its waiting events go with it
 		if c.main == g {
 			c.main = nil
 		}

@@ -281,8 +281,8 @@ func (t *Transaction) returnTakes() {
 		return
 	}
 	notes := t.deadLetterReturned()
-	t.logDeliveries(t.takes)
-	err := c.returnTakes(t.grp, t.id, t.takes)
+	dues := t.logDeliveries(t.takes)
+	err := c.returnTakes(t.grp, t.id, t.takes, dues)
 	if len(t.takes) > 0 {
 		t.grp.avail.broadcast()
 	}
@@ -311,7 +311,10 @@ func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bo
 	if f := g.fencedLocked(tx); f != fenceNone {
 		return 0, false, errFenced(g, f)
 	}
-	p, ok := g.takeHead(tx)
+	p, ok := c.takeDueLocked(g, tx)
+	if !ok {
+		p, ok = g.takeHead(tx)
+	}
 	if ok {
 		c.armLeaseLocked(g, tx)
 	}
@@ -331,14 +334,19 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 	return g.untake(tx, p)
 }
 
-// returnTakes puts tx's takes back at g's head in their order.
-func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) error {
+// returnTakes puts tx's takes back at g's head in their order, or, with
+// dues (a group with RetryDelays), makes each wait until its due time.
+func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, dues []int64) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
 		return ErrClosed
 	}
 	if g.removed {
+		return nil
+	}
+	if dues != nil {
+		c.waitTakesLocked(g, tx, takes, dues)
 		return nil
 	}
 	return g.returnTakes(tx, takes)

@@ -736,6 +736,22 @@ func newerType(p []byte) RecordType {
 	return 0
 }
 
+// decodeSynced decodes the body of a synced record into r.
+func decodeSynced(p []byte, r *Record) string {
+	if r.TxID != 0 || r.WriteOrderID != 0 {
+		return "synced record with a transaction or write-order id"
+	}
+	to, rest, ok := readUvarint(p)
+	if !ok || to == 0 || to > uint64(MaxFileSize) {
+		return "bad synced offset"
+	}
+	if len(rest) != 0 {
+		return "trailing bytes after synced record"
+	}
+	r.SyncedTo = int64(to)
+	return ""
+}
+
 // decodePayloadOf decodes a checksummed payload of a file of format
 // version v into r. It returns a reason for the corruption, or "" if the
 // payload is valid. From EncryptedVersion on, a put's body is sealed and
@@ -798,17 +814,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	case RecordCommit:
 		return decodeCommit(p, r, timedVersion(v))
 	case RecordSynced:
-		if r.TxID != 0 || r.WriteOrderID != 0 {
-			return "synced record with a transaction or write-order id"
-		}
-		to, rest, ok := readUvarint(p)
-		if !ok || to == 0 || to > uint64(MaxFileSize) {
-			return "bad synced offset"
-		}
-		if len(rest) != 0 {
-			return "trailing bytes after synced record"
-		}
-		r.SyncedTo = int64(to)
+		return decodeSynced(p, r)
 	case RecordPadding:
 		if r.TxID != 0 || r.WriteOrderID != 0 {
 			return "padding with a transaction or write-order id"

@@ -1,0 +1,179 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// retryConfig is a channel with one group "a" with these RetryDelays, on
+// a test clock.
+func retryConfig(t *testing.T, delays ...time.Duration) (Config, *testClock) {
+	cfg := testConfig(t, 1)
+	clock := &testClock{now: time.Now()}
+	cfg.now = clock.Now
+	cfg.Groups = []GroupConfig{{Name: "a", RetryDelays: delays}}
+	return cfg, clock
+}
+
+// takeBody takes one event of g and commits (commit) or rolls back the
+// transaction; it returns the event's body ("" when g had none to take)
+// and its delivery count.
+func takeBody(t *testing.T, g *Group, commit bool) (string, int) {
+	t.Helper()
+	tx, err := g.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, ok, err := tx.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return "", 0
+	}
+	return string(ev.Body), ev.Deliveries
+}
+
+// wantTake checks that the next take of g (committed or rolled back)
+// returns want ("": nothing) with deliveries n.
+func wantTake(t *testing.T, what string, g *Group, commit bool, want string, n int) {
+	t.Helper()
+	got, d := takeBody(t, g, commit)
+	if got != want || (want != "" && d != n) {
+		t.Fatalf("%s: took %q (delivery %d), want %q (delivery %d)", what, got, d, want, n)
+	}
+}
+
+// TestRetryDelaysHonoured: a rolled-back event waits RetryDelays[n-1]
+// before its n-th redelivery (the last delay repeats), never less, while
+// the group's other events are taken.
+func TestRetryDelaysHonoured(t *testing.T) {
+	cfg, clock := retryConfig(t, 10*time.Second, 30*time.Second)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	wantTake(t, "while event-0 waits", a, true, "event-1", 1)
+	if st := a.Stats(); st.Waiting != 1 || st.Queued != 1 {
+		t.Fatalf("Stats: %d waiting, %d queued; want 1, 1", st.Waiting, st.Queued)
+	}
+	wantTake(t, "while event-0 waits", a, true, "event-2", 1)
+	wantTake(t, "before the 1st delay", a, false, "", 0)
+	for i, d := range []time.Duration{10 * time.Second, 30 * time.Second, 30 * time.Second} {
+		clock.Add(d - time.Millisecond)
+		wantTake(t, "a millisecond early", a, false, "", 0)
+		clock.Add(time.Millisecond)
+		wantTake(t, "when due", a, i == 2, "event-0", i+2)
+	}
+	if st := a.Stats(); st.Waiting != 0 || st.Queued != 0 {
+		t.Fatalf("Stats at the end: %d waiting, %d queued", st.Waiting, st.Queued)
+	}
+}
+
+// TestRetryDueBeforeHead: a due waiting event is taken before the
+// queue's head (it is older).
+func TestRetryDueBeforeHead(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Second)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	clock.Add(time.Second)
+	wantTake(t, "due", a, true, "event-0", 2)
+	wantTake(t, "then the head", a, true, "event-1", 1)
+}
+
+// TestRetryMaxDeliveriesDeadLetters: an event that reached MaxDeliveries
+// goes to the dead-letter group instead of waiting.
+func TestRetryMaxDeliveriesDeadLetters(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Second)
+	cfg.Groups[0].MaxDeliveries = 2
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	a, dlq := groupOf(t, c, "a"), groupOf(t, c, "a.dlq")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	clock.Add(time.Second)
+	wantTake(t, "second delivery", a, false, "event-0", 2)
+	if st := a.Stats(); st.Waiting != 0 || dlq.Len() != 1 {
+		t.Fatalf("after MaxDeliveries: %d waiting in a, %d in a.dlq; want 0, 1", st.Waiting, dlq.Len())
+	}
+}
+
+// TestRetryCapacityCountsWaiting: waiting events hold their place in the
+// group's capacity.
+func TestRetryCapacityCountsWaiting(t *testing.T) {
+	cfg, _ := retryConfig(t, time.Hour)
+	cfg.Groups[0].Capacity = 2
+	cfg.TransactionCapacity = 2
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	tx, err := c.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Put(Event{Body: []byte("x")}); !errors.Is(err, ErrChannelFull) {
+		t.Fatalf("Put with 1 queued and 1 waiting in capacity 2: %v, want ErrChannelFull", err)
+	}
+	tx.Rollback()
+}
+
+// TestRetryWakesTakeContext: a taker blocked in TakeContext gets the
+// waiting event when it becomes due (the group's timer wakes it).
+func TestRetryWakesTakeContext(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "a", RetryDelays: []time.Duration{150 * time.Millisecond}}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	a := groupOf(t, c, "a")
+	start := time.Now()
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, _ := a.Begin()
+	ev, err := tx.TakeContext(ctx)
+	if err != nil || string(ev.Body) != "event-0" {
+		t.Fatalf("TakeContext: %q, %v", ev.Body, err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("redelivered after %v, before its delay 150ms", d)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetryLeaseExpiryWaits: the events of an expired lease wait as after
+// a rollback.
+func TestRetryLeaseExpiryWaits(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Minute)
+	cfg.Groups[0].LeaseTimeout = 20 * time.Millisecond
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	a := groupOf(t, c, "a")
+	tx, _ := takeOne(t, a)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Waiting != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the expired lease's event does not wait")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(); !errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("late Commit: %v", err)
+	}
+	wantTake(t, "while it waits", a, true, "event-1", 1)
+	clock.Add(time.Minute)
+	wantTake(t, "when due", a, true, "event-0", 2)
+}
