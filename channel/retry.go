@@ -2,6 +2,7 @@ package channel
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"time"
 
@@ -221,6 +222,27 @@ func (c *FileChannel) stopRetryTimers() {
 		}
 	}()
 	c.retryWG.Wait()
+}
+
+// restoreWaiting (Open) moves the events of g's queue that the replay
+// found waiting (replay.GroupResult.Waiting) out of it into g's waiting
+// set, with their due times: one pass over the queue, whatever their
+// number. Open arms the timer once the groups are published.
+func (g *groupState) restoreWaiting(waiting map[eventqueue.Pointer]int64) error {
+	if len(waiting) == 0 {
+		return nil
+	}
+	n := g.queue.Size()
+	var err error
+	for range n {
+		p, _ := g.queue.RemoveHead()
+		if due, ok := waiting[p]; ok {
+			g.addWaitingLocked(p, due)
+			continue
+		}
+		err = errors.Join(err, g.queue.AddTail(p))
+	}
+	return err
 }
 
 // retryRecord returns the retry record of transaction tx for ptrs, which

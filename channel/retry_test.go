@@ -177,3 +177,52 @@ func TestRetryLeaseExpiryWaits(t *testing.T) {
 	clock.Add(time.Minute)
 	wantTake(t, "when due", a, true, "event-0", 2)
 }
+
+// TestRetryDelaySurvivesRestart: a waiting event still waits its delay,
+// never less, after a crash, a full replay (no checkpoint) and a Close
+// and Open, while the group's other events are taken.
+func TestRetryDelaySurvivesRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart func(t *testing.T, c *FileChannel, cfg Config)
+	}{
+		{"crash", func(t *testing.T, c *FileChannel, cfg Config) { crash(t, c) }},
+		{"full_replay", func(t *testing.T, c *FileChannel, cfg Config) {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			removeCheckpoint(t, cfg)
+		}},
+		{"close", func(t *testing.T, c *FileChannel, cfg Config) {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"checkpoint_then_crash", func(t *testing.T, c *FileChannel, cfg Config) {
+			if err := c.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			crash(t, c)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, clock := retryConfig(t, time.Hour)
+			c := mustOpen(t, cfg)
+			putN(t, c, 0, 3, 3)
+			wantTake(t, "first delivery", groupOf(t, c, "a"), false, "event-0", 1)
+			clock.Add(time.Minute)
+			tc.restart(t, c, cfg)
+			c = mustOpen(t, cfg)
+			a := groupOf(t, c, "a")
+			if st := a.Stats(); st.Waiting != 1 || st.Queued != 2 {
+				t.Fatalf("after the restart: %d waiting, %d queued; want 1, 2", st.Waiting, st.Queued)
+			}
+			wantTake(t, "after the restart", a, true, "event-1", 1)
+			wantTake(t, "after the restart", a, true, "event-2", 1)
+			clock.Add(time.Hour - time.Minute - time.Millisecond)
+			wantTake(t, "a millisecond early", a, true, "", 0)
+			clock.Add(time.Millisecond)
+			wantTake(t, "when due", a, true, "event-0", 2)
+		})
+	}
+}
