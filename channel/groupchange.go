@@ -48,7 +48,9 @@ func (c *FileChannel) fileStart() []logfile.Record {
 func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
 	cat := &checkpoint.Catalog{WriteOrderID: w, NextGroupID: c.nextGroupID}
 	for _, g := range c.groups {
-		cat.Groups = append(cat.Groups, checkpoint.CatalogGroup(g.info(), g.catalogDeliveries()))
+		cg := checkpoint.CatalogGroup(g.info(), g.catalogDeliveries())
+		cg.Waiting = g.catalogWaiting()
+		cat.Groups = append(cat.Groups, cg)
 	}
 	return cat
 }

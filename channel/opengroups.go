@@ -19,7 +19,7 @@ func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
 	}
 	seeds := []replay.GroupSeed{} // not nil: a catalog without groups seeds none
 	for _, g := range c.groups {
-		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue, Deliveries: g.deliveries}
+		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue, Deliveries: g.deliveries, Waiting: seedWaiting(rc.catalog, g.id)}
 		if g.id == 0 {
 			seed.Inflight = rc.st.InflightTakes
 		} else {

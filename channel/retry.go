@@ -1,11 +1,14 @@
 package channel
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
+	"slices"
 	"fmt"
 	"time"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -243,6 +246,40 @@ func (g *groupState) restoreWaiting(waiting map[eventqueue.Pointer]int64) error 
 		err = errors.Join(err, g.queue.AddTail(p))
 	}
 	return err
+}
+
+// catalogWaiting returns g's waiting events as the checkpoint catalog
+// keeps them (by pointer). The caller holds queueMu.
+func (g *groupState) catalogWaiting() []checkpoint.Waiting {
+	if len(g.wait.heap) == 0 {
+		return nil
+	}
+	out := make([]checkpoint.Waiting, len(g.wait.heap))
+	for i, w := range g.wait.heap {
+		out[i] = checkpoint.Waiting{Pointer: uint64(w.p), Due: w.due}
+	}
+	slices.SortFunc(out, func(a, b checkpoint.Waiting) int { return cmp.Compare(a.Pointer, b.Pointer) })
+	return out
+}
+
+// seedWaiting returns the waiting events the checkpoint's catalog lists
+// for group id, for the replay's seed (they are also in flight in the
+// checkpoint, under waitingTx), or nil.
+func seedWaiting(cat *checkpoint.Catalog, id uint32) map[eventqueue.Pointer]int64 {
+	if cat == nil {
+		return nil
+	}
+	for _, cg := range cat.Groups {
+		if cg.ID != id || len(cg.Waiting) == 0 {
+			continue
+		}
+		out := make(map[eventqueue.Pointer]int64, len(cg.Waiting))
+		for _, w := range cg.Waiting {
+			out[eventqueue.Pointer(w.Pointer)] = w.Due
+		}
+		return out
+	}
+	return nil
 }
 
 // retryRecord returns the retry record of transaction tx for ptrs, which

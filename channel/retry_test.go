@@ -205,24 +205,33 @@ func TestRetryDelaySurvivesRestart(t *testing.T) {
 			crash(t, c)
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, clock := retryConfig(t, time.Hour)
-			c := mustOpen(t, cfg)
-			putN(t, c, 0, 3, 3)
-			wantTake(t, "first delivery", groupOf(t, c, "a"), false, "event-0", 1)
-			clock.Add(time.Minute)
-			tc.restart(t, c, cfg)
-			c = mustOpen(t, cfg)
-			a := groupOf(t, c, "a")
-			if st := a.Stats(); st.Waiting != 1 || st.Queued != 2 {
-				t.Fatalf("after the restart: %d waiting, %d queued; want 1, 2", st.Waiting, st.Queued)
-			}
-			wantTake(t, "after the restart", a, true, "event-1", 1)
-			wantTake(t, "after the restart", a, true, "event-2", 1)
-			clock.Add(time.Hour - time.Minute - time.Millisecond)
-			wantTake(t, "a millisecond early", a, true, "", 0)
-			clock.Add(time.Millisecond)
-			wantTake(t, "when due", a, true, "event-0", 2)
-		})
+		for _, name := range []string{"a", ""} {
+			t.Run(tc.name+"/group_"+name, func(t *testing.T) {
+				retryRestart(t, name, tc.restart)
+			})
+		}
 	}
+}
+
+// retryRestart makes an event of group name wait an hour, restarts the
+// channel, and checks that it still waits its delay.
+func retryRestart(t *testing.T, name string, restart func(t *testing.T, c *FileChannel, cfg Config)) {
+	cfg, clock := retryConfig(t, time.Hour)
+	cfg.Groups[0].Name = name
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 3)
+	wantTake(t, "first delivery", groupOf(t, c, name), false, "event-0", 1)
+	clock.Add(time.Minute)
+	restart(t, c, cfg)
+	c = mustOpen(t, cfg)
+	a := groupOf(t, c, name)
+	if st := a.Stats(); st.Waiting != 1 || st.Queued != 2 {
+		t.Fatalf("after the restart: %d waiting, %d queued; want 1, 2", st.Waiting, st.Queued)
+	}
+	wantTake(t, "after the restart", a, true, "event-1", 1)
+	wantTake(t, "after the restart", a, true, "event-2", 1)
+	clock.Add(time.Hour - time.Minute - time.Millisecond)
+	wantTake(t, "a millisecond early", a, true, "", 0)
+	clock.Add(time.Millisecond)
+	wantTake(t, "when due", a, true, "event-0", 2)
 }
