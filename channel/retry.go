@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"container/heap"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
