@@ -235,3 +235,59 @@ func retryRestart(t *testing.T, name string, restart func(t *testing.T, c *FileC
 	clock.Add(time.Millisecond)
 	wantTake(t, "when due", a, true, "event-0", 2)
 }
+
+// TestTransactionRetry: Retry(e, after) commits the transaction's other
+// events and makes e wait `after` (never less), also across a crash and a
+// full replay; its delivery counts toward MaxDeliveries.
+func TestTransactionRetry(t *testing.T) {
+	for _, restart := range []string{"none", "crash", "full_replay"} {
+		t.Run(restart, func(t *testing.T) {
+			cfg, clock := retryConfig(t)
+			cfg.Groups[0].MaxDeliveries = 2
+			c := mustOpen(t, cfg)
+			putN(t, c, 0, 4, 4)
+			a := groupOf(t, c, "a")
+			tx, _ := a.Begin()
+			var evs []Event
+			for range 3 {
+				ev, ok, err := tx.Take()
+				if !ok || err != nil {
+					t.Fatalf("take: %v, %v", ok, err)
+				}
+				evs = append(evs, ev)
+			}
+			if err := tx.Retry(evs[1], time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Retry(evs[1], time.Minute); !errors.Is(err, ErrNotTaken) {
+				t.Fatalf("second Retry of the same event: %v, want ErrNotTaken", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			switch restart {
+			case "crash":
+				crash(t, c)
+				c = mustOpen(t, cfg)
+			case "full_replay":
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				removeCheckpoint(t, cfg)
+				c = mustOpen(t, cfg)
+			}
+			a = groupOf(t, c, "a")
+			if st := a.Stats(); st.Waiting != 1 || st.Queued != 1 {
+				t.Fatalf("after the commit: %d waiting, %d queued; want 1, 1", st.Waiting, st.Queued)
+			}
+			wantTake(t, "the others were committed", a, true, "event-3", 1)
+			clock.Add(time.Minute - time.Millisecond)
+			wantTake(t, "a millisecond early", a, true, "", 0)
+			clock.Add(time.Millisecond)
+			wantTake(t, "when due", a, false, "event-1", 2)
+			if n := groupOf(t, c, "a.dlq").Len(); n != 1 {
+				t.Fatalf("after MaxDeliveries deliveries and a rollback: %d in a.dlq, want 1", n)
+			}
+		})
+	}
+}
