@@ -214,6 +214,13 @@ func (c *FileChannel) stopRetryTimerLocked(g *groupState) {
 	g.wait.gen++
 }
 
+// clearWaitingLocked drops g's waiting events (ResetGroup replaced
+// them); the caller holds queueMu.
+func (c *FileChannel) clearWaitingLocked(g *groupState) {
+	c.stopRetryTimerLocked(g)
+	g.wait.heap, g.wait.files = nil, nil
+}
+
 // stopRetryTimers (Close, once closed is set: no timer is armed after it)
 // stops every group's timer and waits for those firing.
 func (c *FileChannel) stopRetryTimers() {

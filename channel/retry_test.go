@@ -291,3 +291,26 @@ func TestTransactionRetry(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryResetGroup: ResetGroup replaces the waiting events with the
+// rest of the group's queue: none waits after it, and none comes back
+// twice.
+func TestRetryResetGroup(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Hour)
+	cfg.Retention = Retention{MaxAge: time.Hour}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	n, err := c.ResetGroup("a", Earliest())
+	if err != nil || n != 2 {
+		t.Fatalf("ResetGroup: %d, %v; want 2", n, err)
+	}
+	if st := a.Stats(); st.Waiting != 0 || st.Queued != 2 {
+		t.Fatalf("after the reset: %d waiting, %d queued; want 0, 2", st.Waiting, st.Queued)
+	}
+	clock.Add(time.Hour)
+	wantTake(t, "after the reset", a, true, "event-0", 1)
+	wantTake(t, "after the reset", a, true, "event-1", 1)
+	wantTake(t, "after the reset, when the old due time passed", a, true, "", 0)
+}

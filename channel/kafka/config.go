@@ -61,6 +61,11 @@ type Config struct {
 	// retention (retention.ms) is the nearest thing: it deletes old
 	// records whether or not they were taken.
 	ExpireAfter time.Duration
+	// RetryDelays is channel.GroupConfig.RetryDelays, which Kafka does not
+	// have: a non-empty list is refused (ErrUnsupported). A rolled-back
+	// record comes back at once (the member seeks back to it); Kafka keeps
+	// no per-record due time.
+	RetryDelays []time.Duration
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -144,7 +149,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
 // ErrUnsupported for a StartAt Kafka cannot map or an option it does not
-// have (LeaseTimeout, ExpireAfter), else nil.
+// have (LeaseTimeout, ExpireAfter, RetryDelays), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // withDefaults validates cfg and fills its zero fields.
@@ -183,6 +188,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.LeaseTimeout != 0 {
 		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
+	}
+	if len(cfg.RetryDelays) > 0 {
+		return cfg, &ConfigError{Field: "RetryDelays", Reason: "retry delays are not supported on Kafka (nil = back at once)", err: ErrUnsupported}
 	}
 	if cfg.ExpireAfter != 0 {
 		return cfg, &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
