@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // retryConfig is a channel with one group "a" with these RetryDelays, on
@@ -313,4 +315,48 @@ func TestRetryResetGroup(t *testing.T) {
 	wantTake(t, "after the reset", a, true, "event-0", 1)
 	wantTake(t, "after the reset", a, true, "event-1", 1)
 	wantTake(t, "after the reset, when the old due time passed", a, true, "", 0)
+}
+
+// TestRetryPowerLoss: the retry record of a rollback is not synced: a
+// power loss before the next fsync of its file loses it, and the event is
+// back at once (its wait shortened, the event never lost); once a later
+// commit synced the file, the wait survives the power loss too.
+func TestRetryPowerLoss(t *testing.T) {
+	fsys := vfs.NewMem()
+	cfg := memConfig(fsys, 1)
+	clock := &testClock{now: time.Now()}
+	cfg.now = clock.Now
+	cfg.Groups = []GroupConfig{{Name: "a", RetryDelays: []time.Duration{time.Hour}}}
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	lost := fsys.CrashClone(false, 1)
+	putN(t, c, 2, 1, 1) // its fsync makes the retry record durable
+	kept := fsys.CrashClone(false, 1)
+	for _, tc := range []struct {
+		name        string
+		img         *vfs.MemFS
+		first       string
+		waiting     int
+		queuedAfter int
+	}{
+		{"record_lost", lost, "event-0", 0, 2},
+		{"record_synced", kept, "event-1", 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			icfg := cfg
+			icfg.fs = tc.img
+			c := mustOpen(t, icfg)
+			defer c.Close()
+			a := groupOf(t, c, "a")
+			if st := a.Stats(); st.Waiting != tc.waiting || st.Queued+st.Waiting != tc.queuedAfter {
+				t.Fatalf("%d waiting, %d queued; want %d waiting of %d", st.Waiting, st.Queued, tc.waiting, tc.queuedAfter)
+			}
+			got, _ := takeBody(t, a, true)
+			if got != tc.first {
+				t.Fatalf("first take %q, want %q", got, tc.first)
+			}
+		})
+	}
 }
