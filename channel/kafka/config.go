@@ -152,6 +152,22 @@ func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 // have (LeaseTimeout, ExpireAfter, RetryDelays), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
+// unsupported returns the ConfigError of the first option set that Kafka
+// does not have (Dedup, LeaseTimeout, RetryDelays, ExpireAfter), or nil.
+func (cfg Config) unsupported() error {
+	switch {
+	case cfg.Dedup != (channel.Dedup{}):
+		return &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
+	case cfg.LeaseTimeout != 0:
+		return &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
+	case len(cfg.RetryDelays) > 0:
+		return &ConfigError{Field: "RetryDelays", Reason: "retry delays are not supported on Kafka (nil = back at once)", err: ErrUnsupported}
+	case cfg.ExpireAfter != 0:
+		return &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
+	}
+	return nil
+}
+
 // withDefaults validates cfg and fills its zero fields.
 func (cfg Config) withDefaults() (Config, error) {
 	bad := func(field, format string, args ...any) (Config, error) {
@@ -183,17 +199,8 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, &ConfigError{Field: "StartAt", Reason: fmt.Sprintf("group %s: %v", name, err), err: ErrUnsupported}
 		}
 	}
-	if cfg.Dedup != (channel.Dedup{}) {
-		return cfg, &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
-	}
-	if cfg.LeaseTimeout != 0 {
-		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
-	}
-	if len(cfg.RetryDelays) > 0 {
-		return cfg, &ConfigError{Field: "RetryDelays", Reason: "retry delays are not supported on Kafka (nil = back at once)", err: ErrUnsupported}
-	}
-	if cfg.ExpireAfter != 0 {
-		return cfg, &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
+	if err := cfg.unsupported(); err != nil {
+		return cfg, err
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:
