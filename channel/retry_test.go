@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -61,6 +63,8 @@ func wantTake(t *testing.T, what string, g *Group, commit bool, want string, n i
 // the group's other events are taken.
 func TestRetryDelaysHonoured(t *testing.T) {
 	cfg, clock := retryConfig(t, 10*time.Second, 30*time.Second)
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Registerer, cfg.Name = reg, "m"
 	c := mustOpen(t, cfg)
 	putN(t, c, 0, 3, 3)
 	a := groupOf(t, c, "a")
@@ -69,6 +73,7 @@ func TestRetryDelaysHonoured(t *testing.T) {
 	if st := a.Stats(); st.Waiting != 1 || st.Queued != 1 {
 		t.Fatalf("Stats: %d waiting, %d queued; want 1, 1", st.Waiting, st.Queued)
 	}
+	wantMetric(t, reg, "filechannel_group_retry_waiting_events", map[string]string{"channel_name": "m", "group": "a"}, 1)
 	wantTake(t, "while event-0 waits", a, true, "event-2", 1)
 	wantTake(t, "before the 1st delay", a, false, "", 0)
 	for i, d := range []time.Duration{10 * time.Second, 30 * time.Second, 30 * time.Second} {
