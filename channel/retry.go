@@ -277,14 +277,9 @@ func seedWaiting(cat *checkpoint.Catalog, id uint32) map[eventqueue.Pointer]int6
 		return nil
 	}
 	for _, cg := range cat.Groups {
-		if cg.ID != id || len(cg.Waiting) == 0 {
-			continue
+		if cg.ID == id {
+			return cg.WaitingDues()
 		}
-		out := make(map[eventqueue.Pointer]int64, len(cg.Waiting))
-		for _, w := range cg.Waiting {
-			out[eventqueue.Pointer(w.Pointer)] = w.Due
-		}
-		return out
 	}
 	return nil
 }
