@@ -174,13 +174,7 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) []int64 {
 		return nil // its counts went with it
 	}
 	t.s.words, t.s.counts = words, counts
-	recs := make([]logfile.Record, 0, 2)
-	if len(words) > 0 {
-		recs = append(recs, logfile.Record{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: words, Counts: counts})
-	}
-	if dues != nil {
-		recs = append(recs, retryRecord(t.id, g, ptrs, dues))
-	}
+	recs := returnRecords(t.id, g, ptrs, words, counts, dues)
 	if len(recs) == 0 {
 		return nil
 	}

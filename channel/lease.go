@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
-	"github.com/flumego/filechannel/logfile"
 )
 
 // Leases (GroupConfig.LeaseTimeout): a take transaction of a group with
@@ -141,13 +140,7 @@ func (c *FileChannel) logExpiredDeliveries(k leaseKey, ptrs []eventqueue.Pointer
 	if removed {
 		return nil
 	}
-	var recs []logfile.Record
-	if len(words) > 0 {
-		recs = append(recs, logfile.Record{Type: logfile.RecordDeliver, TxID: k.tx, Group: g.id, Pointers: words, Counts: counts})
-	}
-	if dues != nil {
-		recs = append(recs, retryRecord(k.tx, g, ptrs, dues))
-	}
+	recs := returnRecords(k.tx, g, ptrs, words, counts, dues)
 	if len(recs) == 0 {
 		return nil
 	}

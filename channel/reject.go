@@ -28,20 +28,10 @@ func (t *Transaction) Reject(e Event) error {
 		return err
 	}
 	defer t.leave()
-	if t.done {
-		return ErrTransactionDone
+	if err := t.checkMark("Reject"); err != nil {
+		return err
 	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if t.kind != txTake || t.grp == nil {
-		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
-	}
-	g := t.grp
-	if c.groupRemoved(g) {
-		return errRemoved(g)
-	}
+	c, g := t.c, t.grp
 	if g.dlq == nil {
 		return fmt.Errorf("%w: %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
 	}
@@ -56,6 +46,22 @@ func (t *Transaction) Reject(e Event) error {
 		t.rejectHeld++
 	}
 	t.rejected = append(t.rejected, i)
+	return nil
+}
+
+// checkMark checks, for Reject or Retry (op), that t is an open take
+// transaction that took events of a group still there.
+func (t *Transaction) checkMark(op string) error {
+	switch {
+	case t.done:
+		return ErrTransactionDone
+	case t.c.closed.Load():
+		return ErrClosed
+	case t.kind != txTake || t.grp == nil:
+		return fmt.Errorf("%w: %s: the transaction took nothing", ErrNotTaken, op)
+	case t.c.groupRemoved(t.grp):
+		return errRemoved(t.grp)
+	}
 	return nil
 }
 

@@ -290,6 +290,20 @@ func retryRecord(tx uint64, g *groupState, ptrs []eventqueue.Pointer, dues []int
 	return logfile.Record{Type: logfile.RecordRetry, TxID: tx, Group: g.id, Pointers: pointerWords(ptrs), Due: dues}
 }
 
+// returnRecords returns the records of transaction tx returning ptrs to
+// g: a deliver record of the counts words and counts (if any), and a retry
+// record of their due times dues (if any).
+func returnRecords(tx uint64, g *groupState, ptrs []eventqueue.Pointer, words []uint64, counts []uint32, dues []int64) []logfile.Record {
+	recs := make([]logfile.Record, 0, 2)
+	if len(words) > 0 {
+		recs = append(recs, logfile.Record{Type: logfile.RecordDeliver, TxID: tx, Group: g.id, Pointers: words, Counts: counts})
+	}
+	if dues != nil {
+		recs = append(recs, retryRecord(tx, g, ptrs, dues))
+	}
+	return recs
+}
+
 // checkRetryDelays checks a group's RetryDelays.
 func checkRetryDelays(d []time.Duration) error {
 	if len(d) > maxRetryDelays {

@@ -43,21 +43,11 @@ func (t *Transaction) Retry(e Event, after time.Duration) error {
 		return err
 	}
 	defer t.leave()
-	if t.done {
-		return ErrTransactionDone
-	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if t.kind != txTake || t.grp == nil {
-		return fmt.Errorf("%w: Retry: the transaction took nothing", ErrNotTaken)
+	if err := t.checkMark("Retry"); err != nil {
+		return err
 	}
 	if after < 0 {
 		return fmt.Errorf("filechannel: Retry: negative delay %v", after)
-	}
-	if c.groupRemoved(t.grp) {
-		return errRemoved(t.grp)
 	}
 	i := t.findTake(e)
 	if i < 0 {
@@ -90,12 +80,11 @@ func (t *Transaction) retryPlan() retryPlan {
 		rp.ptrs = append(rp.ptrs, t.takes[r.take])
 		rp.dues = append(rp.dues, max(now+int64(r.after), 1))
 	}
+	var words []uint64
+	var counts []uint32
 	if g.counting() {
-		words, counts, _, _ := c.deliveryCounts(g, rp.ptrs, nil, nil)
-		if len(words) > 0 {
-			rp.recs = append(rp.recs, logfile.Record{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: words, Counts: counts})
-		}
+		words, counts, _, _ = c.deliveryCounts(g, rp.ptrs, nil, nil)
 	}
-	rp.recs = append(rp.recs, retryRecord(t.id, g, rp.ptrs, rp.dues))
+	rp.recs = returnRecords(t.id, g, rp.ptrs, words, counts, rp.dues)
 	return rp
 }
