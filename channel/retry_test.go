@@ -365,3 +365,46 @@ func TestRetryPowerLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryExpiresWhenDue: an event that waits past its ExpireAfter is
+// expired by the Take that finds it due, not delivered.
+func TestRetryExpiresWhenDue(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Hour)
+	cfg.Groups[0].ExpireAfter = 30 * time.Minute
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 1, 1)
+	a := groupOf(t, c, "a")
+	wantTake(t, "first delivery", a, false, "event-0", 1)
+	clock.Add(time.Hour)
+	wantTake(t, "due but expired", a, true, "", 0)
+	if st := a.Stats(); st.Waiting != 0 || st.Expired != 1 {
+		t.Fatalf("%d waiting, %d expired; want 0, 1", st.Waiting, st.Expired)
+	}
+}
+
+// TestRetryRemoveGroup: RemoveGroup drops the group's waiting events, and
+// its timer with them; a group of the same name added again starts empty.
+func TestRetryRemoveGroup(t *testing.T) {
+	cfg, _ := retryConfig(t, 50*time.Millisecond)
+	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "b"})
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	wantTake(t, "first delivery", groupOf(t, c, "a"), false, "event-0", 1)
+	if err := c.RemoveGroup("a"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // its timer would have fired
+	if _, err := c.AddGroup(GroupConfig{Name: "a", RetryDelays: []time.Duration{time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := groupOf(t, c, "a").Stats(); st.Waiting != 0 || st.Queued != 0 {
+		t.Fatalf("the new group a: %d waiting, %d queued", st.Waiting, st.Queued)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	if st := groupOf(t, c, "a").Stats(); st.Waiting != 0 || st.Queued != 0 {
+		t.Fatalf("after a restart, the new group a: %d waiting, %d queued", st.Waiting, st.Queued)
+	}
+}
