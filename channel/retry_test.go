@@ -408,3 +408,30 @@ func TestRetryRemoveGroup(t *testing.T) {
 		t.Fatalf("after a restart, the new group a: %d waiting, %d queued", st.Waiting, st.Queued)
 	}
 }
+
+// TestRetryRebuild: Rebuild (a full replay into a new checkpoint) keeps a
+// waiting event waiting, and counts it among its group's events.
+func TestRetryRebuild(t *testing.T) {
+	cfg, clock := retryConfig(t, time.Hour)
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 2, 2)
+	wantTake(t, "first delivery", groupOf(t, c, "a"), false, "event-0", 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Rebuild(cfg, RebuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Groups {
+		if g.Name == "a" && g.Events != 2 {
+			t.Fatalf("Rebuild counts %d events in a, want 2 (1 waiting)", g.Events)
+		}
+	}
+	c = mustOpen(t, cfg)
+	a := groupOf(t, c, "a")
+	wantTake(t, "after the rebuild", a, true, "event-1", 1)
+	wantTake(t, "after the rebuild, before the due time", a, true, "", 0)
+	clock.Add(time.Hour)
+	wantTake(t, "when due", a, true, "event-0", 2)
+}
