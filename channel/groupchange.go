@@ -86,7 +86,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	// The first group that counts deliveries needs the delivery journal
 	// (Open made none).
 	var journal *checkpoint.Journal
-	if gc.MaxDeliveries > 0 && !c.hasJournal() {
+	if (gc.MaxDeliveries > 0 || len(gc.RetryDelays) > 0) && !c.hasJournal() {
 		if journal, err = c.newJournal(nil); err != nil {
 			c.discardGroupRings(g, dlq)
 			return nil, opErr("add group", err)

@@ -3,11 +3,14 @@ package channel
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flumego/filechannel/checkpoint"
 	"github.com/flumego/filechannel/internal/vfs"
 )
 
@@ -434,4 +437,21 @@ func TestRetryRebuild(t *testing.T) {
 	wantTake(t, "after the rebuild, before the due time", a, true, "", 0)
 	clock.Add(time.Hour)
 	wantTake(t, "when due", a, true, "event-0", 2)
+}
+
+// TestRetryAddGroupJournal: AddGroup of a group with RetryDelays (which
+// counts deliveries) on a channel without one creates the delivery
+// journal, so its Takes note their counts with no system call.
+func TestRetryAddGroupJournal(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	if _, err := os.Stat(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a journal before any group counts deliveries: %v", err)
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "r", RetryDelays: []time.Duration{time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.CheckpointDir, checkpoint.JournalName)); err != nil {
+		t.Fatalf("no delivery journal after AddGroup of a group with RetryDelays: %v", err)
+	}
 }
