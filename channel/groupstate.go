@@ -210,9 +210,9 @@ func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
 // checkpoint and replays them.
 func (g *groupState) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
 	ptrs := g.queue.Pointers()
-	if len(ptrs) > capacity {
+	if n := len(ptrs) + g.waitingLen(); n > capacity { // waiting events count against it
 		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
-			len(ptrs), capacity, len(ptrs))
+			n, capacity, n)
 	}
 	if g.ckpt != nil {
 		if err := g.ckpt.Close(); err != nil {

@@ -455,3 +455,21 @@ func TestRetryAddGroupJournal(t *testing.T) {
 		t.Fatalf("no delivery journal after AddGroup of a group with RetryDelays: %v", err)
 	}
 }
+
+// TestRetryCapacityShrinkCountsWaiting: reopening with a capacity below
+// the events a group holds, waiting ones included, is refused.
+func TestRetryCapacityShrinkCountsWaiting(t *testing.T) {
+	cfg, _ := retryConfig(t, time.Hour)
+	cfg.Groups[0].Capacity, cfg.TransactionCapacity = 3, 1
+	c := mustOpen(t, cfg)
+	putN(t, c, 0, 3, 1)
+	wantTake(t, "first delivery", groupOf(t, c, "a"), false, "event-0", 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups[0].Capacity = 2
+	if c, err := Open(cfg); err == nil {
+		c.Close()
+		t.Fatal("Open with capacity 2 of a group holding 2 queued and 1 waiting event succeeded")
+	}
+}
