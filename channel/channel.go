@@ -133,6 +133,9 @@ type FileChannel struct {
 	// leaseWG counts the armed leases and the expiries running
 	// (lease.go): Close waits for it.
 	leaseWG sync.WaitGroup
+	// retryWG counts the groups' armed retry timers and those firing
+	// (retry.go).
+	retryWG sync.WaitGroup
 }
 
 // stats are counters kept whether or not metrics are registered.
@@ -263,6 +266,7 @@ func (c *FileChannel) Close() error {
 	close(c.closing)
 	c.wg.Wait()
 	c.stopLeases()
+	c.stopRetryTimers()
 	err := c.closeFiles()
 	c.metrics.unregister()
 	c.log.Info("closed")

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -267,6 +269,12 @@ type crashRun struct {
 	// is not).
 	every int64
 	syncs bool
+	// unordered: the groups have RetryDelays, which reorder their
+	// events by design: the recovered events (the ring's, then those
+	// waiting for their delay) are checked as a set, sorted by id, so
+	// that no producer order is checked but loss, duplicates and takes
+	// that committed still are.
+	unordered bool
 
 	// A workload with a model of its own (crashdeadletter_test.go) sets
 	// these: ext snapshots its model at each crash point (crashSnap.ext),
@@ -504,13 +512,22 @@ func (r *crashRun) recoveredAll(c *FileChannel, s crashSnap) ([][]int, error) {
 // without consuming them; a damaged or foreign event is an error.
 func (r *crashRun) recovered(c *FileChannel, g *groupState) ([]int, error) {
 	ids, _, err := recoveredPointers(c, g)
+	if r.unordered {
+		slices.Sort(ids)
+	}
 	return ids, err
 }
 
-// recoveredPointers is recovered, with the events' pointers.
+// recoveredPointers is recovered, with the events' pointers: the ring's,
+// then those waiting for their retry delay (in due order).
 func recoveredPointers(c *FileChannel, g *groupState) ([]int, []eventqueue.Pointer, error) {
 	c.queueMu.Lock()
 	ptrs := g.queue.Pointers()
+	waiting := slices.Clone(g.wait.heap)
+	slices.SortFunc(waiting, func(a, b waitingEvent) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.p, b.p)) })
+	for _, w := range waiting {
+		ptrs = append(ptrs, w.p)
+	}
 	inflight := g.inflight.Len() + c.inflightPuts.Len()
 	c.queueMu.Unlock()
 	if inflight != 0 {
@@ -1094,6 +1111,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "retention/serial/2dirs", dirs: 2, steps: 150, seeds: 3, every: 7, run: crashRetained(crashSerial)},
 		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 4, run: crashDeduped(crashRetained(crashSerial))},
 		{name: "dedup/encrypted/serial/1dir", dirs: 1, steps: 40, seeds: 2, every: 4, run: crashDeduped(crashEncrypted(crashSerial))},
+		{name: "retry/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashRetrying(crashSerial)},
 	})
 }
 
@@ -1102,6 +1120,17 @@ func TestCrashStateEnumeration(t *testing.T) {
 func crashRetained(d crashDriver) crashDriver {
 	return func(r *crashRun, seed uint64, steps int) (string, error) {
 		r.cfg.Retention = Retention{MaxBytes: 2 * r.cfg.MaxFileSize}
+		return d(r, seed, steps)
+	}
+}
+
+// crashRetrying is d on a channel whose unnamed group has RetryDelays
+// of 0 then 1 ms: rolled-back events wait (most of them due at once),
+// through the retry records, the catalog's waiting events and replay.
+func crashRetrying(d crashDriver) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		r.cfg.Groups = []GroupConfig{{RetryDelays: []time.Duration{0, time.Millisecond}}}
+		r.unordered = true
 		return d(r, seed, steps)
 	}
 }

@@ -436,7 +436,7 @@ func (c *FileChannel) atDeliveryLimit(g *groupState, ptrs []eventqueue.Pointer) 
 	defer c.queueMu.Unlock()
 	var over []eventqueue.Pointer
 	for _, p := range ptrs {
-		if int64(g.deliveries[p]) >= int64(g.cfg.MaxDeliveries) {
+		if g.cfg.MaxDeliveries > 0 && int64(g.deliveries[p]) >= int64(g.cfg.MaxDeliveries) {
 			over = append(over, p)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/flumego/filechannel/logfile"
 )
 
-// Where delivery counts live (groups with MaxDeliveries):
+// Where delivery counts live (groups with MaxDeliveries or RetryDelays):
 //
 //   - in memory, groupState.deliveries, under queueMu: the truth while the
 //     channel is open;
@@ -46,7 +46,7 @@ import (
 // header allows) is none: its counts are lost, in the safe direction.
 func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.JournalEntry, error) {
 	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 }) &&
-		!slices.ContainsFunc(c.cfg.Groups, func(g GroupConfig) bool { return g.MaxDeliveries > 0 }) {
+		!slices.ContainsFunc(c.cfg.Groups, func(g GroupConfig) bool { return g.MaxDeliveries > 0 || len(g.RetryDelays) > 0 }) {
 		return nil, nil
 	}
 	entries, err := checkpoint.ReadJournal(c.fs, c.cfg.CheckpointDir)
@@ -155,46 +155,56 @@ func (c *FileChannel) noteDelivery(t *Transaction, g *groupState, p eventqueue.P
 // logDeliveries writes a deliver record of the counts of ptrs (taken by t
 // from a group that counts deliveries), which t is returning to the group,
 // without an fsync: replay then finds them in the logs (the next fsync of
-// the file makes them durable), not only in the journal.
-func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) {
+// the file makes them durable), not only in the journal. In a group with
+// RetryDelays it returns the due time of each of ptrs, written in a retry
+// record after the deliver record (the caller makes them wait until
+// then; nil: back at the head).
+func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) []int64 {
 	c, g := t.c, t.grp
 	if g == nil || !g.counting() || len(ptrs) == 0 {
-		return
+		return nil
 	}
 	c.commitMu.RLock()
 	defer c.commitMu.RUnlock()
 	if c.closed.Load() {
-		return
+		return nil
 	}
-	words, counts, removed := c.deliveryCounts(g, ptrs, t.s.words[:0], t.s.counts[:0])
+	words, counts, dues, removed := c.deliveryCounts(g, ptrs, t.s.words[:0], t.s.counts[:0])
 	if removed {
-		return // its counts went with it
+		return nil // its counts went with it
 	}
 	t.s.words, t.s.counts = words, counts
-	if len(words) == 0 {
-		return
+	recs := returnRecords(t.id, g, ptrs, words, counts, dues)
+	if len(recs) == 0 {
+		return nil
 	}
-	recs := [1]logfile.Record{{Type: logfile.RecordDeliver, TxID: t.id, Group: g.id, Pointers: words, Counts: counts}}
-	if _, _, err := c.appendRecords(t, recs[:], nil, nil); err != nil {
-		c.log.Warn("write the delivery counts of a rollback (the journal has them)", "group", g.cfg.Name, "err", err)
+	if _, _, err := c.appendRecords(t, recs, nil, nil); err != nil {
+		c.log.Warn("write the delivery counts and retry due times of a rollback (the journal has the counts; the events wait in memory)",
+			"group", g.cfg.Name, "err", err)
 	}
+	return dues
 }
 
 // deliveryCounts appends to words and counts, under queueMu, each of ptrs
-// that g counted a delivery of, and its count; removed is true when g is
-// gone (and its counts with it).
-func (c *FileChannel) deliveryCounts(g *groupState, ptrs []eventqueue.Pointer, words []uint64, counts []uint32) ([]uint64, []uint32, bool) {
+// that g counted a delivery of, and its count; with RetryDelays, dues is
+// the due time of each of ptrs (retryDuesLocked); removed is true when g
+// is gone (and its counts with it).
+func (c *FileChannel) deliveryCounts(g *groupState, ptrs []eventqueue.Pointer, words []uint64, counts []uint32) ([]uint64, []uint32, []int64, bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if g.removed {
-		return words, counts, true
+		return words, counts, nil, true
 	}
 	for _, p := range ptrs {
 		if n := g.deliveries[p]; n > 0 {
 			words, counts = append(words, uint64(p)), append(counts, n)
 		}
 	}
-	return words, counts, false
+	var dues []int64
+	if g.retrying() {
+		dues = c.retryDuesLocked(g, ptrs)
+	}
+	return words, counts, dues, false
 }
 
 // deliveryCount returns, under queueMu, whether g is removed and the
@@ -245,7 +255,7 @@ func (c *FileChannel) deliver(t *Transaction, p eventqueue.Pointer) (n int, note
 		// before this Take's own writes below are done.
 		return 0, nil, errRemoved(g)
 	}
-	if int64(count) >= int64(g.cfg.MaxDeliveries) {
+	if g.cfg.MaxDeliveries > 0 && int64(count) >= int64(g.cfg.MaxDeliveries) {
 		if notes = c.deadLetterTakes(t, []eventqueue.Pointer{p}, deadReasonMax); len(notes) > 0 {
 			return 0, notes, nil
 		}

@@ -166,6 +166,37 @@
 //		err = tx.Reject(ev) // to index.dlq when tx commits
 //	}
 //
+// # Retry delays
+//
+// GroupConfig.RetryDelays makes an event a rollback returns wait before
+// its next delivery: RetryDelays[n-1] after its n-th delivery (the last
+// value repeats), out of the way: the group's other events are taken
+// meanwhile, then it comes back before the queue's head. A waiting event
+// counts against the group's Capacity (GroupStats.Waiting counts them).
+// Transaction.Retry asks for one wait for one event, at a commit that
+// takes the transaction's others for good. The due time is in the log:
+// it survives Close, a crash and a full replay; a power loss may shorten
+// it, never lose the event. With MaxDeliveries, the event becomes a dead
+// letter after that many deliveries instead of waiting again. A sink that
+// retries with backoff:
+//
+//	orders := channel.GroupConfig{Name: "orders", MaxDeliveries: 6,
+//		RetryDelays: []time.Duration{time.Second, 10 * time.Second, time.Minute}}
+//	...
+//	tx, _ := g.Begin()
+//	ev, err := tx.TakeContext(ctx)
+//	if err != nil { ... }
+//	if err := deliver(ev); err != nil {
+//		tx.Rollback() // back after 1 s, 10 s, then every minute; a.dlq after 6
+//		continue
+//	}
+//	tx.Commit()
+//
+// or, for a batch of which one event failed:
+//
+//	tx.Retry(failed, 30*time.Second) // the others are committed
+//	tx.Commit()
+//
 // # Leases
 //
 // GroupConfig.LeaseTimeout bounds how long a take transaction of the

@@ -153,7 +153,7 @@ func (c *FileChannel) sweepGroup(g *groupState, max int) []DeadLetter {
 	if rest := taken[len(notes):]; len(rest) > 0 {
 		// Refused by a full Block dead-letter group, or not written:
 		// back at the head, in order.
-		if err := c.returnTakes(g, tx, rest); err != nil && !errors.Is(err, ErrClosed) {
+		if err := c.returnTakes(g, tx, rest, nil); err != nil && !errors.Is(err, ErrClosed) {
 			c.log.Error("queue refused expired events returned", "group", g.cfg.Name, "err", err)
 		}
 		g.avail.broadcast()

@@ -112,6 +112,22 @@ type GroupConfig struct {
 	// format version 7 (no commit time) never expire. 0 = never; negative
 	// is refused. Not stored in the log, as LeaseTimeout.
 	ExpireAfter time.Duration
+	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
+	// event after a rollback (the last value repeats): the event leaves
+	// the group's queue until then, and the group's other events are
+	// taken meanwhile (with OrderKey, to come, its key waits with it).
+	// nil = back at the head at once. The n-th redelivery is the one
+	// after n deliveries: a group with RetryDelays counts deliveries
+	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
+	// the dead-letter group instead of waiting. A waiting event keeps its
+	// place in the group's capacity (it counts against Capacity) and is
+	// not in Len; GroupStats.Waiting counts them. An expired lease's
+	// events wait the same way. A delay is in the log: it survives Close,
+	// a crash and a full replay; a power loss may shorten it, never lose
+	// the event. An event past its ExpireAfter is expired when it becomes
+	// due. At most 1024 delays, none negative. Not stored in the log (as
+	// LeaseTimeout); the due times of waiting events are.
+	RetryDelays []time.Duration
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -186,6 +202,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	}
 	if g.ExpireAfter < 0 {
 		return bad("ExpireAfter %v is negative (0 = never)", g.ExpireAfter)
+	}
+	if err := checkRetryDelays(g.RetryDelays); err != nil {
+		return bad("%v", err)
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

@@ -48,7 +48,9 @@ func (c *FileChannel) fileStart() []logfile.Record {
 func (c *FileChannel) checkpointCatalog(w uint64) *checkpoint.Catalog {
 	cat := &checkpoint.Catalog{WriteOrderID: w, NextGroupID: c.nextGroupID}
 	for _, g := range c.groups {
-		cat.Groups = append(cat.Groups, checkpoint.CatalogGroup(g.info(), g.catalogDeliveries()))
+		cg := checkpoint.CatalogGroup(g.info(), g.catalogDeliveries())
+		cg.Waiting = g.catalogWaiting()
+		cat.Groups = append(cat.Groups, cg)
 	}
 	return cat
 }
@@ -84,7 +86,7 @@ func (c *FileChannel) AddGroup(gc GroupConfig) (*Group, error) {
 	// The first group that counts deliveries needs the delivery journal
 	// (Open made none).
 	var journal *checkpoint.Journal
-	if gc.MaxDeliveries > 0 && !c.hasJournal() {
+	if (gc.MaxDeliveries > 0 || len(gc.RetryDelays) > 0) && !c.hasJournal() {
 		if journal, err = c.newJournal(nil); err != nil {
 			c.discardGroupRings(g, dlq)
 			return nil, opErr("add group", err)
@@ -214,6 +216,7 @@ func (c *FileChannel) removeGroupLocked(g *groupState) error {
 	err = c.changeGroups(func() {
 		c.groups = slices.DeleteFunc(c.groups, func(x *groupState) bool { return x == g })
 		g.removed = true
+		c.stopRetryTimerLocked(g) // its waiting events go with it
 		if c.main == g {
 			c.main = nil
 		}

@@ -53,6 +53,10 @@ type groupState struct {
 	// An entry goes when its transaction ends.
 	fenced map[uint64]fence
 
+	// wait is its events waiting for their retry delay (retry.go), under
+	// queueMu.
+	wait waitSet
+
 	// compiled caches the compiled cfg.Filter (filter.go).
 	compiled atomic.Pointer[filter]
 }
@@ -110,8 +114,9 @@ type groupCounts struct {
 // that is not a dead-letter group.
 func (g *groupState) fedBlock() bool { return g.cfg.WhenFull == Block && !g.dlqOnly }
 
-// counting reports whether g counts deliveries.
-func (g *groupState) counting() bool { return g.cfg.MaxDeliveries > 0 }
+// counting reports whether g counts deliveries: for MaxDeliveries, or
+// for the delays of RetryDelays.
+func (g *groupState) counting() bool { return g.cfg.MaxDeliveries > 0 || len(g.cfg.RetryDelays) > 0 }
 
 // takeHead moves the event at the head into tx's in-flight takes.
 func (g *groupState) takeHead(tx uint64) (eventqueue.Pointer, bool) {
@@ -180,11 +185,23 @@ func (g *groupState) capture(st *checkpoint.State, sn *logfile.Snapshot) {
 	for id := range g.inflight.Files() {
 		sn.Keep(id)
 	}
+	if len(g.wait.heap) > 0 {
+		// Waiting events come back at the head at recovery (in flight
+		// under waitingTx), unless the logs make them wait again.
+		ps := make([]eventqueue.Pointer, len(g.wait.heap))
+		for i, w := range g.wait.heap {
+			ps[i] = w.p
+		}
+		st.InflightTakes = append(st.InflightTakes, eventqueue.InflightTx{Tx: waitingTx, Pointers: ps})
+		for id := range g.wait.files {
+			sn.Keep(id)
+		}
+	}
 }
 
 // holds reports whether the group points into log file id now.
 func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
-	return g.queue.FileRef(id) > 0 || inflightFiles[id] > 0
+	return g.queue.FileRef(id) > 0 || inflightFiles[id] > 0 || g.wait.files[id] > 0
 }
 
 // resize moves the queue into a new checkpoint of the given capacity (the
@@ -193,9 +210,9 @@ func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
 // checkpoint and replays them.
 func (g *groupState) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
 	ptrs := g.queue.Pointers()
-	if len(ptrs) > capacity {
+	if n := len(ptrs) + g.waitingLen(); n > capacity { // waiting events count against it
 		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
-			len(ptrs), capacity, len(ptrs))
+			n, capacity, n)
 	}
 	if g.ckpt != nil {
 		if err := g.ckpt.Close(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
-	"github.com/flumego/filechannel/logfile"
 )
 
 // Leases (GroupConfig.LeaseTimeout): a take transaction of a group with
@@ -96,8 +95,8 @@ func (c *FileChannel) expire(k leaseKey, l *lease) {
 	}
 	g := k.g
 	g.counts.leasesExpired.Add(1) // before the events show: Stats never has them back uncounted
-	c.logExpiredDeliveries(k, ptrs)
-	err := c.returnExpired(k, ptrs)
+	dues := c.logExpiredDeliveries(k, ptrs)
+	err := c.returnExpired(k, ptrs, dues)
 	c.log.Warn("take transaction's lease expired: its events went back to the group", "group", g.cfg.Name, "tx", k.tx,
 		"events", len(ptrs), "lease_timeout", g.cfg.LeaseTimeout)
 	if err != nil {
@@ -129,30 +128,39 @@ func (c *FileChannel) fenceExpired(k leaseKey, l *lease) ([]eventqueue.Pointer, 
 
 // logExpiredDeliveries writes, as Transaction.logDeliveries does for a
 // rollback, a deliver record of the counts of ptrs (unsynced), which an
-// expired lease returns to a group that counts deliveries. The caller
-// holds commitMu.
-func (c *FileChannel) logExpiredDeliveries(k leaseKey, ptrs []eventqueue.Pointer) {
+// expired lease returns to a group that counts deliveries, and, with
+// RetryDelays, a retry record of their due times, which it returns (nil:
+// back at the head). The caller holds commitMu.
+func (c *FileChannel) logExpiredDeliveries(k leaseKey, ptrs []eventqueue.Pointer) []int64 {
 	g := k.g
 	if !g.counting() || len(ptrs) == 0 {
-		return
+		return nil
 	}
-	words, counts, removed := c.deliveryCounts(g, ptrs, nil, nil)
-	if removed || len(words) == 0 {
-		return
+	words, counts, dues, removed := c.deliveryCounts(g, ptrs, nil, nil)
+	if removed {
+		return nil
 	}
-	rec := logfile.Record{Type: logfile.RecordDeliver, TxID: k.tx, Group: g.id, Pointers: words, Counts: counts}
+	recs := returnRecords(k.tx, g, ptrs, words, counts, dues)
+	if len(recs) == 0 {
+		return nil
+	}
 	dir := int(k.tx % uint64(c.logs.NumDirs()))
-	if _, err := c.writeRecords(dir, []logfile.Record{rec}, nil, true); err != nil {
+	if _, err := c.writeRecords(dir, recs, nil, true); err != nil {
 		c.log.Warn("write the delivery counts of an expired lease (the journal has them)", "group", g.cfg.Name, "err", err)
 	}
+	return dues
 }
 
 // returnExpired puts ptrs, the events of the transaction whose lease
-// expired, back at the group's head in their order. The caller holds
-// commitMu exclusively since fenceExpired: neither RemoveGroup nor Close
-// came in between.
-func (c *FileChannel) returnExpired(k leaseKey, ptrs []eventqueue.Pointer) error {
+// expired, back at the group's head in their order, or, with dues, makes
+// them wait as after a rollback. The caller holds commitMu exclusively
+// since fenceExpired: neither RemoveGroup nor Close came in between.
+func (c *FileChannel) returnExpired(k leaseKey, ptrs []eventqueue.Pointer, dues []int64) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	if dues != nil {
+		c.waitTakesLocked(k.g, k.tx, ptrs, dues)
+		return nil
+	}
 	return k.g.returnTakes(k.tx, ptrs)
 }

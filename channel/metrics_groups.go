@@ -17,7 +17,7 @@ type groupCollector struct {
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
 	deadLettered, deadRefused, redriven    *prometheus.Desc
 	oldestAge, filtered, leasesExpired     *prometheus.Desc
-	expired                                *prometheus.Desc
+	expired, waiting                       *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -47,6 +47,8 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 		filtered:     desc("group_filtered_out_total", "Events of put commits that a consumer group's Filter kept out of it (no match, or an evaluation error)."),
 		expired: desc("group_expired_events_total",
 			"Events a consumer group did not deliver because they were queued longer than its ExpireAfter: moved to its dead-letter group, or dropped without one."),
+		waiting: desc("group_retry_waiting_events",
+			"Events of a consumer group waiting for their retry delay (RetryDelays, Transaction.Retry): out of its queue, counted against its capacity."),
 		leasesExpired: desc("group_leases_expired_total",
 			"Take transactions of a consumer group whose LeaseTimeout expired: their events went back to the group, their commit failed."),
 		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
@@ -56,7 +58,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
-		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired, g.expired} {
+		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired, g.expired, g.waiting} {
 		ch <- d
 	}
 }
@@ -94,6 +96,9 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.grp.cfg.LeaseTimeout > 0 || n.leasesExpired.Load() > 0 {
 			counter(g.leasesExpired, float64(n.leasesExpired.Load()), name)
 		}
+		if r.grp.retrying() || r.waiting > 0 {
+			gauge(g.waiting, float64(r.waiting), name)
+		}
 		if r.grp.cfg.ExpireAfter > 0 || n.deadExpired.Load()+n.expiredDropped.Load() > 0 {
 			counter(g.expired, float64(n.deadExpired.Load()+n.expiredDropped.Load()), name)
 		}
@@ -113,6 +118,7 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 type groupRow struct {
 	grp              *groupState
 	queued, inflight int
+	waiting          int // for their retry delay
 	head             eventqueue.Pointer
 	hasHead          bool
 }
@@ -129,7 +135,8 @@ func (g *groupCollector) rows() []groupRow {
 	rows := make([]groupRow, 0, len(c.groups))
 	for _, grp := range c.groups {
 		head, has := grp.headOf()
-		rows = append(rows, groupRow{grp, grp.queue.Size(), grp.inflight.Len(), head, has})
+		rows = append(rows, groupRow{grp: grp, queued: grp.queue.Size(), inflight: grp.inflight.Len(), waiting: grp.waitingLen(),
+			head: head, hasHead: has})
 	}
 	return rows
 }

@@ -19,7 +19,7 @@ func (c *FileChannel) replaySeeds(rc *recovery) []replay.GroupSeed {
 	}
 	seeds := []replay.GroupSeed{} // not nil: a catalog without groups seeds none
 	for _, g := range c.groups {
-		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue, Deliveries: g.deliveries}
+		seed := replay.GroupSeed{Info: g.info(), Queue: g.queue, Deliveries: g.deliveries, Waiting: seedWaiting(rc.catalog, g.id)}
 		if g.id == 0 {
 			seed.Inflight = rc.st.InflightTakes
 		} else {
@@ -116,6 +116,9 @@ func (c *FileChannel) settleGroups(rc *recovery) error {
 		delete(byID, gr.Info.ID)
 		g.id, g.cfg, g.since = gr.Info.ID, groupConfigOf(gr.Info), gr.Info.Since
 		g.dlqOnly, g.deliveries = gr.Info.DeadLetterGroup, gr.Deliveries
+		if err := g.restoreWaiting(gr.Waiting); err != nil {
+			return opErr(fmt.Sprintf("restore the waiting events of %s", groupLabel(g.cfg.Name)), err)
+		}
 		groups = append(groups, g)
 		if g.id == 0 {
 			main = g
@@ -312,7 +315,7 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		c.top, rc.created = ck, true
 	}
 	for _, g := range c.groups {
-		g.gate = newGate(g.cfg.Capacity, g.queue.Size())
+		g.gate = newGate(g.cfg.Capacity, g.queue.Size()+g.waitingLen())
 	}
 	c.publishOpenedGroups()
 	return nil
@@ -323,6 +326,9 @@ func (c *FileChannel) publishOpenedGroups() {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	c.publishGroups()
+	for _, g := range c.groups {
+		c.armRetryLocked(g)
+	}
 }
 
 // findStaleGroupDirs notes the group-N subdirs of the checkpoint dir that

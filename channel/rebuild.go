@@ -357,7 +357,8 @@ func rebuiltGroups(c *FileChannel) []RebuildGroup {
 		if err != nil {
 			continue // removed since: nothing runs on c but Open's own work
 		}
-		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: grp.Len(), Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull,
+		st := grp.Stats() // the events waiting for their retry delay are the group's too
+		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: st.Queued + st.Waiting, Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull,
 			MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter})
 	}
 	return out

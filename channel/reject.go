@@ -28,20 +28,10 @@ func (t *Transaction) Reject(e Event) error {
 		return err
 	}
 	defer t.leave()
-	if t.done {
-		return ErrTransactionDone
+	if err := t.checkMark("Reject"); err != nil {
+		return err
 	}
-	c := t.c
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if t.kind != txTake || t.grp == nil {
-		return fmt.Errorf("%w: Reject: the transaction took nothing", ErrNotTaken)
-	}
-	g := t.grp
-	if c.groupRemoved(g) {
-		return errRemoved(g)
-	}
+	c, g := t.c, t.grp
 	if g.dlq == nil {
 		return fmt.Errorf("%w: %s has no dead-letter group (set MaxDeliveries or DeadLetter)", ErrNoGroup, groupLabel(g.cfg.Name))
 	}
@@ -59,19 +49,36 @@ func (t *Transaction) Reject(e Event) error {
 	return nil
 }
 
-// findTake returns the index in t.takes of e, not rejected yet: the take
-// whose Body is e's slice, else the first whose content equals e's, or -1.
+// checkMark checks, for Reject or Retry (op), that t is an open take
+// transaction that took events of a group still there.
+func (t *Transaction) checkMark(op string) error {
+	switch {
+	case t.done:
+		return ErrTransactionDone
+	case t.c.closed.Load():
+		return ErrClosed
+	case t.kind != txTake || t.grp == nil:
+		return fmt.Errorf("%w: %s: the transaction took nothing", ErrNotTaken, op)
+	case t.c.groupRemoved(t.grp):
+		return errRemoved(t.grp)
+	}
+	return nil
+}
+
+// findTake returns the index in t.takes of e, not rejected or retried
+// yet: the take whose Body is e's slice, else the first whose content
+// equals e's, or -1.
 func (t *Transaction) findTake(e Event) int {
 	if len(e.Body) > 0 {
 		want := unsafe.Pointer(unsafe.SliceData(e.Body))
 		for i, b := range t.bodies {
-			if b == want && !slices.Contains(t.rejected, i) {
+			if b == want && !t.marked(i) {
 				return i
 			}
 		}
 	}
 	for i, p := range t.takes {
-		if slices.Contains(t.rejected, i) {
+		if t.marked(i) {
 			continue
 		}
 		ev, err := t.c.readEvent(p)
@@ -83,10 +90,11 @@ func (t *Transaction) findTake(e Event) int {
 }
 
 // noteBody records the Body of the event t's last take returned, for
-// Reject (only in a group with a dead-letter group); nil for a damaged
-// event skipped.
+// Reject and Retry (only in a group with a dead-letter group or
+// RetryDelays: elsewhere they compare contents); nil for a damaged event
+// skipped.
 func (t *Transaction) noteBody(body []byte) {
-	if t.grp.dlq == nil {
+	if t.grp.dlq == nil && !t.grp.retrying() {
 		return
 	}
 	var b unsafe.Pointer
@@ -127,6 +135,12 @@ func (t *Transaction) releaseRejects() {
 		t.grp.dlq.gate.release(t.rejectHeld)
 	}
 	t.rejectHeld, t.rejected = 0, t.rejected[:0]
+	t.retried = t.retried[:0]
+}
+
+// marked reports whether Reject or Retry marked take i of t.
+func (t *Transaction) marked(i int) bool {
+	return slices.Contains(t.rejected, i) || t.isRetried(i)
 }
 
 // holdDeadLetterPermit takes one permit of dead-letter group dlq, under

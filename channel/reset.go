@@ -140,6 +140,9 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 	for _, e := range g.inflight.Entries() {
 		plan.old = append(plan.old, e.Pointers...)
 	}
+	for _, w := range g.wait.heap {
+		plan.old = append(plan.old, w.p) // waiting for a retry delay
+	}
 	// The permits in use that are not g's events are open put
 	// transactions' (Block groups): they keep them.
 	plan.room = g.queue.Capacity() - max(g.gate.inUse()-len(plan.old), 0)
@@ -296,6 +299,7 @@ func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
 			g.inflight.Remove(e.Tx)
 		}
 		g.deliveries = nil
+		c.clearWaitingLocked(g)
 		for p := range plan.keep.all() {
 			qerr = errors.Join(qerr, g.queue.AddTail(p))
 		}

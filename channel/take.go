@@ -174,14 +174,15 @@ func (t *Transaction) commitTakes() error {
 		return err
 	}
 	g := t.grp
-	g.gate.release(len(t.takes))
-	g.counts.taken.Add(int64(len(t.takes) - len(notes)))
+	waiting := len(t.retried) // they keep their permits
+	g.gate.release(len(t.takes) - waiting)
+	g.counts.taken.Add(int64(len(t.takes) - len(notes) - waiting))
 	g.counts.deadRejected.Add(int64(len(notes)))
 	if len(notes) > 0 {
 		t.c.log.Warn("rejected events moved to the dead-letter group", "group", g.cfg.Name, "dead_letter", g.dlq.cfg.Name,
 			"events", len(notes))
 	}
-	t.takes, t.rejected, t.rejectHeld = t.takes[:0], t.rejected[:0], 0
+	t.takes, t.rejected, t.rejectHeld, t.retried = t.takes[:0], t.rejected[:0], 0, t.retried[:0]
 	t.notes = append(t.notes, notes...)
 	return nil
 }
@@ -215,11 +216,15 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		}
 	}
 	ptrs := t.s.words[:0]
-	for _, p := range t.takes {
-		ptrs = append(ptrs, uint64(p))
+	for i, p := range t.takes {
+		if !t.isRetried(i) {
+			ptrs = append(ptrs, uint64(p))
+		}
 	}
 	t.s.words = ptrs
 	recs := []logfile.Record{{Type: logfile.RecordTake, TxID: t.id, Group: t.grp.id, Pointers: ptrs}}
+	retry := t.retryPlan()
+	recs = append(recs, retry.recs...)
 	completes := t.takeFiles()
 	if len(m.drops) > 0 {
 		recs = append(recs, logfile.Record{Type: logfile.RecordTake, TxID: t.id, Group: m.to.id, Pointers: pointerWords(m.drops)})
@@ -240,7 +245,7 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		}
 		return nil, opErrNote("commit", err, " (the taken events were returned to the channel)")
 	}
-	c.committedTakes(t.grp, t.id, t.takes)
+	c.committedTakes(t.grp, t.id, t.takes, &retry)
 	if m.to == nil {
 		return nil, nil
 	}
@@ -281,8 +286,8 @@ func (t *Transaction) returnTakes() {
 		return
 	}
 	notes := t.deadLetterReturned()
-	t.logDeliveries(t.takes)
-	err := c.returnTakes(t.grp, t.id, t.takes)
+	dues := t.logDeliveries(t.takes)
+	err := c.returnTakes(t.grp, t.id, t.takes, dues)
 	if len(t.takes) > 0 {
 		t.grp.avail.broadcast()
 	}
@@ -311,7 +316,10 @@ func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bo
 	if f := g.fencedLocked(tx); f != fenceNone {
 		return 0, false, errFenced(g, f)
 	}
-	p, ok := g.takeHead(tx)
+	p, ok := c.takeDueLocked(g, tx)
+	if !ok {
+		p, ok = g.takeHead(tx)
+	}
 	if ok {
 		c.armLeaseLocked(g, tx)
 	}
@@ -331,8 +339,9 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 	return g.untake(tx, p)
 }
 
-// returnTakes puts tx's takes back at g's head in their order.
-func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) error {
+// returnTakes puts tx's takes back at g's head in their order, or, with
+// dues (a group with RetryDelays), makes each wait until its due time.
+func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, dues []int64) error {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -341,15 +350,25 @@ func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.P
 	if g.removed {
 		return nil
 	}
+	if dues != nil {
+		c.waitTakesLocked(g, tx, takes, dues)
+		return nil
+	}
 	return g.returnTakes(tx, takes)
 }
 
-// committedTakes ends tx's takes after their commit. The caller holds
+// committedTakes ends tx's takes after their commit: those retry names
+// wait in g (Transaction.Retry), the others are gone. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
-func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer) {
+func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, retry *retryPlan) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	g.committed(tx, takes)
+	if len(retry.ptrs) == 0 {
+		g.committed(tx, takes)
+		return
+	}
+	c.waitTakesLocked(g, tx, retry.ptrs, retry.dues)
+	g.committed(tx, slices.DeleteFunc(slices.Clone(takes), func(p eventqueue.Pointer) bool { return slices.Contains(retry.ptrs, p) }))
 }
 
 // unnamedGroup returns the unnamed group, or nil.

@@ -117,6 +117,8 @@ type Transaction struct {
 	bodies     []unsafe.Pointer
 	rejected   []int
 	rejectHeld int
+	// retried: the takes Transaction.Retry marked, with their delays.
+	retried []retryMark
 	// notes are the dead letters the current Commit or Rollback moved:
 	// Config.OnDeadLetter is told of them last (notifyDeadLetters), once
 	// the call has done everything else, so that a panic in it leaves

@@ -76,14 +76,19 @@ func (c *FileChannel) waitGroup(ctx context.Context, g *groupState) error {
 	}
 }
 
-// groupLen returns g's queued events and whether it was removed.
+// groupLen returns g's queued events (plus one if a waiting event is
+// due) and whether it was removed.
 func (c *FileChannel) groupLen(g *groupState) (int, bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if g.removed || c.released {
 		return 0, g.removed
 	}
-	return g.queue.Size(), false
+	n := g.queue.Size()
+	if g.dueLocked(c.nowNano()) {
+		n++ // a waiting event is due
+	}
+	return n, false
 }
 
 // TakeContext is Take that waits for an event instead of reporting an

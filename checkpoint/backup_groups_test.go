@@ -394,9 +394,9 @@ func TestCheckFormatGroups(t *testing.T) {
 		version, supported uint64
 	}
 	cases := map[string]tc{
-		"catalog_version_4":         {CatalogName, put16(versionOffset, 4)(bytes.Clone(cat)), 4, catalogVersion},
-		"catalog_version_4_6_bytes": {CatalogName, put16(versionOffset, 4)(bytes.Clone(cat))[:versionEnd], 4, catalogVersion},
-		"catalog_v1_as_version_4":   {CatalogName, put16(versionOffset, 4)(encodeCatalogV1(goldenCatalog())), 4, catalogVersion},
+		"catalog_version_5":         {CatalogName, put16(versionOffset, 5)(bytes.Clone(cat)), 5, catalogVersion},
+		"catalog_version_5_6_bytes": {CatalogName, put16(versionOffset, 5)(bytes.Clone(cat))[:versionEnd], 5, catalogVersion},
+		"catalog_v1_as_version_5":   {CatalogName, put16(versionOffset, 5)(encodeCatalogV1(goldenCatalog())), 5, catalogVersion},
 	}
 	for _, name := range checkpointFiles {
 		nv := newerVersion(name)

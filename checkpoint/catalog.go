@@ -29,6 +29,16 @@ type Group struct {
 	// delivered and not taken for good (groups with MaxDeliveries), in
 	// strictly ascending Pointer order; each Count >= 1.
 	Deliveries []Delivery
+	// Waiting is the group's events waiting for their retry delay, in
+	// strictly ascending Pointer order; each Due >= 1. A catalog with
+	// one is written as version 4.
+	Waiting []Waiting
+}
+
+// Waiting is an event waiting in a group until its due time.
+type Waiting struct {
+	Pointer uint64 // the event (an eventqueue.Pointer; never 0)
+	Due     int64  // Unix nanoseconds, >= 1
 }
 
 // Delivery is one event's delivery count in a group.
@@ -89,8 +99,11 @@ func EncodeCatalog(c *Catalog) []byte {
 	dst := make([]byte, 0, catalogFixedLen+len(c.Groups)*(groupFixedLen+16)+crcLen)
 	dst = append(dst, catalogMagic...)
 	version := uint16(catalogUnfilteredVersion)
-	if catalogFiltered(c) {
+	switch {
+	case catalogWaiting(c):
 		version = catalogVersion
+	case catalogFiltered(c):
+		version = catalogFilteredVersion
 	}
 	dst = binary.BigEndian.AppendUint16(dst, version)
 	dst = binary.BigEndian.AppendUint16(dst, 0)
@@ -119,8 +132,25 @@ func EncodeCatalog(c *Catalog) []byte {
 			dst = binary.BigEndian.AppendUint16(dst, uint16(len(g.Filter)))
 			dst = append(dst, g.Filter...)
 		}
+		if version >= 4 {
+			dst = binary.BigEndian.AppendUint32(dst, uint32(len(g.Waiting)))
+			for _, w := range g.Waiting {
+				dst = binary.BigEndian.AppendUint64(dst, w.Pointer)
+				dst = binary.BigEndian.AppendUint64(dst, uint64(w.Due))
+			}
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, crcTable))
+}
+
+// catalogWaiting reports whether a group of c has waiting events.
+func catalogWaiting(c *Catalog) bool {
+	for i := range c.Groups {
+		if len(c.Groups[i].Waiting) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // catalogFiltered reports whether a group of c has a filter.
@@ -178,12 +208,18 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 		if version >= 3 {
 			off += 2 + len(g.Filter)
 		}
+		if version >= 4 {
+			off += 4 + waitingLen*len(g.Waiting)
+		}
 	}
 	if off != len(body) {
 		return nil, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
 	}
-	if version >= 3 && !catalogFiltered(c) {
+	if version == catalogFilteredVersion && !catalogFiltered(c) {
 		return nil, corrupt.New(file, versionOffset, "version 3 catalog without a filter")
+	}
+	if version >= 4 && !catalogWaiting(c) {
+		return nil, corrupt.New(file, versionOffset, "version 4 catalog without a waiting event")
 	}
 	return c, nil
 }
@@ -257,7 +293,42 @@ func decodeGroup(file string, body []byte, off int, version uint16, g *Group) er
 	if version < 3 {
 		return nil
 	}
-	return decodeFilter(file, e, off, dOff+4+deliveryLen*int(n), g)
+	fOff := dOff + 4 + deliveryLen*int(n)
+	if err := decodeFilter(file, e, off, fOff, g); err != nil || version < 4 {
+		return err
+	}
+	return decodeWaiting(file, e, off, fOff+2+len(g.Filter), g)
+}
+
+// decodeWaiting decodes the waiting events of a version 4 entry (e, at
+// offset off of the body) that start at e[wOff:].
+func decodeWaiting(file string, e []byte, off, wOff int, g *Group) error {
+	if len(e)-wOff < 4 {
+		return corrupt.New(file, int64(off+wOff), "group %d waiting count truncated", g.ID)
+	}
+	n := binary.BigEndian.Uint32(e[wOff:])
+	w := e[wOff+4:]
+	if uint64(n) > uint64(len(w))/waitingLen {
+		return corrupt.New(file, int64(off+wOff), "group %d waiting count %d exceeds the %d bytes left", g.ID, n, len(w))
+	}
+	if n > 0 {
+		g.Waiting = make([]Waiting, n)
+	}
+	for i := range g.Waiting {
+		x := &g.Waiting[i]
+		due := binary.BigEndian.Uint64(w[waitingLen*i+8:])
+		x.Pointer, x.Due = binary.BigEndian.Uint64(w[waitingLen*i:]), int64(due)
+		at := int64(off + wOff + 4 + waitingLen*i)
+		switch {
+		case x.Pointer == 0:
+			return corrupt.New(file, at, "group %d waiting event of pointer 0", g.ID)
+		case due == 0 || due > math.MaxInt64:
+			return corrupt.New(file, at+8, "group %d waiting due time %d out of range", g.ID, due)
+		case i > 0 && x.Pointer <= g.Waiting[i-1].Pointer:
+			return corrupt.New(file, at, "group %d waiting pointers not strictly ascending", g.ID)
+		}
+	}
+	return nil
 }
 
 // decodeFilter decodes the filter of a version 3 entry (e, at offset off
@@ -314,11 +385,28 @@ func validateCatalog(c *Catalog) error {
 				return fmt.Errorf("group %d: delivery count %d (pointer %#x, count %d) is zero or out of order", g.ID, j, d.Pointer, d.Count)
 			}
 		}
+		if err := validateWaiting(g); err != nil {
+			return err
+		}
 		if other, dup := names[g.Name]; dup {
 			return fmt.Errorf("groups %d and %d are both named %q", other, g.ID, g.Name)
 		}
 		if g.ID != 0 {
 			names[g.Name] = g.ID
+		}
+	}
+	return nil
+}
+
+// validateWaiting reports why g's waiting events cannot be encoded, or
+// nil.
+func validateWaiting(g *Group) error {
+	if uint64(len(g.Waiting)) > math.MaxUint32 {
+		return fmt.Errorf("group %d: %d waiting events", g.ID, len(g.Waiting))
+	}
+	for j, w := range g.Waiting {
+		if w.Pointer == 0 || w.Due <= 0 || (j > 0 && w.Pointer <= g.Waiting[j-1].Pointer) {
+			return fmt.Errorf("group %d: waiting event %d (pointer %#x, due %d) is zero or out of order", g.ID, j, w.Pointer, w.Due)
 		}
 	}
 	return nil

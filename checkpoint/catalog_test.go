@@ -176,11 +176,11 @@ func TestDecodeCatalogV1Rejects(t *testing.T) {
 func TestDecodeCatalogNewerVersion(t *testing.T) {
 	for _, b := range [][]byte{EncodeCatalog(sampleCatalog()), encodeCatalogV1(sampleCatalogV1())} {
 		for what, edit := range map[string]func([]byte) []byte{
-			"version_4":                put16(versionOffset, 4),
+			"version_5":                put16(versionOffset, 5),
 			"version_65535":            put16(versionOffset, 0xFFFF),
-			"version_4_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 4)(b); b[len(b)-1] ^= 1; return b },
-			"version_4_other_length":   func(b []byte) []byte { return put16(versionOffset, 4)(b)[:versionEnd] },
-			"version_4_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 4)(b)) },
+			"version_5_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 5)(b); b[len(b)-1] ^= 1; return b },
+			"version_5_other_length":   func(b []byte) []byte { return put16(versionOffset, 5)(b)[:versionEnd] },
+			"version_5_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 5)(b)) },
 		} {
 			t.Run(fmt.Sprintf("from_v%d/%s", b[versionOffset+1], what), func(t *testing.T) {
 				e := edit(bytes.Clone(b))
@@ -545,4 +545,48 @@ func TestCatalogFilters(t *testing.T) {
 func resum(b []byte) []byte {
 	body := b[:len(b)-crcLen]
 	return binary.BigEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, crcTable))
+}
+
+// TestCatalogWaitingRoundTrip: a catalog whose group has waiting events is
+// version 4 and decodes to what was encoded; one without stays version 2
+// (or 3 with a filter), which older builds read; a version 4 catalog
+// without a waiting event, or with a due time of 0, is corrupt.
+func TestCatalogWaitingRoundTrip(t *testing.T) {
+	c := sampleCatalog()
+	c.Groups[0].Waiting = []Waiting{{Pointer: 1<<32 | 16, Due: 1}, {Pointer: 2<<32 | 8, Due: math.MaxInt64}}
+	b := EncodeCatalog(c)
+	if v := binary.BigEndian.Uint16(b[versionOffset:]); v != 4 {
+		t.Fatalf("version %d, want 4", v)
+	}
+	got, err := DecodeCatalog(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("decoded %+v, want %+v", got, c)
+	}
+	if v := binary.BigEndian.Uint16(EncodeCatalog(sampleCatalog())[versionOffset:]); v != catalogUnfilteredVersion {
+		t.Fatalf("a catalog without waiting events or filters is version %d, want 2", v)
+	}
+	// The same groups as version 4 with no waiting events.
+	c.Groups[0].Waiting = nil
+	if _, err := DecodeCatalog(reencodeAs4(t, c)); err == nil {
+		t.Fatal("a version 4 catalog without a waiting event decoded")
+	}
+	c.Groups[0].Waiting = []Waiting{{Pointer: 1, Due: 0}}
+	if err := validateCatalog(c); err == nil {
+		t.Fatal("validateCatalog took a due time of 0")
+	}
+}
+
+// reencodeAs4 encodes c in version 4 whatever its waiting events.
+func reencodeAs4(t *testing.T, c *Catalog) []byte {
+	t.Helper()
+	c.Groups[len(c.Groups)-1].Waiting = []Waiting{{Pointer: 9, Due: 9}}
+	b := EncodeCatalog(c)
+	c.Groups[len(c.Groups)-1].Waiting = nil
+	// Drop the last entry's one waiting event (16 bytes) and set its count to 0.
+	body := b[:len(b)-4-waitingLen]
+	binary.BigEndian.PutUint32(body[len(body)-4:], 0)
+	return binary.BigEndian.AppendUint32(body, crc32.Checksum(body, crcTable))
 }

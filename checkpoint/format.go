@@ -191,11 +191,18 @@ const (
 	groupOffFlags         = 27
 
 	// catalogVersion is the newest version of the groups file this
-	// build reads (1 to 3) and writes: version 3, whose entries end with
-	// the group's filter, only when a group has one; 2 otherwise
-	// (catalogUnfilteredVersion), which builds before filters read.
-	catalogVersion           = 3
+	// build reads (1 to 4) and writes: version 4, whose entries end with
+	// the group's filter and its waiting events, only when a group has
+	// waiting events; else version 3, whose entries end with the group's
+	// filter, only when a group has one (catalogFilteredVersion); 2
+	// otherwise (catalogUnfilteredVersion), which builds before filters
+	// read.
+	catalogVersion           = 4
+	catalogFilteredVersion   = 3
 	catalogUnfilteredVersion = 2
+	// waitingLen is the size of a waiting event of a version 4 entry:
+	// uint64 BE pointer, uint64 BE due time (Unix nanoseconds, >= 1).
+	waitingLen = 16
 	// maxFilterLen is the longest filter of a catalog entry, in bytes
 	// (logfile.MaxFilterLen).
 	maxFilterLen = 4096

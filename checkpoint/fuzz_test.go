@@ -100,7 +100,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 		}
 		enc := EncodeCatalog(c)
 		switch v := binary.BigEndian.Uint16(b[versionOffset:]); v {
-		case catalogVersion, catalogUnfilteredVersion:
+		case catalogVersion, catalogFilteredVersion, catalogUnfilteredVersion:
 			if !bytes.Equal(enc, b) {
 				t.Fatal("decode then encode does not reproduce the input")
 			}

@@ -303,6 +303,19 @@ func (g Group) DeliveryCounts() map[eventqueue.Pointer]uint32 {
 	return m
 }
 
+// WaitingDues returns g's waiting events as a map from pointer to due
+// time (nil for none).
+func (g Group) WaitingDues() map[eventqueue.Pointer]int64 {
+	if len(g.Waiting) == 0 {
+		return nil
+	}
+	m := make(map[eventqueue.Pointer]int64, len(g.Waiting))
+	for _, w := range g.Waiting {
+		m[eventqueue.Pointer(w.Pointer)] = w.Due
+	}
+	return m
+}
+
 // CatalogGroup is the catalog's entry of the group gi (as a groups record
 // lists it) with the delivery counts deliveries (Group.Deliveries' order).
 func CatalogGroup(gi logfile.GroupInfo, deliveries []Delivery) Group {

@@ -118,6 +118,10 @@ package logfile
 //	               transaction TxID) that group g's filter does not match; before the commit record
 //	   filtered groups (14): a groups record whose entries each end with uvarint filter len
 //	               (<= 4096) and the filter's bytes, one at least not empty; decoded as groups
+//	   retry (16): uvarint group id g; uvarint n >= 1; n x (uint64 BE pointer, uint64 BE due time
+//	               in Unix nanoseconds >= 1): events of take transaction TxID that wait in group g
+//	               until their due time before they are delivered again (GroupConfig.RetryDelays,
+//	               Transaction.Retry)
 //
 // A group take is a take by consumer group g, decoded as RecordTake with
 // Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
@@ -140,6 +144,15 @@ package logfile
 // remove the same events from their group: applied at its commit, the
 // events land at the tail of group Group, so that a dead letter, a
 // rejected event or a redrive moves a pointer without copying the event.
+//
+// A retry record (RecordRetry, Record.Group, Pointers and Due) says that
+// events of a take transaction went back to their group to wait until
+// their due times: written, unsynced, with the deliver record of a
+// rollback (or an expired lease), or in the batch of a take commit
+// (Transaction.Retry), whose fsync makes it durable. Replay puts each
+// event it names that is still queued in the group's waiting set instead
+// of its queue; losing the record shortens the wait, never loses the
+// event.
 //
 // A synced record (RecordSynced, a sync mark) is written after an fsync of
 // the file returned, without an fsync of its own (the next one covers
@@ -176,7 +189,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// MaxRecordType: a newer release numbers its new record types from 16 up.
+// MaxRecordType: a newer release numbers its new record types from 17 up.
 
 import (
 	"bytes"
@@ -227,6 +240,10 @@ const (
 	// put transaction that its commit dropped as duplicates (Config.Dedup):
 	// ranges of their indices in the transaction's put order
 	// (Record.Ranges). No group receives them.
+	RecordRetry RecordType = 16
+	// RecordRetry (a file of any version, groups.go): events of a take
+	// transaction that wait in group Group until their due times
+	// (Record.Due) before they are delivered again.
 )
 
 // typeGroupTake is the on-disk type of a take by a consumer group other
@@ -268,7 +285,7 @@ const (
 	MaxFormatVersion  = TimedBoundVersion
 	// MaxRecordType is the highest record type of this format version; a
 	// newer release numbers the types it adds above it.
-	MaxRecordType = RecordDuplicate
+	MaxRecordType = RecordRetry
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -333,6 +350,8 @@ func (t RecordType) String() string {
 		return "filter skip"
 	case RecordDuplicate:
 		return "duplicate"
+	case RecordRetry:
+		return "retry"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -348,6 +367,7 @@ type Record struct {
 	Body         []byte            // put; nil when a decoded put has none; a decoded Body may alias the buffer it was decoded from
 	Pointers     []uint64          // take, deliver, move; nil when a decoded take has none
 	Counts       []uint32          // deliver: the delivery count of each of Pointers, >= 1
+	Due          []int64           // retry: the due time of each of Pointers, Unix nanoseconds >= 1
 	Group        uint32            // take: the consumer group that took (0, the unnamed group: a plain take); deliver: the group delivered to; move: the group moved to
 	CommitType   RecordType        // commit: RecordPut or RecordTake
 	Count        uint64            // commit: events put or taken by the transaction
@@ -423,6 +443,8 @@ func (r *Record) payloadSize(timed bool) int {
 		}
 	case RecordSynced:
 		n += uvarintLen(uint64(max(r.SyncedTo, 0)))
+	case RecordRetry:
+		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 16*len(r.Pointers)
 	case RecordDeliver:
 		n += uvarintLen(uint64(r.Group)) + uvarintLen(uint64(len(r.Pointers))) + 8*len(r.Pointers)
 		for _, c := range r.Counts {
@@ -565,6 +587,11 @@ func frameType(r *Record) (RecordType, error) {
 			return 0, fmt.Errorf("%w: synced record with transaction id %d, write-order id %d, synced to %d", ErrInvalidRecord,
 				r.TxID, r.WriteOrderID, r.SyncedTo)
 		}
+	case RecordRetry:
+		if len(r.Pointers) == 0 || len(r.Due) != len(r.Pointers) || slices.ContainsFunc(r.Due, func(d int64) bool { return d <= 0 }) {
+			return 0, fmt.Errorf("%w: retry record of %d pointers and %d due times (all > 0, at least one)", ErrInvalidRecord,
+				len(r.Pointers), len(r.Due))
+		}
 	case RecordDeliver:
 		if len(r.Pointers) == 0 || len(r.Counts) != len(r.Pointers) || slices.Contains(r.Counts, 0) {
 			return 0, fmt.Errorf("%w: deliver record of %d pointers and %d counts (none zero, at least one)", ErrInvalidRecord,
@@ -607,6 +634,8 @@ func appendBody(dst []byte, r *Record) []byte {
 	case RecordMove:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
 		dst = appendPointers(dst, r.Pointers)
+	case RecordRetry:
+		dst = appendRetry(dst, r)
 	case RecordDeliver:
 		dst = binary.AppendUvarint(dst, uint64(r.Group))
 		dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
@@ -707,6 +736,22 @@ func newerType(p []byte) RecordType {
 	return 0
 }
 
+// decodeSynced decodes the body of a synced record into r.
+func decodeSynced(p []byte, r *Record) string {
+	if r.TxID != 0 || r.WriteOrderID != 0 {
+		return "synced record with a transaction or write-order id"
+	}
+	to, rest, ok := readUvarint(p)
+	if !ok || to == 0 || to > uint64(MaxFileSize) {
+		return "bad synced offset"
+	}
+	if len(rest) != 0 {
+		return "trailing bytes after synced record"
+	}
+	r.SyncedTo = int64(to)
+	return ""
+}
+
 // decodePayloadOf decodes a checksummed payload of a file of format
 // version v into r. It returns a reason for the corruption, or "" if the
 // payload is valid. From EncryptedVersion on, a put's body is sealed and
@@ -760,6 +805,8 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 		return decodeGroupPointers(p, r, s)
 	case RecordDeliver:
 		return decodeDeliver(p, r, s)
+	case RecordRetry:
+		return decodeRetry(p, r, s)
 	case RecordRollback:
 		if len(p) != 0 {
 			return "trailing bytes after rollback"
@@ -767,17 +814,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	case RecordCommit:
 		return decodeCommit(p, r, timedVersion(v))
 	case RecordSynced:
-		if r.TxID != 0 || r.WriteOrderID != 0 {
-			return "synced record with a transaction or write-order id"
-		}
-		to, rest, ok := readUvarint(p)
-		if !ok || to == 0 || to > uint64(MaxFileSize) {
-			return "bad synced offset"
-		}
-		if len(rest) != 0 {
-			return "trailing bytes after synced record"
-		}
-		r.SyncedTo = int64(to)
+		return decodeSynced(p, r)
 	case RecordPadding:
 		if r.TxID != 0 || r.WriteOrderID != 0 {
 			return "padding with a transaction or write-order id"

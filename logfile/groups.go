@@ -423,41 +423,28 @@ func decodeGroupPointers(p []byte, r *Record, s *scratch) string {
 // decodeDeliver decodes the body of a deliver record into r: a group id,
 // then at least one (pointer, count >= 1) pair.
 func decodeDeliver(p []byte, r *Record, s *scratch) string {
-	g, p, ok := readUint32(p)
-	if !ok {
-		return "bad group id"
-	}
-	n, p, ok := readUvarint(p)
+	n, p, bad := readGroupCount(p, r, "deliver")
 	switch {
-	case !ok:
-		return "bad pointer count"
-	case n == 0:
-		return "deliver record without pointers"
+	case bad != "":
+		return bad
 	case n > uint64(len(p))/9: // a pointer and a one-byte count
 		return "pointer count overruns payload"
 	}
-	r.Group = g
-	var ptrs []uint64
-	if s != nil {
-		ptrs = slices.Grow(s.pointers[:0], int(n))[:n]
-		s.pointers = ptrs
-	} else {
-		ptrs = make([]uint64, n)
-	}
+	ptrs := pointerSlice(s, n)
 	counts := make([]uint32, n)
 	for i := range ptrs {
 		if len(p) < 8 {
 			return "pointer overruns payload"
 		}
 		ptrs[i] = binary.BigEndian.Uint64(p)
-		var c uint32
-		if c, p, ok = readUint32(p[8:]); !ok {
+		c, rest, ok := readUint32(p[8:])
+		if !ok {
 			return "bad delivery count"
 		}
 		if c == 0 {
 			return "delivery count 0"
 		}
-		counts[i] = c
+		counts[i], p = c, rest
 	}
 	if len(p) != 0 {
 		return "trailing bytes after deliver"
@@ -474,4 +461,70 @@ func readUint32(b []byte) (uint32, []byte, bool) {
 		return 0, b, false
 	}
 	return uint32(x), rest, true
+}
+
+// appendRetry appends the body of retry record r: its group, then each
+// pointer with its due time.
+func appendRetry(dst []byte, r *Record) []byte {
+	dst = binary.AppendUvarint(dst, uint64(r.Group))
+	dst = binary.AppendUvarint(dst, uint64(len(r.Pointers)))
+	for i, p := range r.Pointers {
+		dst = binary.BigEndian.AppendUint64(dst, p)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Due[i]))
+	}
+	return dst
+}
+
+// decodeRetry decodes the body of a retry record into r: a group id, then
+// n >= 1 pointers each with a due time >= 1.
+func decodeRetry(p []byte, r *Record, s *scratch) string {
+	n, p, bad := readGroupCount(p, r, "retry")
+	switch {
+	case bad != "":
+		return bad
+	case n != uint64(len(p))/16 || len(p)%16 != 0:
+		return "pointer count does not match the payload"
+	}
+	ptrs := pointerSlice(s, n)
+	due := make([]int64, n)
+	for i := range ptrs {
+		ptrs[i] = binary.BigEndian.Uint64(p)
+		d := binary.BigEndian.Uint64(p[8:])
+		if d == 0 || d > math.MaxInt64 {
+			return "due time out of range"
+		}
+		due[i] = int64(d)
+		p = p[16:]
+	}
+	r.Pointers, r.Due = ptrs, due
+	return ""
+}
+
+// readGroupCount reads the start of a deliver or retry record's body (of
+// type what): the group id, into r, and the pointer count n >= 1; bad is
+// the reason it is corrupt ("" if it is not).
+func readGroupCount(p []byte, r *Record, what string) (n uint64, rest []byte, bad string) {
+	g, p, ok := readUint32(p)
+	if !ok {
+		return 0, p, "bad group id"
+	}
+	n, p, ok = readUvarint(p)
+	switch {
+	case !ok:
+		return 0, p, "bad pointer count"
+	case n == 0:
+		return 0, p, what + " record without pointers"
+	}
+	r.Group = g
+	return n, p, ""
+}
+
+// pointerSlice returns a slice of n pointers, s's reused one if s is not
+// nil.
+func pointerSlice(s *scratch, n uint64) []uint64 {
+	if s == nil {
+		return make([]uint64, n)
+	}
+	s.pointers = slices.Grow(s.pointers[:0], int(n))[:n]
+	return s.pointers
 }

@@ -123,6 +123,12 @@ func (a *applier) apply(src *source, off int64, r *logfile.Record, log *slog.Log
 				g.delivered(eventqueue.Pointer(p), r.Counts[i])
 			}
 		}
+	case logfile.RecordRetry:
+		if g := a.groups[r.Group]; g != nil && len(r.Due) == len(r.Pointers) {
+			for i, p := range r.Pointers {
+				g.waitUntil(eventqueue.Pointer(p), r.Due[i])
+			}
+		}
 	case logfile.RecordMove:
 		a.addPart(a.txMoves, r)
 	case logfile.RecordGroups:
@@ -290,6 +296,7 @@ func (a *applier) commitTakes(src *source, off int64, r *logfile.Record, log *sl
 			a.res.Takes++
 			if g.takes.RemovePointer(r.TxID, p) {
 				delete(g.deliveries, p)
+				delete(g.waiting, p)
 			} else {
 				g.took(p)
 			}
@@ -389,7 +396,8 @@ func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, er
 			}
 			return nil, err
 		}
-		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded, Deliveries: queuedDeliveries(g, noted[g.info.ID])})
+		out = append(out, GroupResult{Info: g.info, Queue: g.queue, New: !g.seeded, Deliveries: queuedDeliveries(g, noted[g.info.ID]),
+			Waiting: queuedWaiting(g)})
 	}
 	a.res.Dropped += a.puts.Len()
 	for _, ps := range a.txPuts {

@@ -65,6 +65,10 @@ type Event struct {
 	// (GroupResult.Deliveries): 0 for none, always 0 in a group that does
 	// not count deliveries (no MaxDeliveries).
 	Deliveries uint32
+	// Due is when the event, waiting for its retry delay
+	// (GroupResult.Waiting), is due, in Unix nanoseconds; 0 when it does
+	// not wait.
+	Due int64
 	// Group is the group listed, as Listing.Group (the same for every
 	// event): its MaxDeliveries says whether it counts deliveries.
 	Group logfile.GroupInfo
@@ -164,7 +168,7 @@ func (v *verifier) events(l *Listing, group string, skip, limit int, fn func(Eve
 		if errors.Is(err, corrupt.ErrUnsupportedFormat) {
 			return fmt.Errorf("events: %w", err) // a record a newer release wrote: not a damaged event
 		}
-		e := Event{Index: i, Pointer: p, Headers: rec.Headers, Body: rec.Body, Err: err, Deliveries: g.Deliveries[p], Group: g.Info}
+		e := Event{Index: i, Pointer: p, Headers: rec.Headers, Body: rec.Body, Err: err, Deliveries: g.Deliveries[p], Due: g.Waiting[p], Group: g.Info}
 		if rec.WriteOrderID != 0 {
 			e.ID, e.Time = stamp(p.FileID(), timed, &rec, spilled)
 		}

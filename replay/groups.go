@@ -19,6 +19,10 @@ type GroupSeed struct {
 	// Deliveries is the delivery counts of its events at the checkpoint
 	// (groups with MaxDeliveries); nil for none.
 	Deliveries map[eventqueue.Pointer]uint32
+	// Waiting is the due times (Unix nanoseconds) of its events that
+	// waited for their retry delay at the checkpoint (they are in Queue
+	// or Inflight); nil for none.
+	Waiting map[eventqueue.Pointer]int64
 }
 
 // GroupResult is a consumer group as the end of the logs leaves it.
@@ -36,6 +40,13 @@ type GroupResult struct {
 	// are lost, in the safe direction: an event is delivered more often,
 	// never dead-lettered early.
 	Deliveries map[eventqueue.Pointer]uint32
+	// Waiting is the due times (Unix nanoseconds) of the events in Queue
+	// that wait for their retry delay: a retry record (or the seed's
+	// Waiting) named them and no committed take or move took them since
+	// (nil for none). The channel moves them out of Queue into its
+	// waiting set. A retry record lost to a power loss leaves its events
+	// in Queue only: their wait is shortened, they are not lost.
+	Waiting map[eventqueue.Pointer]int64
 }
 
 // takePart is the pointers of one consumer group that a transaction's take
@@ -67,6 +78,9 @@ type groupState struct {
 	// deliveries is the delivery counts of its events (the checkpoint's,
 	// then deliver records), until they are taken for good or moved.
 	deliveries map[eventqueue.Pointer]uint32
+	// waiting is the due times of its events that retry records (or the
+	// seed) made wait, until they are taken for good or moved.
+	waiting map[eventqueue.Pointer]int64
 }
 
 func newGroupState(info logfile.GroupInfo, from int) *groupState {
@@ -100,6 +114,35 @@ func (g *groupState) delivered(p eventqueue.Pointer, n uint32) {
 func (g *groupState) took(p eventqueue.Pointer) {
 	g.taken[p]++
 	delete(g.deliveries, p)
+	delete(g.waiting, p)
+}
+
+// waitUntil records that p waits in g until due (a later retry record
+// replaces an earlier one's due time).
+func (g *groupState) waitUntil(p eventqueue.Pointer, due int64) {
+	if g.waiting == nil {
+		g.waiting = map[eventqueue.Pointer]int64{}
+	}
+	g.waiting[p] = due
+}
+
+// queuedWaiting returns the due times of the events g's queue holds that
+// wait, or nil.
+func queuedWaiting(g *groupState) map[eventqueue.Pointer]int64 {
+	if len(g.waiting) == 0 {
+		return nil
+	}
+	out := map[eventqueue.Pointer]int64{}
+	for i := range g.queue.Size() {
+		p := g.queue.Get(i)
+		if due, ok := g.waiting[p]; ok {
+			out[p] = due
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // consume reports whether p is one of g's takes still to match with an
@@ -139,6 +182,7 @@ func (a *applier) moveIn(to *groupState, ptrs []eventqueue.Pointer) {
 	}
 	for _, p := range ptrs {
 		delete(to.deliveries, p)
+		delete(to.waiting, p)
 	}
 	a.res.Moved += len(ptrs)
 }

@@ -37,7 +37,8 @@ func GroupSeeds(s *checkpoint.Set) ([]GroupSeed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("queue of %s: %w", groupName(g.ID, g.Name), err)
 		}
-		seeds = append(seeds, GroupSeed{Info: g.GroupInfo(), Queue: q, Inflight: gst.InflightTakes, Deliveries: g.DeliveryCounts()})
+		seeds = append(seeds, GroupSeed{Info: g.GroupInfo(), Queue: q, Inflight: gst.InflightTakes, Deliveries: g.DeliveryCounts(),
+			Waiting: g.WaitingDues()})
 	}
 	return seeds, nil
 }

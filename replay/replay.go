@@ -431,6 +431,9 @@ func (r *run) seedGroups() {
 		for p, n := range seed.Deliveries {
 			g.delivered(p, n)
 		}
+		for p, due := range seed.Waiting {
+			g.waitUntil(p, due)
+		}
 		a.groups[seed.Info.ID] = g
 	}
 	a.noteDeadLetterGroups()

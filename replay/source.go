@@ -193,9 +193,9 @@ func (s *source) read() {
 			if s.dedupHeader != "" {
 				it.dedupID, it.hasID, it.unread = s.putID(r, it.off)
 			}
-		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip, logfile.RecordDuplicate:
+		case logfile.RecordGroups, logfile.RecordSkip, logfile.RecordDeliver, logfile.RecordFilterSkip, logfile.RecordDuplicate, logfile.RecordRetry:
 			it.extra = &logfile.Record{Type: r.Type, NextGroupID: r.NextGroupID, Catalog: slices.Clone(r.Catalog),
-				Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts), Ranges: slices.Clone(r.Ranges)}
+				Skip: slices.Clone(r.Skip), Counts: slices.Clone(r.Counts), Ranges: slices.Clone(r.Ranges), Due: slices.Clone(r.Due)}
 		}
 		if len(r.Pointers) > 0 {
 			it.ptrs = [2]int32{int32(len(b.ptrs)), int32(len(b.ptrs) + len(r.Pointers))}
@@ -276,7 +276,7 @@ func (s *source) advance() bool {
 		Group: it.group}
 	if x := it.extra; x != nil {
 		s.rec.NextGroupID, s.rec.Catalog, s.rec.Skip, s.rec.Counts = x.NextGroupID, x.Catalog, x.Skip, x.Counts
-		s.rec.Ranges = x.Ranges
+		s.rec.Ranges, s.rec.Due = x.Ranges, x.Due
 	}
 	if it.ptrs[1] > it.ptrs[0] {
 		s.rec.Pointers = s.cur.ptrs[it.ptrs[0]:it.ptrs[1]]

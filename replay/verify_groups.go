@@ -27,6 +27,9 @@ type groupQueue struct {
 	// deliveries is a replay's delivery counts of ptrs (nil for a
 	// checkpointed ring).
 	deliveries map[eventqueue.Pointer]uint32
+	// waiting is a replay's due times of those of ptrs that wait for
+	// their retry delay (GroupResult.Waiting).
+	waiting map[eventqueue.Pointer]int64
 }
 
 // ckptGroup is one consumer group's part of the checkpoint set used.
@@ -191,7 +194,7 @@ func (v *verifier) fullReplay() ([]groupQueue, *Result, error) {
 func groupQueues(gs []GroupResult) []groupQueue {
 	out := make([]groupQueue, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, groupQueue{info: g.Info, ptrs: g.Queue.Pointers(), deliveries: g.Deliveries})
+		out = append(out, groupQueue{info: g.Info, ptrs: g.Queue.Pointers(), deliveries: g.Deliveries, waiting: g.Waiting})
 	}
 	return out
 }
@@ -254,7 +257,7 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 		if r != nil {
 			gr.Info = r.info
 			if recOK {
-				gr.Queued, gr.Deliveries = len(r.ptrs), r.deliveries
+				gr.Queued, gr.Deliveries, gr.Waiting = len(r.ptrs), r.deliveries, r.waiting
 				gr.HeadID, gr.Oldest = v.headStamp(r.ptrs, rec.res.Spilled)
 			}
 		} else {

@@ -356,6 +356,11 @@ type GroupReport struct {
 	// MaxDeliveries); nil for none, and when the recovery fails or does
 	// not have the group.
 	Deliveries map[eventqueue.Pointer]uint32
+	// Waiting is the due times (Unix nanoseconds) of its queued events
+	// that wait for their retry delay (GroupResult.Waiting: counted in
+	// Queued; the channel keeps them out of its queue until due); nil for
+	// none.
+	Waiting map[eventqueue.Pointer]int64
 	// HeadID and Oldest are the id and the commit time of the event at
 	// the head of its recovered queue, the oldest it holds (what a Take
 	// gives as Event.ID and Event.Time): its position and, against the

@@ -61,6 +61,11 @@ type Config struct {
 	// retention (retention.ms) is the nearest thing: it deletes old
 	// records whether or not they were taken.
 	ExpireAfter time.Duration
+	// RetryDelays is channel.GroupConfig.RetryDelays, which Kafka does not
+	// have: a non-empty list is refused (ErrUnsupported). A rolled-back
+	// record comes back at once (the member seeks back to it); Kafka keeps
+	// no per-record due time.
+	RetryDelays []time.Duration
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -144,8 +149,24 @@ func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
 // ErrUnsupported for a StartAt Kafka cannot map or an option it does not
-// have (LeaseTimeout, ExpireAfter), else nil.
+// have (LeaseTimeout, ExpireAfter, RetryDelays), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
+
+// unsupported returns the ConfigError of the first option set that Kafka
+// does not have (Dedup, LeaseTimeout, RetryDelays, ExpireAfter), or nil.
+func (cfg Config) unsupported() error {
+	switch {
+	case cfg.Dedup != (channel.Dedup{}):
+		return &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
+	case cfg.LeaseTimeout != 0:
+		return &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
+	case len(cfg.RetryDelays) > 0:
+		return &ConfigError{Field: "RetryDelays", Reason: "retry delays are not supported on Kafka (nil = back at once)", err: ErrUnsupported}
+	case cfg.ExpireAfter != 0:
+		return &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
+	}
+	return nil
+}
 
 // withDefaults validates cfg and fills its zero fields.
 func (cfg Config) withDefaults() (Config, error) {
@@ -178,14 +199,8 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, &ConfigError{Field: "StartAt", Reason: fmt.Sprintf("group %s: %v", name, err), err: ErrUnsupported}
 		}
 	}
-	if cfg.Dedup != (channel.Dedup{}) {
-		return cfg, &ConfigError{Field: "Dedup", Reason: "idempotent puts (a deduplication window) are not supported on Kafka", err: ErrUnsupported}
-	}
-	if cfg.LeaseTimeout != 0 {
-		return cfg, &ConfigError{Field: "LeaseTimeout", Reason: "leases of take transactions are not supported on Kafka (0 = none)", err: ErrUnsupported}
-	}
-	if cfg.ExpireAfter != 0 {
-		return cfg, &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
+	if err := cfg.unsupported(); err != nil {
+		return cfg, err
 	}
 	switch {
 	case cfg.TransactionCapacity < 0:

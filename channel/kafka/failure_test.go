@@ -50,6 +50,7 @@ func TestBadConfig(t *testing.T) {
 		{"negative poll", func(c *Config) { c.PollTimeout = -1 }, "PollTimeout"},
 		{"lease", func(c *Config) { c.LeaseTimeout = time.Second }, "LeaseTimeout"},
 		{"expiry", func(c *Config) { c.ExpireAfter = time.Hour }, "ExpireAfter"},
+		{"retry delays", func(c *Config) { c.RetryDelays = []time.Duration{time.Second} }, "RetryDelays"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good

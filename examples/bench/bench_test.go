@@ -58,6 +58,7 @@ func TestHarness(t *testing.T) {
 		"groups: 2 groups against the fan-out", "groups: takes batch 100, 4 groups at once",
 		"groups: checkpoint,", "groups: clean reopen, 4 groups", "consumer groups: checkpoints",
 		"dead letters: take commits batch 100, MaxDeliveries 16 / without", "dead letters: take commits batch 1,",
+		"retry delays: take commits batch 100, 100000 waiting / none", "g0, 100000 waiting: take commit",
 		"retention: put commits batch 100, Retention{MaxAge: 1h} / without", "put commit, Retention{MaxAge: 1h}",
 		"MaxDeliveries 16: take commit", "group take, MaxDeliveries 16 (batch 100)",
 		"kafka.Channel: put commit", "raw transactional produce", "kafka.Channel: take commit", "raw poll + offset commit",

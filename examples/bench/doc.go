@@ -39,6 +39,10 @@
 //     a group with MaxDeliveries 16 (a delivery-journal entry stored in
 //     every Take) against the same group without, with the CPU time they
 //     used.
+//   - retry delays (retry.go): take commits at batch 100 of a group with
+//     RetryDelays while 100,000 of its events wait for their delay (an
+//     hour away), against the same group with none waiting (target: >=
+//     0.9 of its rate).
 //   - retention (retention.go): put commits of batch 100 to a channel with
 //     Retention{MaxAge: 1h} that retains the log files of a fill it took,
 //     against one without.

@@ -139,6 +139,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: put commits with 1, 2, 4 groups and a 2-channel fan-out, interleaved", b.groupPuts},
 		{"groups: takes of 4 groups at once and of 1 alone, interleaved", b.groupTakes},
 		{"groups: take with MaxDeliveries 16 and without, batch 1, 10, 100, interleaved", b.groupDeliveryTakes},
+		{"retry: take commits with 100,000 events waiting for their retry delay and with none, batch 100, interleaved", b.retryTakes},
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},

@@ -46,7 +46,8 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		CheckpointDir:        filepath.Join(dir, "checkpoint"),
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
-		Groups:               []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute, ExpireAfter: time.Hour}, {Name: "filtered", Filter: `headers["x"] == "y"`}},
+		Groups: []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute, ExpireAfter: time.Hour, RetryDelays: []time.Duration{time.Second}},
+			{Name: "filtered", Filter: `headers["x"] == "y"`}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,9 @@ format version 7). With --json: one JSON object per line, {"index": 0, "pointer"
 base64 (as encoding/json writes []byte). In a group with MaxDeliveries each
 event also has its delivery count, how many times the group delivered it
 without a committed take ("INDEX POINTER deliveries=N {HEADERS} BODY" in text,
-"deliveries": N in JSON). A dead-letter group is listed like any group. An
+"deliveries": N in JSON). An event waiting for its retry delay also has the
+time it is due ("due=TIME" in text, "due" in JSON). A dead-letter group is
+listed like any group. An
 event that does not read back is listed with its error instead ("DAMAGED: ..."
 in text, "error" in JSON), and the exit code is then 1. A summary goes to
 stderr.
@@ -80,10 +82,13 @@ type eventJSON struct {
 	Time    string `json:"time,omitempty"` // when its put committed, RFC 3339 (absent: unknown)
 	// Deliveries is its delivery count, in a group with MaxDeliveries
 	// (absent in the others).
-	Deliveries *uint32           `json:"deliveries,omitempty"`
-	Headers    map[string]string `json:"headers"` // null for a damaged event
-	Body       []byte            `json:"body"`    // base64; null for a damaged event
-	Error      string            `json:"error,omitempty"`
+	Deliveries *uint32 `json:"deliveries,omitempty"`
+	// Due is when it is due again, waiting for its retry delay (RFC 3339);
+	// absent when it does not wait.
+	Due     string            `json:"due,omitempty"`
+	Headers map[string]string `json:"headers"` // null for a damaged event
+	Body    []byte            `json:"body"`    // base64; null for a damaged event
+	Error   string            `json:"error,omitempty"`
 }
 
 func runDump(o *options, df dumpFlags) error {
@@ -157,6 +162,9 @@ func newEventJSON(ev *replay.Event, counting bool) eventJSON {
 	e := eventJSON{Index: ev.Index, Pointer: ev.Pointer.String(), ID: ev.ID, Time: eventTime(ev), Error: errString(ev.Err)}
 	if counting {
 		e.Deliveries = &ev.Deliveries
+	}
+	if ev.Due != 0 {
+		e.Due = time.Unix(0, ev.Due).UTC().Format(time.RFC3339Nano)
 	}
 	if ev.Err == nil {
 		e.Headers, e.Body = ev.Headers, ev.Body
@@ -234,6 +242,9 @@ func writeEventLine(w io.Writer, ev *replay.Event, counting bool, maxBody int) e
 	}
 	if counting {
 		prefix += " deliveries=" + strconv.FormatUint(uint64(ev.Deliveries), 10)
+	}
+	if ev.Due != 0 {
+		prefix += " due=" + time.Unix(0, ev.Due).UTC().Format(time.RFC3339Nano)
 	}
 	if ev.Err != nil {
 		_, err := fmt.Fprintf(w, "%s DAMAGED: %v\n", prefix, ev.Err)

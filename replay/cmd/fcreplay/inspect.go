@@ -17,6 +17,7 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/replay"
 )
 
@@ -33,7 +34,8 @@ policy when full; its position: the id of its oldest queued event and when that
 event committed, with how long ago (its lag); and for dead letters its
 MaxDeliveries and dead-letter group,
 how many of its queued events were delivered before and at most how often, or
-that it is a dead-letter group), and every log file with its size, valid end,
+that it is a dead-letter group; the events waiting for their retry delay and the
+earliest due time), and every log file with its size, valid end,
 record counts, write-order id range and tail; and the log files no group holds
 (retained, with Config.Retention), their bytes and the oldest one's time. It
 scans every log file in full.
@@ -196,6 +198,11 @@ type groupJSON struct {
 	// MaxDeliveryCount is the largest count.
 	DeliveredBefore  int    `json:"delivered_before"`
 	MaxDeliveryCount uint32 `json:"max_delivery_count"`
+	// Waiting counts its queued events that wait for their retry delay
+	// (GroupConfig.RetryDelays, Transaction.Retry); EarliestDue is when
+	// the first of them is due (RFC 3339 in milliseconds).
+	Waiting     int    `json:"waiting,omitempty"`
+	EarliestDue string `json:"earliest_due,omitempty"`
 	// HeadID and OldestQueued are its position: the id of the event at
 	// the head of its recovered queue (its oldest) and when that event's
 	// put committed (RFC 3339 in milliseconds; absent for an event of a
@@ -218,6 +225,7 @@ func groupsFacts(gs []replay.GroupReport) []groupJSON {
 		for _, n := range g.Deliveries {
 			j.MaxDeliveryCount = max(j.MaxDeliveryCount, n)
 		}
+		j.Waiting, j.EarliestDue = waitingFacts(g.Waiting)
 		if g.Queued < 0 {
 			j.DeliveredBefore = -1
 		}
@@ -502,11 +510,30 @@ func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any
 		}
 	}
 	for _, g := range gs {
+		if g.Waiting > 0 {
+			fmt.Fprintf(bw, "  group %s: %s waiting for their retry delay, the earliest due %s\n", groupName(g.ID, g.Name),
+				plural(int64(g.Waiting), "event"), g.EarliestDue)
+		}
+	}
+	for _, g := range gs {
 		if notes := deadLetterNotes(&g, gs); len(notes) > 0 {
 			fmt.Fprintf(bw, "  group %s: %s\n", groupName(g.ID, g.Name), strings.Join(notes, "; "))
 		}
 	}
 	return nil
+}
+
+// waitingFacts returns the number of waiting events and the earliest
+// due time among them ("" for none).
+func waitingFacts(waiting map[eventqueue.Pointer]int64) (int, string) {
+	if len(waiting) == 0 {
+		return 0, ""
+	}
+	first := int64(math.MaxInt64)
+	for _, due := range waiting {
+		first = min(first, due)
+	}
+	return len(waiting), formatTime(time.Unix(0, first))
 }
 
 // lag is ", committed TIME (AGO ago)" for an event committed at oldest
