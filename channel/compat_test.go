@@ -76,10 +76,10 @@ var newerCases = []newerCase{
 		}
 		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
-	{"groups_catalog_version_4", func(t *testing.T, cfg Config) FormatError {
+	{"groups_catalog_version_5", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
-		testutil.SetFileVersion(t, p, 4)
-		return FormatError{File: p, Offset: 4, Version: 4, Supported: 3}
+		testutil.SetFileVersion(t, p, 5)
+		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
