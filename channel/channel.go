@@ -133,6 +133,9 @@ type FileChannel struct {
 	// leaseWG counts the armed leases and the expiries running
 	// (lease.go): Close waits for it.
 	leaseWG sync.WaitGroup
+	// takeSyncs is the take commits not yet synced (Config.TakeSyncDelay;
+	// takesync.go).
+	takeSyncs takeSyncs
 }
 
 // stats are counters kept whether or not metrics are registered.
@@ -263,7 +266,9 @@ func (c *FileChannel) Close() error {
 	close(c.closing)
 	c.wg.Wait()
 	c.stopLeases()
+	c.stopTakeSyncs()
 	err := c.closeFiles()
+	c.takeSyncs.running.Wait() // a timer that fired before: it saw c closed
 	c.metrics.unregister()
 	c.log.Info("closed")
 	return err

@@ -1,0 +1,94 @@
+package channel
+
+import (
+	"sync"
+	"time"
+
+	"github.com/flumego/filechannel/logfile"
+)
+
+// Take commits made durable within a bound (Config.TakeSyncDelay).
+//
+// With the option, a take commit returns once its records are written, not
+// synced: they are durable with the next fsync of the file they went to,
+// whoever leads it (a put commit's group commit, Writer.SyncTo, syncs all
+// that was written; a checkpoint syncs every file; a roll syncs the file it
+// leaves; Close syncs them all), and at the latest when the timer armed by
+// the first of them fires, TakeSyncDelay later, and syncs each file to its
+// last one. A power loss before that loses them: the events come back
+// (duplicates, never a loss), and the deliveries counted for MaxDeliveries
+// stay lower bounds. Recovery needs nothing new: an unsynced take record
+// is a torn tail like any unsynced write, and no sync mark vouches for it
+// until an fsync covered it (Set.Sync writes marks only of what was
+// synced).
+
+// takeSyncs holds the take commits written and not yet synced.
+type takeSyncs struct {
+	// mu guards pending and timer.
+	mu sync.Mutex
+	// pending is, by data dir, where the last unsynced take commit
+	// there ended: syncing its file to there covers the earlier ones (a
+	// roll synced the files the dir left).
+	pending map[int]logfile.Appended
+	timer   *time.Timer // armed while pending is not empty
+	// running counts the timers armed and the syncs they run: Close
+	// waits for it.
+	running sync.WaitGroup
+}
+
+// syncTake makes a take commit's records a durable: at once (sync) without
+// TakeSyncDelay, or else within it (takeSyncs).
+func (c *FileChannel) syncTake(dir int, a logfile.Appended) error {
+	if c.cfg.TakeSyncDelay <= 0 || c.cfg.NoSync {
+		return c.sync(a)
+	}
+	ts := &c.takeSyncs
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.pending == nil {
+		ts.pending = make(map[int]logfile.Appended)
+	}
+	ts.pending[dir] = a
+	if ts.timer == nil {
+		ts.running.Add(1)
+		ts.timer = time.AfterFunc(c.cfg.TakeSyncDelay, c.syncPendingTakes)
+	}
+	return nil
+}
+
+// syncPendingTakes syncs the files of the take commits written and not
+// synced: TakeSyncDelay after the first of them. It holds commitMu shared,
+// so that the log set is not closed under it; after Close began it leaves
+// them to Close (Set.Close syncs every writer). A failed fsync is the
+// writer's, sticky: the next commit to that file fails with it and Health
+// reports it; the takes it did not make durable come back after a restart.
+func (c *FileChannel) syncPendingTakes() {
+	defer c.takeSyncs.running.Done()
+	c.commitMu.RLock()
+	defer c.commitMu.RUnlock()
+	ts := &c.takeSyncs
+	ts.mu.Lock()
+	pending := ts.pending
+	ts.pending, ts.timer = nil, nil
+	ts.mu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	for _, a := range pending {
+		if err := c.sync(a); err != nil {
+			c.log.Error("sync take commits", "err", err)
+		}
+	}
+}
+
+// stopTakeSyncs stops the timer of the take commits not yet synced, after
+// Close began: Close syncs them with every writer.
+func (c *FileChannel) stopTakeSyncs() {
+	ts := &c.takeSyncs
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.timer != nil && ts.timer.Stop() {
+		ts.running.Done()
+	}
+	ts.pending, ts.timer = nil, nil
+}
