@@ -232,7 +232,7 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		Count: uint64(len(ptrs) + len(m.drops))})
 	a, _, err := c.appendRecords(t, recs, nil, completes)
 	if err == nil {
-		err = c.syncTake(t.dir, a) // at once, or within TakeSyncDelay
+		err = c.syncTake(t.dir, a, m.to != nil) // at once, or within TakeSyncDelay
 	}
 	if err != nil {
 		if m.to != nil {

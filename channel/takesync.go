@@ -37,9 +37,14 @@ type takeSyncs struct {
 }
 
 // syncTake makes a take commit's records a durable: at once (sync) without
-// TakeSyncDelay, or else within it (takeSyncs).
-func (c *FileChannel) syncTake(dir int, a logfile.Appended) error {
-	if c.cfg.TakeSyncDelay <= 0 || c.cfg.NoSync {
+// TakeSyncDelay, or else within it (takeSyncs). A commit that moves events
+// to a dead-letter group (moves) is synced at once all the same: the dead
+// letters are queued when it returns, and records of another data dir,
+// whose fsyncs do not cover this one's file, may come to depend on the
+// move (their take, a Redrive: docs/crash-safety.md, "A move at the
+// limit").
+func (c *FileChannel) syncTake(dir int, a logfile.Appended, moves bool) error {
+	if c.cfg.TakeSyncDelay <= 0 || c.cfg.NoSync || moves {
 		return c.sync(a)
 	}
 	ts := &c.takeSyncs
