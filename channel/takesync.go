@@ -53,12 +53,26 @@ func (c *FileChannel) syncTake(dir int, a logfile.Appended, moves bool) error {
 	if ts.pending == nil {
 		ts.pending = make(map[int]logfile.Appended)
 	}
-	ts.pending[dir] = a
+	if last, ok := ts.pending[dir]; !ok || endsAfter(a, last) {
+		// Commits reach here in any order, not in the order of their
+		// appends: the timer must sync to the last.
+		ts.pending[dir] = a
+	}
 	if ts.timer == nil {
 		ts.running.Add(1)
 		ts.timer = time.AfterFunc(c.cfg.TakeSyncDelay, c.syncPendingTakes)
 	}
 	return nil
+}
+
+// endsAfter reports whether a, appended to a data dir, ends after b,
+// appended to the same dir: in a newer file (file ids increase within a
+// dir) or further in the same one.
+func endsAfter(a, b logfile.Appended) bool {
+	if a.W != b.W {
+		return a.W.ID() > b.W.ID()
+	}
+	return a.End > b.End
 }
 
 // syncPendingTakes syncs the files of the take commits written and not

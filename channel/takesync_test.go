@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/internal/vfs"
+	"github.com/flumego/filechannel/logfile"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -249,4 +250,37 @@ func TestCrashStateEnumerationDeadLettersTakeSyncDelay(t *testing.T) {
 		{name: "takesync/deadletters/2dirs", dirs: 2, steps: 40, every: 8, longSteps: 120, seeds: 2,
 			run: crashTakeSyncDelay(crashDeadLetters)},
 	})
+}
+
+// TestTakeSyncDelayKeepsTheLastTakeOfEachDir: take commits reach syncTake
+// in any order, not their appends'; the timer must sync to the last one
+// appended (a put commit's fsync between two of them would otherwise leave
+// the later one unsynced).
+func TestTakeSyncDelayKeepsTheLastTakeOfEachDir(t *testing.T) {
+	c := mustOpen(t, takeSyncConfig(vfs.NewMem(), time.Hour))
+	defer c.Close()
+	putN(t, c, 0, 1, 1) // the dir's first writer
+	w1 := c.logs.Active(0)
+	if err := c.logs.Roll(0); err != nil {
+		t.Fatal(err)
+	}
+	w2 := c.logs.Active(0)
+	for _, order := range [][2]logfile.Appended{
+		{{W: w1, End: 200}, {W: w1, End: 100}}, // same file, later first
+		{{W: w2, End: 10}, {W: w1, End: 300}},  // newer file first
+	} {
+		for _, a := range order {
+			if err := c.syncTake(0, a, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.takeSyncs.mu.Lock()
+		got := c.takeSyncs.pending[0]
+		c.takeSyncs.pending = nil
+		c.takeSyncs.mu.Unlock()
+		if got.W != order[0].W || got.End != order[0].End {
+			t.Errorf("after take commits ending at %d then %d: the timer would sync to %d (file %d), want %d (file %d)",
+				order[0].End, order[1].End, got.End, got.W.ID(), order[0].End, order[0].W.ID())
+		}
+	}
 }
