@@ -36,8 +36,9 @@ type takeSyncs struct {
 	running sync.WaitGroup
 }
 
-// syncTake makes a take commit's records a durable: at once (sync) without
-// TakeSyncDelay, or else within it (takeSyncs). A commit that moves events
+// syncTake makes a, a take commit's records, durable: at once (sync)
+// without TakeSyncDelay, or else within it (takeSyncs). The caller holds
+// commitMu shared. A commit that moves events
 // to a dead-letter group (moves) is synced at once all the same: the dead
 // letters are queued when it returns, and records of another data dir,
 // whose fsyncs do not cover this one's file, may come to depend on the
@@ -50,6 +51,12 @@ func (c *FileChannel) syncTake(dir int, a logfile.Appended, moves bool) error {
 	ts := &c.takeSyncs
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	if c.closed.Load() {
+		// Close began, and may have stopped the timer already (a commit
+		// that saw the channel open is finishing): no timer may be armed
+		// after that, or Close would wait for it.
+		return c.sync(a)
+	}
 	if ts.pending == nil {
 		ts.pending = make(map[int]logfile.Appended)
 	}

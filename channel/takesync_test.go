@@ -284,3 +284,32 @@ func TestTakeSyncDelayKeepsTheLastTakeOfEachDir(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeSyncDelayCommitDuringClose: a take commit that saw the channel
+// open reaches syncTake after Close stopped the timer; it must not arm
+// another, which Close would wait for.
+func TestTakeSyncDelayCommitDuringClose(t *testing.T) {
+	const delay = 5 * time.Second
+	c := mustOpen(t, takeSyncConfig(vfs.NewMem(), delay))
+	putN(t, c, 0, 1, 1)
+	a := logfile.Appended{W: c.logs.Active(0), End: 1} // synced long ago: a no-op
+	c.commitMu.RLock()                                 // the commit in flight
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for !c.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // Close stops the timer, then waits for commitMu
+	err := c.syncTake(0, a, false)
+	c.commitMu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > delay/2 {
+		t.Fatalf("Close took %v: it waited for a timer armed after it began", d)
+	}
+}
