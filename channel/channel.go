@@ -136,6 +136,9 @@ type FileChannel struct {
 	// retryWG counts the groups' armed retry timers and those firing
 	// (retry.go).
 	retryWG sync.WaitGroup
+	// takeSyncs is the take commits not yet synced (Config.TakeSyncDelay;
+	// takesync.go).
+	takeSyncs takeSyncs
 }
 
 // stats are counters kept whether or not metrics are registered.
@@ -267,7 +270,9 @@ func (c *FileChannel) Close() error {
 	c.wg.Wait()
 	c.stopLeases()
 	c.stopRetryTimers()
+	c.stopTakeSyncs()
 	err := c.closeFiles()
+	c.takeSyncs.running.Wait() // a timer that fired before: it saw c closed
 	c.metrics.unregister()
 	c.log.Info("closed")
 	return err

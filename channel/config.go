@@ -87,6 +87,17 @@ type Config struct {
 	// fsync, so a power loss can lose recently committed events (a killed
 	// process loses nothing). Checkpoints still sync. Default false.
 	NoSync bool
+	// TakeSyncDelay bounds how long a committed take may stay not durable.
+	// 0 = every take commit is fsync'd before Commit returns (the default).
+	// > 0: a take commit returns once its records are written; the next
+	// fsync of their file (a put commit's, shared; a checkpoint's, a
+	// roll's, Close's) makes them durable, and a timer within
+	// TakeSyncDelay when none comes. A power loss within the bound can
+	// bring those takes' events back (delivered again, never lost; a
+	// MaxDeliveries count is then a lower bound); a killed process loses
+	// nothing. Puts stay durable when Commit returns. Ignored with NoSync
+	// (docs/operations.md, "Take commits durable within a bound").
+	TakeSyncDelay time.Duration
 
 	// SpaceReserve is the size of the space reserve file (space.reserve)
 	// kept in each data dir so that a full disk can be drained: when a
@@ -303,6 +314,9 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if cfg.CheckpointInterval < 0 {
 		bad("CheckpointInterval %v is negative", cfg.CheckpointInterval)
+	}
+	if cfg.TakeSyncDelay < 0 {
+		bad("TakeSyncDelay %v is negative (0 = every take commit synced before it returns)", cfg.TakeSyncDelay)
 	}
 	if cfg.Keys != nil {
 		if err := checkActiveKey(cfg.Keys); err != nil {

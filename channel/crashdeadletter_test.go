@@ -379,7 +379,9 @@ func (w *dlWorkload) commitA(tx *Transaction, ids []int, rejected []int) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit of a take of a: %w", err)
 	}
-	w.m.settle(ids...)
+	if !w.r.lazyTakes || len(rejected) > 0 { // a move is synced at once
+		w.m.settle(ids...)
+	}
 	return w.wantNotes("commit of a take of a", want)
 }
 
@@ -467,7 +469,9 @@ func (w *dlWorkload) takeDLQ(k int, commit bool) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit of a take of a.dlq: %w", err)
 	}
-	w.m.settle(ids...)
+	if !w.r.lazyTakes {
+		w.m.settle(ids...)
+	}
 	w.did.takenFromDLQ += len(ids)
 	return nil
 }

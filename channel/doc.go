@@ -410,9 +410,11 @@
 // (fileID<<32 | offset) to the tail of the event queue. A take removes the
 // head pointer, reads the event from its log file and holds it in flight;
 // its commit writes one take record listing the pointers and a commit
-// record, and fsyncs. Checkpoints (every CheckpointInterval when something
-// was written, on Close, and on demand with [FileChannel.Checkpoint])
-// persist the queue and the in-flight transactions as of one write-order
+// record, and fsyncs (with Config.TakeSyncDelay it returns once written:
+// the next fsync of its file, a put commit's or a checkpoint's, or a timer
+// within that delay makes it durable; takesync.go). Checkpoints (every
+// CheckpointInterval when something was written, on Close, and on demand
+// with [FileChannel.Checkpoint]) persist the queue and the in-flight transactions as of one write-order
 // id; Open loads the last checkpoint and replays only the log records
 // written after it. Log files that hold nothing needed are deleted after
 // each checkpoint.
@@ -426,7 +428,9 @@
 // (keeping the bytes in a .corrupt file), skips damaged records (counted in
 // Stats), and falls back from a damaged checkpoint to the backup or a full
 // replay. With NoSync, a killed process still loses nothing, but a power
-// loss can lose commits made since their log file's last fsync.
+// loss can lose commits made since their log file's last fsync. With
+// TakeSyncDelay, a power loss can undo the take commits of the last
+// TakeSyncDelay: their events come back (delivered again, never lost).
 //
 // # Offline tools
 //

@@ -187,7 +187,7 @@ func (t *Transaction) commitTakes() error {
 	return nil
 }
 
-// writeTakeCommit writes and syncs t's take and commit records (and the
+// writeTakeCommit writes and syncs (syncTake) t's take and commit records (and the
 // move record of the events it rejected) and ends its takes in the queue,
 // all under commitMu shared. It returns the dead letters it moved. If
 // RemoveGroup removed t's group it writes nothing (ErrNoGroup): RemoveGroup
@@ -237,7 +237,7 @@ func (t *Transaction) writeTakeCommit() ([]DeadLetter, error) {
 		Count: uint64(len(ptrs) + len(m.drops))})
 	a, _, err := c.appendRecords(t, recs, nil, completes)
 	if err == nil {
-		err = c.sync(a)
+		err = c.syncTake(t.dir, a, m.to != nil) // at once, or within TakeSyncDelay
 	}
 	if err != nil {
 		if m.to != nil {

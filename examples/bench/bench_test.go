@@ -71,6 +71,7 @@ func TestHarness(t *testing.T) {
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
 		"group commit: 8 producers batch 10 / overwrite+fdatasync batch 80",
 		"cold takes: drain batch 100 / plain read of the same log",
+		"cold takes: drain batch 100, TakeSyncDelay 100ms / plain read of the same log", "take commit, TakeSyncDelay 100ms",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
 		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",
 		"memory: VmRSS, 4 groups x capacity", "4 groups, each holding every event",
