@@ -31,10 +31,10 @@ import (
 // back at the head at once, never lost), or in the batch of a take commit
 // (Transaction.Retry, synced with it). Replay moves the events a retry
 // record names that are still queued to the waiting set
-// (replay.GroupResult.Waiting). A checkpoint holds the waiting events as
-// a take transaction in flight (waitingTx): they come back at the head at
-// the next Open unless the logs after the checkpoint make them wait again
-// (RETRY-NOTES.md: the catalog does not keep due times yet).
+// (replay.GroupResult.Waiting). A checkpoint keeps their due times in the
+// catalog (checkpoint.Group.Waiting, catalog version 4) and lists them as
+// a take transaction in flight too (waitingTx), so that a reader that
+// ignores the due times brings them back at the head, never loses them.
 //
 // The n-th redelivery of an event waits RetryDelays[min(n-1, len-1)]: n is
 // its delivery count (a group with RetryDelays counts deliveries, as one
