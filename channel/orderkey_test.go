@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // orderConfig is a channel with one group "a" keyed by header "k".
@@ -73,7 +75,10 @@ func wantBodies(t testing.TB, what string, got []string, want ...string) {
 // A held key's events are skipped (parked), events without the key are
 // free, and a rollback returns the key's events first, in order.
 func TestOrderKeySkipAndRollback(t *testing.T) {
-	c := mustOpen(t, orderConfig(t))
+	cfg := orderConfig(t)
+	reg := prometheus.NewPedanticRegistry()
+	cfg.Registerer, cfg.Name = reg, "m"
+	c := mustOpen(t, cfg)
 	g := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x", "x", "y", "", "x", "y")
 	tx1 := mustBegin(t, g)
@@ -83,9 +88,11 @@ func TestOrderKeySkipAndRollback(t *testing.T) {
 	}
 	tx2 := mustBegin(t, g)
 	wantBodies(t, "past held x", takeAll(t, tx2), "2:y", "3:", "5:y")
-	if n := g.Stats().Parked; n != 2 {
-		t.Fatalf("Parked = %d, want 2", n)
+	if st := g.Stats(); st.Parked != 2 || st.Skipped != 2 {
+		t.Fatalf("Parked, Skipped = %d, %d; want 2, 2", st.Parked, st.Skipped)
 	}
+	wantMetric(t, reg, "filechannel_group_order_parked_events", map[string]string{"channel_name": "m", "group": "a"}, 2)
+	wantMetric(t, reg, "filechannel_group_order_skipped_total", map[string]string{"channel_name": "m", "group": "a"}, 2)
 	if err := tx1.Rollback(); err != nil {
 		t.Fatal(err)
 	}
