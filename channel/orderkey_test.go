@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -331,5 +332,93 @@ func TestOrderKeyRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// An expired lease frees its keys: the key's events, its own first, go to
+// the next taker in order.
+func TestOrderKeyLeaseExpiryFreesKeys(t *testing.T) {
+	const lease = 100 * time.Millisecond
+	cfg := orderConfig(t)
+	cfg.Groups[0].LeaseTimeout = lease
+	c := mustOpen(t, cfg)
+	g := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x", "x", "y")
+	stuck := mustBegin(t, g)
+	if _, _, err := stuck.Take(); err != nil {
+		t.Fatal(err)
+	}
+	tx := mustBegin(t, g)
+	wantBodies(t, "past held x", takeAll(t, tx), "2:y")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(50 * lease)
+	for g.Stats().LeasesExpired == 0 && time.Now().Before(deadline) {
+		time.Sleep(lease / 10)
+	}
+	tx = mustBegin(t, g)
+	wantBodies(t, "after the expiry", takeAll(t, tx), "0:x", "1:x")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reset drops the parked events with the rest: none comes back twice.
+func TestOrderKeyResetDropsParked(t *testing.T) {
+	c := mustOpen(t, orderConfig(t))
+	g := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x", "x", "y")
+	holder := mustBegin(t, g)
+	if _, _, err := holder.Take(); err != nil {
+		t.Fatal(err)
+	}
+	tx := mustBegin(t, g)
+	wantBodies(t, "past held x", takeAll(t, tx), "2:y")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResetGroup("a", Latest()); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.Stats(); st.Parked != 0 || st.Queued != 0 {
+		t.Fatalf("after the reset: %+v", st)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	putKeyed(t, c, 10, "x")
+	tx = mustBegin(t, g)
+	wantBodies(t, "after the reset", takeAll(t, tx), "10:x")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// OrderKey with RetryDelays is refused (not yet), and so is
+// Transaction.Retry in a keyed group.
+func TestOrderKeyRefusals(t *testing.T) {
+	cfg := orderConfig(t)
+	cfg.Groups[0].RetryDelays = []time.Duration{time.Second}
+	if c, err := Open(cfg); err == nil {
+		c.Close()
+		t.Fatal("Open accepted OrderKey with RetryDelays")
+	}
+	c := mustOpen(t, orderConfig(t))
+	g := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x")
+	tx := mustBegin(t, g)
+	ev, _, err := tx.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Retry(ev, time.Second); err == nil {
+		t.Fatal("Retry accepted in a keyed group")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
