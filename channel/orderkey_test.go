@@ -335,6 +335,24 @@ func TestOrderKeyRecovery(t *testing.T) {
 	}
 }
 
+// holdX puts events 0:x, 1:x and 2:y, and returns an open transaction
+// that took 0:x (and holds x), after another took and committed 2:y
+// (1:x is parked).
+func holdX(t *testing.T, c *FileChannel, g *Group) *Transaction {
+	t.Helper()
+	putKeyed(t, c, 0, "x", "x", "y")
+	holder := mustBegin(t, g)
+	if _, _, err := holder.Take(); err != nil {
+		t.Fatal(err)
+	}
+	tx := mustBegin(t, g)
+	wantBodies(t, "past held x", takeAll(t, tx), "2:y")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return holder
+}
+
 // An expired lease frees its keys: the key's events, its own first, go to
 // the next taker in order.
 func TestOrderKeyLeaseExpiryFreesKeys(t *testing.T) {
@@ -343,21 +361,12 @@ func TestOrderKeyLeaseExpiryFreesKeys(t *testing.T) {
 	cfg.Groups[0].LeaseTimeout = lease
 	c := mustOpen(t, cfg)
 	g := mustGroup(t, c, "a")
-	putKeyed(t, c, 0, "x", "x", "y")
-	stuck := mustBegin(t, g)
-	if _, _, err := stuck.Take(); err != nil {
-		t.Fatal(err)
-	}
-	tx := mustBegin(t, g)
-	wantBodies(t, "past held x", takeAll(t, tx), "2:y")
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	stuck := holdX(t, c, g)
 	deadline := time.Now().Add(50 * lease)
 	for g.Stats().LeasesExpired == 0 && time.Now().Before(deadline) {
 		time.Sleep(lease / 10)
 	}
-	tx = mustBegin(t, g)
+	tx := mustBegin(t, g)
 	wantBodies(t, "after the expiry", takeAll(t, tx), "0:x", "1:x")
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -371,16 +380,7 @@ func TestOrderKeyLeaseExpiryFreesKeys(t *testing.T) {
 func TestOrderKeyResetDropsParked(t *testing.T) {
 	c := mustOpen(t, orderConfig(t))
 	g := mustGroup(t, c, "a")
-	putKeyed(t, c, 0, "x", "x", "y")
-	holder := mustBegin(t, g)
-	if _, _, err := holder.Take(); err != nil {
-		t.Fatal(err)
-	}
-	tx := mustBegin(t, g)
-	wantBodies(t, "past held x", takeAll(t, tx), "2:y")
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdX(t, c, g)
 	if _, err := c.ResetGroup("a", Latest()); err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestOrderKeyResetDropsParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	putKeyed(t, c, 10, "x")
-	tx = mustBegin(t, g)
+	tx := mustBegin(t, g)
 	wantBodies(t, "after the reset", takeAll(t, tx), "10:x")
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
