@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -417,6 +418,36 @@ func TestOrderKeyRefusals(t *testing.T) {
 	}
 	if err := tx.Retry(ev, time.Second); err == nil {
 		t.Fatal("Retry accepted in a keyed group")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A taker waiting in TakeContext behind a held key wakes when its holder
+// commits.
+func TestOrderKeyTakeContextWakesAtCommit(t *testing.T) {
+	c := mustOpen(t, orderConfig(t))
+	g := mustGroup(t, c, "a")
+	holder := holdX(t, c, g)
+	tx := mustBegin(t, g)
+	got := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ev, err := tx.TakeContext(ctx)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- string(ev.Body)
+	}()
+	time.Sleep(50 * time.Millisecond) // let it wait: 1:x is parked
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; b != "1:x" {
+		t.Fatalf("TakeContext: %s, want 1:x", b)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)

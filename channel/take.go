@@ -376,16 +376,22 @@ func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.P
 // wait in g (Transaction.Retry), the others are gone. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
 func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, retry *retryPlan) {
+	var unparked bool // events parked behind tx's keys are back (OrderKey)
 	err := func() error {
 		defer g.lockOrder()()
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
+		parked := g.order.parked
+		defer func() { unparked = g.order.parked < parked }()
 		if len(retry.ptrs) == 0 {
 			return g.committed(tx, takes)
 		}
 		c.waitTakesLocked(g, tx, retry.ptrs, retry.dues)
 		return g.committed(tx, slices.DeleteFunc(slices.Clone(takes), func(p eventqueue.Pointer) bool { return slices.Contains(retry.ptrs, p) }))
 	}()
+	if unparked {
+		g.avail.broadcast()
+	}
 	if err != nil {
 		// They left the ring for their keys' lanes: the room is theirs.
 		c.log.Error("queue refused parked events", "group", g.cfg.Name, "err", err)
