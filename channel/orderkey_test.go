@@ -287,6 +287,9 @@ func TestOrderKeyConcurrent(t *testing.T) {
 	if total != events {
 		t.Fatalf("committed %d events, want %d", total, events)
 	}
+	if st := g.Stats(); st.Skipped == 0 || st.Parked != 0 {
+		t.Fatalf("Skipped %d, Parked %d: want some skipped (keys collided), none left parked", st.Skipped, st.Parked)
+	}
 }
 
 // Recovery keeps per-key order: a holder's events in flight come back
@@ -448,6 +451,47 @@ func TestOrderKeyTakeContextWakesAtCommit(t *testing.T) {
 	}
 	if b := <-got; b != "1:x" {
 		t.Fatalf("TakeContext: %s, want 1:x", b)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A crash after takes and commits past the last checkpoint keeps each
+// key's order: the logs after it settle what the checkpoint had parked.
+func TestOrderKeyCrashAfterCheckpointedParking(t *testing.T) {
+	cfg := orderConfig(t)
+	c := mustOpen(t, cfg)
+	g := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x", "x", "y", "x", "y")
+	holder := mustBegin(t, g)
+	if _, _, err := holder.Take(); err != nil {
+		t.Fatal(err)
+	}
+	open := mustBegin(t, g)
+	wantBodies(t, "past held x", takeAll(t, open), "2:y", "4:y")
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Commit(); err != nil { // 0:x gone; 1:x, 3:x back at the head
+		t.Fatal(err)
+	}
+	next := mustBegin(t, g)
+	wantBodies(t, "after the commit", takeAll(t, next), "1:x", "3:x")
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	g = mustGroup(t, c, "a")
+	tx := mustBegin(t, g)
+	got := takeAll(t, tx)
+	var xs []string
+	for _, b := range got {
+		if b[len(b)-1] == 'x' {
+			xs = append(xs, b)
+		}
+	}
+	wantBodies(t, "key x after the crash", xs, "1:x", "3:x")
+	if len(got) != 4 {
+		t.Fatalf("after the crash: %v", got)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
