@@ -115,7 +115,7 @@ type GroupConfig struct {
 	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
 	// event after a rollback (the last value repeats): the event leaves
 	// the group's queue until then, and the group's other events are
-	// taken meanwhile (with OrderKey, to come, its key waits with it).
+	// taken meanwhile (not yet with OrderKey: the two are refused together).
 	// nil = back at the head at once. The n-th redelivery is the one
 	// after n deliveries: a group with RetryDelays counts deliveries
 	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
