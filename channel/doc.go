@@ -197,6 +197,20 @@
 //	tx.Retry(failed, 30*time.Second) // the others are committed
 //	tx.Commit()
 //
+// # Order per key
+//
+// GroupConfig.OrderKey names a header: within the group, the events with
+// the same non-empty value of it are never held by two open take
+// transactions at once and are taken in commit order. A Take skips past
+// the events whose key another transaction holds (they keep their place:
+// GroupStats.Parked) and takes the next free one; events without the
+// header are free. A commit frees the key; a rollback returns the key's
+// events first, in order. A slow or stuck taker holds back only its keys
+// (docs/operations.md, "Order per key"). Not yet with RetryDelays or
+// Transaction.Retry.
+//
+//	orders := channel.GroupConfig{Name: "orders", OrderKey: "customer"}
+//
 // # Leases
 //
 // GroupConfig.LeaseTimeout bounds how long a take transaction of the
@@ -472,6 +486,8 @@ package channel
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
+//	orderMu    per group with OrderKey (groupState.orderMu): a Take's pop,
+//	           read and key claim; a take transaction's end
 //	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
 //

@@ -115,7 +115,7 @@ type GroupConfig struct {
 	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
 	// event after a rollback (the last value repeats): the event leaves
 	// the group's queue until then, and the group's other events are
-	// taken meanwhile (with OrderKey, to come, its key waits with it).
+	// taken meanwhile (not yet with OrderKey: the two are refused together).
 	// nil = back at the head at once. The n-th redelivery is the one
 	// after n deliveries: a group with RetryDelays counts deliveries
 	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
@@ -128,6 +128,16 @@ type GroupConfig struct {
 	// due. At most 1024 delays, none negative. Not stored in the log (as
 	// LeaseTimeout); the due times of waiting events are.
 	RetryDelays []time.Duration
+	// OrderKey is a header name. Within the group, the events with the
+	// same non-empty value of it are never held by two take transactions
+	// at once, and are taken in commit order; a rollback or a slow taker
+	// holds back only that key's events: a Take skips past the events
+	// whose key another open transaction holds (they keep their place,
+	// parked once, not re-read) and takes the next free one. Events
+	// without the header are free. A keyed group's takes read their
+	// events one at a time (the key is in the event). "" = no key order.
+	// Not yet with RetryDelays (refused). Not stored in the log.
+	OrderKey string
 }
 
 // A group's dead letters (deadletter.go has how they are counted and
@@ -205,6 +215,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	}
 	if err := checkRetryDelays(g.RetryDelays); err != nil {
 		return bad("%v", err)
+	}
+	if g.OrderKey != "" && len(g.RetryDelays) > 0 {
+		return bad("OrderKey with RetryDelays is not supported yet (issue 32)")
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

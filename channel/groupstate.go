@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/flumego/filechannel/checkpoint"
@@ -56,6 +57,12 @@ type groupState struct {
 	// wait is its events waiting for their retry delay (retry.go), under
 	// queueMu.
 	wait waitSet
+
+	// order is its held keys and parked events (GroupConfig.OrderKey,
+	// order.go), under queueMu; orderMu serializes its takes' pops and
+	// reads (held before queueMu).
+	order   keyOrder
+	orderMu sync.Mutex
 
 	// compiled caches the compiled cfg.Filter (filter.go).
 	compiled atomic.Pointer[filter]
@@ -134,10 +141,11 @@ func (g *groupState) untake(tx uint64, p eventqueue.Pointer) error {
 }
 
 // returnTakes ends tx's takes without committing them: the events go back
-// to the head in their original order.
+// to the head in their original order, before the events parked behind
+// the keys tx held (OrderKey).
 func (g *groupState) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
 	g.inflight.Remove(tx)
-	var err error
+	err := g.releaseKeysLocked(tx)
 	for i := len(takes) - 1; i >= 0; i-- {
 		err = errors.Join(err, g.queue.AddHead(takes[i]))
 	}
@@ -145,10 +153,12 @@ func (g *groupState) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
 }
 
 // committed ends tx's takes after their commit: the events are gone, and
-// so are their delivery counts.
-func (g *groupState) committed(tx uint64, takes []eventqueue.Pointer) {
+// so are their delivery counts. The events parked behind the keys tx
+// held go back to the head (OrderKey).
+func (g *groupState) committed(tx uint64, takes []eventqueue.Pointer) error {
 	g.inflight.Remove(tx)
 	g.forgetDeliveries(takes)
+	return g.releaseKeysLocked(tx)
 }
 
 // forgetDeliveries drops the delivery counts of ps, which left the group.
@@ -197,11 +207,19 @@ func (g *groupState) capture(st *checkpoint.State, sn *logfile.Snapshot) {
 			sn.Keep(id)
 		}
 	}
+	if ps := g.parkedPointers(); len(ps) > 0 {
+		// Parked events (OrderKey) come back at the head at recovery,
+		// after every open transaction's: behind their keys' holders.
+		st.InflightTakes = append(st.InflightTakes, eventqueue.InflightTx{Tx: parkedTx, Pointers: ps})
+		for id := range g.order.files {
+			sn.Keep(id)
+		}
+	}
 }
 
 // holds reports whether the group points into log file id now.
 func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
-	return g.queue.FileRef(id) > 0 || inflightFiles[id] > 0 || g.wait.files[id] > 0
+	return g.queue.FileRef(id) > 0 || inflightFiles[id] > 0 || g.wait.files[id] > 0 || g.order.files[id] > 0
 }
 
 // resize moves the queue into a new checkpoint of the given capacity (the
@@ -210,7 +228,7 @@ func (g *groupState) holds(id uint32, inflightFiles map[uint32]int) bool {
 // checkpoint and replays them.
 func (g *groupState) resize(create func(capacity int) (*checkpoint.Checkpoint, error), capacity int) error {
 	ptrs := g.queue.Pointers()
-	if n := len(ptrs) + g.waitingLen(); n > capacity { // waiting events count against it
+	if n := len(ptrs) + g.waitingLen() + g.order.parked; n > capacity { // waiting and parked events count against it
 		return fmt.Errorf("the channel holds %d events, more than the configured Capacity %d; reopen with Capacity >= %d (nothing was changed)",
 			n, capacity, n)
 	}

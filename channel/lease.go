@@ -156,6 +156,7 @@ func (c *FileChannel) logExpiredDeliveries(k leaseKey, ptrs []eventqueue.Pointer
 // them wait as after a rollback. The caller holds commitMu exclusively
 // since fenceExpired: neither RemoveGroup nor Close came in between.
 func (c *FileChannel) returnExpired(k leaseKey, ptrs []eventqueue.Pointer, dues []int64) error {
+	defer k.g.lockOrder()()
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if dues != nil {

@@ -17,7 +17,7 @@ type groupCollector struct {
 	taken, rollbacks, dropped, waits, full *prometheus.Desc
 	deadLettered, deadRefused, redriven    *prometheus.Desc
 	oldestAge, filtered, leasesExpired     *prometheus.Desc
-	expired, waiting                       *prometheus.Desc
+	expired, waiting, parked, skipped      *prometheus.Desc
 }
 
 // Reasons in the reason label of group_dropped_events_total.
@@ -49,6 +49,10 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 			"Events a consumer group did not deliver because they were queued longer than its ExpireAfter: moved to its dead-letter group, or dropped without one."),
 		waiting: desc("group_retry_waiting_events",
 			"Events of a consumer group waiting for their retry delay (RetryDelays, Transaction.Retry): out of its queue, counted against its capacity."),
+		parked: desc("group_order_parked_events",
+			"Events of a consumer group with OrderKey parked behind a key another open take transaction holds: out of its queue, counted against its capacity."),
+		skipped: desc("group_order_skipped_total",
+			"Events a consumer group's takes parked behind a held key (OrderKey), each counted once per hold of its key."),
 		leasesExpired: desc("group_leases_expired_total",
 			"Take transactions of a consumer group whose LeaseTimeout expired: their events went back to the group, their commit failed."),
 		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
@@ -58,7 +62,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 
 func (g *groupCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{g.queued, g.capacity, g.inflight, g.fill, g.taken, g.rollbacks, g.dropped, g.waits, g.full,
-		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired, g.expired, g.waiting} {
+		g.deadLettered, g.deadRefused, g.redriven, g.oldestAge, g.filtered, g.leasesExpired, g.expired, g.waiting, g.parked, g.skipped} {
 		ch <- d
 	}
 }
@@ -99,6 +103,10 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.grp.retrying() || r.waiting > 0 {
 			gauge(g.waiting, float64(r.waiting), name)
 		}
+		if r.grp.keyed() || r.parked > 0 {
+			gauge(g.parked, float64(r.parked), name)
+			counter(g.skipped, float64(r.skipped), name)
+		}
 		if r.grp.cfg.ExpireAfter > 0 || n.deadExpired.Load()+n.expiredDropped.Load() > 0 {
 			counter(g.expired, float64(n.deadExpired.Load()+n.expiredDropped.Load()), name)
 		}
@@ -119,6 +127,8 @@ type groupRow struct {
 	grp              *groupState
 	queued, inflight int
 	waiting          int // for their retry delay
+	parked           int // behind a held key (OrderKey)
+	skipped          int64
 	head             eventqueue.Pointer
 	hasHead          bool
 }
@@ -136,7 +146,7 @@ func (g *groupCollector) rows() []groupRow {
 	for _, grp := range c.groups {
 		head, has := grp.headOf()
 		rows = append(rows, groupRow{grp: grp, queued: grp.queue.Size(), inflight: grp.inflight.Len(), waiting: grp.waitingLen(),
-			head: head, hasHead: has})
+			parked: grp.order.parked, skipped: grp.order.skips, head: head, hasHead: has})
 	}
 	return rows
 }

@@ -143,6 +143,7 @@ func (c *FileChannel) planReset(g *groupState) *resetPlan {
 	for _, w := range g.wait.heap {
 		plan.old = append(plan.old, w.p) // waiting for a retry delay
 	}
+	plan.old = append(plan.old, g.parkedPointers()...) // OrderKey
 	// The permits in use that are not g's events are open put
 	// transactions' (Block groups): they keep them.
 	plan.room = g.queue.Capacity() - max(g.gate.inUse()-len(plan.old), 0)
@@ -300,6 +301,7 @@ func (c *FileChannel) landReset(g *groupState, plan *resetPlan) {
 		}
 		g.deliveries = nil
 		c.clearWaitingLocked(g)
+		g.clearOrderLocked()
 		for p := range plan.keep.all() {
 			qerr = errors.Join(qerr, g.queue.AddTail(p))
 		}

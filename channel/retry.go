@@ -39,9 +39,9 @@ import (
 // The n-th redelivery of an event waits RetryDelays[min(n-1, len-1)]: n is
 // its delivery count (a group with RetryDelays counts deliveries, as one
 // with MaxDeliveries does). An event that reached MaxDeliveries goes to
-// the dead-letter group instead of waiting. OrderKey (to come): its key
-// waits with it; the hook is takeDueLocked, which a keyed group would
-// skip for a held key.
+// the dead-letter group instead of waiting. OrderKey is refused with
+// RetryDelays for now (ORDERKEY-NOTES.md): its key would wait with it, and
+// takeDueLocked would skip a held key.
 
 // waitingTx is the transaction id under which a checkpoint lists a
 // group's waiting events among its takes in flight: no transaction has
@@ -127,7 +127,8 @@ func (g *groupState) popWaitingLocked() eventqueue.Pointer {
 func (c *FileChannel) nowNano() int64 { return c.now().UnixNano() }
 
 // takeDueLocked moves g's earliest waiting event into tx's takes if it is
-// due. The caller holds queueMu. (OrderKey will skip a held key here.)
+// due. The caller holds queueMu. (OrderKey, once allowed with
+// RetryDelays, would skip a held key here.)
 func (c *FileChannel) takeDueLocked(g *groupState, tx uint64) (eventqueue.Pointer, bool) {
 	if len(g.wait.heap) == 0 || !g.dueLocked(c.nowNano()) {
 		return 0, false

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +49,9 @@ func (t *Transaction) Retry(e Event, after time.Duration) error {
 	}
 	if after < 0 {
 		return fmt.Errorf("filechannel: Retry: negative delay %v", after)
+	}
+	if t.grp != nil && t.grp.keyed() {
+		return errors.New("filechannel: Retry: not supported yet in a group with OrderKey (its key would not wait with it)")
 	}
 	i := t.findTake(e)
 	if i < 0 {

@@ -103,10 +103,15 @@ type GroupStats struct {
 	// Waiting is its events waiting for their retry delay
 	// (GroupConfig.RetryDelays, Transaction.Retry): not in Queued, but
 	// counted against Capacity.
-	Waiting   int
-	Capacity  int
-	Taken     int64 // events taken by its committed transactions
-	Rollbacks int64 // its take transactions rolled back
+	Waiting int
+	// Parked is its events parked behind a key another open transaction
+	// holds (GroupConfig.OrderKey): not in Queued, but counted against
+	// Capacity; Skipped counts the events ever parked (each once per
+	// hold of its key).
+	Parked, Skipped int
+	Capacity        int
+	Taken           int64 // events taken by its committed transactions
+	Rollbacks       int64 // its take transactions rolled back
 	// DroppedOldest counts the events a full DropOldest group dropped from
 	// its head; Missed the events of put commits a full group did not
 	// receive (DropNewest, or DropOldest with nothing queued to drop).
@@ -182,7 +187,7 @@ func (g *Group) Stats() GroupStats {
 func (g *groupState) statsLocked() GroupStats {
 	w := g.gate.putWaits()
 	return GroupStats{Name: g.cfg.Name, WhenFull: g.cfg.WhenFull, Queued: g.queue.Size(), InflightTakes: g.inflight.Len(),
-		Waiting: g.waitingLen(), Capacity: g.cfg.Capacity, Taken: g.counts.taken.Load(), Rollbacks: g.counts.rollbacks.Load(),
+		Waiting: g.waitingLen(), Parked: g.order.parked, Skipped: int(g.order.skips), Capacity: g.cfg.Capacity, Taken: g.counts.taken.Load(), Rollbacks: g.counts.rollbacks.Load(),
 		DroppedOldest: g.counts.oldest.Load(), Missed: g.counts.newest.Load(),
 		PutWaits: w.waits, PutWaitTime: w.time, PutsWaiting: w.waiting, PutsFull: w.full,
 		MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly,

@@ -57,12 +57,12 @@ func (t *Transaction) take() (Event, bool, error) {
 				return Event{}, false, fmt.Errorf("%w: this channel has no unnamed group: take from a named one (FileChannel.Group)", ErrNoGroup)
 			}
 		}
-		p, ok, err := c.takeHead(t.grp, t.id)
+		p, ev, ok, err, rerr := t.takeNext()
 		if err != nil || !ok {
 			return Event{}, false, err
 		}
 		t.takes = append(t.takes, p)
-		ev, err := c.readEvent(p)
+		err = rerr
 		if err == nil {
 			again, err := t.deliverRead(p, &ev)
 			if err != nil {
@@ -91,6 +91,20 @@ func (t *Transaction) take() (Event, bool, error) {
 		c.metrics.corruptSkipped.Inc()
 		c.log.Error("skipping damaged event", "pointer", p.String(), "err", err)
 	}
+}
+
+// takeNext moves the next event of t's group into t's takes and reads
+// it: err is the take's error, rerr the read's (p is taken).
+func (t *Transaction) takeNext() (p eventqueue.Pointer, ev Event, ok bool, err, rerr error) {
+	if t.grp.keyed() {
+		return t.takeKeyed()
+	}
+	p, ok, err = t.c.takeHead(t.grp, t.id)
+	if err != nil || !ok {
+		return 0, Event{}, false, err, nil
+	}
+	ev, rerr = t.c.readEvent(p)
+	return p, ev, true, nil, rerr
 }
 
 // deliverRead finishes the Take of p, the last event t took, read as ev:
@@ -342,6 +356,7 @@ func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) err
 // returnTakes puts tx's takes back at g's head in their order, or, with
 // dues (a group with RetryDelays), makes each wait until its due time.
 func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, dues []int64) error {
+	defer g.lockOrder()()
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -361,14 +376,26 @@ func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.P
 // wait in g (Transaction.Retry), the others are gone. The caller holds
 // commitMu shared and saw the channel open, so the queue is not released.
 func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, retry *retryPlan) {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	if len(retry.ptrs) == 0 {
-		g.committed(tx, takes)
-		return
+	var unparked bool // events parked behind tx's keys are back (OrderKey)
+	err := func() error {
+		defer g.lockOrder()()
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		parked := g.order.parked
+		defer func() { unparked = g.order.parked < parked }()
+		if len(retry.ptrs) == 0 {
+			return g.committed(tx, takes)
+		}
+		c.waitTakesLocked(g, tx, retry.ptrs, retry.dues)
+		return g.committed(tx, slices.DeleteFunc(slices.Clone(takes), func(p eventqueue.Pointer) bool { return slices.Contains(retry.ptrs, p) }))
+	}()
+	if unparked {
+		g.avail.broadcast()
 	}
-	c.waitTakesLocked(g, tx, retry.ptrs, retry.dues)
-	g.committed(tx, slices.DeleteFunc(slices.Clone(takes), func(p eventqueue.Pointer) bool { return slices.Contains(retry.ptrs, p) }))
+	if err != nil {
+		// They left the ring for their keys' lanes: the room is theirs.
+		c.log.Error("queue refused parked events", "group", g.cfg.Name, "err", err)
+	}
 }
 
 // unnamedGroup returns the unnamed group, or nil.

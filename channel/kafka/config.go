@@ -66,6 +66,11 @@ type Config struct {
 	// record comes back at once (the member seeks back to it); Kafka keeps
 	// no per-record due time.
 	RetryDelays []time.Duration
+	// OrderKey is channel.GroupConfig.OrderKey, which Kafka does not
+	// have: a value other than "" is refused (ErrUnsupported). Kafka
+	// orders per partition: produce a key's records to one partition
+	// (the record key) instead.
+	OrderKey string
 
 	// TransactionalID is the producer's Kafka transactional.id. "" = a new
 	// random one per Open ("filechannel-<topic>-<random>"). Give each agent
@@ -149,11 +154,11 @@ func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
 
 // Unwrap returns channel.ErrNoGroup for the error of Channel.Group,
 // ErrUnsupported for a StartAt Kafka cannot map or an option it does not
-// have (LeaseTimeout, ExpireAfter, RetryDelays), else nil.
+// have (LeaseTimeout, ExpireAfter, RetryDelays, OrderKey), else nil.
 func (e *ConfigError) Unwrap() error { return e.err }
 
 // unsupported returns the ConfigError of the first option set that Kafka
-// does not have (Dedup, LeaseTimeout, RetryDelays, ExpireAfter), or nil.
+// does not have (Dedup, LeaseTimeout, RetryDelays, ExpireAfter, OrderKey), or nil.
 func (cfg Config) unsupported() error {
 	switch {
 	case cfg.Dedup != (channel.Dedup{}):
@@ -164,6 +169,8 @@ func (cfg Config) unsupported() error {
 		return &ConfigError{Field: "RetryDelays", Reason: "retry delays are not supported on Kafka (nil = back at once)", err: ErrUnsupported}
 	case cfg.ExpireAfter != 0:
 		return &ConfigError{Field: "ExpireAfter", Reason: "expiry of queued events is not supported on Kafka (0 = none; the topic's retention.ms deletes old records)", err: ErrUnsupported}
+	case cfg.OrderKey != "":
+		return &ConfigError{Field: "OrderKey", Reason: "order per key is not supported on Kafka (\"\" = none; Kafka orders per partition)", err: ErrUnsupported}
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ func TestBadConfig(t *testing.T) {
 		{"lease", func(c *Config) { c.LeaseTimeout = time.Second }, "LeaseTimeout"},
 		{"expiry", func(c *Config) { c.ExpireAfter = time.Hour }, "ExpireAfter"},
 		{"retry delays", func(c *Config) { c.RetryDelays = []time.Duration{time.Second} }, "RetryDelays"},
+		{"order key", func(c *Config) { c.OrderKey = "customer" }, "OrderKey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good
