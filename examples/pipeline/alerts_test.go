@@ -47,7 +47,7 @@ func registeredMetrics(t *testing.T) map[string]*dto.MetricFamily {
 		DataDirs:             []string{filepath.Join(dir, "data")},
 		MinimumRequiredSpace: -1,
 		Groups: []channel.GroupConfig{{MaxDeliveries: 5, LeaseTimeout: time.Minute, ExpireAfter: time.Hour, RetryDelays: []time.Duration{time.Second}},
-			{Name: "filtered", Filter: `headers["x"] == "y"`}},
+			{Name: "filtered", Filter: `headers["x"] == "y"`}, {Name: "ordered", OrderKey: "k"}},
 	})
 	if err != nil {
 		t.Fatal(err)
