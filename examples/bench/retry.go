@@ -84,18 +84,10 @@ func (b *bench) retryTakes() error {
 				return err
 			}
 			run := func(budget time.Duration, max int64) (int64, error) {
-				var n int64
-				for n < max {
-					k, err := groupTakeTx(g, int(min(100, max-n)))
-					n += int64(k)
-					if err != nil {
-						return n, err
-					}
-					if k == 0 {
-						return n, fmt.Errorf("group %q ran dry after %d events", g.Name(), n)
-					}
+				if err := groupTake(g, int(max), 100); err != nil {
+					return 0, err
 				}
-				return n, nil
+				return max, nil
 			}
 			m := &meter{
 				res: Result{ID: retryID(waiting), System: "filechannel", Op: fmt.Sprintf("g0, %d waiting: take commit", waiting),
