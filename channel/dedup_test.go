@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -523,4 +524,44 @@ func beginSpilled(t *testing.T, c *FileChannel, es ...Event) *Transaction {
 		t.Fatal("the transaction did not spill")
 	}
 	return tx
+}
+
+// TestDedupSnapshotWriteFails: a checkpoint whose snapshot of the window
+// cannot be written (a full disk, an I/O error) fails and deletes no log
+// file (their ids would be lost); puts and the window go on, and once the
+// write works again a checkpoint succeeds and a restart keeps the ids.
+func TestDedupSnapshotWriteFails(t *testing.T) {
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 1)
+	cfg.Preallocate = -1
+	cfg.MaxFileSize = 4096
+	cfg.Dedup = Dedup{Header: "id"}
+	c := mustOpen(t, cfg)
+	for i := range 40 {
+		putTx(t, c, idEvent(strconv.Itoa(i), strings.Repeat("x", 300)))
+	}
+	drain(t, c) // every log file but the active one can go
+	files := c.Stats().LogFiles
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpWrite, vfs.OpCreate}, Name: "dedup*", Err: syscall.ENOSPC})
+	if err := c.Checkpoint(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("checkpoint with the snapshot unwritable: %v, want ENOSPC", err)
+	}
+	if n := c.Stats().LogFiles; n != files {
+		t.Fatalf("%d log files after the failed checkpoint, want the %d there were", n, files)
+	}
+	putTx(t, c, idEvent("7", "again"), idEvent("new", "new"))
+	ff.Clear()
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().LogFiles; n >= files {
+		t.Fatalf("%d log files after a checkpoint that works, want fewer than %d", n, files)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	putTx(t, c, idEvent("3", "retry"), idEvent("new", "retry"), idEvent("other", "other"))
+	wantEvents(t, drain(t, c), []string{"new", "other"})
 }
