@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -423,5 +424,30 @@ func TestExpireAfterSweepRacesTakers(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestExpireSweepWithAPanickingOnDeadLetter: an OnDeadLetter that panics
+// on the checkpoint goroutine's sweep is recovered and logged there: the
+// sweep's moves stand, the loop goes on, and the channel keeps working.
+func TestExpireSweepWithAPanickingOnDeadLetter(t *testing.T) {
+	var calls atomic.Int64
+	c, _, _ := expireSetup(t, 20, 5, func(cfg *Config) {
+		cfg.CheckpointInterval = 5 * time.Millisecond
+		cfg.OnDeadLetter = func(DeadLetter) { calls.Add(1); panic("sink bug") }
+	})
+	defer c.Close()
+	a := groupOf(t, c, "a")
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Stats().Expired < 20 || calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("expired %d, OnDeadLetter called %d times: the background sweep did not run", a.Stats().Expired, calls.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	putN(t, c, 25, 5, 5)
+	wantEvents(t, takeWith(t, a.Begin, 100, 7), bodies(20, 10))
+	if err := c.Health(); err != nil {
+		t.Fatalf("Health after the recovered panic: %v", err)
 	}
 }
