@@ -191,13 +191,17 @@ const (
 	groupOffFlags         = 27
 
 	// catalogVersion is the newest version of the groups file this
-	// build reads (1 to 4) and writes: version 4, whose entries end with
-	// the group's filter and its waiting events, only when a group has
-	// waiting events; else version 3, whose entries end with the group's
-	// filter, only when a group has one (catalogFilteredVersion); 2
-	// otherwise (catalogUnfilteredVersion), which builds before filters
+	// build reads (1 to 5) and writes: version 5, whose entries end with
+	// the group's filter, its waiting events and its take options
+	// (catalogoptions.go), only when a group has a take option; else
+	// version 4, whose entries end with the group's filter and its
+	// waiting events, only when a group has waiting events
+	// (catalogWaitingVersion); else version 3, whose entries end with the
+	// group's filter, only when a group has one (catalogFilteredVersion);
+	// 2 otherwise (catalogUnfilteredVersion), which builds before filters
 	// read.
-	catalogVersion           = 4
+	catalogVersion           = 5
+	catalogWaitingVersion    = 4
 	catalogFilteredVersion   = 3
 	catalogUnfilteredVersion = 2
 	// waitingLen is the size of a waiting event of a version 4 entry:
