@@ -365,6 +365,10 @@ func (t RecordType) String() string {
 		return "duplicate"
 	case RecordRetry:
 		return "retry"
+	case typeFilteredGroups:
+		return "filtered groups" // an on-disk type, decoded as RecordGroups
+	case typeOptionGroups:
+		return "option groups" // an on-disk type, decoded as RecordGroups
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }

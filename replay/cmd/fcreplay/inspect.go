@@ -35,7 +35,10 @@ event committed, with how long ago (its lag); and for dead letters its
 MaxDeliveries and dead-letter group,
 how many of its queued events were delivered before and at most how often, or
 that it is a dead-letter group; the events waiting for their retry delay and the
-earliest due time), and every log file with its size, valid end,
+earliest due time; its take options: OrderKey, RetryDelays, LeaseTimeout,
+ExpireAfter; and the events the checkpoint lists in flight under the pseudo
+transactions waitingTx, waiting for a retry delay, and parkedTx, parked behind
+a held key, which no take holds), and every log file with its size, valid end,
 record counts, write-order id range and tail; and the log files no group holds
 (retained, with Config.Retention), their bytes and the oldest one's time. It
 scans every log file in full.
