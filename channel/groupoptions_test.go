@@ -28,10 +28,21 @@ func optionGroups(lease time.Duration) []GroupConfig {
 }
 
 // optionsRestarts are the ways a channel comes back: from its checkpoint,
-// from a full replay of its logs (the groups records), after Rebuild.
+// from a full replay of its logs (the groups records), after Rebuild,
+// Repair, or the offline ResetGroup of another group.
 var optionsRestarts = map[string]func(t *testing.T, cfg Config){
 	"checkpoint":  func(*testing.T, Config) {},
 	"full_replay": func(t *testing.T, cfg Config) { removeCheckpoint(t, cfg) },
+	"repair": func(t *testing.T, cfg Config) {
+		if _, err := Repair(cfg, RepairOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"offline_reset": func(t *testing.T, cfg Config) {
+		if _, err := ResetGroup(cfg, "", Latest()); err != nil {
+			t.Fatal(err)
+		}
+	},
 	"rebuild": func(t *testing.T, cfg Config) {
 		rep, err := Rebuild(cfg, RebuildOptions{})
 		if err != nil {
