@@ -270,8 +270,14 @@ func TestTakeOptionsRefused(t *testing.T) {
 	long := GroupConfig{Name: "a", OrderKey: string(make([]byte, logfile.MaxOrderKeyLen+1))}
 	c := mustOpen(t, cfg)
 	defer c.Close()
-	if _, err := c.AddGroup(long); err == nil {
-		t.Fatal("AddGroup took an OrderKey over the limit")
+	if _, err := c.AddGroup(long); err == nil || !strings.Contains(err.Error(), "OrderKey of 257 bytes") {
+		t.Fatalf("AddGroup of an OrderKey over the limit: %v", err)
+	}
+	with := cfg
+	with.CheckpointDir, with.DataDirs = t.TempDir(), []string{t.TempDir()}
+	with.Groups = []GroupConfig{long}
+	if _, err := Open(with); err == nil || !strings.Contains(err.Error(), "OrderKey of 257 bytes") {
+		t.Fatalf("Open with an OrderKey over the limit: %v", err)
 	}
 	long.OrderKey = long.OrderKey[1:]
 	if _, err := c.AddGroup(long); err != nil {
