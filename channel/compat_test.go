@@ -76,10 +76,10 @@ var newerCases = []newerCase{
 		}
 		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
-	{"groups_catalog_version_5", func(t *testing.T, cfg Config) FormatError {
+	{"groups_catalog_version_6", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
-		testutil.SetFileVersion(t, p, 5)
-		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
+		testutil.SetFileVersion(t, p, 6)
+		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
