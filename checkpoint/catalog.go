@@ -47,7 +47,8 @@ type Group struct {
 
 // hasOptions reports whether g has a take option.
 func (g *Group) hasOptions() bool {
-	return g.OrderKey != "" || len(g.RetryDelays) > 0 || g.LeaseTimeout != 0 || g.ExpireAfter != 0
+	gi := g.GroupInfo()
+	return gi.HasOptions()
 }
 
 // Waiting is an event waiting in a group until its due time.
