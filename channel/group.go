@@ -219,6 +219,9 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	if err := checkRetryDelays(g.RetryDelays); err != nil {
 		return bad("%v", err)
 	}
+	// The group's own copy: it is stored with the group, and the
+	// caller's slice may change afterwards.
+	g.RetryDelays = slices.Clone(g.RetryDelays)
 	if len(g.OrderKey) > logfile.MaxOrderKeyLen {
 		return bad("OrderKey of %d bytes, at most %d", len(g.OrderKey), logfile.MaxOrderKeyLen)
 	}

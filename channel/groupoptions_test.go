@@ -324,3 +324,22 @@ func takeHeld(t *testing.T, g *Group) (string, int) {
 	}
 	return string(ev.Body), ev.Deliveries
 }
+
+// TestTakeOptionsCopied: a group keeps its own copy of RetryDelays: the
+// caller changing its slice after AddGroup changes neither what the group
+// does nor what it stores.
+func TestTakeOptionsCopied(t *testing.T) {
+	cfg := testConfig(t, 1)
+	c := mustOpen(t, cfg)
+	delays := []time.Duration{time.Hour}
+	if _, err := c.AddGroup(GroupConfig{Name: "r", RetryDelays: delays}); err != nil {
+		t.Fatal(err)
+	}
+	delays[0] = time.Second
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, cfg)
+	defer c.Close()
+	wantTakeOptions(t, c, []GroupConfig{{Name: "r", RetryDelays: []time.Duration{time.Hour}}})
+}
