@@ -45,7 +45,7 @@ import (
 // group). A journal damaged beyond its torn entries (longer than its
 // header allows) is none: its counts are lost, in the safe direction.
 func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.JournalEntry, error) {
-	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 }) &&
+	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 || len(g.RetryDelays) > 0 }) &&
 		!slices.ContainsFunc(c.cfg.Groups, func(g GroupConfig) bool { return g.MaxDeliveries > 0 || len(g.RetryDelays) > 0 }) {
 		return nil, nil
 	}

@@ -233,6 +233,14 @@
 // idle group, so that they do not keep their log files
 // (docs/operations.md, "Expiry").
 //
+// The take options (OrderKey, RetryDelays, LeaseTimeout, ExpireAfter) are
+// stored with their group, as the rest of its config is: in the groups
+// record AddGroup writes (and every log file starts with) and in the
+// checkpoint's catalog. A group that a later Open does not list in
+// Config.Groups keeps them, whether Open recovers from a checkpoint or a
+// full replay; one listed takes them from Config.Groups, and the change is
+// stored (docs/operations.md, "Where a group's options come from").
+//
 // # A source
 //
 //	c, err := channel.Open(channel.Config{
