@@ -216,9 +216,6 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	if err := checkRetryDelays(g.RetryDelays); err != nil {
 		return bad("%v", err)
 	}
-	if g.OrderKey != "" && len(g.RetryDelays) > 0 {
-		return bad("OrderKey with RetryDelays is not supported yet (issue 32)")
-	}
 	if err := checkFilter(g); err != nil {
 		return g, err
 	}

@@ -1,8 +1,9 @@
 package channel
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -50,9 +51,6 @@ func (t *Transaction) Retry(e Event, after time.Duration) error {
 	if after < 0 {
 		return fmt.Errorf("filechannel: Retry: negative delay %v", after)
 	}
-	if t.grp != nil && t.grp.keyed() {
-		return errors.New("filechannel: Retry: not supported yet in a group with OrderKey (its key would not wait with it)")
-	}
 	i := t.findTake(e)
 	if i < 0 {
 		return fmt.Errorf("%w: Retry: no such event among its %d takes", ErrNotTaken, len(t.takes)-t.skipped-len(t.rejected)-len(t.retried))
@@ -80,14 +78,22 @@ func (t *Transaction) retryPlan() retryPlan {
 	c, g := t.c, t.grp
 	now := c.nowNano()
 	var rp retryPlan
-	for _, r := range t.retried {
+	marks := slices.SortedFunc(slices.Values(t.retried), func(a, b retryMark) int { return cmp.Compare(a.take, b.take) })
+	for _, r := range marks { // in take order
 		rp.ptrs = append(rp.ptrs, t.takes[r.take])
 		rp.dues = append(rp.dues, max(now+int64(r.after), 1))
+	}
+	if g.keyed() {
+		// The first of a key waits for the key's events, the others
+		// are parked behind it.
+		c.queueMu.Lock()
+		g.keyedDuesLocked(t.id, rp.ptrs, rp.dues)
+		c.queueMu.Unlock()
 	}
 	var words []uint64
 	var counts []uint32
 	if g.counting() {
-		words, counts, _, _ = c.deliveryCounts(g, rp.ptrs, nil, nil)
+		words, counts, _, _ = c.deliveryCounts(g, t.id, rp.ptrs, nil, nil)
 	}
 	rp.recs = returnRecords(t.id, g, rp.ptrs, words, counts, rp.dues)
 	return rp
