@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/flumego/filechannel/internal/vfs"
 )
 
 // OrderKey with RetryDelays and Transaction.Retry (issue 32): a key waits
@@ -349,4 +351,61 @@ func TestOrderRetryResetGroup(t *testing.T) {
 	wantStats(t, "after the reset", a, 0, 0)
 	clock.Add(time.Hour)
 	wantCommitted(t, "after the reset", a, "0:x", "1:x", "2:x")
+}
+
+// A rollback that dead-letters a key's only event (MaxDeliveries) frees
+// the key, while the transaction's other events wait: the events parked
+// behind the key are taken next.
+func TestOrderRetryDeadLetterAtRollback(t *testing.T) {
+	cfg, clock := orderRetryConfig(t, time.Hour)
+	cfg.Groups[0].MaxDeliveries = 2
+	cfg.Groups[0].DeadLetter = "dead"
+	cfg.Groups = append(cfg.Groups, GroupConfig{Name: "dead"})
+	c := mustOpen(t, cfg)
+	a := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x")
+	tx, _ := takeUpTo(t, a, 1)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	putKeyed(t, c, 1, "y", "x")
+	tx, got := takeUpTo(t, a, 2)
+	wantBodies(t, "the second delivery", got, "0:x", "1:y")
+	wantCommitted(t, "behind the holder", a)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	wantStats(t, "after the rollback", a, 1, 0)
+	wantCommitted(t, "after the rollback", a, "2:x")
+	wantCommitted(t, "the dead letter", mustGroup(t, c, "dead"), "0:x")
+}
+
+// A due keyed waiting event whose read fails (not damage) goes back to
+// the head before the key's parked events, and the key is free: the next
+// Take gets it, then the key's others, in order.
+func TestOrderRetryFailedReadOfDue(t *testing.T) {
+	ff := vfs.NewFaultFS(vfs.NewMem())
+	cfg := memConfig(ff, 1)
+	clock := &testClock{now: time.Now()}
+	cfg.now = clock.Now
+	cfg.Groups = []GroupConfig{{Name: "a", OrderKey: "k", RetryDelays: []time.Duration{time.Hour}}}
+	c := mustOpen(t, cfg)
+	a := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "x", "x")
+	tx, _ := takeUpTo(t, a, 2)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(time.Hour)
+	tx = mustBegin(t, a)
+	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpReadAt}, Name: "log-*", Times: 1})
+	if _, _, err := tx.Take(); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("Take with a failing read: %v", err)
+	}
+	ff.Clear()
+	wantBodies(t, "after the failed read", takeAll(t, tx), "0:x", "1:x")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }
