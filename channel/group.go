@@ -115,7 +115,8 @@ type GroupConfig struct {
 	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
 	// event after a rollback (the last value repeats): the event leaves
 	// the group's queue until then, and the group's other events are
-	// taken meanwhile (not yet with OrderKey: the two are refused together).
+	// taken meanwhile (with OrderKey, its key waits with it: the key's
+	// later events are held back until it is taken again).
 	// nil = back at the head at once. The n-th redelivery is the one
 	// after n deliveries: a group with RetryDelays counts deliveries
 	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
@@ -136,7 +137,8 @@ type GroupConfig struct {
 	// parked once, not re-read) and takes the next free one. Events
 	// without the header are free. A keyed group's takes read their
 	// events one at a time (the key is in the event). "" = no key order.
-	// Not yet with RetryDelays (refused). Not stored in the log.
+	// With RetryDelays or Transaction.Retry a key waits with its event.
+	// Not stored in the log.
 	OrderKey string
 }
 

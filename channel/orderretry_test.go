@@ -409,3 +409,27 @@ func TestOrderRetryFailedReadOfDue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A group given its OrderKey while two events of one key wait: Open lets
+// the one due first hold the key and parks the other behind it.
+func TestOrderRetryKeyAddedWhileWaiting(t *testing.T) {
+	cfg, clock := orderRetryConfig(t, time.Hour)
+	cfg.Groups[0].OrderKey = ""
+	c := mustOpen(t, cfg)
+	putKeyed(t, c, 0, "x", "x", "y")
+	tx, _ := takeUpTo(t, mustGroup(t, c, "a"), 2)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups[0].OrderKey = "k"
+	c = mustOpen(t, cfg)
+	a := mustGroup(t, c, "a")
+	wantStats(t, "after Open", a, 1, 1)
+	wantCommitted(t, "while x waits", a, "2:y")
+	clock.Add(time.Hour)
+	wantCommitted(t, "when due", a, "0:x")
+	wantCommitted(t, "after x's first", a, "1:x")
+}

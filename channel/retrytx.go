@@ -34,7 +34,11 @@ type retryPlan struct {
 // MaxDeliveries as after a rollback. The wait is in the log, written and
 // synced with the commit: it survives Close, a crash and a full replay.
 // If t rolls back instead, e returns as every take does (and RetryDelays,
-// if the group has them, apply).
+// if the group has them, apply). In a group with OrderKey, e's key waits
+// with it: the key's later events are held back until e is taken again;
+// t's other events of e's key that it commits are committed (Retry them
+// too to keep them behind e: they wait behind it, and e waits for the
+// longest of their delays).
 //
 // e is found as Reject finds it (by its Body, else by its content); an
 // event the transaction did not take, or marked already (Reject or
@@ -84,11 +88,7 @@ func (t *Transaction) retryPlan() retryPlan {
 		rp.dues = append(rp.dues, max(now+int64(r.after), 1))
 	}
 	if g.keyed() {
-		// The first of a key waits for the key's events, the others
-		// are parked behind it.
-		c.queueMu.Lock()
-		g.keyedDuesLocked(t.id, rp.ptrs, rp.dues)
-		c.queueMu.Unlock()
+		c.keyedDues(g, t.id, rp.ptrs, rp.dues)
 	}
 	var words []uint64
 	var counts []uint32
@@ -97,4 +97,12 @@ func (t *Transaction) retryPlan() retryPlan {
 	}
 	rp.recs = returnRecords(t.id, g, rp.ptrs, words, counts, rp.dues)
 	return rp
+}
+
+// keyedDues is keyedDuesLocked under queueMu: in a keyed group the first
+// of a key waits for the key's events, the others are parked behind it.
+func (c *FileChannel) keyedDues(g *groupState, tx uint64, ptrs []eventqueue.Pointer, dues []int64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	g.keyedDuesLocked(tx, ptrs, dues)
 }
