@@ -40,6 +40,16 @@ func takeUpTo(t *testing.T, g *Group, n int) (*Transaction, []string) {
 	return tx, out
 }
 
+// rollbackTakes takes up to n events of g in one transaction and rolls
+// it back.
+func rollbackTakes(t *testing.T, g *Group, n int) {
+	t.Helper()
+	tx, _ := takeUpTo(t, g, n)
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // wantCommitted takes all g's free events in one transaction, commits it
 // and checks their bodies.
 func wantCommitted(t *testing.T, what string, g *Group, want ...string) {
@@ -97,10 +107,7 @@ func TestOrderRetryWaitsAgain(t *testing.T) {
 	c := mustOpen(t, cfg)
 	a := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x", "x")
-	tx, _ := takeUpTo(t, a, 2)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, a, 2)
 	clock.Add(time.Minute)
 	tx, got := takeUpTo(t, a, 10)
 	wantBodies(t, "second delivery", got, "0:x")
@@ -161,29 +168,7 @@ func TestOrderRetryTransactionRetry(t *testing.T) {
 // delivered before the waiting one, nor the waiting one before its due
 // time, whether recovery reads a checkpoint or replays the logs in full.
 func TestOrderRetrySurvivesRestart(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		restart func(t *testing.T, c *FileChannel, cfg Config)
-	}{
-		{"crash", func(t *testing.T, c *FileChannel, cfg Config) { crash(t, c) }},
-		{"full_replay", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			removeCheckpoint(t, cfg)
-		}},
-		{"close", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"checkpoint_then_crash", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			crash(t, c)
-		}},
-	} {
+	for _, tc := range restartCases {
 		for _, how := range []string{"rollback", "retry"} {
 			t.Run(tc.name+"/"+how, func(t *testing.T) {
 				orderRetryRestart(t, how == "retry", tc.restart)
@@ -307,10 +292,7 @@ func TestOrderRetryExpiredFreesKey(t *testing.T) {
 	c := mustOpen(t, cfg)
 	a := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x")
-	tx, _ := takeUpTo(t, a, 1)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, a, 1)
 	due := time.Now().Add(time.Second)
 	time.Sleep(900 * time.Millisecond)
 	putKeyed(t, c, 1, "x")
@@ -319,6 +301,7 @@ func TestOrderRetryExpiredFreesKey(t *testing.T) {
 	time.Sleep(time.Until(due))
 	var got []string
 	for deadline := time.Now().Add(500 * time.Millisecond); len(got) == 0 && time.Now().Before(deadline); {
+		var tx *Transaction
 		tx, got = takeUpTo(t, a, 1)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
@@ -339,10 +322,7 @@ func TestOrderRetryResetGroup(t *testing.T) {
 	c := mustOpen(t, cfg)
 	a := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x", "x", "x")
-	tx, _ := takeUpTo(t, a, 2)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, a, 2)
 	wantCommitted(t, "while x waits", a)
 	wantStats(t, "before the reset", a, 1, 2)
 	if n, err := c.ResetGroup("a", Earliest()); err != nil || n != 3 {
@@ -364,10 +344,7 @@ func TestOrderRetryDeadLetterAtRollback(t *testing.T) {
 	c := mustOpen(t, cfg)
 	a := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x")
-	tx, _ := takeUpTo(t, a, 1)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, a, 1)
 	clock.Add(time.Hour)
 	putKeyed(t, c, 1, "y", "x")
 	tx, got := takeUpTo(t, a, 2)
@@ -393,12 +370,9 @@ func TestOrderRetryFailedReadOfDue(t *testing.T) {
 	c := mustOpen(t, cfg)
 	a := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x", "x")
-	tx, _ := takeUpTo(t, a, 2)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, a, 2)
 	clock.Add(time.Hour)
-	tx = mustBegin(t, a)
+	tx := mustBegin(t, a)
 	ff.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpReadAt}, Name: "log-*", Times: 1})
 	if _, _, err := tx.Take(); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("Take with a failing read: %v", err)
@@ -417,10 +391,7 @@ func TestOrderRetryKeyAddedWhileWaiting(t *testing.T) {
 	cfg.Groups[0].OrderKey = ""
 	c := mustOpen(t, cfg)
 	putKeyed(t, c, 0, "x", "x", "y")
-	tx, _ := takeUpTo(t, mustGroup(t, c, "a"), 2)
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	rollbackTakes(t, mustGroup(t, c, "a"), 2)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
