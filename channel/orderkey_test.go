@@ -402,8 +402,8 @@ func TestOrderKeyResetDropsParked(t *testing.T) {
 	}
 }
 
-// OrderKey with RetryDelays opens (it was refused before issue 32), and
-// Transaction.Retry works in a keyed group.
+// OrderKey with RetryDelays opens and AddGroup takes them (they were
+// refused before issue 32), and Transaction.Retry works in a keyed group.
 func TestOrderKeyWithRetry(t *testing.T) {
 	cfg := orderConfig(t)
 	cfg.Groups[0].RetryDelays = []time.Duration{time.Second}
@@ -423,6 +423,9 @@ func TestOrderKeyWithRetry(t *testing.T) {
 	}
 	if st := g.Stats(); st.Waiting != 1 {
 		t.Fatalf("%d waiting, want 1", st.Waiting)
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "b", OrderKey: "k", RetryDelays: []time.Duration{time.Second}}); err != nil {
+		t.Fatalf("AddGroup with OrderKey and RetryDelays: %v", err)
 	}
 }
 
