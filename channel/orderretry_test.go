@@ -166,7 +166,8 @@ func TestOrderRetryTransactionRetry(t *testing.T) {
 
 // The key still waits across a restart: its later events are not
 // delivered before the waiting one, nor the waiting one before its due
-// time, whether recovery reads a checkpoint or replays the logs in full.
+// time, whether recovery reads a checkpoint or replays the logs in full
+// (or Rebuild rebuilt the checkpoint).
 func TestOrderRetrySurvivesRestart(t *testing.T) {
 	for _, tc := range restartCases {
 		for _, how := range []string{"rollback", "retry"} {

@@ -202,8 +202,8 @@ func TestRetryDelaySurvivesRestart(t *testing.T) {
 }
 
 // restartCases are the ways a test ends a channel before it opens it
-// again: a crash, Close and a full replay (no checkpoint), Close, and a
-// checkpoint then a crash.
+// again: a crash, Close and a full replay (no checkpoint), Close, a
+// checkpoint then a crash, and Close then Rebuild.
 var restartCases = []struct {
 	name    string
 	restart func(t *testing.T, c *FileChannel, cfg Config)
@@ -225,6 +225,14 @@ var restartCases = []struct {
 			t.Fatal(err)
 		}
 		crash(t, c)
+	}},
+	{"rebuild", func(t *testing.T, c *FileChannel, cfg Config) {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Rebuild(cfg, RebuildOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}},
 }
 
