@@ -1118,6 +1118,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 4, run: crashDeduped(crashRetained(crashSerial))},
 		{name: "dedup/encrypted/serial/1dir", dirs: 1, steps: 40, seeds: 2, every: 4, run: crashDeduped(crashEncrypted(crashSerial))},
 		{name: "retry/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashRetrying(crashSerial)},
+		{name: "orderretry/serial/2dirs", dirs: 2, steps: 40, seeds: 2, every: 4, run: crashRetrying(crashKeyed(crashSerial))},
 	})
 }
 
@@ -1137,6 +1138,17 @@ func crashRetrying(d crashDriver) crashDriver {
 	return func(r *crashRun, seed uint64, steps int) (string, error) {
 		r.cfg.Groups = []GroupConfig{{RetryDelays: []time.Duration{0, time.Millisecond}}}
 		r.unordered = true
+		return d(r, seed, steps)
+	}
+}
+
+// crashKeyed is d with the unnamed group (crashRetrying's) keyed by the
+// events' tag header (three keys): keys wait with their events, through
+// the retry records naming a key's first, the parked events in a
+// checkpoint, and Open's keyWaiting.
+func crashKeyed(d crashDriver) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		r.cfg.Groups[0].OrderKey = "tag"
 		return d(r, seed, steps)
 	}
 }

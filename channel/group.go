@@ -117,7 +117,8 @@ type GroupConfig struct {
 	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
 	// event after a rollback (the last value repeats): the event leaves
 	// the group's queue until then, and the group's other events are
-	// taken meanwhile (not yet with OrderKey: the two are refused together).
+	// taken meanwhile (with OrderKey, its key waits with it: the key's
+	// later events are held back until it is taken again).
 	// nil = back at the head at once. The n-th redelivery is the one
 	// after n deliveries: a group with RetryDelays counts deliveries
 	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
@@ -138,8 +139,9 @@ type GroupConfig struct {
 	// parked once, not re-read) and takes the next free one. Events
 	// without the header are free. A keyed group's takes read their
 	// events one at a time (the key is in the event). "" = no key order.
-	// At most 256 bytes (logfile.MaxOrderKeyLen). Not yet with
-	// RetryDelays (refused). Stored with the group, as LeaseTimeout.
+	// With RetryDelays or Transaction.Retry a key waits with its event.
+	// At most 256 bytes (logfile.MaxOrderKeyLen). Stored with the group,
+	// as LeaseTimeout.
 	OrderKey string
 }
 
@@ -224,9 +226,6 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	g.RetryDelays = slices.Clone(g.RetryDelays)
 	if len(g.OrderKey) > logfile.MaxOrderKeyLen {
 		return bad("OrderKey of %d bytes, at most %d", len(g.OrderKey), logfile.MaxOrderKeyLen)
-	}
-	if g.OrderKey != "" && len(g.RetryDelays) > 0 {
-		return bad("OrderKey with RetryDelays is not supported yet (issue 32)")
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err

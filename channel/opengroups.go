@@ -318,7 +318,7 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		c.top, rc.created = ck, true
 	}
 	for _, g := range c.groups {
-		g.gate = newGate(g.cfg.Capacity, g.queue.Size()+g.waitingLen())
+		g.gate = newGate(g.cfg.Capacity, g.queue.Size()+g.waitingLen()+g.order.parked)
 	}
 	c.publishOpenedGroups()
 	return nil
