@@ -34,7 +34,7 @@ func tinySizes() sizes {
 		stallFill: 1000, stallTxs: 20,
 		memCap: 4000, memBacklog: 4000 << 10,
 		ckptRounds: 2, ckptChurn: 200, groupFill: 2000,
-		kafkaTakes: 1000, resetFill: 2000,
+		kafkaTakes: 1000, resetFill: 2000, orderFill: 2000,
 	}
 }
 
@@ -83,6 +83,10 @@ func TestHarness(t *testing.T) {
 		"reset: ResetGroup(AtTime near the end), bytes read from the disk (dropped)",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 10",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 100",
+		// Issue 32: OrderKey.
+		"orderkey: take commits batch 100, 4 takers, OrderKey over 1000 keys / without",
+		"orderkey: take commits batch 100, 4 takers, one key stuck (every 10th event) / none stuck",
+		"g0, OrderKey, one key held by a stuck transaction (200 of 2000 queued): take commit, 4 takers",
 		// Issue 31: filters.
 		"filters: puts batch 100, 4 groups each filtering on a header (~25% each) / 4 unfiltered groups",
 		"filters: takers' time per event put, unfiltered group / group whose filter matches 10%",

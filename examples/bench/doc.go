@@ -43,6 +43,14 @@
 //     RetryDelays while 100,000 of its events wait for their delay (an
 //     hour away), against the same group with none waiting (target: >=
 //     0.9 of its rate).
+//   - order per key (orderkey.go): take commits at batch 100 by 4 takers
+//     (goroutines, each committing its own take transactions) from a group
+//     with OrderKey over 1,000 keys (header k, the keys in turn) against
+//     the same group without OrderKey (target: >= 0.8), and from a keyed
+//     group of 1,000,000 queued events (200,000 with -quick) where a stuck
+//     transaction holds the key of every 10th: the takers park those and
+//     take all the others (target: >= 0.8 of the keyed group's rate), all
+//     three interleaved; 1 KiB events.
 //   - retention (retention.go): put commits of batch 100 to a channel with
 //     Retention{MaxAge: 1h} that retains the log files of a fill it took,
 //     against one without.

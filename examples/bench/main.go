@@ -31,6 +31,7 @@ type sizes struct {
 	groupFill  int           // consumer groups: events in every group for the clean reopen
 	kafkaTakes int           // Kafka: events each take side drains (kafka.go)
 	resetFill  int           // resets: events of 1 KiB in the retained logs they read (reset.go)
+	orderFill  int           // OrderKey: events queued with one key stuck (orderkey.go)
 	only       string        // run only the steps whose name contains it
 }
 
@@ -45,7 +46,7 @@ func quickSizes() sizes {
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
 		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
-		kafkaTakes: 200_000, resetFill: 1 << 16,
+		kafkaTakes: 200_000, resetFill: 1 << 16, orderFill: 200_000,
 	}
 }
 
@@ -58,7 +59,7 @@ func fullSizes() sizes {
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
 		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
-		kafkaTakes: 1_000_000, resetFill: 1 << 20,
+		kafkaTakes: 1_000_000, resetFill: 1 << 20, orderFill: 1_000_000,
 	}
 }
 
@@ -117,6 +118,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 	}
 	defer os.RemoveAll(root)
 	b := &bench{sz: sz, root: root, log: progress, body: make([]byte, 1024), pendingAllocs: map[string]allocCount{}}
+	b.orderBody = b.body[:orderBodySize]
 	for i := range b.body {
 		b.body[i] = byte(i * 7)
 	}
@@ -140,6 +142,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: takes of 4 groups at once and of 1 alone, interleaved", b.groupTakes},
 		{"groups: take with MaxDeliveries 16 and without, batch 1, 10, 100, interleaved", b.groupDeliveryTakes},
 		{"retry: take commits with 100,000 events waiting for their retry delay and with none, batch 100, interleaved", b.retryTakes},
+		{"orderkey: take commits of 4 takers, OrderKey over 1,000 keys, without, and with one key stuck, batch 100, interleaved", b.orderTakes},
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},
@@ -180,7 +183,9 @@ type bench struct {
 	root string
 	log  io.Writer
 	body []byte // the 1 KiB event body
-	rep  Report
+	// orderBody is the OrderKey measurement's event body (orderkey.go).
+	orderBody []byte
+	rep       Report
 
 	pendingAllocs map[string]allocCount // by op, until reportAllocs
 }

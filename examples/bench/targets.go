@@ -259,6 +259,7 @@ func targets(r *Report, sz sizes) []Target {
 	ts = append(ts, groupTargets(r)...)
 	ts = append(ts, deliveryTargets(r)...)
 	ts = append(ts, retryTargets(r)...)
+	ts = append(ts, orderTargets(r)...)
 	ts = append(ts, retentionTargets(r)...)
 	ts = append(ts, dedupTargets(r)...)
 	ts = append(ts, resetTargets(r)...)
