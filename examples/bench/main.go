@@ -129,6 +129,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 	}{
 		{"puts: disk baseline, filechannel, peers, interleaved", b.puts},
 		{"filechannel group commit: producers, interleaved", b.producers},
+		{"filechannel group commit: 64 committers of one event each and overwrite+fdatasync batch 64, interleaved", b.manyCommitters},
 		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
 		{"cold takes: filechannel drain and plain read of the log, dropped from the page cache, interleaved", b.coldTakes},
 		{"filechannel reopen and full replay", b.fcReplay},
