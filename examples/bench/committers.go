@@ -36,6 +36,10 @@ type Committers struct {
 	// during the commits (its fsync_duration_seconds count): the commits
 	// one covers is Commits / ChannelFsyncs, committers at best.
 	ChannelFsyncs int64 `json:"channel_fsyncs"`
+	// ChannelFsyncBusy is the share of the committers' time the channel
+	// had an fsync in flight (the fsyncs' total time / the time): below 1,
+	// the disk waited for the next fsync to start.
+	ChannelFsyncBusy float64 `json:"channel_fsync_busy"`
 }
 
 // CommitsPerFsync is how many commits one of the channel's fsyncs covered
@@ -64,7 +68,7 @@ func (b *bench) manyCommitters() error {
 		closers = append(closers, closeC)
 		var lats []time.Duration
 		ev := channel.Event{Body: b.body}
-		m := withRounds(&meter{
+		m := withCPU(withRounds(&meter{
 			res: Result{ID: fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers), System: "filechannel",
 				Op: fmt.Sprintf("put commit, %d committers", committers), Batch: 1, Producers: committers},
 			max: b.sz.maxEvents,
@@ -73,26 +77,30 @@ func (b *bench) manyCommitters() error {
 				lats = append(lats, l...)
 				return n, err
 			},
-		})
-		fsyncs0, err := countFsyncs(reg)
+		}))
+		base = withCPU(base)
+		fsyncs0, busy0, err := countFsyncs(reg)
 		if err != nil {
 			return err
 		}
 		if err := b.interleave(b.sz.rounds, b.sz.dur, []*meter{base, m}); err != nil {
 			return err
 		}
-		fsyncs, err := countFsyncs(reg)
+		fsyncs, busy, err := countFsyncs(reg)
 		if err != nil {
 			return err
 		}
-		x := &Committers{Committers: committers, Commits: len(lats), ChannelFsyncs: fsyncs - fsyncs0, Fsyncs: len(syncs)}
+		x := &Committers{Committers: committers, Commits: len(lats), ChannelFsyncs: fsyncs - fsyncs0, Fsyncs: len(syncs),
+			ChannelFsyncBusy: (busy - busy0).Seconds() / m.res.Seconds}
 		slices.Sort(lats)
 		slices.Sort(syncs)
 		x.P50, x.P99, x.Max = ms(pct(lats, 0.50)), ms(pct(lats, 0.99)), ms(lats[len(lats)-1])
 		x.FsyncP50, x.FsyncP99 = ms(pct(syncs, 0.50)), ms(pct(syncs, 0.99))
 		b.rep.Committers = x
-		b.logf("  %d committers: commit p50 %.2f ms, p99 %.2f ms; baseline fdatasync p50 %.2f ms, p99 %.2f ms; %.1f commits per channel fsync",
-			committers, x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync())
+		b.logf("  %d committers: commit p50 %.2f ms, p99 %.2f ms; baseline fdatasync p50 %.2f ms, p99 %.2f ms; "+
+			"%.1f commits per channel fsync, an fsync in flight %.0f%% of the time; CPU %.1f us per commit, %.2f cores (machine %.2f)",
+			committers, x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy,
+			m.res.CPUSeconds*1e6/float64(max(m.res.Events, 1)), m.res.CPUSeconds/m.res.Seconds, m.res.MachineCPUSeconds/m.res.Seconds)
 		return nil
 	}()
 	return errors.Join(err, closeAll(closers))
@@ -124,21 +132,23 @@ func timedCommitters(c *channel.FileChannel, ev channel.Event, n int, budget tim
 	return done.Load(), slices.Concat(lats...), errors.Join(errs...)
 }
 
-// countFsyncs returns the count of the channel's fsync_duration_seconds
-// histogram on reg.
-func countFsyncs(reg *prometheus.Registry) (int64, error) {
+// countFsyncs returns the count and the sum of the channel's
+// fsync_duration_seconds histogram on reg.
+func countFsyncs(reg *prometheus.Registry) (int64, time.Duration, error) {
 	mfs, err := reg.Gather()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == "filechannel_fsync_duration_seconds" {
 			var n int64
+			var sum float64
 			for _, m := range mf.GetMetric() {
 				n += int64(m.GetHistogram().GetSampleCount())
+				sum += m.GetHistogram().GetSampleSum()
 			}
-			return n, nil
+			return n, time.Duration(sum * float64(time.Second)), nil
 		}
 	}
-	return 0, errors.New("no filechannel_fsync_duration_seconds on the registry")
+	return 0, 0, errors.New("no filechannel_fsync_duration_seconds on the registry")
 }

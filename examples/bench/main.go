@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -74,6 +75,8 @@ func main() {
 	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
 	only := flag.String("only", "", "run only the steps whose name contains this text (e.g. \"replay\"); targets of the others show as not measured")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile of the run to this file")
+	blockProfile := flag.String("blockprofile", "", "write a blocking profile of the run (every blocking event) to this file")
 	flag.Parse()
 	sz := fullSizes()
 	if *quick {
@@ -83,7 +86,9 @@ func main() {
 		sz.memBacklog = *backlog << 20
 	}
 	sz.only = *only
-	err := withCPUProfile(*cpuProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	err := withCPUProfile(*cpuProfile, func() error {
+		return withProfiles(*mutexProfile, *blockProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -106,6 +111,30 @@ func withCPUProfile(path string, fn func() error) error {
 	err = fn()
 	pprof.StopCPUProfile()
 	return errors.Join(err, f.Close())
+}
+
+// withProfiles runs fn, recording every mutex contention and blocking
+// event, and writes their profiles to mutexPath and blockPath (each if not
+// empty).
+func withProfiles(mutexPath, blockPath string, fn func() error) error {
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	err := fn()
+	for _, p := range []struct{ name, path string }{{"mutex", mutexPath}, {"block", blockPath}} {
+		if p.path == "" {
+			continue
+		}
+		f, ferr := os.Create(p.path)
+		if ferr == nil {
+			ferr = errors.Join(pprof.Lookup(p.name).WriteTo(f, 0), f.Close())
+		}
+		err = errors.Join(err, ferr)
+	}
+	return err
 }
 
 // run performs every measurement, prints the table to out and progress to

@@ -95,8 +95,8 @@ func targets(r *Report, sz sizes) []Target {
 			if x == nil {
 				return "no latencies"
 			}
-			return fmt.Sprintf("commit p50/p99 %.2f/%.2f ms, fdatasync p50/p99 %.2f/%.2f ms; %.1f commits per fsync",
-				x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync())
+			return fmt.Sprintf("commit p50/p99 %.2f/%.2f ms, fdatasync p50/p99 %.2f/%.2f ms; %.1f commits per fsync, fsync in flight %.0f%%",
+				x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy)
 		})
 	addRatio("takes batch 100 / go-diskqueue reads",
 		rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100"), 1.5)
