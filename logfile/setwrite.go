@@ -49,6 +49,16 @@ type dir struct {
 	// retained counts the dir's retained log files (Set.retained; stored
 	// under Set.mu).
 	retained atomic.Int64
+
+	// pendMu guards pend: the put batches whose Append waits for mu, which
+	// the next holder of mu writes in one write (setmerge.go). A leaf,
+	// taken under mu or alone.
+	pendMu sync.Mutex
+	pend   []*Batch
+	// spare and mergeBuf are the memory of the last merged write, kept for
+	// the next (under mu): the pend slice it took, and the bytes.
+	spare    []*Batch
+	mergeBuf []byte
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -293,10 +303,33 @@ type Appended struct {
 // its space reserve is removed, and a draining batch (b.Drain) is written
 // again on the room it freed. While the dir is full, only draining batches
 // are written, and only while a quarter of the reserve stays free.
+//
+// Appends to one dir that wait for each other are merged: whoever gets the
+// dir next writes every put batch waiting, in one write (setmerge.go).
 func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	d := s.dirs[i]
+	if !mergeable(s, b) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return s.appendOneLocked(d, b)
+	}
+	d.pendMu.Lock()
+	d.pend = append(d.pend, b)
+	d.pendMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !b.merged.done {
+		s.appendPendingLocked(d)
+	}
+	a, err := b.merged.a, b.merged.err
+	b.merged = mergeResult{}
+	return a, err
+}
+
+// appendOneLocked is Append of b alone, with d.mu held: a write that
+// finds the disk full releases the reserve, and a draining batch is
+// written again on the room it freed.
+func (s *Set) appendOneLocked(d *dir, b *Batch) (Appended, error) {
 	a, err := s.appendLocked(d, b)
 	if errors.Is(err, syscall.ENOSPC) && s.releaseReserve(d) && b.Drain {
 		a, err = s.appendLocked(d, b)
