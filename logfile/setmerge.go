@@ -16,6 +16,15 @@ import (
 // follows (Writer.SyncTo) is shared already: merging the writes is what
 // lets one fsync cover many commits without many write calls.
 //
+// While a commit's fsync of the dir's writer is in flight (Set.Sync's
+// leader holds the dir: holdAppends), put batches wait on the pending
+// list until it ends (releaseAppends): written during it, they could not
+// be covered by it anyway (an fsync covers what was written before it
+// started), and written after it, they are one write. The fsync that
+// covers them is the next, which their own Set.Sync starts once Append
+// returns, as before: a commit still returns only after an fsync that
+// started after its write.
+//
 // Nothing changes for a batch alone, and whatever would make a merged
 // write differ from the same batches written one after another (a roll,
 // a full dir, a failure) makes the holder write them one after another
@@ -180,5 +189,28 @@ func (s *Set) mergedWriteFailed(d *dir, w *Writer, group []*Batch, base int64, e
 			b.merged.a, b.merged.err = s.appendOneLocked(d, b)
 			b.merged.done = true
 		}
+	}
+}
+
+// holdAppends: an fsync of one of d's writers is starting (the leader of
+// a Set.Sync): merged appends wait until it ends.
+func (d *dir) holdAppends() {
+	d.pendMu.Lock()
+	defer d.pendMu.Unlock()
+	if d.holds == 0 {
+		d.held = make(chan struct{})
+	}
+	d.holds++
+}
+
+// releaseAppends: an fsync holdAppends announced ended; after the last,
+// the appends waiting go on.
+func (d *dir) releaseAppends() {
+	d.pendMu.Lock()
+	defer d.pendMu.Unlock()
+	d.holds--
+	if d.holds == 0 {
+		close(d.held)
+		d.held = nil
 	}
 }

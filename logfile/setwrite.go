@@ -50,11 +50,15 @@ type dir struct {
 	// under Set.mu).
 	retained atomic.Int64
 
-	// pendMu guards pend: the put batches whose Append waits for mu, which
-	// the next holder of mu writes in one write (setmerge.go). A leaf,
-	// taken under mu or alone.
+	// pendMu guards pend, held and holds: the put batches whose Append
+	// waits for mu, which the next holder of mu writes in one write, and
+	// while fsyncs of the dir's writers are in flight (holds of them), a
+	// channel closed when the last ends, which those Appends wait for
+	// first (setmerge.go). A leaf, taken under mu or alone.
 	pendMu sync.Mutex
 	pend   []*Batch
+	held   chan struct{}
+	holds  int
 	// spare and mergeBuf are the memory of the last merged write, kept for
 	// the next (under mu): the pend slice it took, and the bytes.
 	spare    []*Batch
@@ -315,7 +319,11 @@ func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	}
 	d.pendMu.Lock()
 	d.pend = append(d.pend, b)
+	held := d.held
 	d.pendMu.Unlock()
+	if held != nil {
+		<-held // the fsync in flight could not cover b: write it after, with the others
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !b.merged.done {
@@ -399,7 +407,11 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 // concurrent committers share. Then, if that fsync made more of the file
 // durable than the last sync mark says, it writes a new mark (markSynced).
 func (s *Set) Sync(a Appended) error {
-	if err := a.W.SyncTo(a.End); err != nil {
+	var gate syncGate
+	if a.dir != nil {
+		gate = a.dir
+	}
+	if err := a.W.syncTo(a.End, gate); err != nil {
 		return err
 	}
 	if a.dir != nil {

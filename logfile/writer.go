@@ -216,7 +216,19 @@ func (w *Writer) unusableLocked() error {
 // fsync (even after a later failure or Close, since those bytes are on
 // disk). Otherwise it returns the writer's sticky failure. off must not
 // exceed Size().
-func (w *Writer) SyncTo(off int64) error {
+func (w *Writer) SyncTo(off int64) error { return w.syncTo(off, nil) }
+
+// A syncGate is told when an fsync of a writer starts and ends (by the
+// SyncTo leader, without the writer's locks): a dir holds back merged
+// appends meanwhile (setmerge.go).
+type syncGate interface {
+	holdAppends()
+	releaseAppends()
+}
+
+// syncTo is SyncTo, telling gate (if not nil) when an fsync it leads
+// starts and ends.
+func (w *Writer) syncTo(off int64, gate syncGate) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -237,10 +249,16 @@ func (w *Writer) SyncTo(off int64) error {
 		w.syncing = true
 		target := w.size.Load()
 		w.mu.Unlock()
+		if gate != nil {
+			gate.holdAppends()
+		}
 		start := time.Now()
 		err := w.f.Sync()
 		if w.observeSync != nil {
 			w.observeSync(time.Since(start))
+		}
+		if gate != nil {
+			gate.releaseAppends()
 		}
 		w.syncs.Add(1)
 		w.mu.Lock()
