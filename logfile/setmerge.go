@@ -197,7 +197,7 @@ func (s *Set) mergedWriteFailed(d *dir, w *Writer, group []*Batch, base int64, e
 func (d *dir) holdAppends() {
 	d.pendMu.Lock()
 	defer d.pendMu.Unlock()
-	if d.holds == 0 {
+	if d.held == nil {
 		d.held = make(chan struct{})
 	}
 	d.holds++
