@@ -50,8 +50,8 @@ type Writer struct {
 	// without mu: every committer asks after its fsync (Set.markSynced),
 	// while the others woken by the same fsync hold mu in turn.
 	syncedTo atomic.Int64
-	syncing  bool       // a SyncTo leader has an fsync in flight
-	err      error      // sticky write or fsync failure
+	syncing  bool  // a SyncTo leader has an fsync in flight
+	err      error // sticky write or fsync failure
 	closed   bool
 
 	lay layState // zero-fills ahead of the writes (layout.go)
