@@ -57,15 +57,22 @@ func (s *Set) appendPendingLocked(d *dir) {
 	d.pend = d.spare[:0]
 	d.pendMu.Unlock()
 	if len(group) < 2 || !s.appendMergedLocked(d, group) {
-		for _, b := range group {
-			if !b.merged.done { // not lost by a failed merge (sealMerged)
-				b.merged.a, b.merged.err = s.appendOneLocked(d, b)
-				b.merged.done = true
-			}
-		}
+		s.appendEachLocked(d, group)
 	}
 	clear(group)
 	d.spare = group[:0]
+}
+
+// appendEachLocked writes the batches of group that have no result yet
+// (one a failed merge left lost has its error) one after another, as
+// Append alone does. d.mu is held.
+func (s *Set) appendEachLocked(d *dir, group []*Batch) {
+	for _, b := range group {
+		if !b.merged.done {
+			b.merged.a, b.merged.err = s.appendOneLocked(d, b)
+			b.merged.done = true
+		}
+	}
 }
 
 // mergeFits reports whether group, of total bytes, goes to d's writer in
@@ -184,12 +191,7 @@ func (s *Set) mergedWriteFailed(d *dir, w *Writer, group []*Batch, base int64, e
 	if errors.Is(err, syscall.ENOSPC) {
 		s.releaseReserve(d)
 	}
-	for _, b := range group[1:] {
-		if !b.merged.done {
-			b.merged.a, b.merged.err = s.appendOneLocked(d, b)
-			b.merged.done = true
-		}
-	}
+	s.appendEachLocked(d, group[1:])
 }
 
 // holdAppends: an fsync of one of d's writers is starting (the leader of
