@@ -43,9 +43,11 @@ type mergeResult struct {
 
 // mergeable reports whether b may wait to be written with others: a put
 // batch (not draining: the reserve's retry is per batch) that counts no
-// earlier writes, of s, not written.
+// earlier writes, of s, not written, and small enough to share a merged
+// write (a large one, a spill, is written at once: waiting would only
+// delay it).
 func mergeable(s *Set, b *Batch) bool {
-	return b.set == s && !b.written && !b.Drain && len(b.After) == 0
+	return b.set == s && !b.written && !b.Drain && len(b.After) == 0 && len(b.buf) <= maxMergedWrite/2
 }
 
 // appendPendingLocked writes every batch pending in d, merged when they

@@ -285,3 +285,44 @@ func TestSetMergedWriteFailure(t *testing.T) {
 		t.Fatalf("after a power loss the new file holds puts %v, want %d", got, n-1)
 	}
 }
+
+// A large batch (a transaction's spill) is written at once even while a
+// commit's fsync is in flight: it would merge with nothing, and waiting
+// would only delay it. Fails if it waits for the fsync.
+func TestSetLargeAppendDoesNotWaitForTheFsync(t *testing.T) {
+	mem := setMem(t, "/a")
+	g := &holdFS{FS: mem}
+	s := startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}}, Recovered{})
+	first := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	entered, release := g.hold()
+	synced := make(chan error, 1)
+	go func() { synced <- s.Sync(first) }()
+	<-entered
+	big := s.NewBatch()
+	body := make([]byte, 1024)
+	for big.Size() <= maxMergedWrite/2 {
+		if err := big.Add(&Record{Type: RecordPut, TxID: 2, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Append(0, big)
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Second):
+		release()
+		<-done
+		t.Fatal("a large append waited for the fsync in flight")
+	}
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+}
