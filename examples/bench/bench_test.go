@@ -70,6 +70,9 @@ func TestHarness(t *testing.T) {
 		"puts batch 10 / write+fdatasync batch 10", "puts batch 10 / overwrite+fdatasync batch 10",
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
 		"group commit: 8 producers batch 10 / overwrite+fdatasync batch 80",
+		// Issue 33, target 2: many small committers.
+		"many committers: 64 committing one event each / overwrite+fdatasync batch 64", "put commit, 64 committers",
+		"64 committers, one event per commit: commit p50", "commits per channel fsync",
 		"cold takes: drain batch 100 / plain read of the same log",
 		"cold takes: drain batch 100, TakeSyncDelay 100ms / plain read of the same log", "take commit, TakeSyncDelay 100ms",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",

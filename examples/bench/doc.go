@@ -30,6 +30,12 @@
 //     running back to back, interleaved; resident memory with a large
 //     backlog, with the unnamed group and with 4 named groups (in child
 //     processes); allocations per put and per take.
+//   - many small committers (committers.go): 64 goroutines each committing
+//     one 1 KiB event at a time (default durable config), every commit
+//     timed, against the overwrite baseline at batch 64 (a perfect merge
+//     of their commits), every fdatasync timed; with the commits one
+//     channel fsync covered (its fsync_duration_seconds count), the share
+//     of the time an fsync was in flight, and the CPU per commit.
 //   - filechannel consumer groups (groups.go): put commits at batch 100 to
 //     channels with 1, 2 and 4 groups and to a fan-out of 2 channels, with
 //     the data-dir bytes per event; take commits of 4 groups draining at

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -75,6 +76,8 @@ func main() {
 	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
 	only := flag.String("only", "", "run only the steps whose name contains this text (e.g. \"replay\"); targets of the others show as not measured")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile of the run to this file")
+	blockProfile := flag.String("blockprofile", "", "write a blocking profile of the run (every blocking event) to this file")
 	flag.Parse()
 	sz := fullSizes()
 	if *quick {
@@ -84,7 +87,9 @@ func main() {
 		sz.memBacklog = *backlog << 20
 	}
 	sz.only = *only
-	err := withCPUProfile(*cpuProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	err := withCPUProfile(*cpuProfile, func() error {
+		return withProfiles(*mutexProfile, *blockProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -109,6 +114,30 @@ func withCPUProfile(path string, fn func() error) error {
 	return errors.Join(err, f.Close())
 }
 
+// withProfiles runs fn, recording every mutex contention and blocking
+// event, and writes their profiles to mutexPath and blockPath (each if not
+// empty).
+func withProfiles(mutexPath, blockPath string, fn func() error) error {
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	err := fn()
+	for _, p := range []struct{ name, path string }{{"mutex", mutexPath}, {"block", blockPath}} {
+		if p.path == "" {
+			continue
+		}
+		f, ferr := os.Create(p.path)
+		if ferr == nil {
+			ferr = errors.Join(pprof.Lookup(p.name).WriteTo(f, 0), f.Close())
+		}
+		err = errors.Join(err, ferr)
+	}
+	return err
+}
+
 // run performs every measurement, prints the table to out and progress to
 // progress, and writes the JSON and SVG files if their paths are set.
 func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) error {
@@ -131,6 +160,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 	}{
 		{"puts: disk baseline, filechannel, peers, interleaved", b.puts},
 		{"filechannel group commit: producers, interleaved", b.producers},
+		{"filechannel group commit: 64 committers of one event each and overwrite+fdatasync batch 64, interleaved", b.manyCommitters},
 		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
 		{"cold takes: filechannel drain and plain read of the log, dropped from the page cache, interleaved", b.coldTakes},
 		{"filechannel reopen and full replay", b.fcReplay},
