@@ -102,6 +102,24 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	return id, f, nil
 }
 
+// newerHeaderCRCAt is where every header from version 2 on has the
+// checksum of its first bytes (CRC-32C of bytes 0..19 at 20..23).
+const newerHeaderCRCAt = 20
+
+// tornNewer reports whether hdr, a whole header (HeaderSize bytes), says
+// a version newer than this build's without the checksum at bytes 20..23
+// that every version from 2 on has: the magic of a new file's header made
+// it to the disk and the rest did not (a power loss while Create wrote it:
+// a directory fsync of another file made the new name durable first).
+// A newer release's header has the checksum (format.md, "Compatibility").
+func tornNewer(hdr []byte) bool {
+	var fe *corrupt.FormatError
+	if _, err := DecodeFileHeader(hdr); !errors.As(err, &fe) || len(hdr) < newerHeaderCRCAt+4 {
+		return false
+	}
+	return crc32.Checksum(hdr[:newerHeaderCRCAt], castagnoli) != binary.BigEndian.Uint32(hdr[newerHeaderCRCAt:])
+}
+
 // declaredHeaderSize is the size of the header that b, the first bytes of
 // a log file, begins: 16 when they say version 1, HeaderSize otherwise (the
 // header this build writes, and what a damaged header is taken for).

@@ -471,7 +471,8 @@ func (s *Set) closeWriter(d *dir) error {
 // unfinishedCreate reports whether the log file at path was cut short by a
 // crash inside Create: shorter than the file header its first bytes begin
 // (declaredHeaderSize: 16 bytes for version 1, else 36), or nothing but
-// zeros. Such a file holds no record. Anything else with a bad header is
+// zeros, or a header torn to say a newer version (tornNewer) and nothing
+// but zeros after it. Such a file holds no record. Anything else with a bad header is
 // damage, which the scanner reports. A short header a newer release began
 // is a *corrupt.FormatError.
 func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
@@ -495,12 +496,12 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 		}
 		return true, nil
 	}
-	if !zeros.All(hdr[:n]) {
+	if !zeros.All(hdr[:n]) && !tornNewer(hdr[:n]) {
 		return false, nil
 	}
 	// Create syncs the header before any record is written, so a zeroed
-	// header followed by anything but zeros is damage, not an unfinished
-	// create.
+	// (or torn) header followed by anything but zeros is damage, not an
+	// unfinished create.
 	buf := make([]byte, 64<<10)
 	for off := int64(n); ; {
 		n, err := f.ReadAt(buf, off)

@@ -383,9 +383,18 @@ func TestOpenSetDuplicateID(t *testing.T) {
 	requireSameDisk(t, diskImage(t, fsys, dirs...), before)
 }
 
-// A crash inside Create leaves a file shorter than a header or all zeros:
-// Unfinished, and not one of Files. A zeroed header followed by anything
-// but zeros is damage, not an unfinished create.
+// A crash inside Create leaves a file shorter than a header, all zeros, or
+// a header torn to a newer version without its checksum: Unfinished, and
+// not one of Files. A zeroed header followed by anything but zeros is
+// damage, not an unfinished create.
+// tornNewerHeader is a header whose magic survived a tear and whose other
+// bytes did not (the version reads 236; the checksum fails).
+func tornNewerHeader() []byte {
+	b := bytes.Repeat([]byte{0xEC}, HeaderSize)
+	copy(b, magic)
+	return b
+}
+
 func TestOpenSetUnfinishedCreates(t *testing.T) {
 	hdr := testHeader(1)
 	zeroHdr := make([]byte, HeaderSize)
@@ -404,6 +413,11 @@ func TestOpenSetUnfinishedCreates(t *testing.T) {
 		{"zero_header_then_nonzero_past_64k", cat(longZeros, []byte{1}), false},
 		{"garbage_header_then_record", cat(bytes.Repeat([]byte{'x'}, HeaderSize), rec(t, 1, "a")), false},
 		{"valid_header_only", hdr, false},
+		// A power loss kept the magic of a new file's header and tore
+		// the rest: its version reads as newer, its checksum fails.
+		{"torn_newer_header_only", tornNewerHeader(), true},
+		{"torn_newer_header_then_zeros", cat(tornNewerHeader(), make([]byte, 4096)), true},
+		{"torn_newer_header_then_record", cat(tornNewerHeader(), rec(t, 1, "a")), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := setMem(t, "/a")
