@@ -224,7 +224,7 @@ const crashKeyHeader = "key"
 // crashOrderKey is the order key of event id: one of k0 to k4, or ""
 // (none: a free event) for 1 event in 6, looking random.
 func crashOrderKey(id int) string {
-	n := crc32.ChecksumIEEE([]byte("key" + strconv.Itoa(id))) % 6
+	n := crc32.ChecksumIEEE([]byte("key"+strconv.Itoa(id))) % 6
 	if n == 5 {
 		return ""
 	}
