@@ -1,0 +1,183 @@
+package channel
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// A checkpoint that comes while a keyed Take is between its pop and its
+// claim (takeKeyed reads the event in between, under the group's orderMu)
+// must not list the popped event in flight under the taker: recovery
+// returns in-flight takes to the head transaction by transaction, oldest
+// first, and a taker older than the key's holder would bring the key's
+// later event back ahead of the holder's. The checkpoint waits for the
+// step (capture takes orderMu): the event is listed parked, behind the
+// holder's. The test runs takeKeyed's steps by hand to stop in between.
+func TestOrderKeyCheckpointDuringPop(t *testing.T) {
+	cfg := orderConfig(t)
+	c := mustOpen(t, cfg)
+	g := mustGroup(t, c, "a")
+	putKeyed(t, c, 0, "", "x", "x")
+	older := mustBegin(t, g) // first in flight: it takes 0: (no key)
+	if ev, _, err := older.Take(); err != nil || string(ev.Body) != "0:" {
+		t.Fatalf("Take: %q, %v", ev.Body, err)
+	}
+	holder := mustBegin(t, g) // holds x with 1:x
+	if ev, _, err := holder.Take(); err != nil || string(ev.Body) != "1:x" {
+		t.Fatalf("Take: %q, %v", ev.Body, err)
+	}
+	// older's next Take, stopped after its pop of 2:x.
+	gs := g.g
+	gs.orderMu.Lock()
+	p, ok, err := c.takeHead(gs, older.id)
+	if err != nil || !ok {
+		t.Fatalf("takeHead: %v, %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Checkpoint() }()
+	select {
+	case err := <-done: // the checkpoint did not wait for the claim
+		if err != nil {
+			t.Fatal(err)
+		}
+		done <- nil
+	case <-time.After(200 * time.Millisecond): // it waits (or is slow: either way the test holds)
+	}
+	ev, err := c.readEvent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := gs.orderKeyOf(&ev)
+	if !c.claimOrPark(gs, older.id, k, p) {
+		t.Fatal("2:x was not parked behind the holder of x")
+	}
+	gs.orderMu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	crash(t, c)
+	c = mustOpen(t, cfg)
+	g = mustGroup(t, c, "a")
+	tx := mustBegin(t, g)
+	wantBodies(t, "after the crash", takeAll(t, tx), "0:", "1:x", "2:x")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RemoveGroup while take transactions of a keyed group are open: one
+// holding a key, one with an event parked behind it, and one between its
+// pop and its key's claim (takeKeyed's steps, run by hand). Afterwards
+// their Take, Commit and Rollback return clear errors (or nil for a
+// Rollback), nothing panics, and no key of the removed group stays held
+// (forgetRemovedKeys; claimOrPark claims nothing in a removed group). A
+// group added again under the name starts free.
+func TestOrderKeyRemoveGroupWhileHeld(t *testing.T) {
+	cfg := orderConfig(t)
+	c := mustOpen(t, cfg)
+	g := mustGroup(t, c, "a")
+	gs := g.g
+	putKeyed(t, c, 0, "x", "x", "y", "z")
+	holder := mustBegin(t, g)
+	if ev, _, err := holder.Take(); err != nil || string(ev.Body) != "0:x" {
+		t.Fatalf("Take: %q, %v", ev.Body, err)
+	}
+	other := mustBegin(t, g) // parks 1:x, takes 2:y
+	if ev, _, err := other.Take(); err != nil || string(ev.Body) != "2:y" {
+		t.Fatalf("Take: %q, %v", ev.Body, err)
+	}
+	popper := mustBegin(t, g) // pops 3:z and stops before the claim
+	gs.orderMu.Lock()
+	p, ok, err := c.takeHead(gs, popper.id)
+	if err != nil || !ok {
+		t.Fatalf("takeHead: %v, %v", ok, err)
+	}
+	ev, err := c.readEvent(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveGroup("a"); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := gs.orderKeyOf(&ev)
+	parked := c.claimOrPark(gs, popper.id, k, p)
+	gs.orderMu.Unlock()
+	if parked {
+		t.Fatal("claimOrPark parked an event of a removed group")
+	}
+	if _, _, err := holder.Take(); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Take after RemoveGroup: %v, want ErrNoGroup", err)
+	}
+	if err := holder.Commit(); !errors.Is(err, ErrNoGroup) {
+		t.Fatalf("Commit after RemoveGroup: %v, want ErrNoGroup", err)
+	}
+	for _, tx := range []*Transaction{other, popper} { // holder's failed Commit ended it
+		if err := tx.Rollback(); err != nil {
+			t.Fatalf("Rollback after RemoveGroup: %v", err)
+		}
+	}
+	c.queueMu.Lock()
+	held, byTx, parkedN := len(gs.order.held), len(gs.order.byTx), gs.order.parked
+	c.queueMu.Unlock()
+	if held != 0 || byTx != 0 || parkedN != 0 {
+		t.Fatalf("removed group: %d keys held (%d transactions), %d events parked", held, byTx, parkedN)
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "a", OrderKey: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	g = mustGroup(t, c, "a")
+	putKeyed(t, c, 10, "x", "z")
+	tx := mustBegin(t, g)
+	wantBodies(t, "the group added again", takeAll(t, tx), "10:x", "11:z")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Take that read an expired event and then finds its group removed
+// (RemoveGroup came between the read and expireTaken) moves nothing to the
+// dead-letter group, which outlives the group, and tells OnDeadLetter
+// nothing: the event went with its group.
+func TestExpireTakenAfterRemoveGroup(t *testing.T) {
+	var dead deadLetters
+	c, _, _ := expireSetup(t, 1, 0, func(cfg *Config) {
+		cfg.Groups[0].DeadLetter = "a.dlq"
+		cfg.OnDeadLetter = dead.add
+	})
+	g := mustGroup(t, c, "a")
+	tx := mustBegin(t, g)
+	p, ok, err := c.takeHead(g.g, tx.id) // Take's pop; its read found 0 expired
+	if err != nil || !ok {
+		t.Fatalf("takeHead: %v, %v", ok, err)
+	}
+	tx.takes = append(tx.takes, p)
+	if err := c.RemoveGroup("a"); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := c.expireTaken(tx, p)
+	if !errors.Is(err, ErrNoGroup) || len(notes) != 0 {
+		t.Fatalf("expireTaken after RemoveGroup: %d dead letters, %v; want none, ErrNoGroup", len(notes), err)
+	}
+	if n := mustGroup(t, c, "a.dlq").Stats().Queued; n != 0 {
+		t.Fatalf("the dead-letter group holds %d events of the removed group", n)
+	}
+	dead.mu.Lock()
+	told := len(dead.got)
+	dead.mu.Unlock()
+	if told != 0 {
+		t.Fatalf("OnDeadLetter told of %d events", told)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
