@@ -181,3 +181,63 @@ func TestExpireTakenAfterRemoveGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Repair of a channel that crashed with events waiting for their retry
+// delay (group "w") and events parked behind a held key (group "k"), a
+// checkpoint listing both: the rebuild (a full replay) counts the waiting
+// events as the group's (rebuiltGroups), they still wait after it, and
+// the parked ones are back in the ring, each key's in order.
+func TestRepairWaitingAndParked(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "w", RetryDelays: []time.Duration{time.Hour}}, {Name: "k", OrderKey: "k"}}
+	c := mustOpen(t, cfg)
+	putKeyed(t, c, 0, "x", "x", "y", "x")
+	w, k := mustGroup(t, c, "w"), mustGroup(t, c, "k")
+	tx := mustBegin(t, w)
+	for range 2 {
+		if _, _, err := tx.Take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Rollback(); err != nil { // 0:x and 1:x wait an hour
+		t.Fatal(err)
+	}
+	holder := mustBegin(t, k)
+	if _, _, err := holder.Take(); err != nil {
+		t.Fatal(err)
+	}
+	other := mustBegin(t, k)
+	wantBodies(t, "past held x", takeAll(t, other), "2:y")
+	if st := k.Stats(); st.Parked != 2 || w.Stats().Waiting != 2 {
+		t.Fatalf("parked %d, waiting %d; want 2, 2", st.Parked, w.Stats().Waiting)
+	}
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, c)
+	rep, err := Repair(cfg, RepairOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 0 || rep.Rebuild == nil {
+		t.Fatalf("repair: problems %v, rebuild %v", rep.Problems, rep.Rebuild)
+	}
+	for _, g := range rep.Rebuild.Groups {
+		if (g.Name == "w" || g.Name == "k") && g.Events != 4 {
+			t.Fatalf("rebuilt group %q: %d events, want 4 (waiting ones included)", g.Name, g.Events)
+		}
+	}
+	c = mustOpen(t, cfg)
+	w, k = mustGroup(t, c, "w"), mustGroup(t, c, "k")
+	if st := w.Stats(); st.Waiting != 2 || st.Queued != 2 {
+		t.Fatalf("group w after the repair: waiting %d, queued %d; want 2, 2", st.Waiting, st.Queued)
+	}
+	tx = mustBegin(t, k)
+	wantBodies(t, "group k after the repair", takeAll(t, tx), "0:x", "1:x", "2:y", "3:x")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
