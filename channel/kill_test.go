@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		killPoisonChild(dir) // killpoison_test.go; it does not return
 		return
 	}
+	if dir := os.Getenv("FILECHANNEL_KILLKEYS_CHILD"); dir != "" {
+		killKeysChild(dir) // killkeys_test.go; it does not return
+		return
+	}
 	if dir := os.Getenv("FILECHANNEL_KILLRESET_CHILD"); dir != "" {
 		killResetChild(dir) // killreset_test.go; it does not return
 		return
