@@ -213,7 +213,6 @@ func (c *FileChannel) thaw(snap *ckptSnapshot, ok bool) {
 func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
-	defer c.lockTakeSteps()()
 	sn := c.logs.Snapshot()
 	meta := checkpoint.Meta{
 		WriteOrderID: sn.WriteOrderID,
@@ -230,6 +229,7 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 		st.Logs = slices.Clone(meta.Logs)
 		return st
 	}
+	defer c.lockTakeSteps()()
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	snap := &ckptSnapshot{top: newState(), catalog: c.checkpointCatalog(sn.WriteOrderID), stale: slices.Clone(c.staleGroupDirs)}

@@ -487,7 +487,8 @@ package channel
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
 //	orderMu    per group with OrderKey (groupState.orderMu): a Take's pop,
-//	           read and key claim; a take transaction's end
+//	           read and key claim; a take transaction's end; a checkpoint's
+//	           capture (every keyed group's)
 //	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
 //
