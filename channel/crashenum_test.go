@@ -1157,6 +1157,7 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "retry/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashRetrying(crashSerial)},
 		{name: "keys/expire-drop/2dirs", dirs: 2, steps: 120, seeds: 4, every: 4, run: crashKeyed(keyedOpts{expire: time.Second})},
 		{name: "keys/expire-dlq/1dir", dirs: 1, steps: 120, seeds: 3, every: 4, run: crashKeyed(keyedOpts{expire: time.Second, dlq: true})},
+		{name: "keys/concurrent/2dirs", dirs: 2, steps: 80, seeds: 3, every: 4, run: crashKeyedConcurrent(keyedOpts{expire: time.Second})},
 		{name: "keys/retry/2dirs", dirs: 2, steps: 60, seeds: 3, every: 4, run: crashKeyed(keyedOpts{retry: true})},
 	})
 }

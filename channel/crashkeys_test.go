@@ -2,6 +2,7 @@ package channel
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,33 +66,37 @@ type keyedSnap struct {
 // crashKeyed is a keyed case: the keyed workload with opts.
 func crashKeyed(opts keyedOpts) crashDriver {
 	return func(r *crashRun, seed uint64, steps int) (string, error) {
-		w := &keyedWorkload{crashWorkload: newCrashWorkload(r, seed, 42), opts: opts}
-		w.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-		g := GroupConfig{OrderKey: crashKeyHeader, ExpireAfter: opts.expire}
-		if opts.dlq {
-			g.DeadLetter = keyedDeadLetter
+		w := newKeyedWorkload(r, seed, opts)
+		if w == nil {
+			return "", crashSkip("OrderKey with RetryDelays in one group is refused until branch orderretry is merged")
 		}
-		if opts.retry {
-			g.RetryDelays = []time.Duration{0, time.Millisecond}
-			if err := keyedRetryAllowed(g); err != nil {
-				return "", crashSkip("OrderKey with RetryDelays in one group is refused until branch orderretry is merged: " + err.Error())
-			}
-		}
-		r.cfg.Groups = []GroupConfig{g}
-		r.cfg.now = func() time.Time { return time.Unix(0, w.clock.Load()) }
-		r.cfg.clock = w.clock.Load
-		r.ext, r.recover, r.probe = w.snapshot, w.recover, w.probe
-		r.clockAt = func(s crashSnap) int64 { return s.ext.(keyedSnap).now }
 		parked, expired, err := w.run(steps)
 		return fmt.Sprintf(" (%d events parked, %d expired, over the sessions)", parked, expired), err
 	}
 }
 
-// keyedRetryAllowed reports why Open refuses group g (OrderKey with
-// RetryDelays), or nil.
-func keyedRetryAllowed(g GroupConfig) error {
-	_, err := g.check(1000)
-	return err
+// newKeyedWorkload sets r up for a keyed case with opts (its group, its
+// clock, its model) and returns its workload; nil when Open would refuse
+// the group (OrderKey with RetryDelays, for now).
+func newKeyedWorkload(r *crashRun, seed uint64, opts keyedOpts) *keyedWorkload {
+	w := &keyedWorkload{crashWorkload: newCrashWorkload(r, seed, 42), opts: opts}
+	w.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	g := GroupConfig{OrderKey: crashKeyHeader, ExpireAfter: opts.expire}
+	if opts.dlq {
+		g.DeadLetter = keyedDeadLetter
+	}
+	if opts.retry {
+		g.RetryDelays = []time.Duration{0, time.Millisecond}
+		if _, err := g.check(1000); err != nil {
+			return nil
+		}
+	}
+	r.cfg.Groups = []GroupConfig{g}
+	r.cfg.now = func() time.Time { return time.Unix(0, w.clock.Load()) }
+	r.cfg.clock = w.clock.Load
+	r.ext, r.recover, r.probe = w.snapshot, w.recover, w.probe
+	r.clockAt = func(s crashSnap) int64 { return s.ext.(keyedSnap).now }
+	return w
 }
 
 func (w *keyedWorkload) snapshot() any {
@@ -365,4 +370,104 @@ func probeTake(c *FileChannel, tx **Transaction) (int, error) {
 	}
 	id, _, _, _ := parseEventID(ev.Body)
 	return id, nil
+}
+
+// crashKeyedConcurrent is the keyed case with concurrent goroutines: one
+// producer (so that id order stays put-commit order), which also moves
+// the clock on, two takers whose take transactions (of 1 to 4 events,
+// committed 3 times in 4) overlap, parking each other's keys, and a
+// checkpointer: a checkpoint can come while a Take is between its pop and
+// its key's claim.
+func crashKeyedConcurrent(opts keyedOpts) crashDriver {
+	return func(r *crashRun, seed uint64, steps int) (string, error) {
+		w := newKeyedWorkload(r, seed, opts)
+		if w == nil {
+			return "", crashSkip("OrderKey with RetryDelays in one group is refused until branch orderretry is merged")
+		}
+		parked, err := w.concurrent(steps)
+		return fmt.Sprintf(" (%d events parked)", parked), err
+	}
+}
+
+// concurrent runs the producer for steps steps, and two takers and the
+// checkpointer until it is done; it returns how many events were parked.
+func (w *keyedWorkload) concurrent(steps int) (parked int64, err error) {
+	c, err := Open(w.r.cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		c.queueMu.Lock()
+		parked = c.main.order.skips
+		c.queueMu.Unlock()
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	run := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil {
+				errs <- err
+				done.Store(true)
+			}
+		}()
+	}
+	run(func() error {
+		defer done.Store(true)
+		for range steps {
+			if w.opts.expire > 0 && w.rng.IntN(8) == 0 {
+				w.clock.Add(int64(w.opts.expire / 3))
+			}
+			if c.Len() < w.r.cfg.Capacity-60 {
+				if err := w.put(c, 1+w.rng.IntN(6), w.rng.IntN(6) == 0); err != nil {
+					return err
+				}
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		return nil
+	})
+	for i := range 2 {
+		rng := rand.New(rand.NewPCG(w.r.seed, uint64(100+i)))
+		run(func() error { return w.taker(c, rng, &done) })
+	}
+	run(func() error {
+		for !done.Load() {
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	wg.Wait()
+	close(errs)
+	return 0, <-errs
+}
+
+// taker runs take transactions of 1 to 4 events, committed 3 times in 4,
+// until done.
+func (w *keyedWorkload) taker(c *FileChannel, rng *rand.Rand, done *atomic.Bool) error {
+	for !done.Load() {
+		tx, err := c.Begin()
+		if err != nil {
+			return err
+		}
+		ids, err := w.takeIDs(tx, 1+rng.IntN(4))
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if err := w.endTake(tx, ids, rng.IntN(4) != 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
