@@ -1,34 +1,24 @@
 package channel
 
 import (
-	"bufio"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// killKeysConfig is the channel of TestSIGKILLWithOrderKey: group "k"
-// ordered by header "key", and take transactions large enough for the
+// killKeysConfig is the channel of TestSIGKILLWithOrderKey (killConfig's):
+// group "k" ordered by header "key", and take transactions large enough for the
 // parent to read every queued event in one (a second one would find the
 // keys the first holds and park their events).
 func killKeysConfig(dir string) Config {
-	return Config{
-		CheckpointDir:        filepath.Join(dir, "checkpoint"),
-		BackupCheckpointDir:  filepath.Join(dir, "backup"),
-		DataDirs:             []string{filepath.Join(dir, "data1"), filepath.Join(dir, "data2")},
-		Capacity:             100_000,
-		TransactionCapacity:  50_000,
-		CheckpointInterval:   30 * time.Millisecond,
-		MaxFileSize:          128 << 10,
-		MinimumRequiredSpace: -1,
-		Groups:               []GroupConfig{{Name: "k", OrderKey: "key"}},
-	}
+	cfg := killConfig(dir)
+	cfg.TransactionCapacity = 50_000
+	cfg.MaxFileSize = 128 << 10
+	cfg.Groups = []GroupConfig{{Name: "k", OrderKey: "key"}}
+	return cfg
 }
 
 // killKey is the order key of kill event n: k0 to k4, none for 1 in 6.
@@ -55,46 +45,25 @@ var killKeysConsumers = []killGroup{
 // of group k; every 20 put commits it prints "S n", the events parked so
 // far (GroupStats.Skipped).
 func killKeysChild(dir string) {
-	c, err := Open(killKeysConfig(dir))
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(3)
-	}
+	c := killOpen(killKeysConfig(dir))
+	say := killSayer()
 	g, err := c.Group("k")
 	if err != nil {
-		fmt.Println("ERR", err)
+		say("ERR %v", err)
 		os.Exit(3)
-	}
-	out := bufio.NewWriter(os.Stdout)
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
 	}
 	for _, kg := range killKeysConsumers {
 		go killConsume(kg, g.Begin, "G k ", say)
 	}
 	start, _ := strconv.Atoi(os.Getenv("FILECHANNEL_KILL_START"))
-	for i, n := start, 0; ; n++ {
-		tx, _ := c.Begin()
-		for range 10 {
-			h := map[string]string{}
-			if k := killKey(i); k != "" {
-				h["key"] = k
-			}
-			if err := tx.Put(Event{Headers: h, Body: []byte(strconv.Itoa(i))}); err != nil {
-				say("ERR put %v", err)
-				os.Exit(3)
-			}
-			i++
+	headers := func(n int) map[string]string {
+		if k := killKey(n); k != "" {
+			return map[string]string{"key": k}
 		}
-		if err := tx.Commit(); err != nil {
-			say("ERR put commit %v", err)
-			os.Exit(3)
-		}
-		say("P %d", i-1)
+		return nil
+	}
+	for i, n := start, 0; ; i, n = i+10, n+1 {
+		killPut(c, say, i, headers)
 		if n%20 == 0 {
 			say("S %d", g.Stats().Skipped)
 		}
@@ -171,8 +140,8 @@ func checkKillKeyOrder(t *testing.T, round int, what string, last map[string]int
 	}
 }
 
-// peekKillKeys takes every event of g with one transaction and rolls it
-// back, checking them (peekKill's checks and each key's order), and
+// peekKillKeys takes every event of g with one transaction (takeAll) and
+// rolls it back, checking them (peekKill's checks and each key's order), and
 // returns them.
 func peekKillKeys(t *testing.T, round int, g *Group, st *killGroupState) map[int]bool {
 	t.Helper()
@@ -180,18 +149,11 @@ func peekKillKeys(t *testing.T, round int, g *Group, st *killGroupState) map[int
 	defer tx.Rollback()
 	present := map[int]bool{}
 	var ids []string
-	for {
-		ev, ok, err := tx.Take()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		n, err := strconv.Atoi(string(ev.Body))
+	for _, b := range takeAll(t, tx) {
+		n, err := strconv.Atoi(b)
 		switch {
-		case err != nil || ev.Headers["key"] != killKey(n):
-			t.Fatalf("round %d: event %q, headers %v", round, ev.Body, ev.Headers)
+		case err != nil:
+			t.Fatalf("round %d: event %q", round, b)
 		case present[n]:
 			t.Fatalf("round %d: event %d present twice", round, n)
 		case st.taken[n]:
