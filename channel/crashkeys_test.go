@@ -27,6 +27,9 @@ import (
 //     or is in the dead-letter group; never in both, and nothing there
 //     that had not expired.
 //
+// keys/concurrent/2dirs runs a producer, two takers and a checkpointer at
+// once (crashKeyedConcurrent) against the same checks.
+//
 // On a sample of the images (check's reopen) a probe takes everything
 // with three interleaved transactions and checks that each key's events
 // are delivered in that order, expired ones never, and, without
@@ -46,9 +49,10 @@ const keyedOpenTakes = 3
 // keyedDeadLetter is the keyed group's dead-letter group (keyedOpts.dlq).
 const keyedDeadLetter = "dead"
 
-// keyedWorkload is the serial workload of the keyed cases and their model
-// of time: the clock (Unix nanoseconds, moved only by the workload,
-// between operations) and each event's put time.
+// keyedWorkload is the workload of the keyed cases (run: serial;
+// concurrent) and their model of time: the clock (Unix nanoseconds, moved
+// only between puts, by the goroutine that puts) and each event's put
+// time.
 type keyedWorkload struct {
 	*crashWorkload
 	opts  keyedOpts
