@@ -565,19 +565,26 @@ func recoveredPointers(c *FileChannel, g *groupState) ([]int, []eventqueue.Point
 	if inflight != 0 {
 		return nil, nil, fmt.Errorf("%d events in flight right after Open", inflight)
 	}
+	ids, err := crashEventIDs(c, ptrs)
+	return ids, ptrs, err
+}
+
+// crashEventIDs reads the events ptrs point at in c and returns their ids;
+// a damaged or foreign event is an error.
+func crashEventIDs(c *FileChannel, ptrs []eventqueue.Pointer) ([]int, error) {
 	ids := make([]int, 0, len(ptrs))
 	for _, p := range ptrs {
 		ev, err := c.readEvent(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read queued event %v: %w", p, err)
+			return nil, fmt.Errorf("read queued event %v: %w", p, err)
 		}
 		id, prod, n, ok := parseEventID(ev.Body)
 		if !ok || !bytes.Equal(ev.Body, eventBody(id, prod, n)) || !maps.Equal(ev.Headers, crashHeaders(id)) {
-			return nil, nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
+			return nil, fmt.Errorf("event at %v is damaged: headers %v, body %.40q", p, ev.Headers, ev.Body)
 		}
 		ids = append(ids, id)
 	}
-	return ids, ptrs, nil
+	return ids, nil
 }
 
 // compareWithModel checks recovered event ids against the model snapshot.

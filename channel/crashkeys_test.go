@@ -212,18 +212,36 @@ func (w *keyedWorkload) expired(s keyedSnap, id int) bool {
 	return w.opts.expire > 0 && s.now-at >= int64(w.opts.expire)
 }
 
+// keyedRecovered returns the ids of the events of c's keyed group right
+// after Open: the ring's, in order, the waiting ones (sorted by id), and
+// the parked ones, lane by lane (with RetryDelays, Open parks a waiting
+// event behind another of its key that holds it).
+func keyedRecovered(c *FileChannel) (ring, waiting, parked []int, err error) {
+	ids, _, err := recoveredPointers(c, c.main)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c.queueMu.Lock()
+	n := c.main.queue.Size()
+	pp := c.main.parkedPointers()
+	c.queueMu.Unlock()
+	if parked, err = crashEventIDs(c, pp); err != nil {
+		return nil, nil, nil, fmt.Errorf("parked: %w", err)
+	}
+	return ids[:n], slices.Sorted(slices.Values(ids[n:])), parked, nil
+}
+
 // recover checks the recovered channel c against the snapshot s: the
 // keyed group's events and its dead letters (their ids, returned in that
-// order: the ring's, then the waiting ones).
+// order: the ring's, then the waiting ones and the parked ones, each
+// sorted).
 func (w *keyedWorkload) recover(c *FileChannel, s crashSnap) ([][]int, error) {
 	ks := s.ext.(keyedSnap)
-	ids, _, err := recoveredPointers(c, c.main)
+	ring, waiting, parked, err := keyedRecovered(c)
 	if err != nil {
 		return nil, err
 	}
-	c.queueMu.Lock()
-	ring := c.main.queue.Size()
-	c.queueMu.Unlock()
+	ids := slices.Concat(ring, waiting, slices.Sorted(slices.Values(parked)))
 	var dead []int
 	if w.opts.dlq {
 		g, err := c.Group(keyedDeadLetter)
@@ -237,10 +255,9 @@ func (w *keyedWorkload) recover(c *FileChannel, s crashSnap) ([][]int, error) {
 	if err := w.checkExpired(ids, dead, s, ks); err != nil {
 		return nil, err
 	}
-	// Per key: the waiting events (any order among them), then the ring's.
-	waiting := slices.Sorted(slices.Values(ids[ring:]))
-	if err := keyOrderErr(append(waiting, ids[:ring]...)); err != nil {
-		return nil, fmt.Errorf("recovered %v (%d waiting): %w", ids, len(ids)-ring, err)
+	// Per key: the waiting event, those parked behind it, then the ring's.
+	if err := keyOrderErr(slices.Concat(waiting, parked, ring)); err != nil {
+		return nil, fmt.Errorf("recovered ring %v, waiting %v, parked %v: %w", ring, waiting, parked, err)
 	}
 	return [][]int{ids, dead}, nil
 }
@@ -301,12 +318,12 @@ func keyOrderErr(ids []int) error {
 // not, and neither is any later event of their keys.
 func (w *keyedWorkload) probe(c *FileChannel, s crashSnap) error {
 	ks := s.ext.(keyedSnap)
-	ids, _, err := recoveredPointers(c, c.main)
+	ring, waiting, parked, err := keyedRecovered(c)
 	if err != nil {
 		return err
 	}
 	want := map[string][]int{} // by key ("": free), in id order
-	for _, id := range slices.Sorted(slices.Values(ids)) {
+	for _, id := range slices.Sorted(slices.Values(slices.Concat(ring, waiting, parked))) {
 		if !w.expired(ks, id) {
 			want[crashOrderKey(id)] = append(want[crashOrderKey(id)], id)
 		}
