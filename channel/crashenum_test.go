@@ -1162,10 +1162,10 @@ func TestCrashStateEnumeration(t *testing.T) {
 		{name: "dedup/retention/serial/1dir", dirs: 1, steps: 80, seeds: 3, every: 4, run: crashDeduped(crashRetained(crashSerial))},
 		{name: "dedup/encrypted/serial/1dir", dirs: 1, steps: 40, seeds: 2, every: 4, run: crashDeduped(crashEncrypted(crashSerial))},
 		{name: "retry/serial/2dirs", dirs: 2, steps: 40, seeds: 3, every: 4, run: crashRetrying(crashSerial)},
-		{name: "keys/expire-drop/2dirs", dirs: 2, steps: 120, seeds: 4, every: 4, run: crashKeyed(keyedOpts{expire: time.Second})},
-		{name: "keys/expire-dlq/1dir", dirs: 1, steps: 120, seeds: 3, every: 4, run: crashKeyed(keyedOpts{expire: time.Second, dlq: true})},
-		{name: "keys/concurrent/2dirs", dirs: 2, steps: 80, seeds: 3, every: 4, run: crashKeyedConcurrent(keyedOpts{expire: time.Second})},
-		{name: "keys/retry/2dirs", dirs: 2, steps: 60, seeds: 3, every: 4, run: crashKeyed(keyedOpts{retry: true})},
+		{name: "keys/expire-drop/2dirs", dirs: 2, steps: 120, seeds: 4, every: 4, run: crashOrderKeyed(keyedOpts{expire: time.Second})},
+		{name: "keys/expire-dlq/1dir", dirs: 1, steps: 120, seeds: 3, every: 4, run: crashOrderKeyed(keyedOpts{expire: time.Second, dlq: true})},
+		{name: "keys/concurrent/2dirs", dirs: 2, steps: 80, seeds: 3, every: 4, run: crashOrderKeyedConcurrent(keyedOpts{expire: time.Second})},
+		{name: "keys/retry/2dirs", dirs: 2, steps: 60, seeds: 3, every: 4, run: crashOrderKeyed(keyedOpts{retry: true})},
 	})
 }
 

@@ -28,7 +28,7 @@ import (
 //     that had not expired.
 //
 // keys/concurrent/2dirs runs a producer, two takers and a checkpointer at
-// once (crashKeyedConcurrent) against the same checks.
+// once (crashOrderKeyedConcurrent) against the same checks.
 //
 // On a sample of the images (check's reopen) a probe takes everything
 // with three interleaved transactions and checks that each key's events
@@ -67,8 +67,8 @@ type keyedSnap struct {
 	times []int64
 }
 
-// crashKeyed is a keyed case: the keyed workload with opts.
-func crashKeyed(opts keyedOpts) crashDriver {
+// crashOrderKeyed is a keyed case: the keyed workload with opts.
+func crashOrderKeyed(opts keyedOpts) crashDriver {
 	return func(r *crashRun, seed uint64, steps int) (string, error) {
 		w := newKeyedWorkload(r, seed, opts)
 		if w == nil {
@@ -393,13 +393,13 @@ func probeTake(c *FileChannel, tx **Transaction) (int, error) {
 	return id, nil
 }
 
-// crashKeyedConcurrent is the keyed case with concurrent goroutines: one
+// crashOrderKeyedConcurrent is the keyed case with concurrent goroutines: one
 // producer (so that id order stays put-commit order), which also moves
 // the clock on, two takers whose take transactions (of 1 to 4 events,
 // committed 3 times in 4) overlap, parking each other's keys, and a
 // checkpointer: a checkpoint can come while a Take is between its pop and
 // its key's claim.
-func crashKeyedConcurrent(opts keyedOpts) crashDriver {
+func crashOrderKeyedConcurrent(opts keyedOpts) crashDriver {
 	return func(r *crashRun, seed uint64, steps int) (string, error) {
 		w := newKeyedWorkload(r, seed, opts)
 		if w == nil {
