@@ -62,11 +62,11 @@ var newerCases = []newerCase{
 		testutil.SetLogVersion(t, p, 9)
 		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
-	{"log_record_of_type_17", func(t *testing.T, cfg Config) FormatError {
+	{"log_record_of_type_18", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
-		off := testutil.AppendRecord(t, p, 17, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 17}
+		off := testutil.AppendRecord(t, p, 18, 1<<40, []byte("a newer kind of record"))
+		return FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 18}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
 	{"log_file_short_header_version_9", func(t *testing.T, cfg Config) FormatError {
@@ -76,10 +76,10 @@ var newerCases = []newerCase{
 		}
 		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
 	}},
-	{"groups_catalog_version_5", func(t *testing.T, cfg Config) FormatError {
+	{"groups_catalog_version_6", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
-		testutil.SetFileVersion(t, p, 5)
-		return FormatError{File: p, Offset: 4, Version: 5, Supported: 4}
+		testutil.SetFileVersion(t, p, 6)
+		return FormatError{File: p, Offset: 4, Version: 6, Supported: 5}
 	}},
 	{"checkpoint_version_2", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CheckpointName)
@@ -187,7 +187,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 	}
 	p := logPaths(t, cfg)[0]
 	off := firstPut(t, p) // after the groups record every log file starts with
-	testutil.SetRecordType(t, p, off, 17)
+	testutil.SetRecordType(t, p, off, 18)
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 17})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 18})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}

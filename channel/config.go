@@ -175,12 +175,18 @@ type Config struct {
 	MaxOpenLogFiles int
 
 	// Groups are the consumer groups (see GroupConfig): nil = one unnamed
-	// group, exactly a channel without groups. A group listed that does not
-	// exist is created at Open (empty: it receives what is committed from
-	// then on); one that exists takes its Capacity, WhenFull,
-	// MaxDeliveries and DeadLetter from here; one not listed is kept (and
-	// logged, unless it is a listed group's dead-letter group): only
-	// RemoveGroup removes a group, so that a typo here never drops data.
+	// group, exactly a channel without groups (listed with Config's
+	// Capacity and no other option). A group listed that does not exist is
+	// created at Open (empty: it receives what is committed from then on);
+	// one that exists takes its whole config from here (Capacity,
+	// WhenFull, MaxDeliveries, DeadLetter, Filter and the take options
+	// OrderKey, RetryDelays, LeaseTimeout and ExpireAfter), and a change
+	// is stored with the group (its groups record and the checkpoint's
+	// catalog); one not listed is kept (and logged, unless it is a listed
+	// group's dead-letter group), with the config stored with it, the
+	// take options included, as AddGroup or the last Open that listed it
+	// gave them: only RemoveGroup removes a group, so that a typo here
+	// never drops data.
 	Groups []GroupConfig
 
 	// OnDeadLetter, if set, is called for every event moved to a

@@ -45,7 +45,7 @@ import (
 // group). A journal damaged beyond its torn entries (longer than its
 // header allows) is none: its counts are lost, in the safe direction.
 func (c *FileChannel) readJournal(groups []logfile.GroupInfo) ([]checkpoint.JournalEntry, error) {
-	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 }) &&
+	if !slices.ContainsFunc(groups, func(g logfile.GroupInfo) bool { return g.MaxDeliveries > 0 || len(g.RetryDelays) > 0 }) &&
 		!slices.ContainsFunc(c.cfg.Groups, func(g GroupConfig) bool { return g.MaxDeliveries > 0 || len(g.RetryDelays) > 0 }) {
 		return nil, nil
 	}
@@ -169,7 +169,7 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) []int64 {
 	if c.closed.Load() {
 		return nil
 	}
-	words, counts, dues, removed := c.deliveryCounts(g, ptrs, t.s.words[:0], t.s.counts[:0])
+	words, counts, dues, removed := c.deliveryCounts(g, t.id, ptrs, t.s.words[:0], t.s.counts[:0])
 	if removed {
 		return nil // its counts went with it
 	}
@@ -186,10 +186,10 @@ func (t *Transaction) logDeliveries(ptrs []eventqueue.Pointer) []int64 {
 }
 
 // deliveryCounts appends to words and counts, under queueMu, each of ptrs
-// that g counted a delivery of, and its count; with RetryDelays, dues is
+// (takes of tx) that g counted a delivery of, and its count; with RetryDelays, dues is
 // the due time of each of ptrs (retryDuesLocked); removed is true when g
 // is gone (and its counts with it).
-func (c *FileChannel) deliveryCounts(g *groupState, ptrs []eventqueue.Pointer, words []uint64, counts []uint32) ([]uint64, []uint32, []int64, bool) {
+func (c *FileChannel) deliveryCounts(g *groupState, tx uint64, ptrs []eventqueue.Pointer, words []uint64, counts []uint32) ([]uint64, []uint32, []int64, bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if g.removed {
@@ -202,7 +202,7 @@ func (c *FileChannel) deliveryCounts(g *groupState, ptrs []eventqueue.Pointer, w
 	}
 	var dues []int64
 	if g.retrying() {
-		dues = c.retryDuesLocked(g, ptrs)
+		dues = c.retryDuesLocked(g, tx, ptrs)
 	}
 	return words, counts, dues, false
 }

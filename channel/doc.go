@@ -177,7 +177,8 @@
 // takes the transaction's others for good. The due time is in the log:
 // it survives Close, a crash and a full replay; a power loss may shorten
 // it, never lose the event. With MaxDeliveries, the event becomes a dead
-// letter after that many deliveries instead of waiting again. A sink that
+// letter after that many deliveries instead of waiting again. With
+// OrderKey, the event's key waits with it ("Order per key"). A sink that
 // retries with backoff:
 //
 //	orders := channel.GroupConfig{Name: "orders", MaxDeliveries: 6,
@@ -206,10 +207,28 @@
 // GroupStats.Parked) and takes the next free one; events without the
 // header are free. A commit frees the key; a rollback returns the key's
 // events first, in order. A slow or stuck taker holds back only its keys
-// (docs/operations.md, "Order per key"). Not yet with RetryDelays or
-// Transaction.Retry.
+// (docs/operations.md, "Order per key").
 //
 //	orders := channel.GroupConfig{Name: "orders", OrderKey: "customer"}
+//
+// With RetryDelays (or Transaction.Retry) a key waits with its event: of
+// the events a rollback returns, the first of each key waits out its delay
+// (the latest of the key's events' delays) and the key's later events wait
+// behind it, while the other keys flow; none is delivered before its own
+// due time, and the key's events keep their order. A sink that retries a
+// customer's orders with backoff, one customer never blocking the others:
+//
+//	orders := channel.GroupConfig{Name: "orders", OrderKey: "customer", MaxDeliveries: 6,
+//		RetryDelays: []time.Duration{time.Second, 10 * time.Second, time.Minute}}
+//	...
+//	if err := deliver(batch); err != nil {
+//		tx.Rollback() // each failed customer's orders wait, in order
+//		continue
+//	}
+//
+// Retry(e, after) in a keyed group makes e wait with its key; the
+// transaction's other events of e's key that it commits are committed
+// (mark them too, to keep them behind e).
 //
 // # Leases
 //
@@ -232,6 +251,14 @@
 // a sweep before each checkpoint moves or drops those at the head of an
 // idle group, so that they do not keep their log files
 // (docs/operations.md, "Expiry").
+//
+// The take options (OrderKey, RetryDelays, LeaseTimeout, ExpireAfter) are
+// stored with their group, as the rest of its config is: in the groups
+// record AddGroup writes (and every log file starts with) and in the
+// checkpoint's catalog. A group that a later Open does not list in
+// Config.Groups keeps them, whether Open recovers from a checkpoint or a
+// full replay; one listed takes them from Config.Groups, and the change is
+// stored (docs/operations.md, "Where a group's options come from").
 //
 // # A source
 //
@@ -487,8 +514,9 @@ package channel
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
 //	orderMu    per group with OrderKey (groupState.orderMu): a Take's pop,
-//	           read and key claim; a take transaction's end; a checkpoint's
-//	           capture (every keyed group's)
+//	           read and key claim; a take transaction's end; a take that
+//	           leaves it (untake, dropKeyTake) and may free its key; a
+//	           checkpoint's capture (every keyed group's)
 //	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
 //

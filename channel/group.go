@@ -97,8 +97,10 @@ type GroupConfig struct {
 	// channel again. Its Take and Commit then return ErrLeaseExpired and
 	// change nothing, and its Rollback returns nil. Choose it above the
 	// sink's slowest batch (docs/operations.md, "Leases"). 0 = no limit;
-	// negative is refused. Not stored in the log: it applies while
-	// Config.Groups (or AddGroup) gives it.
+	// negative is refused. Stored with the group (in its groups record
+	// and the checkpoint's catalog), as the take options below: a group
+	// that a later Open does not list in Config.Groups keeps it; one
+	// listed takes Config.Groups' value, which is then stored.
 	LeaseTimeout time.Duration
 	// ExpireAfter: an event still queued this long after its put
 	// committed (Event.Time, from the log) is never delivered by the
@@ -110,12 +112,13 @@ type GroupConfig struct {
 	// head (at most 65,536 per group), so that an idle group's expired
 	// events do not keep their log files. Events of log files older than
 	// format version 7 (no commit time) never expire. 0 = never; negative
-	// is refused. Not stored in the log, as LeaseTimeout.
+	// is refused. Stored with the group, as LeaseTimeout.
 	ExpireAfter time.Duration
 	// RetryDelays is the wait before the 1st, 2nd, ... redelivery of an
 	// event after a rollback (the last value repeats): the event leaves
 	// the group's queue until then, and the group's other events are
-	// taken meanwhile (not yet with OrderKey: the two are refused together).
+	// taken meanwhile (with OrderKey, its key waits with it: the key's
+	// later events are held back until it is taken again).
 	// nil = back at the head at once. The n-th redelivery is the one
 	// after n deliveries: a group with RetryDelays counts deliveries
 	// (Event.Deliveries), and an event that reached MaxDeliveries goes to
@@ -125,8 +128,8 @@ type GroupConfig struct {
 	// events wait the same way. A delay is in the log: it survives Close,
 	// a crash and a full replay; a power loss may shorten it, never lose
 	// the event. An event past its ExpireAfter is expired when it becomes
-	// due. At most 1024 delays, none negative. Not stored in the log (as
-	// LeaseTimeout); the due times of waiting events are.
+	// due. At most 1024 delays, none negative. Stored with the group, as
+	// LeaseTimeout; so are the due times of waiting events.
 	RetryDelays []time.Duration
 	// OrderKey is a header name. Within the group, the events with the
 	// same non-empty value of it are never held by two take transactions
@@ -136,7 +139,9 @@ type GroupConfig struct {
 	// parked once, not re-read) and takes the next free one. Events
 	// without the header are free. A keyed group's takes read their
 	// events one at a time (the key is in the event). "" = no key order.
-	// Not yet with RetryDelays (refused). Not stored in the log.
+	// With RetryDelays or Transaction.Retry a key waits with its event.
+	// At most 256 bytes (logfile.MaxOrderKeyLen). Stored with the group,
+	// as LeaseTimeout.
 	OrderKey string
 }
 
@@ -216,8 +221,11 @@ func (g GroupConfig) check(channelCapacity int) (GroupConfig, error) {
 	if err := checkRetryDelays(g.RetryDelays); err != nil {
 		return bad("%v", err)
 	}
-	if g.OrderKey != "" && len(g.RetryDelays) > 0 {
-		return bad("OrderKey with RetryDelays is not supported yet (issue 32)")
+	// The group's own copy: it is stored with the group, and the
+	// caller's slice may change afterwards.
+	g.RetryDelays = slices.Clone(g.RetryDelays)
+	if len(g.OrderKey) > logfile.MaxOrderKeyLen {
+		return bad("OrderKey of %d bytes, at most %d", len(g.OrderKey), logfile.MaxOrderKeyLen)
 	}
 	if err := checkFilter(g); err != nil {
 		return g, err
@@ -242,13 +250,22 @@ func defaultDeadLetter(name string) string {
 func (g *groupState) info() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.id, Name: g.cfg.Name, Since: g.since, Capacity: uint64(g.cfg.Capacity),
 		Policy: uint8(g.cfg.WhenFull), MaxDeliveries: uint32(g.cfg.MaxDeliveries), DeadLetter: g.cfg.DeadLetter,
-		DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter}
+		DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter,
+		OrderKey: g.cfg.OrderKey, RetryDelays: g.cfg.RetryDelays, LeaseTimeout: g.cfg.LeaseTimeout, ExpireAfter: g.cfg.ExpireAfter}
 }
 
 // groupConfigOf is the config a groups record gives a group.
 func groupConfigOf(gi logfile.GroupInfo) GroupConfig {
 	return GroupConfig{Name: gi.Name, Capacity: int(gi.Capacity), WhenFull: FullPolicy(gi.Policy),
-		MaxDeliveries: int(min(gi.MaxDeliveries, maxDeliveriesLimit)), DeadLetter: gi.DeadLetter, Filter: gi.Filter}
+		MaxDeliveries: int(min(gi.MaxDeliveries, maxDeliveriesLimit)), DeadLetter: gi.DeadLetter, Filter: gi.Filter,
+		OrderKey: gi.OrderKey, RetryDelays: gi.RetryDelays, LeaseTimeout: gi.LeaseTimeout, ExpireAfter: gi.ExpireAfter}
+}
+
+// sameTakeOptions reports whether a and b have the same take options
+// (OrderKey, RetryDelays, LeaseTimeout, ExpireAfter).
+func sameTakeOptions(a, b GroupConfig) bool {
+	return a.OrderKey == b.OrderKey && slices.Equal(a.RetryDelays, b.RetryDelays) &&
+		a.LeaseTimeout == b.LeaseTimeout && a.ExpireAfter == b.ExpireAfter
 }
 
 // Group is a consumer group of a FileChannel: its own queue of the

@@ -134,10 +134,12 @@ func (g *groupState) takeHead(tx uint64) (eventqueue.Pointer, bool) {
 	return p, ok
 }
 
-// untake puts p, the last event tx took, back at the head.
+// untake puts p, the last event tx took, back at the head: before the
+// events parked behind its key if tx held the key for p alone (OrderKey).
 func (g *groupState) untake(tx uint64, p eventqueue.Pointer) error {
 	g.inflight.RemovePointer(tx, p)
-	return g.queue.AddHead(p)
+	err := g.dropKeyTakeLocked(tx, p)
+	return errors.Join(err, g.queue.AddHead(p))
 }
 
 // returnTakes ends tx's takes without committing them: the events go back

@@ -136,7 +136,7 @@ func (c *FileChannel) logExpiredDeliveries(k leaseKey, ptrs []eventqueue.Pointer
 	if !g.counting() || len(ptrs) == 0 {
 		return nil
 	}
-	words, counts, dues, removed := c.deliveryCounts(g, ptrs, nil, nil)
+	words, counts, dues, removed := c.deliveryCounts(g, k.tx, ptrs, nil, nil)
 	if removed {
 		return nil
 	}
@@ -161,7 +161,7 @@ func (c *FileChannel) returnExpired(k leaseKey, ptrs []eventqueue.Pointer, dues 
 	defer c.queueMu.Unlock()
 	if dues != nil {
 		c.waitTakesLocked(k.g, k.tx, ptrs, dues)
-		return nil
+		return k.g.releaseKeysLocked(k.tx)
 	}
 	return k.g.returnTakes(k.tx, ptrs)
 }

@@ -69,6 +69,7 @@ func (c *FileChannel) open() (err error) {
 		c.cutTornTails,          // 9
 		c.syncReplayed,          // 10
 		c.startLogs,             // 11
+		c.keyWaiting,            // 11b
 		c.resizeQueue,           // 12
 		c.rollAll,               // 13
 		c.checkpointAfterReplay, // 14

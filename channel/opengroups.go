@@ -95,8 +95,10 @@ func (c *FileChannel) newReplayQueue(rc *recovery) func(logfile.GroupInfo) (*eve
 
 // settleGroups (step 7b) takes the groups as the logs end them, then
 // reconciles them with Config.Groups: a group it lists that does not exist
-// is created (empty, from now on); one that exists takes its capacity and
-// policy from it; one it does not list is kept, and logged. Config.Groups
+// is created (empty, from now on); one that exists takes its config from
+// it (capacity, policy, dead letters, filter, take options), and a change
+// is stored (rc.groupsChanged); one it does not list is kept with the
+// config the files store, and logged. Config.Groups
 // nil means the unnamed group alone, which is created if missing.
 func (c *FileChannel) settleGroups(rc *recovery) error {
 	byID := map[uint32]*groupState{}
@@ -180,7 +182,8 @@ func (c *FileChannel) reconcileGroups(rc *recovery) error {
 				c.startAt = append(c.startAt, gc)
 			}
 		} else if g.cfg.Capacity != gc.Capacity || g.cfg.WhenFull != gc.WhenFull ||
-			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter || g.cfg.Filter != gc.Filter {
+			g.cfg.MaxDeliveries != gc.MaxDeliveries || g.cfg.DeadLetter != gc.DeadLetter || g.cfg.Filter != gc.Filter ||
+			!sameTakeOptions(g.cfg, gc) {
 			rc.groupsChanged = true
 		}
 		g.cfg = gc
@@ -315,7 +318,7 @@ func (c *FileChannel) resizeGroups(rc *recovery) error {
 		c.top, rc.created = ck, true
 	}
 	for _, g := range c.groups {
-		g.gate = newGate(g.cfg.Capacity, g.queue.Size()+g.waitingLen())
+		g.gate = newGate(g.cfg.Capacity, g.queue.Size()+g.waitingLen()+g.order.parked)
 	}
 	c.publishOpenedGroups()
 	return nil

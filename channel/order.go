@@ -1,8 +1,11 @@
 package channel
 
 import (
+	"cmp"
+	"container/heap"
 	"errors"
 	"hash/maphash"
+	"slices"
 
 	"github.com/flumego/filechannel/eventqueue"
 )
@@ -31,9 +34,18 @@ import (
 // after every open transaction, so that recovery brings them back at the
 // head behind their keys' holders' events. Recovery needs no new state.
 //
-// Not yet (ORDERKEY-NOTES.md): OrderKey with RetryDelays (refused). A
-// checkpoint before a crash keeps per-key order, whatever the logs after it
-// commit or return (the crash enumeration's keys cases, crashkeys_test.go).
+// With RetryDelays (retry.go) a key waits with its event: a lane's owner
+// may be waitingTx, the key's first event returned by a rollback (an
+// expired lease, Transaction.Retry) waiting in the group's wait heap, and
+// the key's later events parked behind it (those of the same transaction
+// first, in take order, then those parked before). The Take that takes
+// the waiting event when it is due takes its lane over (claimDueLocked):
+// it is not parked behind its own lane. Open reads each waiting event of
+// a keyed group once to learn its key (keyWaiting).
+//
+// A checkpoint before a crash keeps per-key order, whatever the logs after
+// it commit or return (the crash enumeration's keys cases,
+// crashkeys_test.go).
 
 // parkedTx is the transaction id under which a checkpoint lists a keyed
 // group's parked events (waitingTx is 1<<64-1): no transaction has it.
@@ -44,11 +56,25 @@ var keySeed = maphash.MakeSeed()
 
 // keyOrder is a keyed group's held keys and parked events, under queueMu.
 type keyOrder struct {
-	held   map[uint64]*lane    // by key hash
-	byTx   map[uint64][]uint64 // the keys each transaction holds
-	files  map[uint32]int      // parked events per log file
-	parked int                 // parked events, all lanes
-	skips  int64               // events parked, ever (metrics)
+	held   map[uint64]*lane     // by key hash
+	byTx   map[uint64][]keyTake // each open transaction's keyed takes, in take order
+	files  map[uint32]int       // parked events per log file
+	parked int                  // parked events, all lanes
+	skips  int64                // events parked, ever (metrics)
+}
+
+// keyTake is a keyed take of an open transaction: the key's hash and the
+// event. A transaction holds the keys of its keyTakes.
+type keyTake struct {
+	key uint64
+	p   eventqueue.Pointer
+}
+
+// init makes o's maps.
+func (o *keyOrder) init() {
+	if o.held == nil {
+		o.held, o.byTx, o.files = map[uint64]*lane{}, map[uint64][]keyTake{}, map[uint32]int{}
+	}
 }
 
 // lane is a held key: its owner and the events parked behind it, oldest
@@ -78,24 +104,105 @@ func (g *groupState) orderKeyOf(ev *Event) (uint64, bool) {
 // queueMu.
 func (g *groupState) claimOrParkLocked(tx uint64, k uint64, p eventqueue.Pointer) (parked bool) {
 	o := &g.order
-	if o.held == nil {
-		o.held, o.byTx, o.files = map[uint64]*lane{}, map[uint64][]uint64{}, map[uint32]int{}
-	}
+	o.init()
 	l := o.held[k]
 	if l == nil {
 		o.held[k] = &lane{owner: tx}
-		o.byTx[tx] = append(o.byTx[tx], k)
+		o.byTx[tx] = append(o.byTx[tx], keyTake{k, p})
 		return false
 	}
 	if l.owner == tx && len(l.parked) == 0 {
-		return false // its own key, nothing of it skipped: in order
+		// its own key, nothing of it skipped: in order
+		o.byTx[tx] = append(o.byTx[tx], keyTake{k, p})
+		return false
 	}
 	g.inflight.RemovePointer(tx, p)
-	l.parked = append(l.parked, p)
-	o.files[p.FileID()]++
-	o.parked++
+	g.parkLocked(l, p)
 	o.skips++
 	return true
+}
+
+// parkLocked appends ps to l's parked events; the caller holds queueMu.
+func (g *groupState) parkLocked(l *lane, ps ...eventqueue.Pointer) {
+	l.parked = append(l.parked, ps...)
+	g.order.countParked(ps, 1)
+}
+
+// countParked adds sign to the count of each of ps parked, per file and
+// in all.
+func (o *keyOrder) countParked(ps []eventqueue.Pointer, sign int) {
+	for _, p := range ps {
+		if o.files[p.FileID()] += sign; o.files[p.FileID()] == 0 {
+			delete(o.files, p.FileID())
+		}
+	}
+	o.parked += sign * len(ps)
+}
+
+// claimDueLocked gives tx the key of w, a keyed waiting event tx takes
+// from the wait heap (takeDueLocked): the lane its key waits in
+// (owner waitingTx) becomes tx's, and w is not parked behind the lane's
+// parked events (they are the key's later events). It reports false,
+// and parks w at the front of the lane, if an open transaction holds the
+// key (a waiting event holds its key: only a group whose OrderKey was
+// added while events waited can meet that). The caller holds queueMu.
+func (g *groupState) claimDueLocked(tx uint64, w waitingEvent) bool {
+	o := &g.order
+	o.init()
+	l := o.held[w.key]
+	if l == nil {
+		l = &lane{}
+		o.held[w.key] = l
+	} else if l.owner != waitingTx && l.owner != tx {
+		l.parked = append([]eventqueue.Pointer{w.p}, l.parked...)
+		o.countParked([]eventqueue.Pointer{w.p}, 1)
+		return false
+	}
+	l.owner = tx
+	o.byTx[tx] = append(o.byTx[tx], keyTake{w.key, w.p})
+	return true
+}
+
+// releaseLaneLocked ends the hold of key k, held by l: its parked events
+// go back to the head of the ring (before what is there, in their
+// order). The caller holds queueMu.
+func (g *groupState) releaseLaneLocked(k uint64, l *lane) error {
+	o := &g.order
+	delete(o.held, k)
+	var err error
+	for i := len(l.parked) - 1; i >= 0; i-- {
+		err = errors.Join(err, g.queue.AddHead(l.parked[i]))
+	}
+	o.countParked(l.parked, -1)
+	return err
+}
+
+// dropKeyTakeLocked forgets p, a take of tx that leaves it (a failed read
+// put back at the head, a dead letter): if it was tx's last take of its
+// key, tx holds the key no more and the key's parked events go back to
+// the head (before p, if the caller puts p back after). The caller holds
+// queueMu (and orderMu).
+func (g *groupState) dropKeyTakeLocked(tx uint64, p eventqueue.Pointer) error {
+	o := &g.order
+	takes := o.byTx[tx]
+	i := slices.IndexFunc(takes, func(kt keyTake) bool { return kt.p == p })
+	if i < 0 {
+		return nil
+	}
+	k := takes[i].key
+	takes = slices.Delete(takes, i, i+1)
+	if len(takes) == 0 {
+		delete(o.byTx, tx)
+	} else {
+		o.byTx[tx] = takes
+	}
+	if slices.ContainsFunc(takes, func(kt keyTake) bool { return kt.key == k }) {
+		return nil
+	}
+	if l := o.held[k]; l != nil && l.owner == tx {
+		return g.releaseLaneLocked(k, l)
+	}
+	return nil
 }
 
 // releaseKeysLocked ends tx's hold of its keys: their parked events go
@@ -103,23 +210,16 @@ func (g *groupState) claimOrParkLocked(tx uint64, k uint64, p eventqueue.Pointer
 // The caller holds queueMu and puts a rollback's events back after this.
 func (g *groupState) releaseKeysLocked(tx uint64) error {
 	o := &g.order
-	keys := o.byTx[tx]
-	if len(keys) == 0 {
+	takes := o.byTx[tx]
+	if len(takes) == 0 {
 		return nil
 	}
 	delete(o.byTx, tx)
 	var err error
-	for _, k := range keys {
-		l := o.held[k]
-		delete(o.held, k)
-		for i := len(l.parked) - 1; i >= 0; i-- {
-			p := l.parked[i]
-			err = errors.Join(err, g.queue.AddHead(p))
-			if o.files[p.FileID()]--; o.files[p.FileID()] == 0 {
-				delete(o.files, p.FileID())
-			}
+	for _, kt := range takes {
+		if l := o.held[kt.key]; l != nil && l.owner == tx {
+			err = errors.Join(err, g.releaseLaneLocked(kt.key, l))
 		}
-		o.parked -= len(l.parked)
 	}
 	return err
 }
@@ -155,16 +255,19 @@ func (t *Transaction) takeKeyed() (p eventqueue.Pointer, ev Event, ok bool, err,
 	g.orderMu.Lock()
 	defer g.orderMu.Unlock()
 	for {
-		p, ok, err = c.takeHead(g, t.id)
+		var claimed bool
+		p, claimed, ok, err = c.takeHead(g, t.id)
 		if err != nil || !ok {
 			return 0, Event{}, false, err, nil
 		}
 		ev, rerr = c.readEvent(p)
 		if rerr != nil {
-			return p, Event{}, true, nil, rerr // damaged or unreadable: holds no key
+			// Damaged or unreadable: holds no key (unless it waited
+			// holding it: then until it leaves t).
+			return p, Event{}, true, nil, rerr
 		}
 		k, has := g.orderKeyOf(&ev)
-		if !has {
+		if !has || claimed {
 			return p, ev, true, nil, nil
 		}
 		if !c.claimOrPark(g, t.id, k, p) {
@@ -185,6 +288,32 @@ func (c *FileChannel) claimOrPark(g *groupState, tx, k uint64, p eventqueue.Poin
 	return g.claimOrParkLocked(tx, k, p)
 }
 
+// dropKeyTake is dropKeyTakeLocked for p, a take of tx that left it as a
+// dead letter: if tx held p's key for p alone, the key is free and its
+// parked events are back at the head.
+func (c *FileChannel) dropKeyTake(g *groupState, tx uint64, p eventqueue.Pointer) {
+	if !g.keyed() {
+		return
+	}
+	unparked, err := func() (bool, error) {
+		defer g.lockOrder()()
+		c.queueMu.Lock()
+		defer c.queueMu.Unlock()
+		if c.released || g.removed || g.fencedLocked(tx) != fenceNone {
+			return false, nil
+		}
+		parked := g.order.parked
+		err := g.dropKeyTakeLocked(tx, p)
+		return g.order.parked < parked, err
+	}()
+	if unparked {
+		g.avail.broadcast()
+	}
+	if err != nil {
+		c.log.Error("queue refused parked events", "group", g.cfg.Name, "err", err)
+	}
+}
+
 // lockOrder takes g's orderMu if g is keyed, for the end of a take
 // transaction (commit, rollback, expired lease), which puts a key's
 // earlier events back at the head: a taker that popped a later event of
@@ -196,4 +325,54 @@ func (g *groupState) lockOrder() func() {
 	}
 	g.orderMu.Lock()
 	return g.orderMu.Unlock
+}
+
+// keyWaiting (Open, step 11b) gives the waiting events of each keyed group
+// their keys (recovery knows only their pointers and due times): it reads
+// each once, and its key waits with it (a lane held by waitingTx); the
+// key's events in the ring are parked behind it when a Take meets them.
+func (c *FileChannel) keyWaiting(*recovery) error {
+	for _, g := range c.groups {
+		if g.keyed() && len(g.wait.heap) > 0 {
+			c.keyWaitingGroup(g)
+		}
+	}
+	return nil
+}
+
+// keyWaitingGroup is keyWaiting for g. Of two waiting events of one key
+// (a group given its OrderKey while events waited) the one due first
+// holds the key and the other is parked behind it. An event that does not
+// read waits keyless (logged): Take deals with it when it is due.
+func (c *FileChannel) keyWaitingGroup(g *groupState) {
+	ws := slices.Clone(g.wait.heap)
+	slices.SortFunc(ws, func(a, b waitingEvent) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.p, b.p)) })
+	o := &g.order
+	o.init()
+	keep := ws[:0]
+	for _, w := range ws {
+		ev, err := c.readEvent(w.p)
+		if err != nil {
+			c.log.Warn("a waiting event does not read: it waits without its key", "group", g.cfg.Name, "pointer", w.p.String(), "err", err)
+			keep = append(keep, w)
+			continue
+		}
+		k, has := g.orderKeyOf(&ev)
+		if !has {
+			keep = append(keep, w)
+			continue
+		}
+		if l := o.held[k]; l != nil {
+			g.parkLocked(l, w.p)
+			if g.wait.files[w.p.FileID()]--; g.wait.files[w.p.FileID()] == 0 {
+				delete(g.wait.files, w.p.FileID())
+			}
+			continue
+		}
+		o.held[k] = &lane{owner: waitingTx}
+		w.key, w.keyed = k, true
+		keep = append(keep, w)
+	}
+	g.wait.heap = keep
+	heap.Init(&g.wait.heap)
 }

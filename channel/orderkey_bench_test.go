@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // BenchmarkOrderKeyTake measures 4 takers committing take transactions
@@ -105,4 +106,54 @@ func takeOrderBench(b *testing.B, g *Group, n int) int {
 	}
 	wg.Wait()
 	return int(took.Load())
+}
+
+// BenchmarkOrderRetryOpen measures Open of a channel whose group has
+// 100,000 events waiting for their retry delay (each of its own key), with
+// OrderKey (Open reads each waiting event to learn
+// its key: keyWaiting) and without (the same files: OrderKey is not in
+// the log). Compare the two in one run.
+func BenchmarkOrderRetryOpen(b *testing.B) {
+	const n = 100_000
+	cfg := testConfig(b, 1)
+	cfg.Capacity = 2 * n
+	cfg.TransactionCapacity = 10_000
+	cfg.Groups = []GroupConfig{{Name: "a", RetryDelays: []time.Duration{time.Hour}}}
+	c := mustOpen(b, cfg)
+	for from := 0; from < n; from += 10_000 {
+		keys := make([]string, 10_000)
+		for i := range keys {
+			keys[i] = strconv.Itoa(from + i)
+		}
+		putKeyed(b, c, from, keys...)
+	}
+	for waiting := 0; waiting < n; {
+		tx := mustBegin(b, mustGroup(b, c, "a"))
+		for range cfg.TransactionCapacity {
+			if _, ok, err := tx.Take(); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		}
+		waiting += cfg.TransactionCapacity
+		if err := tx.Rollback(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, key := range []string{"", "k"} {
+		b.Run("orderkey="+key, func(b *testing.B) {
+			cfg.Groups[0].OrderKey = key
+			for b.Loop() {
+				c := mustOpen(b, cfg)
+				if st := mustGroup(b, c, "a").Stats(); st.Waiting != n {
+					b.Fatalf("%d waiting, want %d", st.Waiting, n)
+				}
+				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -402,16 +402,12 @@ func TestOrderKeyResetDropsParked(t *testing.T) {
 	}
 }
 
-// OrderKey with RetryDelays is refused (not yet), and so is
-// Transaction.Retry in a keyed group.
-func TestOrderKeyRefusals(t *testing.T) {
+// OrderKey with RetryDelays opens and AddGroup takes them (they were
+// refused before issue 32), and Transaction.Retry works in a keyed group.
+func TestOrderKeyWithRetry(t *testing.T) {
 	cfg := orderConfig(t)
 	cfg.Groups[0].RetryDelays = []time.Duration{time.Second}
-	if c, err := Open(cfg); err == nil {
-		c.Close()
-		t.Fatal("Open accepted OrderKey with RetryDelays")
-	}
-	c := mustOpen(t, orderConfig(t))
+	c := mustOpen(t, cfg)
 	g := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "x")
 	tx := mustBegin(t, g)
@@ -419,11 +415,17 @@ func TestOrderKeyRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Retry(ev, time.Second); err == nil {
-		t.Fatal("Retry accepted in a keyed group")
+	if err := tx.Retry(ev, time.Second); err != nil {
+		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
+	}
+	if st := g.Stats(); st.Waiting != 1 {
+		t.Fatalf("%d waiting, want 1", st.Waiting)
+	}
+	if _, err := c.AddGroup(GroupConfig{Name: "b", OrderKey: "k", RetryDelays: []time.Duration{time.Second}}); err != nil {
+		t.Fatalf("AddGroup with OrderKey and RetryDelays: %v", err)
 	}
 }
 

@@ -67,6 +67,26 @@ type RebuildGroup struct {
 	DeadLetterGroup bool
 	// Filter is the group's filter as its last groups record says.
 	Filter string
+	// The group's take options (GroupConfig's fields of the same names)
+	// as its last groups record says.
+	OrderKey     string
+	RetryDelays  []time.Duration
+	LeaseTimeout time.Duration
+	ExpireAfter  time.Duration
+}
+
+// rebuildGroupOf is the RebuildGroup of group id with config gc.
+func rebuildGroupOf(id uint32, gc GroupConfig, events int, dlqOnly bool) RebuildGroup {
+	return RebuildGroup{ID: id, Name: gc.Name, Events: events, Capacity: gc.Capacity, WhenFull: gc.WhenFull,
+		MaxDeliveries: gc.MaxDeliveries, DeadLetter: gc.DeadLetter, DeadLetterGroup: dlqOnly, Filter: gc.Filter,
+		OrderKey: gc.OrderKey, RetryDelays: gc.RetryDelays, LeaseTimeout: gc.LeaseTimeout, ExpireAfter: gc.ExpireAfter}
+}
+
+// config is the GroupConfig that keeps g as it is.
+func (g *RebuildGroup) config() GroupConfig {
+	return GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull, MaxDeliveries: g.MaxDeliveries,
+		DeadLetter: g.DeadLetter, Filter: g.Filter,
+		OrderKey: g.OrderKey, RetryDelays: g.RetryDelays, LeaseTimeout: g.LeaseTimeout, ExpireAfter: g.ExpireAfter}
 }
 
 // Rebuild replaces the checkpoint of the closed channel cfg describes with
@@ -231,9 +251,8 @@ func (b *rebuilder) count() error {
 			capacity = cfg.Capacity
 		}
 		gc := groupConfigOf(g.Info)
-		rep.Groups = append(rep.Groups, RebuildGroup{ID: g.Info.ID, Name: g.Info.Name, Events: g.Queue.Size(),
-			Capacity: capacity, WhenFull: gc.WhenFull, MaxDeliveries: gc.MaxDeliveries, DeadLetter: gc.DeadLetter,
-			DeadLetterGroup: g.Info.DeadLetterGroup, Filter: g.Info.Filter})
+		gc.Capacity = capacity
+		rep.Groups = append(rep.Groups, rebuildGroupOf(g.Info.ID, gc, g.Queue.Size(), g.Info.DeadLetterGroup))
 	}
 	if res.Catalogs > 0 {
 		b.logGroups = slices.Clone(rep.Groups)
@@ -266,9 +285,8 @@ func (b *rebuilder) countQueue(gi logfile.GroupInfo) (*eventqueue.Queue, error) 
 // groupConfigs is the Config.Groups that keeps the groups the logs have.
 func (b *rebuilder) groupConfigs() []GroupConfig {
 	out := make([]GroupConfig, 0, len(b.logGroups))
-	for _, g := range b.logGroups {
-		out = append(out, GroupConfig{Name: g.Name, Capacity: g.Capacity, WhenFull: g.WhenFull,
-			MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, Filter: g.Filter})
+	for i := range b.logGroups {
+		out = append(out, b.logGroups[i].config())
 	}
 	return out
 }
@@ -358,8 +376,7 @@ func rebuiltGroups(c *FileChannel) []RebuildGroup {
 			continue // removed since: nothing runs on c but Open's own work
 		}
 		st := grp.Stats() // the events waiting for their retry delay are the group's too
-		out = append(out, RebuildGroup{ID: g.id, Name: g.cfg.Name, Events: st.Queued + st.Waiting, Capacity: g.cfg.Capacity, WhenFull: g.cfg.WhenFull,
-			MaxDeliveries: g.cfg.MaxDeliveries, DeadLetter: g.cfg.DeadLetter, DeadLetterGroup: g.dlqOnly, Filter: g.cfg.Filter})
+		out = append(out, rebuildGroupOf(g.id, g.cfg, st.Queued+st.Waiting, g.dlqOnly))
 	}
 	return out
 }

@@ -39,9 +39,16 @@ import (
 // The n-th redelivery of an event waits RetryDelays[min(n-1, len-1)]: n is
 // its delivery count (a group with RetryDelays counts deliveries, as one
 // with MaxDeliveries does). An event that reached MaxDeliveries goes to
-// the dead-letter group instead of waiting. OrderKey is refused with
-// RetryDelays for now (ORDERKEY-NOTES.md): its key would wait with it, and
-// takeDueLocked would skip a held key.
+// the dead-letter group instead of waiting.
+//
+// In a group with OrderKey a key waits with its event (order.go): of the
+// events a rollback returns, the first of each key (in take order) waits
+// in the heap, until the latest due time of the key's events it returns,
+// and holds its key (its lane's owner is waitingTx); the key's later
+// events are parked behind it. The retry record names only the events
+// that wait in the heap: the parked ones come back at recovery at the
+// head (the logs never took them; a checkpoint lists them under
+// parkedTx) and are parked again behind the waiting one.
 
 // waitingTx is the transaction id under which a checkpoint lists a
 // group's waiting events among its takes in flight: no transaction has
@@ -51,10 +58,13 @@ const waitingTx = 1<<64 - 1
 // maxRetryDelays is the longest RetryDelays list a group may have.
 const maxRetryDelays = 1024
 
-// waitingEvent is an event of a group's waiting set.
+// waitingEvent is an event of a group's waiting set; in a group with
+// OrderKey, keyed tells whether it holds a key, and key is its hash.
 type waitingEvent struct {
-	p   eventqueue.Pointer
-	due int64 // Unix nanoseconds (the channel's clock)
+	p     eventqueue.Pointer
+	due   int64 // Unix nanoseconds (the channel's clock)
+	key   uint64
+	keyed bool
 }
 
 // waitHeap is a min-heap of waiting events by due time (container/heap).
@@ -98,14 +108,14 @@ func (g *groupState) retryDelay(n uint32) time.Duration {
 // queueMu.
 func (g *groupState) waitingLen() int { return len(g.wait.heap) }
 
-// addWaitingLocked makes p wait in g until due; the caller holds queueMu
-// and arms the timer (armRetryLocked).
-func (g *groupState) addWaitingLocked(p eventqueue.Pointer, due int64) {
-	heap.Push(&g.wait.heap, waitingEvent{p: p, due: due})
+// addWaitingLocked makes w.p wait in g until w.due; the caller holds
+// queueMu and arms the timer (armRetryLocked).
+func (g *groupState) addWaitingLocked(w waitingEvent) {
+	heap.Push(&g.wait.heap, w)
 	if g.wait.files == nil {
 		g.wait.files = map[uint32]int{}
 	}
-	g.wait.files[p.FileID()]++
+	g.wait.files[w.p.FileID()]++
 }
 
 // dueLocked reports whether g's earliest waiting event is due at now.
@@ -114,51 +124,165 @@ func (g *groupState) dueLocked(now int64) bool {
 }
 
 // popWaitingLocked removes g's earliest waiting event.
-func (g *groupState) popWaitingLocked() eventqueue.Pointer {
+func (g *groupState) popWaitingLocked() waitingEvent {
 	w := heap.Pop(&g.wait.heap).(waitingEvent)
 	f := w.p.FileID()
 	if g.wait.files[f]--; g.wait.files[f] == 0 {
 		delete(g.wait.files, f)
 	}
-	return w.p
+	return w
 }
 
 // nowNano is the channel's clock in Unix nanoseconds.
 func (c *FileChannel) nowNano() int64 { return c.now().UnixNano() }
 
 // takeDueLocked moves g's earliest waiting event into tx's takes if it is
-// due. The caller holds queueMu. (OrderKey, once allowed with
-// RetryDelays, would skip a held key here.)
-func (c *FileChannel) takeDueLocked(g *groupState, tx uint64) (eventqueue.Pointer, bool) {
+// due. A keyed one (OrderKey) gives tx its key (claimed: the caller claims
+// nothing more for it). The caller holds queueMu.
+func (c *FileChannel) takeDueLocked(g *groupState, tx uint64) (p eventqueue.Pointer, claimed, ok bool) {
 	if len(g.wait.heap) == 0 || !g.dueLocked(c.nowNano()) {
-		return 0, false
+		return 0, false, false
 	}
-	p := g.popWaitingLocked()
-	g.inflight.Add(tx, p)
+	w := g.popWaitingLocked()
 	c.armRetryLocked(g)
-	return p, true
+	if w.keyed && !g.claimDueLocked(tx, w) {
+		return 0, false, false // parked behind the key's holder
+	}
+	g.inflight.Add(tx, w.p)
+	return w.p, w.keyed, true
 }
 
-// waitTakesLocked ends tx's takes ptrs without committing them: each
-// waits in g until its due time in dues. The caller holds queueMu.
+// waitTakesLocked ends tx's takes ptrs (in take order) without committing
+// them: each waits in g until its due time in dues. In a keyed group the
+// first of each key waits and holds the key; the key's others are parked
+// behind it (keyLeadsLocked). The caller holds queueMu and then releases
+// the keys tx still holds (releaseKeysLocked).
 func (c *FileChannel) waitTakesLocked(g *groupState, tx uint64, ptrs []eventqueue.Pointer, dues []int64) {
+	lead, keys := g.keyLeadsLocked(tx, ptrs)
+	now := c.nowNano()
 	for i, p := range ptrs {
 		g.inflight.RemovePointer(tx, p)
-		g.addWaitingLocked(p, dues[i])
+		if lead == nil || lead[i] == i {
+			w := waitingEvent{p: p, due: dues[i]}
+			if lead != nil {
+				w.key, w.keyed = keys[i].key, keys[i].has
+			}
+			if w.due <= 0 {
+				w.due = now
+			}
+			g.addWaitingLocked(w)
+		}
+	}
+	if lead != nil {
+		g.waitKeysLocked(tx, ptrs, lead, keys)
 	}
 	c.armRetryLocked(g)
 }
 
-// retryDuesLocked returns the due time of each of ptrs, which a rollback
-// returns to g (a group with RetryDelays): now plus the delay of its next
-// redelivery, from its delivery count. The caller holds queueMu.
-func (c *FileChannel) retryDuesLocked(g *groupState, ptrs []eventqueue.Pointer) []int64 {
+// waitKey is the key of an event that is to wait (keyLeadsLocked): has
+// false for a keyless one.
+type waitKey struct {
+	key uint64
+	has bool
+}
+
+// keyLeadsLocked returns, for ptrs (takes of tx in take order, which are
+// to wait) in a keyed group, lead[i]: the index of the first of ptrs[i]'s
+// key (i for a keyless event, and for the first of its key), and keys[i]:
+// ptrs[i]'s key. nil, nil outside a keyed group. The caller holds
+// queueMu.
+func (g *groupState) keyLeadsLocked(tx uint64, ptrs []eventqueue.Pointer) (lead []int, keys []waitKey) {
+	if !g.keyed() {
+		return nil, nil
+	}
+	byP := make(map[eventqueue.Pointer]uint64, len(g.order.byTx[tx]))
+	for _, kt := range g.order.byTx[tx] {
+		byP[kt.p] = kt.key
+	}
+	first := map[uint64]int{}
+	lead, keys = make([]int, len(ptrs)), make([]waitKey, len(ptrs))
+	for i, p := range ptrs {
+		lead[i] = i
+		k, ok := byP[p]
+		if !ok {
+			continue
+		}
+		keys[i] = waitKey{k, true}
+		if j, seen := first[k]; seen {
+			lead[i] = j
+		} else {
+			first[k] = i
+		}
+	}
+	return lead, keys
+}
+
+// waitKeysLocked hands the keys of the waiting leads of ptrs (lead,
+// keys: keyLeadsLocked) over from tx to waitingTx: each key's later events
+// of ptrs go to the front of its lane, before the events parked behind it
+// already. The caller holds queueMu.
+func (g *groupState) waitKeysLocked(tx uint64, ptrs []eventqueue.Pointer, lead []int, keys []waitKey) {
+	o := &g.order
+	o.init()
+	mates := map[uint64][]eventqueue.Pointer{}
+	for i, kt := range keys {
+		if !kt.has {
+			continue
+		}
+		if lead[i] == i {
+			mates[kt.key] = mates[kt.key][:0:0]
+		} else {
+			mates[kt.key] = append(mates[kt.key], ptrs[i])
+		}
+	}
+	for k, ms := range mates {
+		l := o.held[k]
+		if l == nil {
+			l = &lane{}
+			o.held[k] = l
+		}
+		l.owner = waitingTx
+		l.parked = append(ms, l.parked...)
+		o.countParked(ms, 1)
+	}
+	takes := slices.DeleteFunc(o.byTx[tx], func(kt keyTake) bool { _, ok := mates[kt.key]; return ok })
+	if len(takes) == 0 {
+		delete(o.byTx, tx)
+	} else {
+		o.byTx[tx] = takes
+	}
+}
+
+// retryDuesLocked returns the due time of each of ptrs, takes of tx which
+// a rollback returns to g (a group with RetryDelays): now plus the delay
+// of its next redelivery, from its delivery count (keyedDuesLocked then
+// adjusts them in a keyed group). The caller holds queueMu.
+func (c *FileChannel) retryDuesLocked(g *groupState, tx uint64, ptrs []eventqueue.Pointer) []int64 {
 	now := c.nowNano()
 	dues := make([]int64, len(ptrs))
 	for i, p := range ptrs {
 		dues[i] = max(now+int64(g.retryDelay(g.deliveries[p])), 1)
 	}
+	g.keyedDuesLocked(tx, ptrs, dues)
 	return dues
+}
+
+// keyedDuesLocked adjusts dues, the due times of ptrs (takes of tx in
+// take order, which are to wait), in a keyed group: the first of each key
+// waits until the latest due time of the key's events (none is delivered
+// before its own), and the others have due time 0 (they are parked
+// behind it: the retry record does not name them). The caller holds
+// queueMu.
+func (g *groupState) keyedDuesLocked(tx uint64, ptrs []eventqueue.Pointer, dues []int64) {
+	lead, _ := g.keyLeadsLocked(tx, ptrs)
+	for i, j := range lead {
+		dues[j] = max(dues[j], dues[i])
+	}
+	for i, j := range lead {
+		if j != i {
+			dues[i] = 0
+		}
+	}
 }
 
 // armRetryLocked arms g's timer to its earliest waiting event's due time,
@@ -248,7 +372,7 @@ func (g *groupState) restoreWaiting(waiting map[eventqueue.Pointer]int64) error 
 	for range n {
 		p, _ := g.queue.RemoveHead()
 		if due, ok := waiting[p]; ok {
-			g.addWaitingLocked(p, due)
+			g.addWaitingLocked(waitingEvent{p: p, due: due})
 			continue
 		}
 		err = errors.Join(err, g.queue.AddTail(p))
@@ -285,10 +409,18 @@ func seedWaiting(cat *checkpoint.Catalog, id uint32) map[eventqueue.Pointer]int6
 	return nil
 }
 
-// retryRecord returns the retry record of transaction tx for ptrs, which
-// wait in g until dues.
+// retryRecord returns the retry record of transaction tx for those of
+// ptrs that wait in g until dues (a due time 0: parked behind its key's
+// first, not named).
 func retryRecord(tx uint64, g *groupState, ptrs []eventqueue.Pointer, dues []int64) logfile.Record {
-	return logfile.Record{Type: logfile.RecordRetry, TxID: tx, Group: g.id, Pointers: pointerWords(ptrs), Due: dues}
+	words := make([]uint64, 0, len(ptrs))
+	named := make([]int64, 0, len(dues))
+	for i, p := range ptrs {
+		if dues[i] != 0 {
+			words, named = append(words, uint64(p)), append(named, dues[i])
+		}
+	}
+	return logfile.Record{Type: logfile.RecordRetry, TxID: tx, Group: g.id, Pointers: words, Due: named}
 }
 
 // returnRecords returns the records of transaction tx returning ptrs to

@@ -192,35 +192,48 @@ func TestRetryLeaseExpiryWaits(t *testing.T) {
 // never less, after a crash, a full replay (no checkpoint) and a Close
 // and Open, while the group's other events are taken.
 func TestRetryDelaySurvivesRestart(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		restart func(t *testing.T, c *FileChannel, cfg Config)
-	}{
-		{"crash", func(t *testing.T, c *FileChannel, cfg Config) { crash(t, c) }},
-		{"full_replay", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-			removeCheckpoint(t, cfg)
-		}},
-		{"close", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"checkpoint_then_crash", func(t *testing.T, c *FileChannel, cfg Config) {
-			if err := c.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			crash(t, c)
-		}},
-	} {
+	for _, tc := range restartCases {
 		for _, name := range []string{"a", ""} {
 			t.Run(tc.name+"/group_"+name, func(t *testing.T) {
 				retryRestart(t, name, tc.restart)
 			})
 		}
 	}
+}
+
+// restartCases are the ways a test ends a channel before it opens it
+// again: a crash, Close and a full replay (no checkpoint), Close, a
+// checkpoint then a crash, and Close then Rebuild.
+var restartCases = []struct {
+	name    string
+	restart func(t *testing.T, c *FileChannel, cfg Config)
+}{
+	{"crash", func(t *testing.T, c *FileChannel, cfg Config) { crash(t, c) }},
+	{"full_replay", func(t *testing.T, c *FileChannel, cfg Config) {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		removeCheckpoint(t, cfg)
+	}},
+	{"close", func(t *testing.T, c *FileChannel, cfg Config) {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"checkpoint_then_crash", func(t *testing.T, c *FileChannel, cfg Config) {
+		if err := c.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		crash(t, c)
+	}},
+	{"rebuild", func(t *testing.T, c *FileChannel, cfg Config) {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Rebuild(cfg, RebuildOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}},
 }
 
 // retryRestart makes an event of group name wait an hour, restarts the

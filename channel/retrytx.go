@@ -1,8 +1,9 @@
 package channel
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -33,7 +34,11 @@ type retryPlan struct {
 // MaxDeliveries as after a rollback. The wait is in the log, written and
 // synced with the commit: it survives Close, a crash and a full replay.
 // If t rolls back instead, e returns as every take does (and RetryDelays,
-// if the group has them, apply).
+// if the group has them, apply). In a group with OrderKey, e's key waits
+// with it: the key's later events are held back until e is taken again;
+// t's other events of e's key that it commits are committed (Retry them
+// too to keep them behind e: they wait behind it, and e waits for the
+// longest of their delays).
 //
 // e is found as Reject finds it (by its Body, else by its content); an
 // event the transaction did not take, or marked already (Reject or
@@ -49,9 +54,6 @@ func (t *Transaction) Retry(e Event, after time.Duration) error {
 	}
 	if after < 0 {
 		return fmt.Errorf("filechannel: Retry: negative delay %v", after)
-	}
-	if t.grp != nil && t.grp.keyed() {
-		return errors.New("filechannel: Retry: not supported yet in a group with OrderKey (its key would not wait with it)")
 	}
 	i := t.findTake(e)
 	if i < 0 {
@@ -80,15 +82,27 @@ func (t *Transaction) retryPlan() retryPlan {
 	c, g := t.c, t.grp
 	now := c.nowNano()
 	var rp retryPlan
-	for _, r := range t.retried {
+	marks := slices.SortedFunc(slices.Values(t.retried), func(a, b retryMark) int { return cmp.Compare(a.take, b.take) })
+	for _, r := range marks { // in take order
 		rp.ptrs = append(rp.ptrs, t.takes[r.take])
 		rp.dues = append(rp.dues, max(now+int64(r.after), 1))
+	}
+	if g.keyed() {
+		c.keyedDues(g, t.id, rp.ptrs, rp.dues)
 	}
 	var words []uint64
 	var counts []uint32
 	if g.counting() {
-		words, counts, _, _ = c.deliveryCounts(g, rp.ptrs, nil, nil)
+		words, counts, _, _ = c.deliveryCounts(g, t.id, rp.ptrs, nil, nil)
 	}
 	rp.recs = returnRecords(t.id, g, rp.ptrs, words, counts, rp.dues)
 	return rp
+}
+
+// keyedDues is keyedDuesLocked under queueMu: in a keyed group the first
+// of a key waits for the key's events, the others are parked behind it.
+func (c *FileChannel) keyedDues(g *groupState, tx uint64, ptrs []eventqueue.Pointer, dues []int64) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	g.keyedDuesLocked(tx, ptrs, dues)
 }

@@ -3,6 +3,7 @@ package channel
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/flumego/filechannel/eventqueue"
@@ -157,6 +158,10 @@ type GroupStats struct {
 	ExpireAfter         time.Duration
 	Expired             int64
 	ExpiredDeadLettered int64
+	// OrderKey and RetryDelays are the group's (as LeaseTimeout and
+	// ExpireAfter: the take options the group has now, stored with it).
+	OrderKey    string
+	RetryDelays []time.Duration
 
 	// Oldest is when the put of its oldest queued event (its head)
 	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
@@ -196,7 +201,8 @@ func (g *groupState) statsLocked() GroupStats {
 		Filter: g.cfg.Filter, FilteredOut: g.counts.filtered.Load(),
 		LeaseTimeout: g.cfg.LeaseTimeout, LeasesExpired: g.counts.leasesExpired.Load(),
 		ExpireAfter: g.cfg.ExpireAfter, Expired: g.counts.deadExpired.Load() + g.counts.expiredDropped.Load(),
-		ExpiredDeadLettered: g.counts.deadExpired.Load()}
+		ExpiredDeadLettered: g.counts.deadExpired.Load(),
+		OrderKey:            g.cfg.OrderKey, RetryDelays: slices.Clone(g.cfg.RetryDelays)}
 }
 
 // Stats returns a snapshot of the channel's state and counters. With

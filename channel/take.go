@@ -99,7 +99,7 @@ func (t *Transaction) takeNext() (p eventqueue.Pointer, ev Event, ok bool, err, 
 	if t.grp.keyed() {
 		return t.takeKeyed()
 	}
-	p, ok, err = t.c.takeHead(t.grp, t.id)
+	p, _, ok, err = t.c.takeHead(t.grp, t.id)
 	if err != nil || !ok {
 		return 0, Event{}, false, err, nil
 	}
@@ -138,6 +138,7 @@ func (t *Transaction) deliverRead(p eventqueue.Pointer, ev *Event) (again bool, 
 		// It expired or had reached MaxDeliveries: now a dead letter
 		// (or dropped). The move is complete and t no longer holds it,
 		// so a panic in OnDeadLetter leaves t as it was before this Take.
+		c.dropKeyTake(g, t.id, p)
 		c.notifyDeadLetters(notes)
 		return true, nil
 	}
@@ -317,31 +318,35 @@ func (t *Transaction) returnTakes() {
 // (released), those that would change the ring return ErrClosed and change
 // nothing.
 
-// takeHead moves the event at g's head into tx's in-flight takes.
-func (c *FileChannel) takeHead(g *groupState, tx uint64) (eventqueue.Pointer, bool, error) {
+// takeHead moves g's due waiting event, else the event at g's head, into
+// tx's in-flight takes. claimed: a keyed waiting event whose key tx now
+// holds (takeDueLocked).
+func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, claimed, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
-		return 0, false, ErrClosed
+		return 0, false, false, ErrClosed
 	}
 	if g.removed {
-		return 0, false, errRemoved(g)
+		return 0, false, false, errRemoved(g)
 	}
 	if f := g.fencedLocked(tx); f != fenceNone {
-		return 0, false, errFenced(g, f)
+		return 0, false, false, errFenced(g, f)
 	}
-	p, ok := c.takeDueLocked(g, tx)
+	p, claimed, ok = c.takeDueLocked(g, tx)
 	if !ok {
 		p, ok = g.takeHead(tx)
 	}
 	if ok {
 		c.armLeaseLocked(g, tx)
 	}
-	return p, ok, nil
+	return p, claimed, ok, nil
 }
 
-// untake puts p, the last event tx took, back at g's head.
+// untake puts p, the last event tx took, back at g's head (before the
+// events parked behind its key, if tx held the key for p alone).
 func (c *FileChannel) untake(g *groupState, tx uint64, p eventqueue.Pointer) error {
+	defer g.lockOrder()()
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
@@ -367,7 +372,8 @@ func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.P
 	}
 	if dues != nil {
 		c.waitTakesLocked(g, tx, takes, dues)
-		return nil
+		g.inflight.Remove(tx)
+		return g.releaseKeysLocked(tx)
 	}
 	return g.returnTakes(tx, takes)
 }

@@ -394,9 +394,9 @@ func TestCheckFormatGroups(t *testing.T) {
 		version, supported uint64
 	}
 	cases := map[string]tc{
-		"catalog_version_5":         {CatalogName, put16(versionOffset, 5)(bytes.Clone(cat)), 5, catalogVersion},
-		"catalog_version_5_6_bytes": {CatalogName, put16(versionOffset, 5)(bytes.Clone(cat))[:versionEnd], 5, catalogVersion},
-		"catalog_v1_as_version_5":   {CatalogName, put16(versionOffset, 5)(encodeCatalogV1(goldenCatalog())), 5, catalogVersion},
+		"catalog_version_6":         {CatalogName, put16(versionOffset, 6)(bytes.Clone(cat)), 6, catalogVersion},
+		"catalog_version_6_6_bytes": {CatalogName, put16(versionOffset, 6)(bytes.Clone(cat))[:versionEnd], 6, catalogVersion},
+		"catalog_v1_as_version_6":   {CatalogName, put16(versionOffset, 6)(encodeCatalogV1(goldenCatalog())), 6, catalogVersion},
 	}
 	for _, name := range checkpointFiles {
 		nv := newerVersion(name)

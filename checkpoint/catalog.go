@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -33,6 +35,20 @@ type Group struct {
 	// strictly ascending Pointer order; each Due >= 1. A catalog with
 	// one is written as version 4.
 	Waiting []Waiting
+	// The group's take options (logfile.GroupInfo's): OrderKey at most
+	// logfile.MaxOrderKeyLen bytes, at most logfile.MaxRetryDelays
+	// RetryDelays, no duration negative. A catalog in which a group has
+	// one is written as version 5.
+	OrderKey     string
+	RetryDelays  []time.Duration
+	LeaseTimeout time.Duration
+	ExpireAfter  time.Duration
+}
+
+// hasOptions reports whether g has a take option.
+func (g *Group) hasOptions() bool {
+	gi := g.GroupInfo()
+	return gi.HasOptions()
 }
 
 // Waiting is an event waiting in a group until its due time.
@@ -100,8 +116,10 @@ func EncodeCatalog(c *Catalog) []byte {
 	dst = append(dst, catalogMagic...)
 	version := uint16(catalogUnfilteredVersion)
 	switch {
-	case catalogWaiting(c):
+	case catalogOptions(c):
 		version = catalogVersion
+	case catalogWaiting(c):
+		version = catalogWaitingVersion
 	case catalogFiltered(c):
 		version = catalogFilteredVersion
 	}
@@ -139,8 +157,16 @@ func EncodeCatalog(c *Catalog) []byte {
 				dst = binary.BigEndian.AppendUint64(dst, uint64(w.Due))
 			}
 		}
+		if version >= 5 {
+			dst = appendOptions(dst, g)
+		}
 	}
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst, crcTable))
+}
+
+// catalogOptions reports whether a group of c has a take option.
+func catalogOptions(c *Catalog) bool {
+	return slices.ContainsFunc(c.Groups, func(g Group) bool { return g.hasOptions() })
 }
 
 // catalogWaiting reports whether a group of c has waiting events.
@@ -211,6 +237,9 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 		if version >= 4 {
 			off += 4 + waitingLen*len(g.Waiting)
 		}
+		if version >= 5 {
+			off += optionsLen(g)
+		}
 	}
 	if off != len(body) {
 		return nil, corrupt.New(file, int64(off), "%d trailing bytes", len(body)-off)
@@ -218,8 +247,11 @@ func decodeCatalog(file string, b []byte) (*Catalog, error) {
 	if version == catalogFilteredVersion && !catalogFiltered(c) {
 		return nil, corrupt.New(file, versionOffset, "version 3 catalog without a filter")
 	}
-	if version >= 4 && !catalogWaiting(c) {
+	if version == catalogWaitingVersion && !catalogWaiting(c) {
 		return nil, corrupt.New(file, versionOffset, "version 4 catalog without a waiting event")
+	}
+	if version >= 5 && !catalogOptions(c) {
+		return nil, corrupt.New(file, versionOffset, "version 5 catalog without a take option")
 	}
 	return c, nil
 }
@@ -297,7 +329,11 @@ func decodeGroup(file string, body []byte, off int, version uint16, g *Group) er
 	if err := decodeFilter(file, e, off, fOff, g); err != nil || version < 4 {
 		return err
 	}
-	return decodeWaiting(file, e, off, fOff+2+len(g.Filter), g)
+	wOff := fOff + 2 + len(g.Filter)
+	if err := decodeWaiting(file, e, off, wOff, g); err != nil || version < 5 {
+		return err
+	}
+	return decodeOptions(file, e, off, wOff+4+waitingLen*len(g.Waiting), g)
 }
 
 // decodeWaiting decodes the waiting events of a version 4 entry (e, at
@@ -386,6 +422,9 @@ func validateCatalog(c *Catalog) error {
 			}
 		}
 		if err := validateWaiting(g); err != nil {
+			return err
+		}
+		if err := validateOptions(g); err != nil {
 			return err
 		}
 		if other, dup := names[g.Name]; dup {

@@ -176,11 +176,11 @@ func TestDecodeCatalogV1Rejects(t *testing.T) {
 func TestDecodeCatalogNewerVersion(t *testing.T) {
 	for _, b := range [][]byte{EncodeCatalog(sampleCatalog()), encodeCatalogV1(sampleCatalogV1())} {
 		for what, edit := range map[string]func([]byte) []byte{
-			"version_5":                put16(versionOffset, 5),
+			"version_6":                put16(versionOffset, 6),
 			"version_65535":            put16(versionOffset, 0xFFFF),
-			"version_5_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 5)(b); b[len(b)-1] ^= 1; return b },
-			"version_5_other_length":   func(b []byte) []byte { return put16(versionOffset, 5)(b)[:versionEnd] },
-			"version_5_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 5)(b)) },
+			"version_6_other_checksum": func(b []byte) []byte { b = put16(versionOffset, 6)(b); b[len(b)-1] ^= 1; return b },
+			"version_6_other_length":   func(b []byte) []byte { return put16(versionOffset, 6)(b)[:versionEnd] },
+			"version_6_other_flags":    func(b []byte) []byte { return putByte(51, 0xFF)(put16(versionOffset, 6)(b)) },
 		} {
 			t.Run(fmt.Sprintf("from_v%d/%s", b[versionOffset+1], what), func(t *testing.T) {
 				e := edit(bytes.Clone(b))

@@ -92,7 +92,25 @@ package checkpoint
 //	          strictly ascending pointer order, each 8 pointer (never 0) |
 //	          4 deliveries (>= 1): the group's events delivered and not yet
 //	          taken for good, as of W
+//	          then, version 3 and up: 2 filter length f (<= 4096), f filter bytes
+//	          then, version 4 and up: 4 waiting count w, then w entries in
+//	          strictly ascending pointer order, each 8 pointer (never 0) |
+//	          8 due time (Unix nanoseconds, >= 1)
+//	          then, version 5: the group's take options (catalogoptions.go):
+//	          2 order key length k (<= 256), k bytes | 4 retry delay count r
+//	          (<= 1024), r x 8 delays | 8 lease timeout | 8 expire-after (all
+//	          nanoseconds, <= 2^63-1)
+//	          (version 3 lists a group with a filter, 4 one with a waiting
+//	          event, 5 one with a take option: a catalog is written in the
+//	          oldest version that holds it)
 //	end  4    CRC32C of every byte before it
+//
+// In a group's inflighttakes, two transaction ids are no transaction's:
+// WaitingTx lists its events waiting for their retry delay (their due
+// times are in the catalog, version 4 and up) and ParkedTx its events
+// parked behind a key another open transaction holds (GroupConfig.OrderKey).
+// A reader that knows neither brings them back at the head: they are never
+// lost.
 //
 // Every file starts with its magic at byte 0 and its version at byte 4 (the
 // low half of slot 0 in the checkpoint file), in every format version
@@ -107,6 +125,15 @@ package checkpoint
 import (
 	"encoding/binary"
 	"hash/crc32"
+)
+
+// The pseudo transaction ids of an inflighttakes file. Part of the on-disk
+// format; never renumber.
+const (
+	// WaitingTx lists a group's events waiting for their retry delay.
+	WaitingTx uint64 = 1<<64 - 1
+	// ParkedTx lists a keyed group's events parked behind a held key.
+	ParkedTx uint64 = 1<<64 - 2
 )
 
 // HeaderSlots is the number of 8-byte slots at the start of the checkpoint
@@ -191,13 +218,17 @@ const (
 	groupOffFlags         = 27
 
 	// catalogVersion is the newest version of the groups file this
-	// build reads (1 to 4) and writes: version 4, whose entries end with
-	// the group's filter and its waiting events, only when a group has
-	// waiting events; else version 3, whose entries end with the group's
-	// filter, only when a group has one (catalogFilteredVersion); 2
-	// otherwise (catalogUnfilteredVersion), which builds before filters
+	// build reads (1 to 5) and writes: version 5, whose entries end with
+	// the group's filter, its waiting events and its take options
+	// (catalogoptions.go), only when a group has a take option; else
+	// version 4, whose entries end with the group's filter and its
+	// waiting events, only when a group has waiting events
+	// (catalogWaitingVersion); else version 3, whose entries end with the
+	// group's filter, only when a group has one (catalogFilteredVersion);
+	// 2 otherwise (catalogUnfilteredVersion), which builds before filters
 	// read.
-	catalogVersion           = 4
+	catalogVersion           = 5
+	catalogWaitingVersion    = 4
 	catalogFilteredVersion   = 3
 	catalogUnfilteredVersion = 2
 	// waitingLen is the size of a waiting event of a version 4 entry:

@@ -78,8 +78,9 @@ func FuzzDecodeInflight(f *testing.F) {
 	})
 }
 
-// FuzzDecodeCatalog: an accepted groups file is valid. A version 2 or 3
-// file re-encodes byte for byte (a version 3 one has a filter); a version 1 file has no flags and no delivery
+// FuzzDecodeCatalog: an accepted groups file is valid. A version 2 to 5
+// file re-encodes byte for byte (a version 3 one has a filter, 4 waiting
+// events, 5 a take option); a version 1 file has no flags and no delivery
 // counts, is encodeCatalogV1 of what it decodes to byte for byte, and
 // rewritten (as version 2) decodes to the same catalog.
 func FuzzDecodeCatalog(f *testing.F) {
@@ -87,6 +88,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 	f.Add(EncodeCatalog(&Catalog{}))
 	f.Add(EncodeCatalog(goldenCatalogV2()))
 	f.Add(EncodeCatalog(filteredCatalog()))
+	f.Add(EncodeCatalog(optionsCatalog()))
 	f.Add(encodeCatalogV1(sampleCatalogV1()))
 	f.Add(encodeCatalogV1(&Catalog{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -100,7 +102,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 		}
 		enc := EncodeCatalog(c)
 		switch v := binary.BigEndian.Uint16(b[versionOffset:]); v {
-		case catalogVersion, catalogFilteredVersion, catalogUnfilteredVersion:
+		case catalogVersion, catalogWaitingVersion, catalogFilteredVersion, catalogUnfilteredVersion:
 			if !bytes.Equal(enc, b) {
 				t.Fatal("decode then encode does not reproduce the input")
 			}

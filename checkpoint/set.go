@@ -288,7 +288,8 @@ func StaleGroupDirs(fsys vfs.FS, dir string, live []uint32) ([]uint32, error) {
 // GroupInfo is g's settings as a groups record of the logs lists them.
 func (g Group) GroupInfo() logfile.GroupInfo {
 	return logfile.GroupInfo{ID: g.ID, Name: g.Name, Since: g.Since, Capacity: uint64(g.Capacity), Policy: g.Policy,
-		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, DeadLetterGroup: g.DeadLetterGroup, Filter: g.Filter}
+		MaxDeliveries: g.MaxDeliveries, DeadLetter: g.DeadLetter, DeadLetterGroup: g.DeadLetterGroup, Filter: g.Filter,
+		OrderKey: g.OrderKey, RetryDelays: g.RetryDelays, LeaseTimeout: g.LeaseTimeout, ExpireAfter: g.ExpireAfter}
 }
 
 // DeliveryCounts is g's delivery counts as a map (nil without any).
@@ -321,7 +322,8 @@ func (g Group) WaitingDues() map[eventqueue.Pointer]int64 {
 func CatalogGroup(gi logfile.GroupInfo, deliveries []Delivery) Group {
 	return Group{ID: gi.ID, Name: gi.Name, Since: gi.Since, Capacity: int(gi.Capacity), Policy: gi.Policy,
 		MaxDeliveries: gi.MaxDeliveries, DeadLetter: gi.DeadLetter, DeadLetterGroup: gi.DeadLetterGroup,
-		Filter: gi.Filter, Deliveries: deliveries}
+		Filter: gi.Filter, Deliveries: deliveries,
+		OrderKey: gi.OrderKey, RetryDelays: gi.RetryDelays, LeaseTimeout: gi.LeaseTimeout, ExpireAfter: gi.ExpireAfter}
 }
 
 // groupLabel is how errors name a consumer group: "consumer group 2

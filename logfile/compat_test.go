@@ -84,12 +84,12 @@ const (
 
 // TestVersions pins what this build writes and reads: it writes version 7
 // (Create, AppendFileHeader) without encryption, 8 with it (4 and 6
-// before), and reads 1 to 8; 9 is newer, and so is record type 17 (13 and 14, filters, 15, duplicates, and 16, retries, are this build's, 12, the
+// before), and reads 1 to 8; 9 is newer, and so is record type 18 (13 and 14, filters, 15, duplicates, 16, retries, and 17, groups with take options, are this build's, 12, the
 // sync mark, is this build's).
 func TestVersions(t *testing.T) {
 	if FormatVersion != 7 || EncryptedVersion != 5 || ChannelBoundVersion != 6 || TimedVersion != 7 || TimedBoundVersion != 8 ||
-		MaxFormatVersion != 8 || newer != 9 || newerRecType != 17 {
-		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, TimedVersion %d, TimedBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 7, 5, 6, 7, 8, 8, 9, 17",
+		MaxFormatVersion != 8 || newer != 9 || newerRecType != 18 {
+		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, TimedVersion %d, TimedBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 7, 5, 6, 7, 8, 8, 9, 18",
 			FormatVersion, EncryptedVersion, ChannelBoundVersion, TimedVersion, TimedBoundVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
@@ -209,10 +209,12 @@ func TestUnknownRecordType(t *testing.T) {
 		frame      []byte
 		recordType uint8 // 0: damage, not a newer record
 	}{
-		{"type_17", type9, 17},
+		{"type_18", type9, 18},
 		{"type_255", frameOf(payloadHead(255)), 255},
-		{"type_17_no_body", frameOf(payloadHead(newerRecType)), 17},
-		{"commit_of_type_17", commitOf9, 17},
+		{"type_18_no_body", frameOf(payloadHead(newerRecType)), 18},
+		{"commit_of_type_18", commitOf9, 18},
+		{"type_17_no_body", frameOf(payloadHead(typeOptionGroups)), 0},
+		{"commit_of_type_17", frameOf(cat(payloadHead(RecordCommit), []byte{17, 1})), 0},
 		{"commit_of_type_200", frameOf(cat(payloadHead(RecordCommit), []byte{200, 1})), 200},
 		// Damage as before: a frame whose checksum does not match, and
 		// type 0, which no release writes. Types 6 to 10 are this build's:

@@ -3,6 +3,7 @@ package logfile
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/flumego/filechannel/internal/corrupt"
@@ -36,7 +37,7 @@ func TestFilterRecords(t *testing.T) {
 			t.Fatalf("decoded %+v, want %+v", got, tc.r)
 		}
 		for i := range got.Catalog {
-			if got.Catalog[i] != tc.r.Catalog[i] {
+			if !reflect.DeepEqual(got.Catalog[i], tc.r.Catalog[i]) {
 				t.Fatalf("entry %d: %+v, want %+v", i, got.Catalog[i], tc.r.Catalog[i])
 			}
 		}

@@ -122,6 +122,11 @@ package logfile
 //	               in Unix nanoseconds >= 1): events of take transaction TxID that wait in group g
 //	               until their due time before they are delivered again (GroupConfig.RetryDelays,
 //	               Transaction.Retry)
+//	   option groups (17): a filtered groups record (14) whose entries each end, after the filter, with
+//	               the group's take options: uvarint order key len (<= 256), order key bytes; uvarint
+//	               retry delay count (<= 1024), that many uvarint delays in nanoseconds; uvarint lease
+//	               timeout and uvarint expire-after in nanoseconds (each <= 2^63-1); one group at
+//	               least with an option; decoded as groups
 //
 // A group take is a take by consumer group g, decoded as RecordTake with
 // Record.Group g; a take by the unnamed group (0) is a plain take (type 2),
@@ -189,7 +194,7 @@ package logfile
 // CRC, the frame layout). A version above FormatVersion is a
 // *corrupt.FormatError, not corruption; so is a frame whose checksums match
 // and whose type (or, for a commit, the type it commits) is above
-// MaxRecordType: a newer release numbers its new record types from 17 up.
+// MaxRecordType: a newer release numbers its new record types from 18 up.
 
 import (
 	"bytes"
@@ -257,6 +262,13 @@ const typeGroupTake RecordType = 6
 // the on-disk format; never renumber.
 const typeFilteredGroups RecordType = 14
 
+// typeOptionGroups is the on-disk type of a groups record in which a group
+// has a take option (GroupInfo.HasOptions): each entry ends with its
+// filter and its options (groupoptions.go); decoded as RecordGroups. A
+// groups record without options keeps type 7 or 14. Part of the on-disk
+// format; never renumber.
+const typeOptionGroups RecordType = 17
+
 // Sizes and version; part of the on-disk format; never renumber. The
 // sizes are those of the version this build writes (FormatVersion); a
 // Framing gives those of any file.
@@ -283,9 +295,10 @@ const (
 	TimedBoundVersion = 8
 	MinFormatVersion  = 1
 	MaxFormatVersion  = TimedBoundVersion
-	// MaxRecordType is the highest record type of this format version; a
-	// newer release numbers the types it adds above it.
-	MaxRecordType = RecordRetry
+	// MaxRecordType is the highest record type of this format version
+	// (typeOptionGroups, a groups record with take options); a newer
+	// release numbers the types it adds above it.
+	MaxRecordType = typeOptionGroups
 	// MaxKeyIDLen is the longest key id a key record holds.
 	MaxKeyIDLen = 64
 )
@@ -352,6 +365,10 @@ func (t RecordType) String() string {
 		return "duplicate"
 	case RecordRetry:
 		return "retry"
+	case typeFilteredGroups:
+		return "filtered groups" // an on-disk type, decoded as RecordGroups
+	case typeOptionGroups:
+		return "option groups" // an on-disk type, decoded as RecordGroups
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -562,9 +579,7 @@ func frameType(r *Record) (RecordType, error) {
 		if err := checkGroups(r); err != nil {
 			return 0, err
 		}
-		if filtered(r.Catalog) {
-			return typeFilteredGroups, nil
-		}
+		return typeOfLevel(levelOf(r.Catalog)), nil
 	case RecordSkip:
 		if err := checkSkip(r.Skip); err != nil {
 			return 0, err
@@ -791,7 +806,7 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 	case typeGroupTake:
 		return decodeGroupTake(p, r, s)
 	case RecordGroups:
-		return decodeGroupsOf(p, r, false)
+		return decodeGroupsOf(p, r, plainGroups)
 	case RecordSkip:
 		return decodeSkip(p, r, s)
 	case RecordFilterSkip:
@@ -800,7 +815,10 @@ func decodePayloadOf(p []byte, r *Record, s *scratch, v uint16) string {
 		return decodeDuplicate(p, r)
 	case typeFilteredGroups:
 		r.Type = RecordGroups
-		return decodeGroupsOf(p, r, true)
+		return decodeGroupsOf(p, r, filteredGroups)
+	case typeOptionGroups:
+		r.Type = RecordGroups
+		return decodeGroupsOf(p, r, optionGroups)
 	case RecordMove:
 		return decodeGroupPointers(p, r, s)
 	case RecordDeliver:

@@ -386,6 +386,8 @@ func recordSeedsOf(t testing.TB, fr Framing) map[string][]byte {
 	for i, r := range recordsFor(fr, groupRecords()) {
 		seeds[fmt.Sprintf("valid_groups_%02d_%v", i, r.Type)] = appendRec(&r)
 	}
+	og := optionGroupsRecord()
+	seeds["valid_option_groups"] = appendRec(&og)
 	put := appendRec(&Record{Type: RecordPut, Headers: map[string]string{"k": "v"}, Body: []byte("body")})
 	seeds["truncated_put"] = put[:len(put)-1]
 	badCRC := bytes.Clone(put)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // The records of format version 3 for consumer groups (format.go has the
@@ -29,6 +30,53 @@ type GroupInfo struct {
 	// groups record with one is written as type 14, which builds before
 	// filters refuse as a newer release's record.
 	Filter string
+	// The group's take options (channel.GroupConfig's fields of the same
+	// names): a groups record in which a group has one is written as type
+	// 17 (typeOptionGroups), which builds before it refuse as a newer
+	// release's record. OrderKey is at most MaxOrderKeyLen bytes;
+	// RetryDelays at most MaxRetryDelays delays; no duration is negative.
+	OrderKey     string
+	RetryDelays  []time.Duration
+	LeaseTimeout time.Duration
+	ExpireAfter  time.Duration
+}
+
+// HasOptions reports whether g has a take option (OrderKey, RetryDelays,
+// LeaseTimeout or ExpireAfter): a groups record or a checkpoint catalog
+// that lists it is written in the format that stores them.
+func (g *GroupInfo) HasOptions() bool {
+	return g.OrderKey != "" || len(g.RetryDelays) > 0 || g.LeaseTimeout != 0 || g.ExpireAfter != 0
+}
+
+// MaxOrderKeyLen is the longest OrderKey (a header name), in bytes, of a
+// group in a groups record. Part of the on-disk format.
+const MaxOrderKeyLen = 256
+
+// MaxRetryDelays is the most RetryDelays of a group in a groups record.
+// Part of the on-disk format.
+const MaxRetryDelays = 1024
+
+// groupsLevel says which fields the entries of a groups record carry,
+// from its on-disk type: 7 none of the two below, 14 the filter, 17 the
+// filter and the take options.
+type groupsLevel uint8
+
+const (
+	plainGroups    groupsLevel = iota // type 7
+	filteredGroups                    // type 14: each entry ends with its filter
+	optionGroups                      // type 17: then with its take options
+)
+
+// levelOf is the level a groups record listing cat is written at: the
+// oldest that holds every field cat uses.
+func levelOf(cat []GroupInfo) groupsLevel {
+	if slices.ContainsFunc(cat, func(g GroupInfo) bool { return g.HasOptions() }) {
+		return optionGroups
+	}
+	if filtered(cat) {
+		return filteredGroups
+	}
+	return plainGroups
 }
 
 // MaxFilterLen is the longest filter expression, in bytes, of a group in
@@ -66,11 +114,14 @@ const minGroupEntrySize = 7
 // groupsSize is the size of a groups record's body.
 func groupsSize(r *Record) int {
 	n := uvarintLen(uint64(r.NextGroupID)) + uvarintLen(uint64(len(r.Catalog)))
-	withFilters := filtered(r.Catalog)
+	level := levelOf(r.Catalog)
 	for i := range r.Catalog {
 		g := &r.Catalog[i]
-		if withFilters {
+		if level >= filteredGroups {
 			n += uvarintLen(uint64(len(g.Filter))) + len(g.Filter)
+		}
+		if level >= optionGroups {
+			n += optionsSize(g)
 		}
 		n += uvarintLen(uint64(g.ID)) +
 			uvarintLen(uint64(len(g.Name))) + len(g.Name) +
@@ -111,6 +162,9 @@ func checkGroups(r *Record) error {
 		case len(g.Filter) > MaxFilterLen:
 			return fmt.Errorf("%w: group %d: filter of %d bytes, limit %d", ErrInvalidRecord, g.ID, len(g.Filter), MaxFilterLen)
 		}
+		if err := checkOptions(g); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -133,7 +187,7 @@ func checkSkip(ids []uint32) error {
 func appendGroups(dst []byte, r *Record) []byte {
 	dst = binary.AppendUvarint(dst, uint64(r.NextGroupID))
 	dst = binary.AppendUvarint(dst, uint64(len(r.Catalog)))
-	withFilters := filtered(r.Catalog)
+	level := levelOf(r.Catalog)
 	for i := range r.Catalog {
 		g := &r.Catalog[i]
 		dst = binary.AppendUvarint(dst, uint64(g.ID))
@@ -149,9 +203,12 @@ func appendGroups(dst []byte, r *Record) []byte {
 		dst = binary.AppendUvarint(dst, uint64(g.MaxDeliveries))
 		dst = binary.AppendUvarint(dst, uint64(len(g.DeadLetter)))
 		dst = append(dst, g.DeadLetter...)
-		if withFilters {
+		if level >= filteredGroups {
 			dst = binary.AppendUvarint(dst, uint64(len(g.Filter)))
 			dst = append(dst, g.Filter...)
+		}
+		if level >= optionGroups {
+			dst = appendOptions(dst, g)
 		}
 	}
 	return dst
@@ -180,11 +237,13 @@ func decodeGroupTake(p []byte, r *Record, s *scratch) string {
 	return decodeTake(p, r, s)
 }
 
-// decodeGroupsOf decodes the body of a groups record into r: type 7, or
-// type 14 (withFilters: each entry ends with its filter, and one at least
-// is not empty). Its Catalog is allocated (groups records are rare),
-// growing with the entries read, not with the count the record claims.
-func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
+// decodeGroupsOf decodes the body of a groups record into r: type 7, type
+// 14 (filteredGroups: each entry ends with its filter, and one at least is
+// not empty) or type 17 (optionGroups: each entry ends with its filter and
+// its take options, and one group at least has an option). Its Catalog is
+// allocated (groups records are rare), growing with the entries read, not
+// with the count the record claims.
+func decodeGroupsOf(p []byte, r *Record, level groupsLevel) string {
 	if r.TxID != 0 {
 		return "groups record with a transaction id"
 	}
@@ -210,7 +269,7 @@ func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
 	for i := uint64(0); i < count; i++ {
 		var g GroupInfo
 		var reason string
-		if p, reason = decodeGroupEntry(p, &g, withFilters); reason != "" {
+		if p, reason = decodeGroupEntry(p, &g, level); reason != "" {
 			return reason
 		}
 		switch {
@@ -224,16 +283,16 @@ func decodeGroupsOf(p []byte, r *Record, withFilters bool) string {
 	if len(p) != 0 {
 		return "trailing bytes after groups"
 	}
-	if withFilters && !filtered(cat) {
-		return "filtered groups record without a filter"
+	if levelOf(cat) != level {
+		return fmt.Sprintf("groups record of type %d without a field of that type (a filter, or a take option)", typeOfLevel(level))
 	}
 	r.Catalog = cat
 	return ""
 }
 
-// decodeGroupEntry decodes one entry of a groups record from p into g (its
-// filter last when withFilters) and returns the rest of p, or a reason.
-func decodeGroupEntry(p []byte, g *GroupInfo, withFilters bool) ([]byte, string) {
+// decodeGroupEntry decodes one entry of a groups record of level from p
+// into g and returns the rest of p, or a reason.
+func decodeGroupEntry(p []byte, g *GroupInfo, level groupsLevel) ([]byte, string) {
 	var name, dl, f []byte
 	var ok bool
 	if g.ID, p, ok = readUint32(p); !ok {
@@ -267,7 +326,7 @@ func decodeGroupEntry(p []byte, g *GroupInfo, withFilters bool) ([]byte, string)
 	if len(dl) > MaxGroupNameLen {
 		return p, "dead-letter name too long"
 	}
-	if withFilters {
+	if level >= filteredGroups {
 		if f, p, ok = readBytes(p); !ok {
 			return p, "group filter overruns payload"
 		}
@@ -276,6 +335,9 @@ func decodeGroupEntry(p []byte, g *GroupInfo, withFilters bool) ([]byte, string)
 		}
 	}
 	g.Name, g.DeadLetter, g.Filter = string(name), string(dl), string(f)
+	if level >= optionGroups {
+		return decodeOptions(p, g)
+	}
 	return p, ""
 }
 

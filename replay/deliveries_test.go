@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -165,7 +166,7 @@ func TestEventDeliveries(t *testing.T) {
 				var got []ptr
 				var counts []uint32
 				l, err := ListEvents(d.opts(), tc.group, 0, -1, func(ev Event) error {
-					if ev.Err != nil || string(ev.Body) == "" || ev.Group != tc.info {
+					if ev.Err != nil || string(ev.Body) == "" || !reflect.DeepEqual(ev.Group, tc.info) {
 						t.Errorf("group %s, event %d: body %q, %v, group %+v", tc.group, ev.Index, ev.Body, ev.Err, ev.Group)
 					}
 					got, counts = append(got, ev.Pointer), append(counts, ev.Deliveries)
@@ -174,17 +175,17 @@ func TestEventDeliveries(t *testing.T) {
 				if n := l.Queued; err != nil || n != len(tc.want) || !slices.Equal(got, tc.want) || !slices.Equal(counts, tc.count) {
 					t.Errorf("group %s: %d events %v, counts %v, %v; want %v, %v", tc.group, n, got, counts, err, tc.want, tc.count)
 				}
-				if l.Group != tc.info || !slices.Equal(l.Groups, d.catalog) {
+				if !reflect.DeepEqual(l.Group, tc.info) || !reflect.DeepEqual(l.Groups, d.catalog) {
 					t.Errorf("group %s: group %+v, groups %+v; want %+v, %+v", tc.group, l.Group, l.Groups, tc.info, d.catalog)
 				}
 			}
 			// limit 0: the groups without the events.
 			l, err := ListEvents(d.opts(), "a", 0, 0, func(Event) error { return errors.New("listed an event") })
-			if err != nil || l.Queued != 2 || l.Group != d.catalog[0] {
+			if err != nil || l.Queued != 2 || !reflect.DeepEqual(l.Group, d.catalog[0]) {
 				t.Errorf("limit 0: %+v, %v", l, err)
 			}
 			l, err = ListEvents(d.opts(), "nope", 0, 0, func(Event) error { return nil })
-			if !errors.Is(err, ErrNoGroup) || !slices.Equal(l.Groups, d.catalog) || l.Queued != 0 {
+			if !errors.Is(err, ErrNoGroup) || !reflect.DeepEqual(l.Groups, d.catalog) || l.Queued != 0 {
 				t.Errorf("unknown group: %+v, %v", l, err)
 			}
 			rep := d.verify(d.opts())

@@ -246,6 +246,17 @@ func emptyQueue(n int) (*eventqueue.Queue, error) {
 	return eventqueue.New(eventqueue.NewMemSlots(n), n, 0, 0, map[uint32]int{})
 }
 
+// countTx counts the pointers of txs listed under transaction id tx.
+func countTx(txs []eventqueue.InflightTx, tx uint64) int {
+	n := 0
+	for _, t := range txs {
+		if t.Tx == tx {
+			n += len(t.Pointers)
+		}
+	}
+	return n
+}
+
 func countPointers(txs []eventqueue.InflightTx) int {
 	n := 0
 	for _, tx := range txs {

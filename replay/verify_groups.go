@@ -224,9 +224,10 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 	if fullRes != nil {
 		v.rep.FullReplayQueued = queuedLen(full)
 	}
-	inflight := map[uint32]int{}
+	inflight := map[uint32][3]int{} // all, waiting, parked
 	for _, g := range rec.ckpt {
-		inflight[g.info.ID] = countPointers(g.st.InflightTakes)
+		inflight[g.info.ID] = [3]int{countPointers(g.st.InflightTakes),
+			countTx(g.st.InflightTakes, checkpoint.WaitingTx), countTx(g.st.InflightTakes, checkpoint.ParkedTx)}
 	}
 	byID := func(gs []groupQueue) map[uint32]*groupQueue {
 		m := make(map[uint32]*groupQueue, len(gs))
@@ -253,7 +254,8 @@ func (v *verifier) compareGroups(rec recovery, full []groupQueue, fullRes *Resul
 		(used.Catalog != nil || rec.res.Catalogs > 0) && fullRes.Catalogs > 0
 	for _, id := range ids {
 		r, f := recBy[id], fullBy[id]
-		gr := GroupReport{Queued: -1, FullReplayQueued: -1, InflightTakes: inflight[id]}
+		n := inflight[id]
+		gr := GroupReport{Queued: -1, FullReplayQueued: -1, InflightTakes: n[0], InflightWaiting: n[1], InflightParked: n[2]}
 		if r != nil {
 			gr.Info = r.info
 			if recOK {

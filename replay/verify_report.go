@@ -347,8 +347,13 @@ type GroupReport struct {
 	// group).
 	Queued, FullReplayQueued int
 	// InflightTakes counts its events in flight at the checkpoint used
-	// (they return to its head).
-	InflightTakes int
+	// (they return to its head). Of them, InflightWaiting are listed
+	// under the pseudo transaction checkpoint.WaitingTx (events waiting
+	// for their retry delay) and InflightParked under checkpoint.ParkedTx
+	// (events parked behind a held key, GroupConfig.OrderKey): no take
+	// transaction holds those.
+	InflightTakes                   int
+	InflightWaiting, InflightParked int
 	// Diff is how its recovered queue differs from a full replay's.
 	Diff QueueDiff
 	// Deliveries is the delivery counts of its queued events as the

@@ -34,10 +34,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 			testutil.SetLogVersion(t, p, logfile.MaxFormatVersion+1)
 			return p, "format version 9"
 		}},
-		{"log_record_of_type_17", func(t *testing.T, f *fixture) (string, string) {
+		{"log_record_of_type_18", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)
-			testutil.AppendRecord(t, p, 17, 1<<40, []byte("newer"))
-			return p, "record type 17"
+			testutil.AppendRecord(t, p, 18, 1<<40, []byte("newer"))
+			return p, "record type 18"
 		}},
 		{"checkpoint_version_2", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.ckpt, checkpoint.CheckpointName)

@@ -35,7 +35,10 @@ event committed, with how long ago (its lag); and for dead letters its
 MaxDeliveries and dead-letter group,
 how many of its queued events were delivered before and at most how often, or
 that it is a dead-letter group; the events waiting for their retry delay and the
-earliest due time), and every log file with its size, valid end,
+earliest due time; its take options: OrderKey, RetryDelays, LeaseTimeout,
+ExpireAfter; and the events the checkpoint lists in flight under the pseudo
+transactions waitingTx, waiting for a retry delay, and parkedTx, parked behind
+a held key, which no take holds), and every log file with its size, valid end,
 record counts, write-order id range and tail; and the log files no group holds
 (retained, with Config.Retention), their bytes and the oldest one's time. It
 scans every log file in full.
@@ -69,6 +72,11 @@ func runInspect(o *options) error {
 		InflightPuts: rep.InflightPuts, InflightTakes: rep.InflightTakes,
 		Groups: groupsFacts(rep.Groups), Logs: []logJSON{}, Problems: len(rep.Problems), Cost: costFacts(rep.Cost),
 	}
+	for _, g := range out.Groups {
+		out.InflightTakes -= g.InflightWaiting + g.InflightParked
+		out.InflightWaiting += g.InflightWaiting
+		out.InflightParked += g.InflightParked
+	}
 	damage := damageByPlace(rep.Problems)
 	for _, l := range rep.Logs {
 		out.Logs = append(out.Logs, logFacts(l, damage))
@@ -95,6 +103,10 @@ type inspectJSON struct {
 	FullReplayQueued int `json:"full_replay_queued"`
 	InflightPuts     int `json:"inflight_puts"`  // events in flight at the checkpoint used
 	InflightTakes    int `json:"inflight_takes"` // (taken ones return to the head), every group's
+	// InflightWaiting and InflightParked are every group's groupJSON
+	// fields of those names: not in InflightTakes.
+	InflightWaiting int `json:"inflight_waiting,omitempty"`
+	InflightParked  int `json:"inflight_parked,omitempty"`
 	// Groups is every consumer group, by id (one, the unnamed group, for a
 	// channel without named groups).
 	Groups   []groupJSON `json:"groups"`
@@ -177,7 +189,13 @@ type groupJSON struct {
 	// FullReplayQueued a full replay's.
 	Queued           int `json:"queued"`
 	FullReplayQueued int `json:"full_replay_queued"`
-	InflightTakes    int `json:"inflight_takes"` // its events in flight at the checkpoint used
+	InflightTakes    int `json:"inflight_takes"` // its events in flight at the checkpoint used, taken by a transaction
+	// InflightWaiting and InflightParked count the events the checkpoint
+	// lists in flight under a pseudo transaction, not a take: waitingTx
+	// (waiting for their retry delay) and parkedTx (parked behind a key
+	// another transaction held, OrderKey). They return to the head too.
+	InflightWaiting int `json:"inflight_waiting,omitempty"`
+	InflightParked  int `json:"inflight_parked,omitempty"`
 	// Capacity is 0 when nothing records it (no checkpoint, no groups
 	// record: an older release's logs).
 	Capacity int    `json:"capacity"`
@@ -192,6 +210,13 @@ type groupJSON struct {
 	// Filter is its filter (GroupConfig.Filter): only the events it
 	// matches reach the group; "" = every event.
 	Filter string `json:"filter,omitempty"`
+	// OrderKey, RetryDelays, LeaseTimeout and ExpireAfter are its take
+	// options (GroupConfig's fields of the same names, durations in Go's
+	// notation, "1m30s"); absent when not set.
+	OrderKey     string   `json:"order_key,omitempty"`
+	RetryDelays  []string `json:"retry_delays,omitempty"`
+	LeaseTimeout string   `json:"lease_timeout,omitempty"`
+	ExpireAfter  string   `json:"expire_after,omitempty"`
 	// DeliveredBefore counts its queued events that carry a delivery
 	// count after the recovery: delivered, and neither taken for good
 	// nor dead-lettered yet (-1: unknown, that recovery fails).
@@ -215,7 +240,8 @@ func groupsFacts(gs []replay.GroupReport) []groupJSON {
 	out := make([]groupJSON, 0, len(gs))
 	for _, g := range gs {
 		j := groupJSON{ID: g.Info.ID, Name: g.Info.Name, Queued: g.Queued, FullReplayQueued: g.FullReplayQueued,
-			InflightTakes: g.InflightTakes, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
+			InflightTakes: g.InflightTakes - g.InflightWaiting - g.InflightParked, InflightWaiting: g.InflightWaiting,
+			InflightParked: g.InflightParked, Capacity: int(min(g.Info.Capacity, math.MaxInt)),
 			Policy: channel.FullPolicy(g.Info.Policy).String(), MaxDeliveries: g.Info.MaxDeliveries,
 			DeadLetter: g.Info.DeadLetter, DeadLetterGroup: g.Info.DeadLetterGroup, DeliveredBefore: len(g.Deliveries),
 			HeadID: g.HeadID, Filter: g.Info.Filter}
@@ -226,6 +252,7 @@ func groupsFacts(gs []replay.GroupReport) []groupJSON {
 			j.MaxDeliveryCount = max(j.MaxDeliveryCount, n)
 		}
 		j.Waiting, j.EarliestDue = waitingFacts(g.Waiting)
+		takeOptionFacts(&j, &g.Info)
 		if g.Queued < 0 {
 			j.DeliveredBefore = -1
 		}
@@ -360,7 +387,7 @@ func printInspect(w io.Writer, r *inspectJSON) error {
 		kv("  ", "queued", "unknown: this recovery fails (see 'fcreplay verify')")
 	}
 	if r.RecoveredFrom != replay.FromFullReplay {
-		kv("  ", "in flight", "%d put events, %d taken events at the checkpoint used", r.InflightPuts, r.InflightTakes)
+		kv("  ", "in flight", "%d put events, %d taken events at the checkpoint used%s", r.InflightPuts, r.InflightTakes, pseudoTxTotals(r))
 	}
 	if r.FullReplayQueued >= 0 {
 		kv("  ", "full replay", "%d events", r.FullReplayQueued)
@@ -507,6 +534,14 @@ func printGroups(bw *bufio.Writer, kv func(indent, k, format string, args ...any
 	for _, g := range gs {
 		if g.Filter != "" {
 			fmt.Fprintf(bw, "  group %s: filter %s\n", groupName(g.ID, g.Name), g.Filter)
+		}
+	}
+	for _, g := range gs {
+		if opts := takeOptionNotes(&g); opts != "" {
+			fmt.Fprintf(bw, "  group %s: %s\n", groupName(g.ID, g.Name), opts)
+		}
+		if notes := pseudoTxNotes(&g); notes != "" {
+			fmt.Fprintf(bw, "  group %s: %s\n", groupName(g.ID, g.Name), notes)
 		}
 	}
 	for _, g := range gs {
