@@ -241,3 +241,50 @@ func TestRepairWaitingAndParked(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A rebuild counts the events Open parks: of two events of one key that
+// wait (rolled back before the group had its OrderKey), the rebuild's Open
+// parks one behind the other once the group is keyed (keyWaiting), and
+// both are the group's (rebuiltGroups counts Parked; it did not). After
+// it, the key still waits with its first event.
+func TestRebuildCountsParkedWaiting(t *testing.T) {
+	cfg := testConfig(t, 1)
+	cfg.Groups = []GroupConfig{{Name: "w", RetryDelays: []time.Duration{time.Hour}}}
+	c := mustOpen(t, cfg)
+	putKeyed(t, c, 0, "x", "x", "y")
+	tx := mustBegin(t, mustGroup(t, c, "w"))
+	for range 2 {
+		if _, _, err := tx.Take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Rollback(); err != nil { // 0:x and 1:x wait, keyless
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Groups[0].OrderKey = "k"
+	rep, err := Rebuild(cfg, RebuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Groups {
+		if g.Name == "w" && g.Events != 3 {
+			t.Fatalf("rebuilt group w: %d events, want 3 (the parked one included)", g.Events)
+		}
+	}
+	c = mustOpen(t, cfg)
+	w := mustGroup(t, c, "w")
+	if st := w.Stats(); st.Waiting != 1 || st.Waiting+st.Parked+st.Queued != 3 {
+		t.Fatalf("group w: waiting %d, parked %d, queued %d; want 1 waiting, 3 in all", st.Waiting, st.Parked, st.Queued)
+	}
+	tx = mustBegin(t, w) // 1:x is parked behind 0:x, which waits an hour
+	wantBodies(t, "group w", takeAll(t, tx), "2:y")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
