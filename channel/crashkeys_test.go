@@ -93,6 +93,12 @@ func newKeyedWorkload(r *crashRun, seed uint64, opts keyedOpts) *keyedWorkload {
 		g.RetryDelays = []time.Duration{0, time.Millisecond}
 	}
 	r.cfg.Groups = []GroupConfig{g}
+	if opts.dlq {
+		// Room for every dead letter of the longest run: a full Block
+		// dead-letter group refuses a move, and the expired event is
+		// delivered (by design; the model does not follow that).
+		r.cfg.Groups = append(r.cfg.Groups, GroupConfig{Name: keyedDeadLetter, Capacity: 4000})
+	}
 	r.cfg.now = func() time.Time { return time.Unix(0, w.clock.Load()) }
 	r.cfg.clock = w.clock.Load
 	r.ext, r.recover, r.probe = w.snapshot, w.recover, w.probe
