@@ -538,7 +538,8 @@ package channel
 //
 // The delivery journal's lock (checkpoint.Journal.mu) is a leaf taken under
 // commitMu, never under queueMu; the set's other locks (layState.mu,
-// layouter.mu, Reader.blkMu) are leaves.
+// layouter.mu, Reader.blkMu, dir.pendMu: the put appends waiting to be
+// merged into one write) are leaves.
 //
 // Commit fsyncs happen outside the set's locks and queueMu (a roll fsyncs
 // under dir.mu: the new file's header and directory, the old file); a

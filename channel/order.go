@@ -205,6 +205,17 @@ func (g *groupState) dropKeyTakeLocked(tx uint64, p eventqueue.Pointer) error {
 	return nil
 }
 
+// parkedBehindLocked reports whether an event is parked behind a key tx
+// holds; the caller holds queueMu.
+func (g *groupState) parkedBehindLocked(tx uint64) bool {
+	for _, kt := range g.order.byTx[tx] {
+		if l := g.order.held[kt.key]; l != nil && l.owner == tx && len(l.parked) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // releaseKeysLocked ends tx's hold of its keys: their parked events go
 // back to the head of the ring (before what is there, in their order).
 // The caller holds queueMu and puts a rollback's events back after this.

@@ -384,6 +384,9 @@ func (c *FileChannel) returnTakes(g *groupState, tx uint64, takes []eventqueue.P
 func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueue.Pointer, retry *retryPlan) {
 	var unparked bool // events parked behind tx's keys are back (OrderKey)
 	err := func() error {
+		if len(retry.ptrs) == 0 && c.committedUnparked(g, tx, takes) {
+			return nil
+		}
 		defer g.lockOrder()()
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
@@ -402,6 +405,28 @@ func (c *FileChannel) committedTakes(g *groupState, tx uint64, takes []eventqueu
 		// They left the ring for their keys' lanes: the room is theirs.
 		c.log.Error("queue refused parked events", "group", g.cfg.Name, "err", err)
 	}
+}
+
+// committedUnparked ends tx's takes after their commit without g's
+// orderMu if g is keyed and no event is parked behind a key tx holds,
+// and reports whether it did. Nothing then goes back to the head, so no
+// taker can claim a key out of its order; the check and the end are one
+// step under queueMu, which a Take's park takes too. Most commits of a
+// keyed group over many keys are such: they no longer wait for the
+// takers' serial reads (orderMu).
+func (c *FileChannel) committedUnparked(g *groupState, tx uint64, takes []eventqueue.Pointer) bool {
+	if !g.keyed() {
+		return false
+	}
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if g.parkedBehindLocked(tx) {
+		return false
+	}
+	// Nothing parked behind tx's keys: releasing them puts nothing back
+	// at the head, and so cannot fail.
+	_ = g.committed(tx, takes)
+	return true
 }
 
 // unnamedGroup returns the unnamed group, or nil.

@@ -41,6 +41,10 @@ type Batch struct {
 	// written again at once if it is the batch that found the disk full
 	// (setreserve.go).
 	Drain bool
+
+	// merged is what Append did with the batch while it waited for the
+	// dir (setmerge.go), set under the dir's mu by whoever wrote it.
+	merged mergeResult
 }
 
 // Why Append refuses a batch: errForeignBatch, one the set did not make;

@@ -32,6 +32,9 @@ type Reader struct {
 
 	// advised is the end of the range last handed to vfs.WillNeed.
 	advised atomic.Int64
+	// hints counts the vfs.WillNeed calls under way (readAhead): Close
+	// waits for them.
+	hints sync.WaitGroup
 
 	// blkMu guards blks and uses: the blocks of the takers reading the
 	// file in order (one per consumer group at its own position).
@@ -332,7 +335,14 @@ func (r *Reader) readAhead(off int64) {
 		if a > off && a < off+readAhead {
 			from = a // the part before a was asked for already
 		}
-		vfs.WillNeed(r.f, from, off+readAhead-from)
+		// On its own goroutine: fadvise can take a millisecond on a range
+		// in the page cache (it looks up each page), and the reader (a
+		// keyed group's serial take) must not wait for a hint.
+		r.hints.Add(1)
+		go func() {
+			defer r.hints.Done()
+			vfs.WillNeed(r.f, from, off+readAhead-from)
+		}()
 	}
 }
 
@@ -377,6 +387,7 @@ func inFile(err error, path string) error {
 
 // Close closes the file.
 func (r *Reader) Close() error {
+	r.hints.Wait()
 	if err := r.f.Close(); err != nil {
 		return fmt.Errorf("close log %d: %w", r.id, err)
 	}

@@ -49,6 +49,20 @@ type dir struct {
 	// retained counts the dir's retained log files (Set.retained; stored
 	// under Set.mu).
 	retained atomic.Int64
+
+	// pendMu guards pend, held and holds: the put batches whose Append
+	// waits for mu, which the next holder of mu writes in one write, and
+	// while fsyncs of the dir's writers are in flight (holds of them), a
+	// channel closed when the last ends, which those Appends wait for
+	// first (setmerge.go). A leaf, taken under mu or alone.
+	pendMu sync.Mutex
+	pend   []*Batch
+	held   chan struct{}
+	holds  int
+	// spare and mergeBuf are the memory of the last merged write, kept for
+	// the next (under mu): the pend slice it took, and the bytes.
+	spare    []*Batch
+	mergeBuf []byte
 }
 
 // Recovered is what recovery learned that the live set needs: where the
@@ -293,10 +307,37 @@ type Appended struct {
 // its space reserve is removed, and a draining batch (b.Drain) is written
 // again on the room it freed. While the dir is full, only draining batches
 // are written, and only while a quarter of the reserve stays free.
+//
+// Appends to one dir that wait for each other are merged: whoever gets the
+// dir next writes every put batch waiting, in one write (setmerge.go).
 func (s *Set) Append(i int, b *Batch) (Appended, error) {
 	d := s.dirs[i]
+	if !mergeable(s, b) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return s.appendOneLocked(d, b)
+	}
+	d.pendMu.Lock()
+	d.pend = append(d.pend, b)
+	held := d.held
+	d.pendMu.Unlock()
+	if held != nil {
+		<-held // the fsync in flight could not cover b: write it after, with the others
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if !b.merged.done {
+		s.appendPendingLocked(d)
+	}
+	a, err := b.merged.a, b.merged.err
+	b.merged = mergeResult{}
+	return a, err
+}
+
+// appendOneLocked is Append of b alone, with d.mu held: a write that
+// finds the disk full releases the reserve, and a draining batch is
+// written again on the room it freed.
+func (s *Set) appendOneLocked(d *dir, b *Batch) (Appended, error) {
 	a, err := s.appendLocked(d, b)
 	if errors.Is(err, syscall.ENOSPC) && s.releaseReserve(d) && b.Drain {
 		a, err = s.appendLocked(d, b)
@@ -366,7 +407,11 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 // concurrent committers share. Then, if that fsync made more of the file
 // durable than the last sync mark says, it writes a new mark (markSynced).
 func (s *Set) Sync(a Appended) error {
-	if err := a.W.SyncTo(a.End); err != nil {
+	var gate syncGate
+	if a.dir != nil {
+		gate = a.dir
+	}
+	if err := a.W.syncTo(a.End, gate); err != nil {
 		return err
 	}
 	if a.dir != nil {

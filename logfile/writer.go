@@ -46,8 +46,12 @@ type Writer struct {
 	mu       sync.Mutex
 	syncDone *sync.Cond // on mu; broadcast whenever an fsync ends
 	synced   int64      // bytes [0,synced) are durable
-	syncing  bool       // a SyncTo leader has an fsync in flight
-	err      error      // sticky write or fsync failure
+	// syncedTo is synced, stored with it under mu, for Synced to read
+	// without mu: every committer asks after its fsync (Set.markSynced),
+	// while the others woken by the same fsync hold mu in turn.
+	syncedTo atomic.Int64
+	syncing  bool  // a SyncTo leader has an fsync in flight
+	err      error // sticky write or fsync failure
 	closed   bool
 
 	lay layState // zero-fills ahead of the writes (layout.go)
@@ -77,7 +81,8 @@ func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 	if err := initFile(fsys, f, dir, id, fr); err != nil {
 		return nil, errors.Join(fmt.Errorf("create log %d in %s: %w", id, dir, err), f.Close(), fsys.Remove(path))
 	}
-	w := &Writer{f: f, id: id, path: path, fr: fr, synced: fr.HeaderSize()}
+	w := &Writer{f: f, id: id, path: path, fr: fr}
+	w.setSyncedLocked(fr.HeaderSize()) // not shared yet
 	w.markedTo.Store(fr.HeaderSize())
 	w.syncDone = sync.NewCond(&w.mu)
 	w.lay.done = sync.NewCond(&w.lay.mu)
@@ -115,10 +120,12 @@ func (w *Writer) Size() int64 { return w.size.Load() }
 
 // Synced returns how many bytes of the file are known to be durable: the
 // extent of the last successful fsync (the header, right after Create).
-func (w *Writer) Synced() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.synced
+func (w *Writer) Synced() int64 { return w.syncedTo.Load() }
+
+// setSyncedLocked raises synced to off (never lowers it). w.mu is held.
+func (w *Writer) setSyncedLocked(off int64) {
+	w.synced = max(w.synced, off)
+	w.syncedTo.Store(w.synced)
 }
 
 // ObserveSyncs makes f be called with the duration of every fsync the
@@ -172,7 +179,7 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 			// are durable (their pages were dirty, not dropped by a
 			// failed fsync), so what earlier appends wrote to the file
 			// (a transaction's spilled puts) still counts.
-			w.synced = max(w.synced, off)
+			w.setSyncedLocked(off)
 		}
 		w.mu.Unlock()
 		return 0, err
@@ -216,7 +223,19 @@ func (w *Writer) unusableLocked() error {
 // fsync (even after a later failure or Close, since those bytes are on
 // disk). Otherwise it returns the writer's sticky failure. off must not
 // exceed Size().
-func (w *Writer) SyncTo(off int64) error {
+func (w *Writer) SyncTo(off int64) error { return w.syncTo(off, nil) }
+
+// A syncGate is told when an fsync of a writer starts and ends (by the
+// SyncTo leader, without the writer's locks): a dir holds back merged
+// appends meanwhile (setmerge.go).
+type syncGate interface {
+	holdAppends()
+	releaseAppends()
+}
+
+// syncTo is SyncTo, telling gate (if not nil) when an fsync it leads
+// starts and ends.
+func (w *Writer) syncTo(off int64, gate syncGate) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -237,10 +256,16 @@ func (w *Writer) SyncTo(off int64) error {
 		w.syncing = true
 		target := w.size.Load()
 		w.mu.Unlock()
+		if gate != nil {
+			gate.holdAppends()
+		}
 		start := time.Now()
 		err := w.f.Sync()
 		if w.observeSync != nil {
 			w.observeSync(time.Since(start))
+		}
+		if gate != nil {
+			gate.releaseAppends()
 		}
 		w.syncs.Add(1)
 		w.mu.Lock()
@@ -269,7 +294,7 @@ func (w *Writer) SyncTo(off int64) error {
 			}
 			return err
 		}
-		w.synced = max(w.synced, target)
+		w.setSyncedLocked(target)
 	}
 }
 

@@ -34,7 +34,7 @@ func tinySizes() sizes {
 		stallFill: 1000, stallTxs: 20,
 		memCap: 4000, memBacklog: 4000 << 10,
 		ckptRounds: 2, ckptChurn: 200, groupFill: 2000,
-		kafkaTakes: 1000, resetFill: 2000,
+		kafkaTakes: 1000, resetFill: 2000, orderFill: 2000,
 	}
 }
 
@@ -70,6 +70,9 @@ func TestHarness(t *testing.T) {
 		"puts batch 10 / write+fdatasync batch 10", "puts batch 10 / overwrite+fdatasync batch 10",
 		"puts batch 100 / overwrite+fdatasync batch 100", "puts batch 1000 / overwrite+fdatasync batch 1000",
 		"group commit: 8 producers batch 10 / overwrite+fdatasync batch 80",
+		// Issue 33, target 2: many small committers.
+		"many committers: 64 committing one event each / overwrite+fdatasync batch 64", "put commit, 64 committers",
+		"64 committers, one event per commit: commit p50", "commits per channel fsync",
 		"cold takes: drain batch 100 / plain read of the same log",
 		"cold takes: drain batch 100, TakeSyncDelay 100ms / plain read of the same log", "take commit, TakeSyncDelay 100ms",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
@@ -83,6 +86,10 @@ func TestHarness(t *testing.T) {
 		"reset: ResetGroup(AtTime near the end), bytes read from the disk (dropped)",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 10",
 		"reset: heap a ResetGroup(Earliest) adds, per event queued, GOGC 100",
+		// Issue 32: OrderKey.
+		"orderkey: take commits batch 100, 4 takers, OrderKey over 1000 keys / without",
+		"orderkey: take commits batch 100, 4 takers, one key stuck (every 10th event) / none stuck",
+		"g0, OrderKey, one key held by a stuck transaction (200 of 2000 queued): take commit, 4 takers",
 		// Issue 31: filters.
 		"filters: puts batch 100, 4 groups each filtering on a header (~25% each) / 4 unfiltered groups",
 		"filters: takers' time per event put, unfiltered group / group whose filter matches 10%",

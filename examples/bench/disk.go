@@ -25,6 +25,8 @@ type diskWriter struct {
 	buf    []byte
 	region int64 // overwriter: the bytes written earlier, overwritten in turn; 0 for an appender
 	off    int64 // overwriter: where the next batch goes
+	// syncs, if not nil, gets how long each fdatasync took.
+	syncs *[]time.Duration
 }
 
 func newAppender(path string, batch int) (*diskWriter, error) {
@@ -88,8 +90,12 @@ func (w *diskWriter) meter() *meter {
 				if err := w.write(); err != nil {
 					return n, err
 				}
+				t := time.Now()
 				if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
 					return n, fmt.Errorf("fdatasync: %w", err)
+				}
+				if w.syncs != nil {
+					*w.syncs = append(*w.syncs, time.Since(t))
 				}
 			}
 			return n, nil

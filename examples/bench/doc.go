@@ -30,6 +30,12 @@
 //     running back to back, interleaved; resident memory with a large
 //     backlog, with the unnamed group and with 4 named groups (in child
 //     processes); allocations per put and per take.
+//   - many small committers (committers.go): 64 goroutines each committing
+//     one 1 KiB event at a time (default durable config), every commit
+//     timed, against the overwrite baseline at batch 64 (a perfect merge
+//     of their commits), every fdatasync timed; with the commits one
+//     channel fsync covered (its fsync_duration_seconds count), the share
+//     of the time an fsync was in flight, and the CPU per commit.
 //   - filechannel consumer groups (groups.go): put commits at batch 100 to
 //     channels with 1, 2 and 4 groups and to a fan-out of 2 channels, with
 //     the data-dir bytes per event; take commits of 4 groups draining at
@@ -43,6 +49,14 @@
 //     RetryDelays while 100,000 of its events wait for their delay (an
 //     hour away), against the same group with none waiting (target: >=
 //     0.9 of its rate).
+//   - order per key (orderkey.go): take commits at batch 100 by 4 takers
+//     (goroutines, each committing its own take transactions) from a group
+//     with OrderKey over 1,000 keys (header k, the keys in turn) against
+//     the same group without OrderKey (target: >= 0.8), and from a keyed
+//     group of 1,000,000 queued events (200,000 with -quick) where a stuck
+//     transaction holds the key of every 10th: the takers park those and
+//     take all the others (target: >= 0.8 of the keyed group's rate), all
+//     three interleaved; 1 KiB events.
 //   - retention (retention.go): put commits of batch 100 to a channel with
 //     Retention{MaxAge: 1h} that retains the log files of a fill it took,
 //     against one without.

@@ -171,6 +171,12 @@ const groupCommitBatch = 80
 // rounds, with its file closed and removed by a function added to
 // closers. A non-empty beside ("producers") goes into its ID and op.
 func (b *bench) diskMeter(closers *[]func() error, overwrite bool, batch int, beside string) (*meter, error) {
+	return b.diskMeterTimed(closers, overwrite, batch, beside, nil)
+}
+
+// diskMeterTimed is diskMeter that also appends how long each fdatasync
+// took to syncs, if it is not nil.
+func (b *bench) diskMeterTimed(closers *[]func() error, overwrite bool, batch int, beside string, syncs *[]time.Duration) (*meter, error) {
 	path := filepath.Join(b.root, fmt.Sprintf("baseline-%d", batch))
 	if overwrite {
 		path += "-overwrite"
@@ -189,6 +195,7 @@ func (b *bench) diskMeter(closers *[]func() error, overwrite bool, batch int, be
 		return nil, err
 	}
 	*closers = append(*closers, w.close)
+	w.syncs = syncs
 	m := w.meter()
 	m.max = b.sz.maxEvents
 	if beside != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type sizes struct {
 	groupFill  int           // consumer groups: events in every group for the clean reopen
 	kafkaTakes int           // Kafka: events each take side drains (kafka.go)
 	resetFill  int           // resets: events of 1 KiB in the retained logs they read (reset.go)
+	orderFill  int           // OrderKey: events queued with one key stuck (orderkey.go)
 	only       string        // run only the steps whose name contains it
 }
 
@@ -45,7 +47,7 @@ func quickSizes() sizes {
 		stallFill: 200_000, stallTxs: 300,
 		memCap: 1_000_000, memBacklog: 1 << 30,
 		ckptRounds: 5, ckptChurn: 5_000, groupFill: 250_000,
-		kafkaTakes: 200_000, resetFill: 1 << 16,
+		kafkaTakes: 200_000, resetFill: 1 << 16, orderFill: 200_000,
 	}
 }
 
@@ -58,7 +60,7 @@ func fullSizes() sizes {
 		stallFill: 400_000, stallTxs: 2000,
 		memCap: 1_000_000, memBacklog: 4 << 30,
 		ckptRounds: 15, ckptChurn: 10_000, groupFill: 1_000_000,
-		kafkaTakes: 1_000_000, resetFill: 1 << 20,
+		kafkaTakes: 1_000_000, resetFill: 1 << 20, orderFill: 1_000_000,
 	}
 }
 
@@ -74,6 +76,8 @@ func main() {
 	backlog := flag.Int64("backlog-mib", 0, "bytes queued by the memory measurement, in MiB (0 = 1024 with -quick, 4096 without)")
 	only := flag.String("only", "", "run only the steps whose name contains this text (e.g. \"replay\"); targets of the others show as not measured")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile of the run to this file")
+	blockProfile := flag.String("blockprofile", "", "write a blocking profile of the run (every blocking event) to this file")
 	flag.Parse()
 	sz := fullSizes()
 	if *quick {
@@ -83,7 +87,9 @@ func main() {
 		sz.memBacklog = *backlog << 20
 	}
 	sz.only = *only
-	err := withCPUProfile(*cpuProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	err := withCPUProfile(*cpuProfile, func() error {
+		return withProfiles(*mutexProfile, *blockProfile, func() error { return run(sz, *dir, *jsonPath, *svgPath, os.Stdout, os.Stderr) })
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -108,6 +114,30 @@ func withCPUProfile(path string, fn func() error) error {
 	return errors.Join(err, f.Close())
 }
 
+// withProfiles runs fn, recording every mutex contention and blocking
+// event, and writes their profiles to mutexPath and blockPath (each if not
+// empty).
+func withProfiles(mutexPath, blockPath string, fn func() error) error {
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	err := fn()
+	for _, p := range []struct{ name, path string }{{"mutex", mutexPath}, {"block", blockPath}} {
+		if p.path == "" {
+			continue
+		}
+		f, ferr := os.Create(p.path)
+		if ferr == nil {
+			ferr = errors.Join(pprof.Lookup(p.name).WriteTo(f, 0), f.Close())
+		}
+		err = errors.Join(err, ferr)
+	}
+	return err
+}
+
 // run performs every measurement, prints the table to out and progress to
 // progress, and writes the JSON and SVG files if their paths are set.
 func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) error {
@@ -117,6 +147,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 	}
 	defer os.RemoveAll(root)
 	b := &bench{sz: sz, root: root, log: progress, body: make([]byte, 1024), pendingAllocs: map[string]allocCount{}}
+	b.orderBody = b.body[:orderBodySize]
 	for i := range b.body {
 		b.body[i] = byte(i * 7)
 	}
@@ -129,6 +160,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 	}{
 		{"puts: disk baseline, filechannel, peers, interleaved", b.puts},
 		{"filechannel group commit: producers, interleaved", b.producers},
+		{"filechannel group commit: 64 committers of one event each and overwrite+fdatasync batch 64, interleaved", b.manyCommitters},
 		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
 		{"cold takes: filechannel drain and plain read of the log, dropped from the page cache, interleaved", b.coldTakes},
 		{"filechannel reopen and full replay", b.fcReplay},
@@ -140,6 +172,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"groups: takes of 4 groups at once and of 1 alone, interleaved", b.groupTakes},
 		{"groups: take with MaxDeliveries 16 and without, batch 1, 10, 100, interleaved", b.groupDeliveryTakes},
 		{"retry: take commits with 100,000 events waiting for their retry delay and with none, batch 100, interleaved", b.retryTakes},
+		{"orderkey: take commits of 4 takers, OrderKey over 1,000 keys, without, and with one key stuck, batch 100, interleaved", b.orderTakes},
 		{"groups: checkpoints with 1, 2, 4 groups", b.groupCheckpoints},
 		{"groups: clean reopen with 1 and 4 groups", b.groupReopens},
 		{"retention: put commits with Retention{MaxAge: 1h} and without, interleaved", b.retentionPuts},
@@ -180,7 +213,9 @@ type bench struct {
 	root string
 	log  io.Writer
 	body []byte // the 1 KiB event body
-	rep  Report
+	// orderBody is the OrderKey measurement's event body (orderkey.go).
+	orderBody []byte
+	rep       Report
 
 	pendingAllocs map[string]allocCount // by op, until reportAllocs
 }

@@ -88,6 +88,16 @@ func targets(r *Report, sz sizes) []Target {
 		rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10"), 3)
 	addRates(fmt.Sprintf("group commit: 8 producers batch 10 / overwrite+fdatasync batch %d", groupCommitBatch),
 		"filechannel/put/producers=8/batch=10", diskID(true, groupCommitBatch)+"/beside-producers", 0.8, nil)
+	addRates(fmt.Sprintf("many committers: %d committing one event each / overwrite+fdatasync batch %d", committers, committers),
+		fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers), diskID(true, committers)+"/beside-committers", 0.8,
+		func(Result, Result) string {
+			x := r.Committers
+			if x == nil {
+				return "no latencies"
+			}
+			return fmt.Sprintf("commit p50/p99 %.2f/%.2f ms, fdatasync p50/p99 %.2f/%.2f ms; %.1f commits per fsync, fsync in flight %.0f%%",
+				x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy)
+		})
 	addRatio("takes batch 100 / go-diskqueue reads",
 		rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100"), 1.5)
 	// Takes from cold log files against a plain read of the same bytes
@@ -259,6 +269,7 @@ func targets(r *Report, sz sizes) []Target {
 	ts = append(ts, groupTargets(r)...)
 	ts = append(ts, deliveryTargets(r)...)
 	ts = append(ts, retryTargets(r)...)
+	ts = append(ts, orderTargets(r)...)
 	ts = append(ts, retentionTargets(r)...)
 	ts = append(ts, dedupTargets(r)...)
 	ts = append(ts, resetTargets(r)...)
