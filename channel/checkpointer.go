@@ -206,9 +206,10 @@ func (c *FileChannel) thaw(snap *ckptSnapshot, ok bool) {
 }
 
 // capture takes the checkpoint's snapshot. It holds commitMu exclusively, so
-// no commit is half applied (and no log is appended to), and queueMu, so no
-// take is half done; both only for the time it takes to copy the
-// bookkeeping.
+// no commit is half applied (and no log is appended to), each keyed group's
+// orderMu, so no keyed Take is between its pop and its key's claim
+// (lockTakeSteps), and queueMu, so no take is half done; all only for the
+// time it takes to copy the bookkeeping.
 func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 	c.commitMu.Lock()
 	defer c.commitMu.Unlock()
@@ -228,6 +229,7 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 		st.Logs = slices.Clone(meta.Logs)
 		return st
 	}
+	defer c.lockTakeSteps()()
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	snap := &ckptSnapshot{top: newState(), catalog: c.checkpointCatalog(sn.WriteOrderID), stale: slices.Clone(c.staleGroupDirs)}
@@ -253,6 +255,28 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 		c.top.Freeze()
 	}
 	return snap, sn
+}
+
+// lockTakeSteps takes the orderMu of every keyed group (OrderKey) and
+// returns the unlock; the caller holds commitMu exclusively (c.groups
+// stays as it is). A keyed Take pops an event into its transaction's
+// takes and claims its key only once it has read it (takeKeyed): a
+// snapshot in between would list the event in flight under the taker,
+// and recovery, which returns in-flight takes transaction by transaction
+// (oldest first), would bring it back ahead of its key's holder's earlier
+// events. Waiting for the step, the snapshot lists it parked (or taken).
+func (c *FileChannel) lockTakeSteps() func() {
+	var unlocks []func()
+	for _, g := range c.groups {
+		if g.keyed() {
+			unlocks = append(unlocks, g.lockOrder())
+		}
+	}
+	return func() {
+		for _, u := range slices.Backward(unlocks) {
+			u()
+		}
+	}
 }
 
 // unheld returns the log files of candidates that no consumer group and no

@@ -515,7 +515,8 @@ package channel
 //	           exclusive while a checkpoint captures its snapshot, and in Close
 //	orderMu    per group with OrderKey (groupState.orderMu): a Take's pop,
 //	           read and key claim; a take transaction's end; a take that
-//	           leaves it (untake, dropKeyTake) and may free its key
+//	           leaves it (untake, dropKeyTake) and may free its key; a
+//	           checkpoint's capture (every keyed group's)
 //	queueMu    each group's queue (and the checkpoint slots under it), its
 //	           in-flight takes, the in-flight puts
 //

@@ -227,6 +227,7 @@ func (c *FileChannel) removeGroupLocked(g *groupState) error {
 	g.gate.unbound()
 	g.avail.broadcast()
 	c.keepRemovedWaits(g)
+	c.forgetRemovedKeys(g)
 	if err := c.retireGroupCheckpoint(g); err != nil {
 		c.log.Warn("close the checkpoint of a removed group", "group", name, "err", err)
 	}
@@ -251,6 +252,16 @@ func (c *FileChannel) keepRemovedWaits(g *groupState) {
 	c.removedWaits.waits += w.waits
 	c.removedWaits.time += w.time
 	c.removedWaits.full += w.full
+}
+
+// forgetRemovedKeys drops the held keys and parked events of g, a removed
+// group (OrderKey): its events went with it, and its take transactions end
+// without releasing their keys (their commit and rollback find it
+// removed), so no key of it stays held.
+func (c *FileChannel) forgetRemovedKeys(g *groupState) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	g.clearOrderLocked()
 }
 
 // retireGroupCheckpoint notes the checkpoint subdir of g, a removed named

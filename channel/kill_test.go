@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		killPoisonChild(dir) // killpoison_test.go; it does not return
 		return
 	}
+	if dir := os.Getenv("FILECHANNEL_KILLKEYS_CHILD"); dir != "" {
+		killKeysChild(dir) // killkeys_test.go; it does not return
+		return
+	}
 	if dir := os.Getenv("FILECHANNEL_KILLRESET_CHILD"); dir != "" {
 		killResetChild(dir) // killreset_test.go; it does not return
 		return
@@ -87,20 +91,9 @@ type killGroup struct {
 // printed before a take commit of those events, "C a,b,..." after it
 // returned, each prefixed with "G name " for a named group.
 func killWorker(cfg Config, groups []killGroup) {
-	c, err := Open(cfg)
-	if err != nil {
-		fmt.Println("ERR", err)
-		os.Exit(3)
-	}
+	c := killOpen(cfg)
 	start, _ := strconv.Atoi(os.Getenv("FILECHANNEL_KILL_START"))
-	out := bufio.NewWriter(os.Stdout)
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
+	say := killSayer()
 	for _, kg := range groups {
 		begin, prefix := c.Begin, ""
 		if kg.name != "" {
@@ -113,20 +106,54 @@ func killWorker(cfg Config, groups []killGroup) {
 		}
 		go killConsume(kg, begin, prefix, say)
 	}
-	for i := start; ; {
-		tx, _ := c.Begin()
-		for range 10 {
-			if err := tx.Put(Event{Body: []byte(strconv.Itoa(i))}); err != nil {
-				say("ERR put %v", err)
-				os.Exit(3)
-			}
-			i++
+	for i := start; ; i += 10 {
+		killPut(c, say, i, nil)
+	}
+}
+
+// killPut is a kill child's put transaction of events i to i+9 (body: the
+// id; headers: headers(id), if set), and its "P" line once it committed.
+// It exits after an "ERR" line if it fails.
+func killPut(c *FileChannel, say func(format string, args ...any), i int, headers func(int) map[string]string) {
+	tx, _ := c.Begin()
+	for n := i; n < i+10; n++ {
+		ev := Event{Body: []byte(strconv.Itoa(n))}
+		if headers != nil {
+			ev.Headers = headers(n)
 		}
-		if err := tx.Commit(); err != nil {
-			say("ERR put commit %v", err)
+		if err := tx.Put(ev); err != nil {
+			say("ERR put %v", err)
 			os.Exit(3)
 		}
-		say("P %d", i-1)
+	}
+	if err := tx.Commit(); err != nil {
+		say("ERR put commit %v", err)
+		os.Exit(3)
+	}
+	say("P %d", i+9)
+}
+
+// killOpen opens cfg in a kill child; it exits after an "ERR" line if it
+// cannot.
+func killOpen(cfg Config) *FileChannel {
+	c, err := Open(cfg)
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(3)
+	}
+	return c
+}
+
+// killSayer returns how a kill child writes a line of its output: at
+// once (it may be killed any time after), safe for concurrent use.
+func killSayer() func(format string, args ...any) {
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
 	}
 }
 

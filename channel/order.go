@@ -24,7 +24,10 @@ import (
 // The key of an event is known only once it is read, after the pop from
 // the ring: a keyed group's Take holds the group's orderMu from the pop
 // to the claim (or park), so that two takers never claim a key out of the
-// order of their pops. The reads of a keyed group's takes are serial.
+// order of their pops, and a checkpoint's capture takes it too
+// (lockTakeSteps), so that it never lists an event popped and not yet
+// claimed in flight under its taker, ahead of its key's holder's events at
+// recovery. The reads of a keyed group's takes are serial.
 //
 // Parked events are queued: they keep their capacity permits, their log
 // files (files) and a checkpoint lists them in flight under parkedTx,
@@ -40,8 +43,9 @@ import (
 // it is not parked behind its own lane. Open reads each waiting event of
 // a keyed group once to learn its key (keyWaiting).
 //
-// Not yet (ORDERKEY-NOTES.md): a checkpoint before a crash keeping
-// per-key order when the logs after it return takes.
+// A checkpoint before a crash keeps per-key order, whatever the logs after
+// it commit or return (the crash enumeration's keys cases,
+// crashkeys_test.go).
 
 // parkedTx is the transaction id under which a checkpoint lists a keyed
 // group's parked events (waitingTx is 1<<64-1): no transaction has it.

@@ -375,8 +375,8 @@ func rebuiltGroups(c *FileChannel) []RebuildGroup {
 		if err != nil {
 			continue // removed since: nothing runs on c but Open's own work
 		}
-		st := grp.Stats() // the events waiting for their retry delay are the group's too
-		out = append(out, rebuildGroupOf(g.id, g.cfg, st.Queued+st.Waiting, g.dlqOnly))
+		st := grp.Stats() // waiting for their retry delay, or parked behind a waiting key (keyWaiting): the group's too
+		out = append(out, rebuildGroupOf(g.id, g.cfg, st.Queued+st.Waiting+st.Parked, g.dlqOnly))
 	}
 	return out
 }
