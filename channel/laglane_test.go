@@ -1,7 +1,6 @@
 package channel
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -25,12 +24,8 @@ func takeEvent(t *testing.T, tx *Transaction) Event {
 // with the ring empty too. Once A commits and they are taken, the lag
 // follows the ring's head again.
 func TestGroupLagCountsParkedEvents(t *testing.T) {
-	cfg := orderConfig(t)
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	c := mustOpen(t, cfg)
+	c, a, reg := openKeyedMetered(t)
 	defer c.Close()
-	a := groupOf(t, c, "a")
 	age := func() float64 {
 		t.Helper()
 		v, ok := metricValue(t, reg, "filechannel_group_oldest_event_age_seconds", map[string]string{"group": "a"})
@@ -115,22 +110,21 @@ func TestGroupLagCountsParkedEvents(t *testing.T) {
 	}
 }
 
-// Scrapes of a keyed group's lag (Stats, the metric) while takers park
-// and free keys: no race, and every event is taken once.
-func TestGroupLagParkedConcurrent(t *testing.T) {
+// openKeyedMetered opens a channel of orderConfig with a metrics
+// registry: it returns the channel, its group "a" and the registry.
+func openKeyedMetered(t *testing.T) (*FileChannel, *Group, *prometheus.Registry) {
+	t.Helper()
 	cfg := orderConfig(t)
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
 	c := mustOpen(t, cfg)
-	defer c.Close()
-	a := groupOf(t, c, "a")
-	const n = 400
-	keys := []string{"k0", "k1", "k2", ""}
-	for i := 0; i < n; i += 4 {
-		putKeyed(t, c, i, keys...)
-	}
-	done := make(chan struct{})
-	scraped := make(chan struct{})
+	return c, mustGroup(t, c, "a"), reg
+}
+
+// scrapeLag reads g's lag (Group.Stats, Stats, the metric from reg) in a
+// loop until the returned stop is called: for tests of concurrent takes.
+func scrapeLag(t *testing.T, c *FileChannel, g *Group, reg prometheus.Gatherer) (stop func()) {
+	done, scraped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(scraped)
 		for {
@@ -139,65 +133,12 @@ func TestGroupLagParkedConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			_ = a.Stats().Oldest
-			_ = c.Stats()
+			_, _ = g.Stats().Oldest, c.Stats()
 			if _, err := reg.Gather(); err != nil {
 				t.Error(err)
 				return
 			}
 		}
 	}()
-	var mu sync.Mutex
-	taken := map[string]bool{}
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				tx, err := a.Begin()
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				var got []string
-				for range 3 {
-					ev, ok, err := tx.Take()
-					if err != nil {
-						t.Error(err)
-					}
-					if !ok || err != nil {
-						break
-					}
-					got = append(got, string(ev.Body))
-				}
-				if err := tx.Commit(); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				for _, b := range got {
-					if taken[b] {
-						t.Errorf("%s taken twice", b)
-					}
-					taken[b] = true
-				}
-				all := len(taken) == n
-				mu.Unlock()
-				if all || len(got) == 0 && a.Stats().Parked == 0 && a.Stats().Queued == 0 {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(done)
-	<-scraped
-	if len(taken) != n {
-		t.Fatalf("took %d events, want %d", len(taken), n)
-	}
-	t.Logf("%d events parked, ever", a.Stats().Skipped)
-	if o := a.Stats().Oldest; !o.IsZero() {
-		t.Fatalf("all taken: Oldest %v", o)
-	}
+	return func() { close(done); <-scraped }
 }
