@@ -75,7 +75,8 @@
 //
 // A group's lag is the age of its oldest queued event
 // (time.Since(GroupStats.Oldest); the metric
-// filechannel_group_oldest_event_age_seconds).
+// filechannel_group_oldest_event_age_seconds), parked events of a key
+// held by an open take transaction (OrderKey) included.
 //
 // # Consumer groups
 //

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/flumego/filechannel/eventqueue"
 )
 
 // groupCollector exports the per-group metrics, labelled by group ("" for
@@ -55,7 +53,7 @@ func newGroupCollector(c *FileChannel) *groupCollector {
 			"Events a consumer group's takes parked behind a held key (OrderKey), each counted once per hold of its key."),
 		leasesExpired: desc("group_leases_expired_total",
 			"Take transactions of a consumer group whose LeaseTimeout expired: their events went back to the group, their commit failed."),
-		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event: seconds since its put committed (its lag); 0 when nothing is queued; "+
+		oldestAge: desc("group_oldest_event_age_seconds", "The age of a consumer group's oldest queued event (its queue's head or an event parked behind a held key): seconds since its put committed (its lag); 0 when nothing is queued; "+
 			"absent when the event is of a log file older than format version 7 (no time)."),
 	}
 }
@@ -113,8 +111,8 @@ func (g *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		if r.grp.dlqOnly {
 			counter(g.redriven, float64(n.redriven.Load()), name)
 		}
-		switch t := g.c.oldestTime(r.grp, r.head, r.hasHead); {
-		case !r.hasHead:
+		switch t := g.c.oldestTime(r.grp, r.lag); {
+		case !r.lag.queued():
 			gauge(g.oldestAge, 0, name)
 		case !t.IsZero():
 			gauge(g.oldestAge, max(time.Since(t).Seconds(), 0), name)
@@ -129,8 +127,7 @@ type groupRow struct {
 	waiting          int // for their retry delay
 	parked           int // behind a held key (OrderKey)
 	skipped          int64
-	head             eventqueue.Pointer
-	hasHead          bool
+	lag              lagHeads // for its oldest queued event
 }
 
 // rows reads, under queueMu, each group's queued and in-flight events
@@ -144,9 +141,8 @@ func (g *groupCollector) rows() []groupRow {
 	}
 	rows := make([]groupRow, 0, len(c.groups))
 	for _, grp := range c.groups {
-		head, has := grp.headOf()
 		rows = append(rows, groupRow{grp: grp, queued: grp.queue.Size(), inflight: grp.inflight.Len(), waiting: grp.waitingLen(),
-			parked: grp.order.parked, skipped: grp.order.skips, head: head, hasHead: has})
+			parked: grp.order.parked, skipped: grp.order.skips, lag: c.lagHeadsLocked(grp)})
 	}
 	return rows
 }

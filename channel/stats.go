@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/flumego/filechannel/eventqueue"
 )
 
 // Stats is a snapshot of the channel's state and counters.
@@ -163,10 +161,14 @@ type GroupStats struct {
 	OrderKey    string
 	RetryDelays []time.Duration
 
-	// Oldest is when the put of its oldest queued event (its head)
-	// committed: time.Since(Oldest) is the group's lag. Zero when nothing
-	// is queued, or the event is of a log file older than format version 7
-	// (no time).
+	// Oldest is when the put of its oldest queued event committed:
+	// time.Since(Oldest) is the group's lag. The oldest queued event is
+	// the one at its head or, with OrderKey, the first event parked behind
+	// a key another open take transaction holds (Parked), whichever is
+	// older: a stuck key shows in the lag. Events waiting for a retry
+	// delay (Waiting) are not in it. Zero when nothing is queued nor
+	// parked, or no such event has a time (a log file older than format
+	// version 7).
 	Oldest time.Time
 }
 
@@ -174,17 +176,14 @@ type GroupStats struct {
 func (g *Group) Stats() GroupStats {
 	c := g.c
 	var gs GroupStats
-	var head eventqueue.Pointer
-	var has bool
+	var lag lagHeads
 	func() {
 		c.queueMu.Lock()
 		defer c.queueMu.Unlock()
 		gs = g.g.statsLocked()
-		if !c.released { // after Close the ring's slots are gone
-			head, has = g.g.headOf()
-		}
+		lag = c.lagHeadsLocked(g.g)
 	}()
-	gs.Oldest = c.oldestTime(g.g, head, has)
+	gs.Oldest = c.oldestTime(g.g, lag)
 	return gs
 }
 
@@ -213,7 +212,7 @@ func (g *groupState) statsLocked() GroupStats {
 func (c *FileChannel) Stats() Stats {
 	s, heads := c.queueStats()
 	for i, h := range heads {
-		s.Groups[i].Oldest = c.oldestTime(h.g, h.ptr, h.has)
+		s.Groups[i].Oldest = c.oldestTime(h.g, h.lag)
 	}
 	s.LogFiles = c.logs.Len()
 	s.LogBytes = c.logs.Bytes()
@@ -249,15 +248,14 @@ func (c *FileChannel) queueStatsOnly() Stats {
 	return s
 }
 
-// groupHead is a group's head at a snapshot, for its Oldest.
+// groupHead is what a group's Oldest is read from at a snapshot.
 type groupHead struct {
 	g   *groupState
-	ptr eventqueue.Pointer
-	has bool
+	lag lagHeads
 }
 
 // queueStats returns the part of Stats that queueMu guards, and each
-// group's head (in the order of s.Groups).
+// group's lagHeads (in the order of s.Groups).
 func (c *FileChannel) queueStats() (Stats, []groupHead) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -266,11 +264,7 @@ func (c *FileChannel) queueStats() (Stats, []groupHead) {
 		PutWaits: r.waits, PutWaitTime: r.time, PutsFull: r.full}
 	heads := make([]groupHead, 0, len(c.groups))
 	for _, g := range c.groups {
-		h := groupHead{g: g}
-		if !c.released { // after Close the ring's slots are gone
-			h.ptr, h.has = g.headOf()
-		}
-		heads = append(heads, h)
+		heads = append(heads, groupHead{g: g, lag: c.lagHeadsLocked(g)})
 		gs := g.statsLocked()
 		s.Groups = append(s.Groups, gs)
 		s.InflightTakes += gs.InflightTakes
