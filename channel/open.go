@@ -72,6 +72,7 @@ func (c *FileChannel) open() (err error) {
 		c.keyWaiting,            // 11b
 		c.resizeQueue,           // 12
 		c.rollAll,               // 13
+		c.finishReclaim,         // 13b
 		c.checkpointAfterReplay, // 14
 	}
 	for _, step := range steps {
@@ -497,6 +498,24 @@ func (c *FileChannel) rollAll(*recovery) error {
 		if err != nil {
 			return fmt.Errorf("filechannel: %w", err)
 		}
+	}
+	return nil
+}
+
+// finishReclaim (step 13b) deletes the log files a deletion round of the
+// previous run's last checkpoint was to delete, when the crash made only
+// part of the round durable: a file whose events a missing file's records
+// completed (took) must go before the checkpoint of step 14, or any later
+// one, is written, since a power loss while it is written leaves a full
+// replay, which would read that file's events without those takes and
+// bring them back (logfile.Set.FinishReclaim). A failure is logged: the
+// files stay, as they were.
+func (c *FileChannel) finishReclaim(*recovery) error {
+	n, err := c.logs.FinishReclaim(c.unheld)
+	if err != nil {
+		c.log.Error("delete the log files an interrupted deletion left", "deleted", n, "err", err)
+	} else if n > 0 {
+		c.log.Warn("deleted the log files a crash left while deleting them", "deleted", n)
 	}
 	return nil
 }
