@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/flumego/filechannel/checkpoint"
+	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/internal/owner"
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
@@ -72,6 +74,7 @@ func (c *FileChannel) open() (err error) {
 		c.keyWaiting,            // 11b
 		c.resizeQueue,           // 12
 		c.rollAll,               // 13
+		c.finishReclaim,         // 13b
 		c.checkpointAfterReplay, // 14
 	}
 	for _, step := range steps {
@@ -499,6 +502,63 @@ func (c *FileChannel) rollAll(*recovery) error {
 		}
 	}
 	return nil
+}
+
+// finishReclaim (step 13b) deletes the log files a deletion round of the
+// previous run's last checkpoint was to delete, when the crash made only
+// part of the round durable: a file whose events a missing file's records
+// completed (took) must go before the checkpoint of step 14, or any later
+// one, is written, since a power loss while it is written leaves a full
+// replay, which would read that file's events without those takes and
+// bring them back (logfile.Set.FinishReclaim). Neither the recovered
+// channel nor the checkpoint it started from (still the one a power loss
+// meanwhile leaves) may need them. A failure is logged: the files stay, as
+// they were.
+func (c *FileChannel) finishReclaim(rc *recovery) error {
+	needed := checkpointNeeds(rc)
+	unheld := func(cand []uint32) []uint32 {
+		return slices.DeleteFunc(c.unheld(cand), func(id uint32) bool { return needed[id] })
+	}
+	n, err := c.logs.FinishReclaim(unheld)
+	if err != nil {
+		c.log.Error("delete the log files an interrupted deletion left", "deleted", n, "err", err)
+	} else if n > 0 {
+		c.log.Warn("deleted the log files a crash left while deleting them", "deleted", n)
+	}
+	return nil
+}
+
+// checkpointNeeds returns the log files the checkpoint Open started from
+// points into: queued (its rings' Refs), waiting, or in flight at its W.
+func checkpointNeeds(rc *recovery) map[uint32]bool {
+	needed := map[uint32]bool{}
+	states := []*checkpoint.State{rc.st}
+	for _, st := range rc.groupStates {
+		states = append(states, st)
+	}
+	for _, st := range states {
+		if st == nil {
+			continue
+		}
+		for _, l := range st.Logs {
+			if l.Refs > 0 {
+				needed[l.FileID] = true
+			}
+		}
+		for _, tx := range slices.Concat(st.InflightPuts, st.InflightTakes) {
+			for _, p := range tx.Pointers {
+				needed[p.FileID()] = true
+			}
+		}
+	}
+	if rc.catalog != nil {
+		for _, g := range rc.catalog.Groups {
+			for _, w := range g.Waiting {
+				needed[eventqueue.Pointer(w.Pointer).FileID()] = true
+			}
+		}
+	}
+	return needed
 }
 
 // checkpointAfterReplay (step 14) writes a checkpoint, which makes the next

@@ -1798,3 +1798,57 @@ func TestBeforeDelete(t *testing.T) {
 		t.Fatalf("Reclaim: %d deleted, %v, %d calls; want 3, nil, 2", n, err, calls)
 	}
 }
+
+// FinishReclaim deletes the files a missing file (9, deleted by a round a
+// crash interrupted) completes, transitively, those unheld lets go and no
+// staying file completes; nothing when no missing file completes any.
+func TestFinishReclaim(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		deps   map[uint32][]uint32 // file: files it completes
+		unheld []uint32            // nil: all it is asked
+		asked  []uint32
+		want   []uint32
+	}{
+		{"no_missing_completer", map[uint32][]uint32{2: {1}}, nil, nil, nil},
+		{"missing_completes_one", map[uint32][]uint32{9: {1}}, nil, []uint32{1}, []uint32{1}},
+		{"transitive_in_rounds", map[uint32][]uint32{9: {2}, 2: {1}}, nil, []uint32{1, 2}, []uint32{1, 2}},
+		{"cycle_half_gone", map[uint32][]uint32{9: {3}, 3: {9}}, nil, []uint32{3}, []uint32{3}},
+		{"held_stays", map[uint32][]uint32{9: {1}}, []uint32{}, []uint32{1}, nil},
+		{"completer_of_held_stays", map[uint32][]uint32{9: {2}, 2: {1}}, []uint32{2}, []uint32{1, 2}, nil},
+		{"not_the_active_file", map[uint32][]uint32{9: {4}}, nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := setMem(t, "/a")
+			var deleted []uint32
+			s := reclaimSet(t, fsys, &deleted)
+			for file, of := range tc.deps {
+				for _, g := range of {
+					s.Complete(file, g)
+				}
+			}
+			var asked []uint32
+			n, err := s.FinishReclaim(func(c []uint32) []uint32 {
+				asked = slices.Clone(c)
+				if tc.unheld != nil {
+					return tc.unheld
+				}
+				return c
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(asked, tc.asked) {
+				t.Errorf("asked about %v, want %v", asked, tc.asked)
+			}
+			if n != len(tc.want) || !slices.Equal(deleted, tc.want) {
+				t.Fatalf("deleted %d: %v; want %v", n, deleted, tc.want)
+			}
+			for id := uint32(1); id <= 4; id++ {
+				if existsIn(fsys, filepath.Join("/a", LogName(id))) == slices.Contains(tc.want, id) {
+					t.Errorf("file %d on disk after FinishReclaim: want deleted %v", id, slices.Contains(tc.want, id))
+				}
+			}
+		})
+	}
+}

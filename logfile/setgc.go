@@ -193,6 +193,59 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 	return s.deleteInRounds(left)
 }
 
+// FinishReclaim deletes what a Reclaim a crash interrupted left behind:
+// the files that a file now missing completed (see Complete), and the
+// files those complete, and so on, that unheld lets go (as Reclaim asks
+// it) and that no staying file completes. Reclaim deletes a round's files
+// before it syncs their dirs, and any other directory sync (a roll in
+// another data dir, a deletion of another round) can make one deletion
+// durable before the others: a power loss then leaves a file without a
+// file that completes its events (one of a cycle across data dirs, or of
+// a later round). A checkpoint keeps that harmless, but writing the next
+// one makes the checkpoint unusable for a moment, and a power loss then
+// leaves a full replay, which would bring the events those missing
+// records took back. Open calls it, after Start (which knows, from the
+// checkpoint, what the missing files completed) and before its first
+// checkpoint; it returns how many files it deleted.
+func (s *Set) FinishReclaim(unheld func(candidates []uint32) []uint32) (int, error) {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	cand := s.leftByDeletion()
+	if len(cand) == 0 {
+		return 0, nil
+	}
+	free := unheld(cand)
+	free = slices.DeleteFunc(free, func(id uint32) bool { _, found := slices.BinarySearch(cand, id); return !found })
+	return s.deleteInRounds(s.closeOver(free))
+}
+
+// leftByDeletion returns, ascending, the existing files (not active) that
+// a missing file completes, directly or through other such files.
+func (s *Set) leftByDeletion() []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.depMu.Lock()
+	defer s.depMu.Unlock()
+	var todo []uint32
+	for id := range s.completes {
+		if s.files[id] == nil {
+			todo = append(todo, id)
+		}
+	}
+	found := map[uint32]bool{}
+	for len(todo) > 0 {
+		id := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for of := range s.completes[id] {
+			if f := s.files[of]; f != nil && f.size != 0 && !found[of] {
+				found[of] = true
+				todo = append(todo, of)
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(found))
+}
+
 // deleteInRounds deletes the files of left in Reclaim's rounds, and returns
 // how many it deleted. left must hold no file whose events a file outside
 // it, that exists, completes (closeOver).
