@@ -303,13 +303,7 @@ func TestOrderKeyRecovery(t *testing.T) {
 			cfg := orderConfig(t)
 			c := mustOpen(t, cfg)
 			g := mustGroup(t, c, "a")
-			putKeyed(t, c, 0, "x", "x", "y", "x", "y")
-			tx1 := mustBegin(t, g)
-			if _, _, err := tx1.Take(); err != nil {
-				t.Fatal(err)
-			}
-			tx2 := mustBegin(t, g)
-			wantBodies(t, "past held x", takeAll(t, tx2), "2:y", "4:y")
+			holdXParkX(t, c, g) // both stay open until the restart
 			if err := c.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
@@ -468,13 +462,7 @@ func TestOrderKeyCrashAfterCheckpointedParking(t *testing.T) {
 	cfg := orderConfig(t)
 	c := mustOpen(t, cfg)
 	g := mustGroup(t, c, "a")
-	putKeyed(t, c, 0, "x", "x", "y", "x", "y")
-	holder := mustBegin(t, g)
-	if _, _, err := holder.Take(); err != nil {
-		t.Fatal(err)
-	}
-	open := mustBegin(t, g)
-	wantBodies(t, "past held x", takeAll(t, open), "2:y", "4:y")
+	holder, _ := holdXParkX(t, c, g)
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +489,18 @@ func TestOrderKeyCrashAfterCheckpointedParking(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdXParkX puts 0:x 1:x 2:y 3:x 4:y, lets holder take 0:x (holding x)
+// and open take the rest it can: 2:y and 4:y, parking 1:x and 3:x.
+func holdXParkX(t *testing.T, c *FileChannel, g *Group) (holder, open *Transaction) {
+	t.Helper()
+	putKeyed(t, c, 0, "x", "x", "y", "x", "y")
+	holder = mustBegin(t, g)
+	if _, _, err := holder.Take(); err != nil {
+		t.Fatal(err)
+	}
+	open = mustBegin(t, g)
+	wantBodies(t, "past held x", takeAll(t, open), "2:y", "4:y")
+	return holder, open
 }

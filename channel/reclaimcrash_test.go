@@ -88,22 +88,8 @@ func TestCrashInsideReclaimThenInsideRecovery(t *testing.T) {
 		t.Fatal("no crash image inside the deletion round")
 	}
 	// Recover it (and close), with a power loss at each operation.
-	var inner []*vfs.MemFS
-	var ops []string
-	img.SetHook(func(p vfs.CrashPoint) {
-		inner = append(inner, p.Clone(false, 0))
-		ops = append(ops, p.Op+" "+p.Path)
-	})
+	inner, ops := recoveryCrashImages(t, cfg, img)
 	icfg := cfg
-	icfg.fs = img
-	c, err = Open(icfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	img.SetHook(nil)
 	for i, in := range inner {
 		icfg.fs = in
 		c, err := Open(icfg)
@@ -179,22 +165,8 @@ func TestFinishReclaimKeepsWhatTheCheckpointNeeds(t *testing.T) {
 	if !existsMem(img, f1) {
 		t.Fatalf("%s gone before the recovery", f1)
 	}
-	var inner []*vfs.MemFS
-	var ops []string
-	img.SetHook(func(p vfs.CrashPoint) {
-		inner = append(inner, p.Clone(false, 0))
-		ops = append(ops, p.Op+" "+p.Path)
-	})
+	inner, ops := recoveryCrashImages(t, cfg, img)
 	icfg := cfg
-	icfg.fs = img
-	c, err = Open(icfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	img.SetHook(nil)
 	for i, in := range inner {
 		icfg.fs = in
 		c, err := Open(icfg)
@@ -218,4 +190,27 @@ func TestFinishReclaimKeepsWhatTheCheckpointNeeds(t *testing.T) {
 func existsMem(fsys *vfs.MemFS, name string) bool {
 	_, err := fsys.Stat(name)
 	return err == nil
+}
+
+// recoveryCrashImages opens (and closes) the channel of cfg on img, the
+// image of a crash, and returns the image of a power loss after each
+// operation of that recovery, with the operation.
+func recoveryCrashImages(t *testing.T, cfg Config, img *vfs.MemFS) ([]*vfs.MemFS, []string) {
+	t.Helper()
+	var inner []*vfs.MemFS
+	var ops []string
+	img.SetHook(func(p vfs.CrashPoint) {
+		inner = append(inner, p.Clone(false, 0))
+		ops = append(ops, p.Op+" "+p.Path)
+	})
+	defer img.SetHook(nil)
+	cfg.fs = img
+	c, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return inner, ops
 }
