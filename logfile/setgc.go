@@ -298,10 +298,12 @@ func (s *Set) nextRound(left []uint32) []uint32 {
 	return round
 }
 
-// deleteRound removes the files of ids, then syncs the dirs that lost one.
-// A file whose removal fails stays in the set (failed reports it).
+// deleteRound removes the files of ids (or renames them into their dir's
+// pool, retire), then syncs the dirs that lost one. A file whose removal
+// fails stays in the set (failed reports it).
 func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 	var errs []error
+	var pooled []pooled
 	dirs := map[string]bool{}
 	for _, id := range ids {
 		// Out of the set first, then out of the cache, then off the disk:
@@ -316,7 +318,11 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 			continue
 		}
 		errs = append(errs, s.readers.evict(id))
-		if err := s.fs.Remove(f.Path); err != nil {
+		p, err := s.retire(f)
+		if p != nil {
+			pooled = append(pooled, *p)
+		}
+		if err != nil {
 			s.mu.Lock()
 			s.files[id] = f // it stays
 			s.mu.Unlock()
@@ -334,10 +340,15 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)
 		}
-		s.log.Info("deleted log file", "file", f.Path, "id", LogName(id))
+		if p != nil {
+			s.log.Info("kept a consumed log file for reuse", "file", f.Path, "as", RecycleName(id))
+		} else {
+			s.log.Info("deleted log file", "file", f.Path, "id", LogName(id))
+		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		errs = append(errs, s.fs.SyncDir(d))
+		err := s.fs.SyncDir(d)
+		errs = append(errs, err, s.settlePooled(d, pooled, err))
 		s.forgetFreeSpaceOf(d)
 	}
 	return deleted, failed, errors.Join(errs...)
