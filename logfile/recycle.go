@@ -39,10 +39,11 @@ import (
 // damaged header's salt would be derived from (at HeaderSize).
 const recycleHeadSize = 4096
 
-// recyclable reports whether f, a file Reclaim deletes, may go into its
-// dir's pool instead (d is its dir, nil if none): recycling is on, the
-// pool has room, the dir is not full, and the file's size is at most
-// MaxFileSize (a file a big append made larger would keep too much space).
+// recyclable returns f's dir, its pool place taken, if f, a file Reclaim
+// deletes, may go into that pool instead (nil if not): recycling is on, the
+// pool has room, the dir is neither full nor short of space, and the file's
+// size is at most MaxFileSize (a file a big append made larger would keep
+// too much space).
 func (s *Set) recyclable(f *setFile) *dir {
 	n := s.opts.RecycleLogFiles
 	if n <= 0 || s.opts.MaxFileSize <= 0 || f.size > s.opts.MaxFileSize {
@@ -52,7 +53,7 @@ func (s *Set) recyclable(f *setFile) *dir {
 		if d.path != f.Dir {
 			continue
 		}
-		if d.full.Load() {
+		if d.full.Load() || d.lowSpace.Load() {
 			return nil
 		}
 		d.poolMu.Lock()
@@ -80,10 +81,13 @@ type pooled struct {
 	id uint32
 }
 
-// retire takes log file f off the disk for deleteRound: into its dir's
-// pool (renamed to RecycleName) if it may be recycled, else removed. A
-// failed rename falls back to a removal.
-func (s *Set) retire(f *setFile) (pool *pooled, err error) {
+// retire takes log file f off the disk for deleteRound: with recycle, into
+// its dir's pool (renamed to RecycleName) if it may be recycled, else
+// removed. A failed rename falls back to a removal.
+func (s *Set) retire(f *setFile, recycle bool) (pool *pooled, err error) {
+	if !recycle {
+		return nil, s.fs.Remove(f.Path)
+	}
 	if d := s.recyclable(f); d != nil {
 		if err := s.fs.Rename(f.Path, filepath.Join(f.Dir, RecycleName(f.ID))); err == nil {
 			return &pooled{d, f.ID}, nil

@@ -426,3 +426,88 @@ func TestRolledRecycledFileEndsWithAMark(t *testing.T) {
 		t.Fatalf("records %v, skipped %v; want %v and one damaged region", got, sc.Skipped(), want)
 	}
 }
+
+// TestMakeRoomDoesNotRecycle: files deleted to make room in a dir short of
+// space are removed, never kept for reuse (their space is what is needed),
+// and Reclaim keeps none in a dir short of space either.
+func TestMakeRoomDoesNotRecycle(t *testing.T) {
+	mem := setMem(t, "/a")
+	var deleted []uint32
+	s, _ := retainSet(t, mem, Retention{MaxAge: time.Hour}, &deleted)
+	s.opts.RecycleLogFiles, s.opts.MaxFileSize = 2, 1<<20
+	if _, err := s.Reclaim(s.Snapshot(), allUnheld); err != nil || s.Retained().Files != 3 {
+		t.Fatalf("Reclaim: %v, retained %+v", err, s.Retained())
+	}
+	const min = 1000
+	mem.SetFreeSpace(min - 50)
+	s.ForgetFreeSpace()
+	if n, err := s.MakeRoom(0, 100, min, allUnheld); n == 0 || err != nil {
+		t.Fatalf("MakeRoom = %d, %v", n, err)
+	}
+	names, _ := mem.List("/a")
+	if s.PoolSize(0) != 0 || slices.ContainsFunc(names, func(n string) bool { _, ok := ParseRecycleName(n); return ok }) {
+		t.Fatalf("pool %d, files %v: MakeRoom kept files for reuse", s.PoolSize(0), names)
+	}
+}
+
+// TestNoRecycleInADirShortOfSpace: a dir short of space (a SpaceOK refused
+// a put) or full (its space reserve given back) keeps no file for reuse:
+// Reclaim removes them, giving the space back.
+func TestNoRecycleInADirShortOfSpace(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
+			mem := setMem(t, "/d")
+			s := startSet(t, recycleOpts(mem), Recovered{})
+			next := int64(0)
+			fillAndRoll(t, s, &next, 8<<10)
+			if full {
+				s.dirs[0].full.Store(true) // as releaseReserve leaves it
+			} else {
+				mem.SetFreeSpace(500)
+				s.ForgetFreeSpace()
+				if ok, _, _ := s.SpaceOK(0, 100, 1000); ok {
+					t.Fatal("SpaceOK with 500 bytes free and 1000 required")
+				}
+			}
+			sn := s.Snapshot()
+			if err := sn.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.Reclaim(sn, func(c []uint32) []uint32 { return c }); n != 1 || err != nil || s.PoolSize(0) != 0 {
+				t.Fatalf("Reclaim = %d, %v, pool %d; want 1 file deleted, none kept", n, err, s.PoolSize(0))
+			}
+		})
+	}
+}
+
+// TestRecycleRenameFailureRemoves: a file whose rename into the pool fails
+// is removed as without recycling, and gives its pool place back: the next
+// file let go is kept.
+func TestRecycleRenameFailureRemoves(t *testing.T) {
+	ffs := vfs.NewFaultFS(setMem(t, "/d"))
+	opts := recycleOpts(ffs)
+	opts.RecycleLogFiles = 1
+	s := startSet(t, opts, Recovered{})
+	next := int64(0)
+	reclaim := func() {
+		t.Helper()
+		fillAndRoll(t, s, &next, 8<<10)
+		sn := s.Snapshot()
+		if err := sn.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Reclaim(sn, func(c []uint32) []uint32 { return c }); n != 1 || err != nil {
+			t.Fatalf("Reclaim = %d, %v; want 1 file deleted", n, err)
+		}
+	}
+	ffs.Add(vfs.Rule{Ops: []vfs.Op{vfs.OpRename}, Name: "recycle-*", Times: 1})
+	reclaim()
+	names, _ := ffs.List("/d")
+	if s.PoolSize(0) != 0 || len(names) != 1 {
+		t.Fatalf("after a failed rename: pool %d, files %v; want the file removed", s.PoolSize(0), names)
+	}
+	reclaim()
+	if s.PoolSize(0) != 1 {
+		t.Fatalf("pool %d after the next file was let go, want 1: the failed rename kept its place", s.PoolSize(0))
+	}
+}

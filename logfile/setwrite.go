@@ -636,7 +636,7 @@ func (s *Set) RemoveEmptyActive() error {
 		}
 		d.mu.Unlock()
 	}
-	_, _, err := s.deleteRound(ids)
+	_, _, err := s.deleteRound(ids, false)
 	return errors.Join(append(errs, err)...)
 }
 
