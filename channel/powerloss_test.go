@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/flumego/filechannel/internal/vfs"
 	"github.com/flumego/filechannel/logfile"
 )
@@ -273,6 +275,8 @@ func TestRecycledLeftoversAreNotDamage(t *testing.T) {
 	fsys := vfs.NewMem()
 	cfg := recycleConfig(memConfig(fsys, 1), 2)
 	cfg.MaxFileSize = 16 << 10 // old bytes past the 4 KiB a recycled header zeroes
+	reg := prometheus.NewRegistry()
+	cfg.Name, cfg.Registerer = "r", reg
 	c := mustOpen(t, cfg)
 	next := 0
 	for c.Stats().LogFilesRecycled == 0 {
@@ -283,6 +287,13 @@ func TestRecycledLeftoversAreNotDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	st := c.Stats()
+	recycled, _ := metricValue(t, reg, "filechannel_log_files_recycled_total", nil)
+	pooled, _ := metricValue(t, reg, "filechannel_log_files_pooled", nil)
+	if recycled != float64(st.LogFilesRecycled) || pooled != float64(st.LogFilesPooled) {
+		t.Fatalf("metrics recycled %v, pooled %v; Stats %d, %d", recycled, pooled, st.LogFilesRecycled, st.LogFilesPooled)
+	}
+	cfg.Registerer = nil
 	putN(t, c, next, 5, 5) // into the recycled file, before its old bytes
 	img := fsys.CrashClone(false, 1)
 	c.Close()
