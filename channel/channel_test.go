@@ -232,6 +232,8 @@ func TestInvalidConfig(t *testing.T) {
 		{"empty_data_dir", func(c *Config) { c.DataDirs = []string{""} }, "DataDirs[0] is empty"},
 		{"negative_capacity", func(c *Config) { c.Capacity = -3 }, "Capacity -3 is negative"},
 		{"tiny_preallocate", func(c *Config) { c.Preallocate = 4096 }, "Preallocate 4096 is below 16384"},
+		{"negative_recycle", func(c *Config) { c.RecycleLogFiles = -1 }, "RecycleLogFiles -1 is outside [0, 16]"},
+		{"too_many_recycled", func(c *Config) { c.RecycleLogFiles = MaxRecycleLogFiles + 1 }, "RecycleLogFiles 17 is outside [0, 16]"},
 		{"negative_tx_capacity", func(c *Config) { c.TransactionCapacity = -1 }, "TransactionCapacity -1 is negative"},
 		{"tx_capacity_over_capacity", func(c *Config) { c.Capacity, c.TransactionCapacity = 10, 11 }, "exceeds Capacity"},
 		{"tx_capacity_over_record_limit", func(c *Config) { c.Capacity, c.TransactionCapacity = 20_000_000, MaxTransactionCapacity+1 }, "a take commit's record"},

@@ -57,24 +57,24 @@ type newerCase struct {
 }
 
 var newerCases = []newerCase{
-	{"log_file_version_9", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_version_11", func(t *testing.T, cfg Config) FormatError {
 		p := logPaths(t, cfg)[0] // the file holding the events
-		testutil.SetLogVersion(t, p, 9)
-		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
+		testutil.SetLogVersion(t, p, 11)
+		return FormatError{File: p, Offset: 4, Version: 11, Supported: 10}
 	}},
 	{"log_record_of_type_18", func(t *testing.T, cfg Config) FormatError {
 		logs := logPaths(t, cfg)
 		p := logs[len(logs)-1] // after the checkpoint's position: Open reads it too
 		off := testutil.AppendRecord(t, p, 18, 1<<40, []byte("a newer kind of record"))
-		return FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 18}
+		return FormatError{File: p, Offset: off, Version: 7, Supported: 10, RecordType: 18}
 	}},
 	// Not an unfinished create to delete: a newer release began it.
-	{"log_file_short_header_version_9", func(t *testing.T, cfg Config) FormatError {
+	{"log_file_short_header_version_11", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 9, 0, 0}, 0o600); err != nil {
+		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 11, 0, 0}, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return FormatError{File: p, Offset: 4, Version: 9, Supported: 8}
+		return FormatError{File: p, Offset: 4, Version: 11, Supported: 10}
 	}},
 	{"groups_catalog_version_6", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.CheckpointDir, checkpoint.CatalogName)
@@ -200,7 +200,7 @@ func TestTakeOfNewerRecordFails(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err = tx.Take()
-		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 7, Supported: 8, RecordType: 18})
+		requireUnsupported(t, err, FormatError{File: p, Offset: off, Version: 7, Supported: 10, RecordType: 18})
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}

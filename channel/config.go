@@ -40,6 +40,8 @@ const (
 	// MinPreallocate the smallest Preallocate accepted.
 	DefaultPreallocate = 4 << 20
 	MinPreallocate     = 16 << 10
+	// MaxRecycleLogFiles is the largest RecycleLogFiles accepted.
+	MaxRecycleLogFiles = 16
 
 	// DefaultFileMode and DefaultDirMode are the permission bits of the
 	// files and directories the channel creates unless Config.FileMode and
@@ -130,6 +132,19 @@ type Config struct {
 	// NoSync (commits do not fsync, so there is nothing to gain); negative
 	// = none (every commit appends); at least 16 KiB otherwise.
 	Preallocate int64
+
+	// RecycleLogFiles is how many consumed log files each data dir keeps
+	// for reuse: a log file the channel would delete (its events all
+	// taken) is renamed aside instead, and the next new log file of that
+	// dir overwrites it, so that in steady state (puts and takes at the
+	// same rate) every byte is written once, where Preallocate writes
+	// zeros first. Only files of at most MaxFileSize bytes are kept: at
+	// most RecycleLogFiles × MaxFileSize bytes of disk space per data dir.
+	// A recycled file has format version 9 (10 when encrypted), which a
+	// release before this one refuses (docs/format.md §3.9, §14): that is
+	// why it is off by default. 0 = none (and the files kept by an earlier
+	// Open are removed); at most MaxRecycleLogFiles.
+	RecycleLogFiles int
 
 	// Keys, if set, encrypts event data at rest: every new log file's put
 	// records (event headers and bodies) are sealed with AES-256-GCM under
@@ -343,6 +358,9 @@ func (cfg *Config) checkRanges() []error {
 	}
 	if cfg.MaxFileSize < 0 || (cfg.MaxFileSize > 0 && cfg.MaxFileSize < MinMaxFileSize) || cfg.MaxFileSize > math.MaxUint32 {
 		bad("MaxFileSize %d is outside [%d, %d]", cfg.MaxFileSize, MinMaxFileSize, uint64(math.MaxUint32))
+	}
+	if cfg.RecycleLogFiles < 0 || cfg.RecycleLogFiles > MaxRecycleLogFiles {
+		bad("RecycleLogFiles %d is outside [0, %d]", cfg.RecycleLogFiles, MaxRecycleLogFiles)
 	}
 	if cfg.Preallocate > 0 && cfg.Preallocate < MinPreallocate {
 		bad("Preallocate %d is below %d (negative = none)", cfg.Preallocate, MinPreallocate)

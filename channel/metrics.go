@@ -108,6 +108,10 @@ func newMetrics(c *FileChannel) *metrics {
 	counterFunc("log_layout_waits_total", "Log appends that caught up with a zero-fill in flight and waited for it.", func() float64 {
 		return float64(c.logs.LayoutStats().Waits)
 	})
+	counterFunc("log_files_recycled_total", "Data log files started by overwriting a consumed one (Config.RecycleLogFiles).", func() float64 {
+		n, _ := c.logs.RecycleStats()
+		return float64(n)
+	})
 	// The gate counts the waits (Stats reads the same numbers); a Put
 	// with room pays nothing for them.
 	counterFunc("put_waits_total", "Put calls that found the channel at capacity and waited for room, whatever the outcome; those waiting now included.", func() float64 {
@@ -193,6 +197,10 @@ func newMetrics(c *FileChannel) *metrics {
 			return time.Since(t).Seconds()
 		}
 		return 0
+	})
+	gauge("log_files_pooled", "Consumed data log files kept for reuse (Config.RecycleLogFiles).", func() float64 {
+		_, n := c.logs.RecycleStats()
+		return float64(n)
 	})
 	gauge("log_preallocated_bytes", "Zeros laid out past the records of the active log files (Config.Preallocate).", func() float64 {
 		var n int64

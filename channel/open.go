@@ -351,7 +351,7 @@ func (c *FileChannel) replay(rc *recovery) error {
 		PreallocateMinFree: max(c.cfg.MinimumRequiredSpace, 0) + max(c.cfg.SpaceReserve, 0),
 		Keys:               logKeys(c.cfg.Keys), ChannelID: c.id,
 		Retention: logfile.Retention{MaxAge: c.cfg.Retention.MaxAge, MaxBytes: c.cfg.Retention.MaxBytes}, Now: c.cfg.now,
-		BeforeDelete: c.persistDedup})
+		BeforeDelete: c.persistDedup, RecycleLogFiles: c.cfg.RecycleLogFiles})
 	if err != nil {
 		return fmt.Errorf("filechannel: %w", err)
 	}

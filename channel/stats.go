@@ -21,6 +21,11 @@ type Stats struct {
 	// LayoutWaits counts the appends that caught up with a zero-fill in
 	// flight and waited for it: Preallocate is too small for the rate.
 	LayoutWaits int64
+	// LogFilesRecycled counts the log files started by overwriting a
+	// consumed one since Open (Config.RecycleLogFiles); LogFilesPooled is
+	// the consumed files waiting for reuse now.
+	LogFilesRecycled int64
+	LogFilesPooled   int
 	// RetainedFiles and RetainedBytes are the log files (of LogFiles) kept
 	// only for Config.Retention, and their bytes: no group queues or holds
 	// an event in them. OldestRetained is when the oldest one's last
@@ -220,6 +225,7 @@ func (c *FileChannel) Stats() Stats {
 		s.LogPreallocated += d.LaidOut
 	}
 	s.LayoutWaits = c.logs.LayoutStats().Waits
+	s.LogFilesRecycled, s.LogFilesPooled = c.logs.RecycleStats()
 	r := c.logs.Retained()
 	s.RetainedFiles, s.RetainedBytes, s.OldestRetained = r.Files, r.Bytes, r.Oldest
 	s.RecoveredFrom = c.stats.recoveredFrom

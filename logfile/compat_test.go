@@ -84,13 +84,16 @@ const (
 
 // TestVersions pins what this build writes and reads: it writes version 7
 // (Create, AppendFileHeader) without encryption, 8 with it (4 and 6
-// before), and reads 1 to 8; 9 is newer, and so is record type 18 (13 and 14, filters, 15, duplicates, 16, retries, and 17, groups with take options, are this build's, 12, the
+// before), 9 and 10 for a recycled file (above 8, so that a release reading
+// up to 8 refuses it rather than cut its leftovers), and reads 1 to 10; 11
+// is newer, and so is record type 18 (13 and 14, filters, 15, duplicates, 16, retries, and 17, groups with take options, are this build's, 12, the
 // sync mark, is this build's).
 func TestVersions(t *testing.T) {
 	if FormatVersion != 7 || EncryptedVersion != 5 || ChannelBoundVersion != 6 || TimedVersion != 7 || TimedBoundVersion != 8 ||
-		MaxFormatVersion != 8 || newer != 9 || newerRecType != 18 {
-		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, TimedVersion %d, TimedBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 7, 5, 6, 7, 8, 8, 9, 18",
-			FormatVersion, EncryptedVersion, ChannelBoundVersion, TimedVersion, TimedBoundVersion, MaxFormatVersion, newer, newerRecType)
+		RecycledVersion != 9 || RecycledBoundVersion != 10 ||
+		MaxFormatVersion != 10 || newer != 11 || newerRecType != 18 {
+		t.Fatalf("FormatVersion %d, EncryptedVersion %d, ChannelBoundVersion %d, TimedVersion %d, TimedBoundVersion %d, RecycledVersion %d, RecycledBoundVersion %d, MaxFormatVersion %d, first newer version %d, first newer record type %d; want 7, 5, 6, 7, 8, 9, 10, 10, 11, 18",
+			FormatVersion, EncryptedVersion, ChannelBoundVersion, TimedVersion, TimedBoundVersion, RecycledVersion, RecycledBoundVersion, MaxFormatVersion, newer, newerRecType)
 	}
 	w, err := Create(vfs.OS(), t.TempDir(), 5)
 	if err != nil {

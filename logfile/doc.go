@@ -16,7 +16,11 @@
 // version 8, encrypted and bound to the channel's id (keys.go). Versions 7
 // and 8 hold each put commit's time (format.go); the Set keeps each file's
 // FileIndex and the commits of spilled put transactions (setindex.go,
-// setspill.go). Every version from 1 to 8 is read: versions 2 to 6 (the
+// setspill.go). With SetOptions.RecycleLogFiles, the live Set renames a
+// file Reclaim would delete to RecycleName ("recycle-0000000007") and the
+// next roll of its dir overwrites it as a new file of version 9 (10 with
+// Keys): versions 7 and 8 whose bytes after the last record may be the old
+// file's (recycle.go). Every version from 1 to 10 is read: versions 2 to 6 (the
 // layout of 4 and 6, without commit times)
 // and version 1 (16-byte header, unsalted frames) from older releases; a
 // newer one is refused (Errors, below). CutTail, PadRegion and

@@ -294,7 +294,17 @@ const (
 	TimedVersion      = 7
 	TimedBoundVersion = 8
 	MinFormatVersion  = 1
-	MaxFormatVersion  = TimedBoundVersion
+	// RecycledVersion (9) and RecycledBoundVersion (10) are versions 7 and
+	// 8 in a recycled file (SetOptions.RecycleLogFiles, recycle.go): the
+	// same header, frames and records, but the bytes after the file's last
+	// record may be another file's leftovers, so the first invalid frame no
+	// sync mark vouches for ends the file, in any data dir position
+	// (Scanner.tornTail), and is no torn tail (TailLeftover). A release
+	// that reads up to version 8 refuses them as newer rather than cut the
+	// leftovers as a torn tail.
+	RecycledVersion      = 9
+	RecycledBoundVersion = 10
+	MaxFormatVersion     = RecycledBoundVersion
 	// MaxRecordType is the highest record type of this format version
 	// (typeOptionGroups, a groups record with take options); a newer
 	// release numbers the types it adds above it.

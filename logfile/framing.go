@@ -36,6 +36,9 @@ type Framing struct {
 	// recovering its salt (both copies gone and its first two records
 	// unusable): no frame of it can be verified.
 	lost bool
+	// recycled: the file is a recycled one (RecycledVersion or
+	// RecycledBoundVersion on disk); version is then the layout's, 7 or 8.
+	recycled bool
 
 	// Encrypted files (EncryptedVersion): the id of the key their put
 	// bodies are sealed with, its check value and (ChannelBoundVersion)
@@ -59,8 +62,29 @@ func newFraming() Framing {
 	return Framing{version: FormatVersion, salt: binary.BigEndian.Uint64(b[:])}
 }
 
-// Version returns the format version of the file the framing belongs to.
-func (f Framing) Version() uint16 { return f.version }
+// Version returns the format version of the file the framing belongs to,
+// as its header says it (RecycledVersion or RecycledBoundVersion for a
+// recycled file).
+func (f Framing) Version() uint16 {
+	if f.recycled {
+		return f.version + RecycledVersion - TimedVersion
+	}
+	return f.version
+}
+
+// Recycled reports whether the file is a recycled one (RecycledVersion,
+// RecycledBoundVersion): after its last record may lie another file's
+// leftover bytes (Scanner, TailLeftover).
+func (f Framing) Recycled() bool { return f.recycled }
+
+// versionFraming returns the framing, without a salt, of header version v:
+// a recycled version is the layout of 7 or 8, recycled.
+func versionFraming(v uint16) Framing {
+	if v == RecycledVersion || v == RecycledBoundVersion {
+		return Framing{version: v - (RecycledVersion - TimedVersion), recycled: true}
+	}
+	return Framing{version: v}
+}
 
 // Encrypted reports whether the file's put bodies are sealed
 // (EncryptedVersion).
@@ -194,10 +218,10 @@ func (f Framing) MaxFrameSize() int { return f.FrameHeaderSize() + MaxPayloadSiz
 // verb.
 func (f Framing) Format(s fmt.State, _ rune) {
 	if f.lost {
-		fmt.Fprintf(s, "log format v%d (salt lost)", f.version)
+		fmt.Fprintf(s, "log format v%d (salt lost)", f.Version())
 		return
 	}
-	fmt.Fprintf(s, "log format v%d", f.version)
+	fmt.Fprintf(s, "log format v%d", f.Version())
 }
 
 // AppendRecord appends r's frame, sealed for this framing's file, to dst

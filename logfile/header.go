@@ -25,7 +25,7 @@ func AppendFileHeader(dst []byte, fileID uint32) []byte {
 func appendFileHeader(dst []byte, fileID uint32, f Framing) []byte {
 	start := len(dst)
 	dst = append(dst, magic...)
-	dst = binary.BigEndian.AppendUint16(dst, f.version)
+	dst = binary.BigEndian.AppendUint16(dst, f.Version())
 	dst = binary.BigEndian.AppendUint16(dst, 0)
 	dst = binary.BigEndian.AppendUint32(dst, fileID)
 	if f.version == 1 {
@@ -73,7 +73,7 @@ func decodeFileHeader(b []byte) (uint32, Framing, error) {
 	case v < MinFormatVersion:
 		return 0, Framing{}, corrupt.New("", 0, "unsupported format version %d", v)
 	}
-	f := Framing{version: v}
+	f := versionFraming(v)
 	size := int(f.HeaderSize())
 	if len(b) < size {
 		return 0, Framing{}, corrupt.New("", 0, "file header is %d bytes, want %d", len(b), size)
@@ -161,19 +161,25 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 	v := saltedVersion(hdr)
 	if len(hdr) >= 24 && declaresSalted(hdr) &&
 		crc32.Checksum(hdr[:20], castagnoli) == binary.BigEndian.Uint32(hdr[20:24]) {
-		return Framing{version: v, salt: binary.BigEndian.Uint64(hdr[12:20])}, nil
+		f := versionFraming(v)
+		f.salt = binary.BigEndian.Uint64(hdr[12:20])
+		return f, nil
 	}
 	if len(hdr) >= HeaderSize && saltCopyCRC(id, hdr[24:32]) == binary.BigEndian.Uint32(hdr[32:36]) {
-		return settleTimed(r, hdr, Framing{version: v, salt: binary.BigEndian.Uint64(hdr[24:32])})
+		f := versionFraming(v)
+		f.salt = binary.BigEndian.Uint64(hdr[24:32])
+		return settleTimed(r, hdr, f)
 	}
 	if b, err := readFrame(r, headerSizeV1, framingV1); err != nil {
 		return Framing{}, err
 	} else if b != nil && framingV1.check(b) == nil {
 		return framingV1, nil
 	}
-	f, err := deriveSalt(r, v)
+	declared := versionFraming(v)
+	f, err := deriveSalt(r, declared.version)
 	if err != nil || f.version != 0 {
 		if err == nil {
+			f.recycled = declared.recycled
 			return settleTimed(r, hdr, f)
 		}
 		return f, err
@@ -181,7 +187,8 @@ func recoverFraming(r io.ReaderAt, id uint32, hdr []byte) (Framing, error) {
 	if len(hdr) >= versionEnd && binary.BigEndian.Uint16(hdr[versionOffset:versionEnd]) == 1 {
 		return framingV1, nil
 	}
-	return Framing{version: v, lost: true}, nil
+	declared.lost = true
+	return declared, nil
 }
 
 // maxTimedProbe bounds the frames settleTimed reads.

@@ -138,19 +138,8 @@ func TestPreallocatedLogCrashStates(t *testing.T) {
 	if err := mem.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	var synced atomic.Int64 // records whose SyncTo returned
-	var mu sync.Mutex
-	var images []*vfs.MemFS
-	var wantAtLeast []int64
-	seed := int64(0)
-	mem.SetHook(func(p vfs.CrashPoint) {
-		mu.Lock()
-		defer mu.Unlock()
-		seed++
-		n := synced.Load()
-		images = append(images, p.Clone(false, seed), p.Clone(true, seed))
-		wantAtLeast = append(wantAtLeast, n, n)
-	})
+	ci := collectCrashImages(mem)
+	synced := &ci.synced
 	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/d"}, MaxFileSize: 48 << 10, Preallocate: 16 << 10}, Recovered{})
 	next := int64(0)
 	var err error
@@ -182,7 +171,7 @@ func TestPreallocatedLogCrashStates(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mem.SetHook(nil)
+	images, wantAtLeast := ci.stop()
 	if st := s.LayoutStats(); st.LaidOut == 0 {
 		t.Fatalf("nothing was laid out: %+v", st)
 	}
@@ -334,4 +323,39 @@ func TestNoZerosLaidOutWithoutRoom(t *testing.T) {
 			t.Errorf("free %d: laid out %v, want %v", tc.free, got, tc.want)
 		}
 	}
+}
+
+// crashImages collects, at every filesystem operation of a MemFS, a
+// power-loss image and a torn one, each with the value synced had then
+// (what the test counts as durable).
+type crashImages struct {
+	mem    *vfs.MemFS
+	synced atomic.Int64
+	mu     sync.Mutex
+	seed   int64
+	images []*vfs.MemFS
+	wants  []int64
+}
+
+// collectCrashImages starts collecting mem's crash images.
+func collectCrashImages(mem *vfs.MemFS) *crashImages {
+	ci := &crashImages{mem: mem}
+	mem.SetHook(func(p vfs.CrashPoint) {
+		ci.mu.Lock()
+		defer ci.mu.Unlock()
+		ci.seed++
+		n := ci.synced.Load()
+		ci.images = append(ci.images, p.Clone(false, ci.seed), p.Clone(true, ci.seed))
+		ci.wants = append(ci.wants, n, n)
+	})
+	return ci
+}
+
+// stop ends the collection and returns the images, each with synced's
+// value when it was taken.
+func (ci *crashImages) stop() ([]*vfs.MemFS, []int64) {
+	ci.mem.SetHook(nil)
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	return ci.images, ci.wants
 }

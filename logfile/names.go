@@ -112,10 +112,29 @@ func noArticle(kind string) string {
 	return rest
 }
 
+// recyclePrefix begins the name of a consumed log file kept for reuse.
+const recyclePrefix = "recycle-"
+
+// RecycleName returns the name a consumed log file id takes while it waits
+// in its data dir's pool to be reused (SetOptions.RecycleLogFiles):
+// "recycle-0000000007". It never parses as a log name.
+func RecycleName(id uint32) string { return recyclePrefix + LogName(id)[len(logPrefix):] }
+
+// ParseRecycleName returns the id in a name built by RecycleName, as
+// strictly as ParseLogName.
+func ParseRecycleName(name string) (uint32, bool) {
+	rest, ok := strings.CutPrefix(name, recyclePrefix)
+	if !ok {
+		return 0, false
+	}
+	return ParseLogName(logPrefix + rest)
+}
+
 // listing is what listDir found in one data dir.
 type listing struct {
 	ids        []uint32 // regular log files, ascending
 	notRegular []NotRegular
+	recycled   []uint32 // regular files named by RecycleName, ascending
 }
 
 // listDir lists the entries of dir named like log files, and Lstats each
@@ -128,7 +147,8 @@ func listDir(fsys vfs.FS, dir string) (listing, error) {
 	}
 	for _, name := range names {
 		id, ok := ParseLogName(name)
-		if !ok {
+		rid, recycled := ParseRecycleName(name)
+		if !ok && !recycled {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -138,6 +158,11 @@ func listDir(fsys vfs.FS, dir string) (listing, error) {
 			continue // gone since List
 		case err != nil:
 			return l, fmt.Errorf("list logs in %s: %w", dir, err)
+		case recycled:
+			if fi.Mode().IsRegular() { // anything else is not ours: left alone
+				l.recycled = append(l.recycled, rid)
+			}
+			continue
 		case !fi.Mode().IsRegular():
 			l.notRegular = append(l.notRegular, NotRegular{ID: id, Dir: dir, Path: path, Mode: fi.Mode()})
 			continue

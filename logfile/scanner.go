@@ -31,6 +31,12 @@ const (
 	// TailTorn: non-zero bytes follow End that do not form a valid record: a
 	// half-written last frame, or damage.
 	TailTorn
+	// TailLeftover: in a recycled file (Framing.Recycled), bytes follow End
+	// that are not a record and that no sync mark vouches for: what the
+	// file held before it was recycled, or a write a crash tore into
+	// those bytes (the two cannot be told apart, and neither was
+	// acknowledged). Not damage; nothing is cut.
+	TailLeftover
 )
 
 func (t Tail) String() string {
@@ -39,6 +45,8 @@ func (t Tail) String() string {
 		return "clean"
 	case TailTorn:
 		return "torn"
+	case TailLeftover:
+		return "leftover"
 	}
 	return fmt.Sprintf("Tail(%d)", int(t))
 }
@@ -332,7 +340,7 @@ func (s *Scanner) Next() bool {
 				return false
 			}
 			if torn {
-				s.stop(bad)
+				s.stop(bad, s.fr.recycled)
 				return false
 			}
 			next, m, err := s.resync(bad)
@@ -342,7 +350,7 @@ func (s *Scanner) Next() bool {
 				return false
 			}
 			if m == 0 {
-				s.stop(bad)
+				s.stop(bad, false)
 				return false
 			}
 			n = m
@@ -377,7 +385,17 @@ func (s *Scanner) Next() bool {
 // overwrite (tornOverwrite) at an offset no sync mark vouches for
 // (syncedPast). A frame before a mark's SyncedTo was acknowledged: its
 // damage is damage, and the records after it are kept.
+//
+// In a recycled file every invalid frame no mark vouches for ends the
+// scan, in any file of a dir and without the zero-sector test: the bytes
+// after the file's records are another file's (never zeros), and a crash
+// tears an unsynced overwrite into them, so a record after a tear would
+// read back valid (docs/format.md §3.4 step 0r).
 func (s *Scanner) tornTail(off int64) (bool, error) {
+	if s.fr.recycled {
+		synced, err := s.syncedPast(off)
+		return !synced, err
+	}
 	if off < s.tearFrom {
 		return false, nil
 	}
@@ -703,8 +721,9 @@ func (s *Scanner) window(off int64, need int) ([]byte, error) {
 }
 
 // stop ends the scan at the invalid frame at End, after which no valid record
-// follows, and classifies the tail.
-func (s *Scanner) stop(bad error) {
+// follows, and classifies the tail; leftover: non-zero bytes there are a
+// recycled file's leftovers (TailLeftover), not a torn tail.
+func (s *Scanner) stop(bad error, leftover bool) {
 	s.done = true
 	zero, err := s.zeroFrom(s.pos)
 	switch {
@@ -712,6 +731,8 @@ func (s *Scanner) stop(bad error) {
 		s.err = err
 	case zero:
 		s.tail = TailClean
+	case leftover:
+		s.tail = TailLeftover
 	default:
 		s.tail, s.tailErr = TailTorn, bad
 	}

@@ -73,7 +73,8 @@ type Set struct {
 	nextWOID   atomic.Uint64 // the next write-order id to hand out
 	nextFileID atomic.Uint32 // the next log file id to create
 
-	layouter layouter // zero-fills ahead of the active writers (layout.go)
+	layouter layouter     // zero-fills ahead of the active writers (layout.go)
+	recycled atomic.Int64 // files started by recycling a consumed one (recycle.go)
 
 	lastOnce sync.Once
 	lastIDs  map[string]uint32 // data dir -> largest id listed (lastInDir)
@@ -142,6 +143,14 @@ type SetOptions struct {
 	Retention Retention
 	// Now is the clock of Retention's ages; nil = time.Now.
 	Now func() time.Time
+	// RecycleLogFiles is how many consumed log files each data dir keeps
+	// for reuse (recycle.go): Reclaim renames a file it would delete into
+	// the dir's pool, and a roll overwrites a pooled file instead of
+	// creating one (RecycledVersion). Only files of at most MaxFileSize
+	// bytes are kept, so a dir's pool holds at most RecycleLogFiles ×
+	// MaxFileSize bytes; 0 = none (and Start removes pool files a run
+	// with recycling left), as does MaxFileSize 0.
+	RecycleLogFiles int
 }
 
 // File is a log file found in a data dir.
@@ -207,7 +216,7 @@ func OpenSet(opts SetOptions) (*Set, error) {
 // list fills in s.listed and s.files from the data dirs.
 func (s *Set) list() error {
 	firstDir := map[uint32]string{}
-	for _, d := range s.opts.Dirs {
+	for i, d := range s.opts.Dirs {
 		l, err := listDir(s.fs, d)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.missing = append(s.missing, d)
@@ -220,6 +229,7 @@ func (s *Set) list() error {
 			s.log.Warn("left alone: named like a log file but not a regular file", "path", n.Path, "type", vfs.TypeName(n.Mode))
 		}
 		s.notRegular = append(s.notRegular, l.notRegular...)
+		s.dirs[i].listedPool = l.recycled
 		for _, id := range l.ids {
 			f := File{ID: id, Dir: d, Path: filepath.Join(d, LogName(id))}
 			if other, dup := firstDir[id]; dup {

@@ -186,11 +186,11 @@ func (s *Set) Reclaim(sn *Snapshot, unheld func(candidates []uint32) []uint32) (
 	free = slices.DeleteFunc(free, func(id uint32) bool { _, found := slices.BinarySearch(cand, id); return !found })
 	left := s.closeOver(free)
 	if s.opts.Retention.on() {
-		deleted, err := s.deleteInRounds(s.retain(left))
+		deleted, err := s.deleteInRounds(s.retain(left), true)
 		s.setRetained(left)
 		return deleted, err
 	}
-	return s.deleteInRounds(left)
+	return s.deleteInRounds(left, true)
 }
 
 // FinishReclaim deletes what a Reclaim a crash interrupted left behind:
@@ -216,7 +216,7 @@ func (s *Set) FinishReclaim(unheld func(candidates []uint32) []uint32) (int, err
 	}
 	free := unheld(cand)
 	free = slices.DeleteFunc(free, func(id uint32) bool { _, found := slices.BinarySearch(cand, id); return !found })
-	return s.deleteInRounds(s.closeOver(free))
+	return s.deleteInRounds(s.closeOver(free), true)
 }
 
 // leftByDeletion returns, ascending, the existing files (not active) that
@@ -248,8 +248,9 @@ func (s *Set) leftByDeletion() []uint32 {
 
 // deleteInRounds deletes the files of left in Reclaim's rounds, and returns
 // how many it deleted. left must hold no file whose events a file outside
-// it, that exists, completes (closeOver).
-func (s *Set) deleteInRounds(left []uint32) (int, error) {
+// it, that exists, completes (closeOver). recycle: a file may go into its
+// dir's pool instead (retire); not when the deletions are to free space.
+func (s *Set) deleteInRounds(left []uint32, recycle bool) (int, error) {
 	if len(left) > 0 && s.opts.BeforeDelete != nil {
 		if err := s.opts.BeforeDelete(); err != nil {
 			return 0, fmt.Errorf("before deleting log files: %w", err)
@@ -259,7 +260,7 @@ func (s *Set) deleteInRounds(left []uint32) (int, error) {
 	var errs []error
 	for len(left) > 0 {
 		round := s.nextRound(left)
-		n, failed, err := s.deleteRound(round)
+		n, failed, err := s.deleteRound(round, recycle)
 		deleted += n
 		errs = append(errs, err)
 		done := setOf(round)
@@ -298,10 +299,12 @@ func (s *Set) nextRound(left []uint32) []uint32 {
 	return round
 }
 
-// deleteRound removes the files of ids, then syncs the dirs that lost one.
-// A file whose removal fails stays in the set (failed reports it).
-func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
+// deleteRound removes the files of ids (or, with recycle, renames them
+// into their dir's pool: retire), then syncs the dirs that lost one. A file
+// whose removal fails stays in the set (failed reports it).
+func (s *Set) deleteRound(ids []uint32, recycle bool) (deleted int, failed bool, err error) {
 	var errs []error
+	var pooled []pooled
 	dirs := map[string]bool{}
 	for _, id := range ids {
 		// Out of the set first, then out of the cache, then off the disk:
@@ -316,7 +319,11 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 			continue
 		}
 		errs = append(errs, s.readers.evict(id))
-		if err := s.fs.Remove(f.Path); err != nil {
+		p, err := s.retire(f, recycle)
+		if p != nil {
+			pooled = append(pooled, *p)
+		}
+		if err != nil {
 			s.mu.Lock()
 			s.files[id] = f // it stays
 			s.mu.Unlock()
@@ -334,10 +341,15 @@ func (s *Set) deleteRound(ids []uint32) (deleted int, failed bool, err error) {
 		if s.opts.OnDelete != nil {
 			s.opts.OnDelete(id)
 		}
-		s.log.Info("deleted log file", "file", f.Path, "id", LogName(id))
+		if p != nil {
+			s.log.Info("kept a consumed log file for reuse", "file", f.Path, "as", RecycleName(id))
+		} else {
+			s.log.Info("deleted log file", "file", f.Path, "id", LogName(id))
+		}
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		errs = append(errs, s.fs.SyncDir(d))
+		err := s.fs.SyncDir(d)
+		errs = append(errs, err, s.settlePooled(d, pooled, err))
 		s.forgetFreeSpaceOf(d)
 	}
 	return deleted, failed, errors.Join(errs...)

@@ -267,7 +267,7 @@ func (s *Set) shedLocked(d *dir, short func() bool, unheld func([]uint32) []uint
 		for _, id := range del {
 			delete(free, id) // deleted, or failed and left alone
 		}
-		n, err := s.deleteInRounds(del)
+		n, err := s.deleteInRounds(del, false) // to free space: none kept for reuse
 		deleted += n
 		errs = append(errs, err)
 		s.log.Warn("deleted retained log files to make room in a data dir short of space", "dir", d.path, "deleted", n)

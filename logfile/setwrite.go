@@ -50,6 +50,16 @@ type dir struct {
 	// under Set.mu).
 	retained atomic.Int64
 
+	// poolMu guards pool, the ids of the consumed files waiting to be
+	// recycled (RecycleName, recycle.go), oldest first, and pending, the
+	// pool places taken by renames whose dir fsync has not returned. A
+	// leaf lock.
+	poolMu  sync.Mutex
+	pool    []uint32
+	pending int
+	// listedPool: the pool files OpenSet found (adoptPool).
+	listedPool []uint32
+
 	// pendMu guards pend, held and holds: the put batches whose Append
 	// waits for mu, which the next holder of mu writes in one write, and
 	// while fsyncs of the dir's writers are in flight (holds of them), a
@@ -123,6 +133,7 @@ func (s *Set) Start(rec Recovered) error {
 		maxID = max(maxID, n.ID)
 	}
 	s.nextFileID.Store(maxID + 1)
+	s.adoptPools()
 	s.startReserves()
 	s.startLayouter()
 	return nil
@@ -163,10 +174,14 @@ func (s *Set) rollLocked(d *dir) error {
 		// every file of a dir but the last being synced to its end (a crash
 		// tears an unsynced overwrite sector by sector; Set.Scan). A
 		// failure is the writer's, sticky: Close below reports it.
-		_ = d.w.Sync()
+		if d.w.Sync() == nil && d.w.fr.recycled {
+			// A last mark, made durable by Close's fsync: in a recycled
+			// file an invalid frame no mark vouches for ends the file.
+			s.markSyncedLocked(d, d.w)
+		}
 	}
 	id := s.nextFileID.Add(1) - 1
-	w, err := s.createLog(d.path, id)
+	w, err := s.newLog(d, id)
 	if err != nil {
 		if d.rollErr == nil {
 			s.log.Error("cannot start a new log file: commits to this data dir fail until one can be created",
@@ -232,14 +247,20 @@ func (s *Set) rollLocked(d *dir) error {
 // createLog creates log file id in dir: encrypted with the active key,
 // bound to the set's channel, if the set has Keys.
 func (s *Set) createLog(dir string, id uint32) (*Writer, error) {
-	if s.opts.Keys == nil {
-		return Create(s.fs, dir, id)
-	}
-	fr, err := encryptedFraming(s.opts.Keys, id, s.opts.ChannelID)
+	fr, err := s.framingFor(id)
 	if err != nil {
 		return nil, fmt.Errorf("create log %d in %s: %w", id, dir, err)
 	}
 	return create(s.fs, dir, id, fr)
+}
+
+// framingFor returns the framing of new log file id: a fresh salt, and
+// with Keys, the active key bound to the set's channel.
+func (s *Set) framingFor(id uint32) (Framing, error) {
+	if s.opts.Keys == nil {
+		return newFraming(), nil
+	}
+	return encryptedFraming(s.opts.Keys, id, s.opts.ChannelID)
 }
 
 // writeFileStart writes the FileStart records to w, a new file, not
@@ -615,7 +636,7 @@ func (s *Set) RemoveEmptyActive() error {
 		}
 		d.mu.Unlock()
 	}
-	_, _, err := s.deleteRound(ids)
+	_, _, err := s.deleteRound(ids, false)
 	return errors.Join(append(errs, err)...)
 }
 

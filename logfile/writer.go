@@ -81,6 +81,12 @@ func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 	if err := initFile(fsys, f, dir, id, fr); err != nil {
 		return nil, errors.Join(fmt.Errorf("create log %d in %s: %w", id, dir, err), f.Close(), fsys.Remove(path))
 	}
+	return newWriter(f, id, path, fr), nil
+}
+
+// newWriter returns the writer of f, log file id at path, whose header
+// (and nothing after it) is written and durable.
+func newWriter(f vfs.File, id uint32, path string, fr Framing) *Writer {
 	w := &Writer{f: f, id: id, path: path, fr: fr}
 	w.setSyncedLocked(fr.HeaderSize()) // not shared yet
 	w.markedTo.Store(fr.HeaderSize())
@@ -88,7 +94,7 @@ func create(fsys vfs.FS, dir string, id uint32, fr Framing) (*Writer, error) {
 	w.lay.done = sync.NewCond(&w.lay.mu)
 	w.lay.reserved = fr.HeaderSize()
 	w.size.Store(fr.HeaderSize())
-	return w, nil
+	return w
 }
 
 func initFile(fsys vfs.FS, f vfs.File, dir string, id uint32, fr Framing) error {

@@ -90,6 +90,10 @@ func TestHarness(t *testing.T) {
 		"orderkey: take commits batch 100, 4 takers, OrderKey over 1000 keys / without",
 		"orderkey: take commits batch 100, 4 takers, one key stuck (every 10th event) / none stuck",
 		"g0, OrderKey, one key held by a stuck transaction (200 of 2000 queued): take commit, 4 takers",
+		// Issue 33, target 1: the steady state.
+		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 2, TakeSyncDelay / overwrite+fdatasync batch 100",
+		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 2, durable takes / off (files laid out with zeros)",
+		"put commit beside a consumer, RecycleLogFiles 2, TakeSyncDelay 100ms",
 		// Issue 31: filters.
 		"filters: puts batch 100, 4 groups each filtering on a header (~25% each) / 4 unfiltered groups",
 		"filters: takers' time per event put, unfiltered group / group whose filter matches 10%",

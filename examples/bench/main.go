@@ -181,6 +181,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"filters: put commits, 4 groups each filtering on a header and 4 unfiltered groups, interleaved", b.filterPuts},
 		{"filters: takes of a group whose filter matches 10% and of an unfiltered group, per event put, interleaved", b.filterTakes},
 		{"kafka: put and take commits of kafka.Channel and of raw franz-go on a kfake cluster, interleaved", b.kafkaBench},
+		{"steady: 1 producer (batch 100, durable) and 1 consumer (batch 100) at a constant backlog, RecycleLogFiles on and off, and overwrite+fdatasync batch 100, interleaved", b.steady},
 	}
 	for _, s := range steps {
 		if sz.only != "" && !strings.Contains(s.name, sz.only) {

@@ -82,6 +82,24 @@ func targets(r *Report, sz sizes) []Target {
 	}
 	addRates("puts batch 100: files laid out ahead (Preallocate 4 MiB) / every commit appending (Preallocate off)",
 		"filechannel/put/batch=100", "filechannel/put/batch=100/appending", 0, nil)
+	// Issue 33, target 1: the steady state writes each byte once. The
+	// target is on the consumer with TakeSyncDelay (its take records ride
+	// on the producer's fdatasyncs, as the baseline has one per batch);
+	// with durable take commits (the default) it is reported.
+	steadyRows := []struct {
+		name  string
+		a, b  string
+		least float64
+	}{
+		{"RecycleLogFiles 2, TakeSyncDelay / overwrite+fdatasync batch 100", steadyID(true, true), steadyBaselineID, 0.9},
+		{"RecycleLogFiles 2, TakeSyncDelay / off (files laid out with zeros)", steadyID(true, true), steadyID(false, true), 0},
+		{"RecycleLogFiles off, TakeSyncDelay / overwrite+fdatasync batch 100", steadyID(false, true), steadyBaselineID, 0},
+		{"RecycleLogFiles 2, durable takes / overwrite+fdatasync batch 100", steadyID(true, false), steadyBaselineID, 0},
+		{"RecycleLogFiles 2, durable takes / off (files laid out with zeros)", steadyID(true, false), steadyID(false, false), 0},
+	}
+	for _, x := range steadyRows {
+		addRates("steady state, puts batch 100 beside a consumer (batch 100): "+x.name, x.a, x.b, x.least, nil)
+	}
 	addRates("puts batch 100: encrypted (Config.Keys) / not encrypted",
 		"filechannel/put/batch=100/encrypted", "filechannel/put/batch=100", 0.85, nil)
 	addRatio("group commit: 8 producers / 1 (batch 10)",

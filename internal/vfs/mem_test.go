@@ -183,6 +183,27 @@ func TestMemCrashKeepsOnlyDurable(t *testing.T) {
 			h.rename("/d/a", "/d/b")
 			h.syncDir("/d")
 		}, map[string]string{"/d/b": "A"}},
+		// A recycled log file: renamed into the pool, then overwritten
+		// and synced before its next rename. The data follows the file
+		// (one inode), the names only a dir fsync.
+		{"recycle_overwrite_synced_rename_not_synced_keeps_the_old_name", func(h memT) {
+			h.durable("/d/log-1", "old header, old records")
+			h.rename("/d/log-1", "/d/recycle-1")
+			h.syncDir("/d")
+			f := h.openRW("/d/recycle-1")
+			_, err := f.WriteAt([]byte("NEW HEADER"), 0)
+			h.ok(err)
+			h.ok(f.Sync())
+			h.rename("/d/recycle-1", "/d/log-2")
+		}, map[string]string{"/d/recycle-1": "NEW HEADER, old records"}},
+		{"recycle_rename_synced_before_the_overwrite_is_keeps_the_old_bytes", func(h memT) {
+			h.durable("/d/recycle-1", "old header, old records")
+			f := h.openRW("/d/recycle-1")
+			_, err := f.WriteAt([]byte("NEW HEADER"), 0)
+			h.ok(err)
+			h.rename("/d/recycle-1", "/d/log-2")
+			h.syncDir("/d")
+		}, map[string]string{"/d/log-2": "old header, old records"}},
 		{"write_file_atomic_survives", func(h memT) {
 			h.durable("/d/meta", "old")
 			h.ok(WriteFileAtomic(h.m, "/d/meta", []byte("new")))

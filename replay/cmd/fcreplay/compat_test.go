@@ -29,10 +29,10 @@ func TestNewerFilesAreRefused(t *testing.T) {
 		name  string
 		patch func(t *testing.T, f *fixture) (file, what string)
 	}{
-		{"log_file_version_9", func(t *testing.T, f *fixture) (string, string) {
+		{"log_file_version_11", func(t *testing.T, f *fixture) (string, string) {
 			p := filepath.Join(f.data, logfile.LogName(1))
 			testutil.SetLogVersion(t, p, logfile.MaxFormatVersion+1)
-			return p, "format version 9"
+			return p, "format version 11"
 		}},
 		{"log_record_of_type_18", func(t *testing.T, f *fixture) (string, string) {
 			p := lastLog(t, f)

@@ -275,7 +275,7 @@ type logJSON struct {
 	Rollbacks         int64  `json:"rollbacks"`
 	FirstWriteOrderID uint64 `json:"first_write_order_id"`
 	LastWriteOrderID  uint64 `json:"last_write_order_id"`
-	Tail              string `json:"tail"` // clean or torn
+	Tail              string `json:"tail"` // clean, torn, or leftover (a recycled file's old bytes)
 	TailError         string `json:"tail_error,omitempty"`
 	// TornBytes: for a torn tail, its bytes up to the last non-zero one
 	// (the zeros laid out after it are not counted).

@@ -66,8 +66,9 @@ func formatVersions() []formatVersion {
 		{
 			Kind: "log", Files: "log files (" + logfile.LogName(1) + ", ...)",
 			Oldest: logfile.MinFormatVersion, Newest: logfile.MaxFormatVersion,
-			Writes: []int{logfile.FormatVersion, logfile.TimedBoundVersion},
-			Notes:  []string{fmt.Sprintf("writes %d, or %d when encrypted", logfile.FormatVersion, logfile.TimedBoundVersion)},
+			Writes: []int{logfile.FormatVersion, logfile.TimedBoundVersion, logfile.RecycledVersion, logfile.RecycledBoundVersion},
+			Notes: []string{fmt.Sprintf("writes %d, or %d when encrypted; %d and %d in a recycled file (Config.RecycleLogFiles)",
+				logfile.FormatVersion, logfile.TimedBoundVersion, logfile.RecycledVersion, logfile.RecycledBoundVersion)},
 		},
 		ckpt("checkpoint", checkpoint.CheckpointName, int(checkpoint.CheckpointVersion)),
 		ckpt("meta", checkpoint.MetaName, checkpoint.MetaVersion),

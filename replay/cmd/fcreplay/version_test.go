@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,8 +57,9 @@ func TestVersionJSON(t *testing.T) {
 		case f.Oldest != w[0] || f.Newest != w[1] || len(f.Writes) == 0 || f.Writes[0] != w[2] || f.Files == "":
 			t.Errorf("%s: %+v, want reads %d to %d, writes %d", f.Kind, f, w[0], w[1], w[2])
 		}
-		if f.Kind == "log" && (len(f.Writes) != 2 || f.Writes[1] != logfile.TimedBoundVersion) {
-			t.Errorf("log writes %v, want %d and %d (encrypted)", f.Writes, logfile.FormatVersion, logfile.TimedBoundVersion)
+		if f.Kind == "log" && !slices.Equal(f.Writes, []int{logfile.FormatVersion, logfile.TimedBoundVersion, logfile.RecycledVersion, logfile.RecycledBoundVersion}) {
+			t.Errorf("log writes %v, want %d and %d (encrypted), %d and %d recycled", f.Writes, logfile.FormatVersion, logfile.TimedBoundVersion,
+				logfile.RecycledVersion, logfile.RecycledBoundVersion)
 		}
 	}
 	if got.MaxRecordType != uint8(logfile.MaxRecordType) || got.MaxRecordTypeName != logfile.MaxRecordType.String() {
@@ -75,9 +77,9 @@ func TestVersionText(t *testing.T) {
 		t.Errorf("first line %q: want the release and the platform", lines[0])
 	}
 	for _, want := range []string{
-		fmt.Sprintf("versions %d to %d; writes %d, or %d when encrypted; record types up to %d (%s)",
+		fmt.Sprintf("versions %d to %d; writes %d, or %d when encrypted; %d and %d in a recycled file (Config.RecycleLogFiles); record types up to %d (%s)",
 			logfile.MinFormatVersion, logfile.MaxFormatVersion, logfile.FormatVersion, logfile.TimedBoundVersion,
-			logfile.MaxRecordType, logfile.MaxRecordType),
+			logfile.RecycledVersion, logfile.RecycledBoundVersion, logfile.MaxRecordType, logfile.MaxRecordType),
 		checkpoint.MetaName, checkpoint.InflightTakesName, checkpoint.CatalogName, checkpoint.JournalName, owner.FileName,
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/flumego/filechannel/channel"
+)
+
+// The steady-state measurement (issue 33, target 1): one producer
+// committing batches of 100 × 1 KiB, durable, and one consumer taking
+// batches of 100, running together at a constant backlog of a few log
+// files, so that files roll, are consumed, and are deleted or recycled
+// while it runs. It compares the producer's rate with
+// Config.RecycleLogFiles on (each new file overwrites a consumed one: every
+// byte written once) and off (each new file laid out with zeros ahead of
+// the writes, Preallocate: every byte written twice), and against the
+// overwrite baseline (pwrite into a file written and fsynced earlier +
+// fdatasync, batch 100), interleaved. A consumer's take commit is durable
+// by default: a second fdatasync per batch the baseline does not pay; with
+// Config.TakeSyncDelay (coldTakeSyncDelay) the take records ride on the
+// producer's next fdatasync. Both are measured.
+
+// steadyFileSize is the channels' MaxFileSize: small, so that files roll
+// (and are recycled) many times during the measurement: a hundredth of its
+// events' bytes, at most 8 MiB.
+func steadyFileSize(sz sizes) int64 {
+	return min(max(sz.maxEvents*1024/100, channel.MinMaxFileSize), 8<<20)
+}
+
+// steadyBacklogFiles is the backlog the consumer keeps, in log files.
+const steadyBacklogFiles = 3
+
+// steadyID is the ID of the steady state's put commits with recycling on
+// or off, and the consumer's take commits durable or lazy (TakeSyncDelay).
+func steadyID(recycle, lazy bool) string {
+	id := "filechannel/steady/norecycle"
+	if recycle {
+		id = "filechannel/steady/recycle"
+	}
+	if lazy {
+		id += "/takesyncdelay"
+	}
+	return id + "/put/batch=100"
+}
+
+// steadyBaselineID is the ID of the overwrite baseline beside it.
+var steadyBaselineID = diskID(true, 100) + "/beside-steady"
+
+// steady measures the steady state with recycling on and off and the
+// overwrite baseline, interleaved.
+func (b *bench) steady() error {
+	const batch = 100
+	var ms []*meter
+	var closers []func() error
+	var dataDirs [][]string
+	err := func() error {
+		w, err := newOverwriter(filepath.Join(b.root, "overwrite-steady"), batch, b.sz.overwrite)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, w.close)
+		base := w.meter()
+		base.res.ID = steadyBaselineID
+		base.res.Note = "beside the steady state's channels"
+		for _, v := range []struct{ on, lazy bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			m, closeC, dirs, err := b.steadyMeter(v.on, v.lazy, batch)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, closeC)
+			ms = append(ms, m)
+			dataDirs = append(dataDirs, dirs)
+		}
+		ms = append(ms, withRounds(base))
+		dataDirs = append(dataDirs, nil)
+		return b.interleaveGrowth(b.sz.dur, ms, dataDirs, "", nil)
+	}()
+	return errors.Join(err, closeAll(closers))
+}
+
+// steadyMeter opens the channel of the steady state with recycling on or
+// off and lazy take commits or not, fills its backlog and returns the meter
+// of its producer.
+func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []string, error) {
+	id := steadyID(on, lazy)
+	name := fmt.Sprintf("steady-recycle-%v-lazy-%v", on, lazy)
+	size := steadyFileSize(b.sz)
+	c, closeC, err := b.openChannel(name, func(cfg *channel.Config) {
+		cfg.MaxFileSize = size
+		// Consumed files go soon: 30 checkpoints in a measurement.
+		cfg.CheckpointInterval = max(b.sz.dur/30, time.Millisecond)
+		if on {
+			cfg.RecycleLogFiles = 2
+		}
+		if lazy {
+			cfg.TakeSyncDelay = coldTakeSyncDelay
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	backlog := int(steadyBacklogFiles * size / 1100)
+	if err := fill(c, b.body, backlog, 1000); err != nil {
+		return nil, nil, nil, errors.Join(err, closeC())
+	}
+	ev := channel.Event{Body: b.body}
+	m := &meter{
+		res: Result{ID: id, System: "filechannel", Op: "put commit beside a consumer, without RecycleLogFiles",
+			Batch: batch, Producers: 1},
+		max: b.sz.maxEvents,
+		run: func(budget time.Duration, max int64) (int64, error) {
+			return steadyRun(c, ev, batch, backlog, budget, max)
+		},
+	}
+	if on {
+		m.res.Op = "put commit beside a consumer, RecycleLogFiles 2"
+	}
+	m.res.Note = fmt.Sprintf("MaxFileSize %d KiB, backlog %d events; a consumer takes batches of %d", size>>10, backlog, batch)
+	if lazy {
+		m.res.Op += fmt.Sprintf(", TakeSyncDelay %v", coldTakeSyncDelay)
+	}
+	closeStats := func() error {
+		st := c.Stats()
+		b.logf("  %s: %d log files recycled, %d pooled, %d files", id, st.LogFilesRecycled, st.LogFilesPooled, st.LogFiles)
+		return closeC()
+	}
+	return withRounds(withCPU(m)), closeStats, fcConfig(filepath.Join(b.root, name)).DataDirs, nil
+}
+
+// steadyRun commits put batches until budget passes or about max events
+// are put, while a consumer takes batches whenever more than backlog
+// events are queued; it returns the events put.
+func steadyRun(c *channel.FileChannel, ev channel.Event, batch, backlog int, budget time.Duration, max int64) (int64, error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var takeErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if c.Len() <= backlog {
+				time.Sleep(100 * time.Microsecond) // the producer is behind
+				continue
+			}
+			if _, err := takeTx(c, batch); err != nil {
+				takeErr = err
+				return
+			}
+		}
+	}()
+	var n int64
+	var err error
+	for start := time.Now(); until(start, budget, n, int64(batch), max); n += int64(batch) {
+		if err = putTx(c.Begin, ev, batch); err != nil {
+			break
+		}
+	}
+	close(done)
+	wg.Wait()
+	return n, errors.Join(err, takeErr)
+}
