@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -502,5 +504,41 @@ func TestMapFileNeedsAnOSFile(t *testing.T) {
 	}
 	if n != 1 || s.Err() != nil {
 		t.Fatalf("scan after MapFile refused: %d records, %v", n, s.Err())
+	}
+}
+
+// A mapped scan tells the kernel it reads the file in order
+// (MADV_SEQUENTIAL), so that a cold file is read a read-ahead window at a
+// time: the mapping's VmFlags in /proc/self/smaps say "sr".
+func TestMapFileAdvisesSequentialReads(t *testing.T) {
+	path, _ := writeLog(t, t.TempDir(), 1, sampleRecords())
+	s, err := NewScanner(vfs.OS(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.MapFile() {
+		t.Fatal("MapFile did not map the file")
+	}
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&s.mm[0])))
+	var flags string
+	inMapping := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			inMapping = strings.HasPrefix(line, start)
+		}
+		if v, ok := strings.CutPrefix(line, "VmFlags:"); ok && inMapping {
+			flags = v
+		}
+	}
+	if flags == "" {
+		t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	}
+	if !slices.Contains(strings.Fields(flags), "sr") {
+		t.Fatalf("mapping's VmFlags %q lack sr (MADV_SEQUENTIAL)", flags)
 	}
 }
