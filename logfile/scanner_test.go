@@ -507,6 +507,56 @@ func TestMapFileNeedsAnOSFile(t *testing.T) {
 	}
 }
 
+// A scanner that catches up with its checker verifies the frames it
+// reaches first itself; the checker then resumes where the scanner is
+// instead of verifying them a second time, and verifies the rest.
+func TestCheckerResumesWhereTheScannerPassed(t *testing.T) {
+	recs := sampleRecords()
+	for _, passed := range []int{len(recs), len(recs) / 2} {
+		t.Run(fmt.Sprintf("scanner_passed_%d_of_%d", passed, len(recs)), func(t *testing.T) {
+			path, _ := writeLog(t, t.TempDir(), 1, recs)
+			s, err := NewScanner(vfs.OS(), path, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if !s.MapFile() {
+				t.Fatal("MapFile did not map the file")
+			}
+			// A checker that has not run yet: the scanner is past it at
+			// once, and checks every frame itself.
+			start := s.End()
+			c := &checker{fr: s.fr}
+			c.to.Store(start)
+			s.ahead = c
+			for range passed {
+				if !s.Next() {
+					t.Fatalf("scan ended early: %v", s.Err())
+				}
+			}
+			if got := c.passed.Load(); got != s.End() {
+				t.Fatalf("scanner published %d as verified, want its end %d", got, s.End())
+			}
+			c.wg.Add(1)
+			c.run(s.mm, start) // from where CheckAhead starts it
+			want := start      // nothing left to verify
+			if passed < len(recs) {
+				want = int64(len(s.mm)) // the rest, once
+			}
+			if got := c.to.Load(); got != want {
+				t.Fatalf("checker verified up to %d, want %d (the scanner had verified up to %d)", got, want, s.End())
+			}
+			n := passed
+			for s.Next() {
+				n++
+			}
+			if n != len(recs) || s.Err() != nil || s.Tail() != TailClean {
+				t.Fatalf("scanned %d records of %d, err %v, tail %v", n, len(recs), s.Err(), s.Tail())
+			}
+		})
+	}
+}
+
 // A mapped scan tells the kernel it reads the file in order
 // (MADV_SEQUENTIAL), so that a cold file is read a read-ahead window at a
 // time: the mapping's VmFlags in /proc/self/smaps say "sr".
