@@ -201,10 +201,8 @@ func newScanner(f vfs.File, id uint32, path string, start int64, fr Framing) *Sc
 // MapFile makes the scanner read the file through a read-only memory
 // mapping of its current length instead of copying it into a buffer: no
 // read system calls and no copy, which makes a scan of a file in the page
-// cache about twice as fast. The mapping is advised as read in order
-// (vfs.Sequential), so a cold file is read a read-ahead window at a time.
-// It reports whether it mapped the file (only an OS file of more than a
-// header can be).
+// cache about twice as fast. It reports whether it mapped the file (only an
+// OS file of more than a header can be).
 //
 // Use it only for a file that does not change while it is scanned (the
 // mapping does not grow with it, and a truncation would fault), and only on
@@ -226,7 +224,6 @@ func (s *Scanner) MapFile() bool {
 	}
 	s.mm = m
 	s.buf, s.bufLen = nil, 0
-	vfs.Sequential(m) // read once, in order
 	return true
 }
 

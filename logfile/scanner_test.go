@@ -8,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -514,15 +512,7 @@ func TestCheckerResumesWhereTheScannerPassed(t *testing.T) {
 	recs := sampleRecords()
 	for _, passed := range []int{len(recs), len(recs) / 2} {
 		t.Run(fmt.Sprintf("scanner_passed_%d_of_%d", passed, len(recs)), func(t *testing.T) {
-			path, _ := writeLog(t, t.TempDir(), 1, recs)
-			s, err := NewScanner(vfs.OS(), path, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if !s.MapFile() {
-				t.Fatal("MapFile did not map the file")
-			}
+			s := mappedScan(t, recs)
 			// A checker that has not run yet: the scanner is past it at
 			// once, and checks every frame itself.
 			start := s.End()
@@ -557,38 +547,22 @@ func TestCheckerResumesWhereTheScannerPassed(t *testing.T) {
 	}
 }
 
-// A mapped scan tells the kernel it reads the file in order
-// (MADV_SEQUENTIAL), so that a cold file is read a read-ahead window at a
-// time: the mapping's VmFlags in /proc/self/smaps say "sr".
-func TestMapFileAdvisesSequentialReads(t *testing.T) {
-	path, _ := writeLog(t, t.TempDir(), 1, sampleRecords())
+// mappedScan writes recs to a log file and returns a scanner of it from
+// the start, mapped (MapFile), closed when the test ends.
+func mappedScan(t *testing.T, recs []Record) *Scanner {
+	t.Helper()
+	path, _ := writeLog(t, t.TempDir(), 1, recs)
 	s, err := NewScanner(vfs.OS(), path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	if !s.MapFile() {
 		t.Fatal("MapFile did not map the file")
 	}
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Skipf("no /proc/self/smaps: %v", err)
-	}
-	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&s.mm[0])))
-	var flags string
-	inMapping := false
-	for _, line := range strings.Split(string(smaps), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
-			inMapping = strings.HasPrefix(line, start)
-		}
-		if v, ok := strings.CutPrefix(line, "VmFlags:"); ok && inMapping {
-			flags = v
-		}
-	}
-	if flags == "" {
-		t.Fatalf("no mapping at %s in /proc/self/smaps", start)
-	}
-	if !slices.Contains(strings.Fields(flags), "sr") {
-		t.Fatalf("mapping's VmFlags %q lack sr (MADV_SEQUENTIAL)", flags)
-	}
+	return s
 }

@@ -36,14 +36,3 @@ func WillNeed(f File, off, n int64) {
 		_ = unix.Fadvise(int(o.OSFile().Fd()), off, n, unix.FADV_WILLNEED)
 	}
 }
-
-// Sequential tells the kernel that mapping m (of a file) will be read once
-// from start to end (madvise MADV_SEQUENTIAL): a page fault on it reads a
-// full read-ahead window ahead, and keeps doing so. Without it a fault
-// reads a window around the page, and after many faults on pages not yet
-// read the kernel stops reading ahead for the file (its mmap_miss
-// heuristic), so that a scan of a cold file waits for the disk one page at
-// a time. A hint only: errors are ignored.
-func Sequential(m []byte) {
-	_ = unix.Madvise(m, unix.MADV_SEQUENTIAL)
-}
