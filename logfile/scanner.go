@@ -243,7 +243,11 @@ func (s *Scanner) MapFile() bool {
 // before the first Next; it reports whether it started. The checker follows
 // the chain of frame lengths from the scanner's start and stops at the
 // first frame that does not check out; the scanner stops trusting it at its
-// first bad frame (a resync may leave the chain). Close stops it.
+// first bad frame (a resync may leave the chain). A scanner that catches up
+// with the checker (on a cold file, the checker waits for the disk at each
+// page it is the first to touch) verifies frames itself; the checker then
+// goes on from where the scanner is instead of verifying them again.
+// Close stops it.
 func (s *Scanner) CheckAhead() bool {
 	if s.mm == nil || s.ahead != nil || s.done || s.recOff != s.pos {
 		return false
@@ -258,10 +262,14 @@ func (s *Scanner) CheckAhead() bool {
 
 // checker verifies frames ahead of a Scanner (CheckAhead).
 type checker struct {
-	fr   Framing
-	to   atomic.Int64 // every frame of the chain ending at or before to has valid checksums
-	quit atomic.Bool
-	wg   sync.WaitGroup
+	fr Framing
+	to atomic.Int64 // every frame of the chain ending at or before to has valid checksums
+	// passed is the end of the last frame of the chain the scanner
+	// verified itself, having caught up with the checker: the checker
+	// resumes there rather than verify those frames a second time.
+	passed atomic.Int64
+	quit   atomic.Bool
+	wg     sync.WaitGroup
 }
 
 func (c *checker) run(m []byte, off int64) {
@@ -278,6 +286,9 @@ func (c *checker) run(m []byte, off int64) {
 	for i := 0; ; i++ {
 		if i&63 == 0 && c.quit.Load() {
 			return
+		}
+		if p := c.passed.Load(); p > off {
+			off = p
 		}
 		if off >= int64(len(m)) {
 			return
@@ -678,6 +689,9 @@ func (s *Scanner) frameAt(off int64, rec *Record) (n int, bad, err error) {
 	}
 	if derr != nil {
 		return 0, corruptAt(s.path, off, derr), nil
+	}
+	if s.ahead != nil && int64(n) > checked {
+		s.ahead.passed.Store(off + int64(n)) // verified here: the checker skips it
 	}
 	return n, nil, nil
 }

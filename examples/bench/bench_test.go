@@ -78,6 +78,13 @@ func TestHarness(t *testing.T) {
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
 		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",
 		"memory: VmRSS, 4 groups x capacity", "4 groups, each holding every event",
+		// Issue 33, target 4: the cold full replay, interleaved with the
+		// plain read, and the rows kept from Performance II.
+		"cold full replay 1000 events / plain read of the same log, both dropped from the page cache, interleaved [issue 33 target 4]",
+		"cold full replay 4000 events / plain read", "full replay, log dropped from the page cache",
+		"read logs, dropped, beside the cold full replay", "dropped, interleaved",
+		"full replay 1000 events (page cache) / plain read", "checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none [issue 33 target 4]",
+		"4 groups x capacity 4000, backlog up to 4 MiB [issue 33 target 4]",
 		// Issue 30: resets over retained logs.
 		"ResetGroup(Earliest()), dropped", "ResetGroup(AtTime(the fill's last commit)), page-cache",
 		"reset: ResetGroup(Earliest) / plain read of the same log bytes (page-cache)",
