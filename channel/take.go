@@ -99,7 +99,7 @@ func (t *Transaction) takeNext() (p eventqueue.Pointer, ev Event, ok bool, err, 
 	if t.grp.keyed() {
 		return t.takeKeyed()
 	}
-	p, _, ok, err = t.c.takeHead(t.grp, t.id)
+	p, _, _, ok, err = t.c.takeHead(t.grp, t.id)
 	if err != nil || !ok {
 		return 0, Event{}, false, err, nil
 	}
@@ -319,28 +319,29 @@ func (t *Transaction) returnTakes() {
 // nothing.
 
 // takeHead moves g's due waiting event, else the event at g's head, into
-// tx's in-flight takes. claimed: a keyed waiting event whose key tx now
-// holds (takeDueLocked).
-func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, claimed, ok bool, err error) {
+// tx's in-flight takes. tag: the key tag of an event from the head
+// (keytags.go). claimed: a keyed waiting event whose key tx now holds
+// (takeDueLocked).
+func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
 	if c.released {
-		return 0, false, false, ErrClosed
+		return 0, 0, false, false, ErrClosed
 	}
 	if g.removed {
-		return 0, false, false, errRemoved(g)
+		return 0, 0, false, false, errRemoved(g)
 	}
 	if f := g.fencedLocked(tx); f != fenceNone {
-		return 0, false, false, errFenced(g, f)
+		return 0, 0, false, false, errFenced(g, f)
 	}
 	p, claimed, ok = c.takeDueLocked(g, tx)
 	if !ok {
-		p, ok = g.takeHead(tx)
+		p, tag, ok = g.takeHead(tx)
 	}
 	if ok {
 		c.armLeaseLocked(g, tx)
 	}
-	return p, claimed, ok, nil
+	return p, tag, claimed, ok, nil
 }
 
 // untake puts p, the last event tx took, back at g's head (before the
