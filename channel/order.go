@@ -313,22 +313,16 @@ func (t *Transaction) popKeyed() (k keyedPop, ok bool, err error) {
 	g.orderMu.Lock()
 	defer g.orderMu.Unlock()
 	for {
-		var claimed bool
-		k = keyedPop{}
-		k.p, k.tag, claimed, ok, err = c.takeHead(g, t.id)
+		var parked bool
+		k, parked, ok, err = c.takeHeadKeyed(g, t.id)
 		if err != nil || !ok {
 			return k, false, err
 		}
-		switch {
-		case claimed || k.tag == tagNoKey:
-			k.how = popFree
+		if parked {
+			continue // unread
+		}
+		if k.how != popRead {
 			return k, true, nil
-		case k.tag != tagUnknown:
-			if !c.claimOrPark(g, t.id, k.tag, k.p) {
-				k.how = popClaimed
-				return k, true, nil
-			}
-			continue // parked, unread
 		}
 		if k.ev, k.rerr = c.readEvent(k.p); k.rerr != nil {
 			return k, true, nil
@@ -338,6 +332,26 @@ func (t *Transaction) popKeyed() (k keyedPop, ok bool, err error) {
 			return k, true, nil
 		}
 	}
+}
+
+// takeHeadKeyed is takeHead for popKeyed: under the same queueMu, it
+// claims for tx the key of an event whose key tag tells it, or parks the
+// event (parked: popKeyed pops the next).
+func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64) (k keyedPop, parked, ok bool, err error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	var claimed bool
+	if k.p, k.tag, claimed, ok, err = c.takeHeadLocked(g, tx); err != nil || !ok {
+		return k, false, ok, err
+	}
+	switch {
+	case claimed || k.tag == tagNoKey:
+		k.how = popFree
+	case k.tag != tagUnknown:
+		k.how = popClaimed
+		parked = g.claimOrParkLocked(tx, k.tag, k.p)
+	}
+	return k, parked, true, nil
 }
 
 // checkKeyTag (tests: Config.checkKeyTags) panics if ev, popped as k

@@ -325,6 +325,11 @@ func (t *Transaction) returnTakes() {
 func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	return c.takeHeadLocked(g, tx)
+}
+
+// takeHeadLocked is takeHead; the caller holds queueMu.
+func (c *FileChannel) takeHeadLocked(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
 	if c.released {
 		return 0, 0, false, false, ErrClosed
 	}
