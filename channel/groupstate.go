@@ -59,10 +59,13 @@ type groupState struct {
 	wait waitSet
 
 	// order is its held keys and parked events (GroupConfig.OrderKey,
-	// order.go), under queueMu; orderMu serializes its takes' pops and
-	// claims (held before queueMu).
+	// order.go), under queueMu. orderMu orders its takes' pops and claims
+	// (held before queueMu): shared by a Take whose next event's key tag
+	// tells its key (pop and claim in one queueMu round), exclusive for
+	// one that must read the event to learn its key, for the end of a
+	// take transaction and for a checkpoint's capture.
 	order   keyOrder
-	orderMu sync.Mutex
+	orderMu sync.RWMutex
 
 	// compiled caches the compiled cfg.Filter (filter.go).
 	compiled atomic.Pointer[filter]

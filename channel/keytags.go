@@ -9,11 +9,12 @@ import (
 // Key tags. Beside each slot of a keyed group's ring (OrderKey) the
 // queue keeps a tag (eventqueue's tags.go): what the channel knows of the
 // key of the event queued there without reading it, so that a keyed Take
-// claims (or parks) the event it pops under orderMu with no read, and
-// reads it after, in parallel with the other takers (takeKeyed).
+// claims (or parks) the event it pops in the same queueMu round, with no
+// read, under orderMu shared, and reads it after, in parallel with the
+// other takers (takeKeyed).
 //
-//   - tagUnknown (0): not known. The Take reads the event under orderMu,
-//     as it did before tags, and claims its key then.
+//   - tagUnknown (0): not known. The Take reads the event under orderMu
+//     exclusive, as it did before tags, and claims its key then.
 //   - tagNoKey (1): the event has no key (no header OrderKey, or "").
 //   - any other value: the hash of its key (orderKeyOf). A key whose hash
 //     is 0 or 1 is tagged unknown (one key in 2^63: it is read).

@@ -22,17 +22,18 @@ import (
 // back to the head of the ring, behind the events a rollback returns (so a
 // key's events keep their order), and are taken first.
 //
-// A keyed group's Take holds the group's orderMu from the pop to the claim
-// (or park) of its key (popKeyed), so that two takers never claim a key
-// out of the order of their pops, and a checkpoint's capture takes it too
-// (lockTakeSteps), so that it never lists an event popped and not yet
-// claimed in flight under its taker, ahead of its key's holder's events at
-// recovery. The ring keeps each queued event's key tag (keytags.go: its
-// key's hash, computed at its Put), so the pop and the claim need no read:
-// the read comes after orderMu is released, and the reads of a keyed
-// group's takers run in parallel, as an unkeyed group's. An event whose
-// tag is unknown (after a recovery, a reset, ...) is read under orderMu
-// to learn its key, as before tags: correct, serial.
+// Two takers never claim a key out of the order of their pops, and a
+// checkpoint's capture never lists an event popped and not yet claimed in
+// flight under its taker (ahead of its key's holder's events at
+// recovery). The ring keeps each queued event's key tag (keytags.go: its
+// key's hash, computed at its Put), so a Take whose next event's tag is
+// known pops and claims (or parks) it in one queueMu round, under the
+// group's orderMu shared (popKeyedShared), and reads it after: the takes
+// of a keyed group run side by side, as an unkeyed group's. An event
+// whose tag is unknown (after a recovery, a reset, ...) is read to learn
+// its key between its pop and its claim, as before tags, under orderMu
+// exclusive (popKeyedExclusive), which the end of a take transaction and
+// a checkpoint's capture (lockTakeSteps) take too: correct, serial.
 //
 // Parked events are queued: they keep their capacity permits, their log
 // files (files) and a checkpoint lists them in flight under parkedTx,
@@ -305,16 +306,49 @@ const (
 )
 
 // popKeyed pops the next event of t's keyed group into t's takes and
-// claims its key, under g's orderMu: with its key tag (keytags.go) it
-// reads nothing, else it reads the event to learn its key. Either way the
-// claims of a key are in the order of the pops.
-func (t *Transaction) popKeyed() (k keyedPop, ok bool, err error) {
+// claims its key. Either way below the claims of a key are in the order
+// of the pops.
+func (t *Transaction) popKeyed() (keyedPop, bool, error) {
+	if k, ok, err, done := t.popKeyedShared(); done {
+		return k, ok, err
+	}
+	return t.popKeyedExclusive()
+}
+
+// popKeyedShared is popKeyed while the next event's key tag tells its
+// key: under orderMu shared, each pop and claim (or park) is one queueMu
+// round (takeHeadKeyed), which no other taker's claim can come between;
+// an exclusive holder of orderMu (a Take reading an event to learn its
+// key, the end of a take transaction) waits for it, and it for them.
+// done false: the next event's key is not known, and it popped nothing.
+func (t *Transaction) popKeyedShared() (k keyedPop, ok bool, err error, done bool) {
+	c, g := t.c, t.grp
+	g.orderMu.RLock()
+	defer g.orderMu.RUnlock()
+	for {
+		var parked, unknown bool
+		k, parked, unknown, ok, err = c.takeHeadKeyed(g, t.id, true)
+		switch {
+		case unknown:
+			return k, false, nil, false
+		case err != nil || !ok:
+			return k, false, err, true
+		case !parked:
+			return k, true, nil, true
+		}
+	}
+}
+
+// popKeyedExclusive is popKeyed under orderMu exclusive: an event whose
+// key tag is unknown is read to learn its key, then claimed (or parked),
+// with no other taker's pop in between.
+func (t *Transaction) popKeyedExclusive() (k keyedPop, ok bool, err error) {
 	c, g := t.c, t.grp
 	g.orderMu.Lock()
 	defer g.orderMu.Unlock()
 	for {
 		var parked bool
-		k, parked, ok, err = c.takeHeadKeyed(g, t.id)
+		k, parked, _, ok, err = c.takeHeadKeyed(g, t.id, false)
 		if err != nil || !ok {
 			return k, false, err
 		}
@@ -336,13 +370,18 @@ func (t *Transaction) popKeyed() (k keyedPop, ok bool, err error) {
 
 // takeHeadKeyed is takeHead for popKeyed: under the same queueMu, it
 // claims for tx the key of an event whose key tag tells it, or parks the
-// event (parked: popKeyed pops the next).
-func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64) (k keyedPop, parked, ok bool, err error) {
+// event (parked: popKeyed pops the next). shared (orderMu held shared):
+// if the next event's key is not known it pops nothing (unknown).
+func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64, shared bool) (k keyedPop, parked, unknown, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
+	now := c.nowNano() // the same for the look and the pop
+	if shared && g.nextKeyUnknownLocked(now) {
+		return k, false, true, false, nil
+	}
 	var claimed bool
-	if k.p, k.tag, claimed, ok, err = c.takeHeadLocked(g, tx); err != nil || !ok {
-		return k, false, ok, err
+	if k.p, k.tag, claimed, ok, err = c.takeHeadLocked(g, tx, now); err != nil || !ok {
+		return k, false, false, ok, err
 	}
 	switch {
 	case claimed || k.tag == tagNoKey:
@@ -351,7 +390,20 @@ func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64) (k keyedPop, parke
 		k.how = popClaimed
 		parked = g.claimOrParkLocked(tx, k.tag, k.p)
 	}
-	return k, parked, true, nil
+	return k, parked, false, true, nil
+}
+
+// nextKeyUnknownLocked reports whether a take of g at now may pop next an
+// event whose key only a read tells: a due waiting event without its key,
+// or the head's event with its key tag unknown (checked even when a due
+// waiting event comes first: it may be parked). It reads no slot (Close
+// may have released them: the exclusive pop then fails). The caller holds
+// queueMu.
+func (g *groupState) nextKeyUnknownLocked(now int64) bool {
+	if g.dueLocked(now) && !g.wait.heap[0].keyed {
+		return true
+	}
+	return g.queue.Size() > 0 && g.queue.Tag(0) == tagUnknown
 }
 
 // checkKeyTag (tests: Config.checkKeyTags) panics if ev, popped as k

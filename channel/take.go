@@ -325,21 +325,16 @@ func (t *Transaction) returnTakes() {
 func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	return c.takeHeadLocked(g, tx)
+	return c.takeHeadLocked(g, tx, c.nowNano())
 }
 
-// takeHeadLocked is takeHead; the caller holds queueMu.
-func (c *FileChannel) takeHeadLocked(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
-	if c.released {
-		return 0, 0, false, false, ErrClosed
+// takeHeadLocked is takeHead, a waiting event due if it is at now; the
+// caller holds queueMu.
+func (c *FileChannel) takeHeadLocked(g *groupState, tx uint64, now int64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
+	if err := c.takeCheckLocked(g, tx); err != nil {
+		return 0, 0, false, false, err
 	}
-	if g.removed {
-		return 0, 0, false, false, errRemoved(g)
-	}
-	if f := g.fencedLocked(tx); f != fenceNone {
-		return 0, 0, false, false, errFenced(g, f)
-	}
-	p, claimed, ok = c.takeDueLocked(g, tx)
+	p, claimed, ok = c.takeDueLocked(g, tx, now)
 	if !ok {
 		p, tag, ok = g.takeHead(tx)
 	}
@@ -347,6 +342,21 @@ func (c *FileChannel) takeHeadLocked(g *groupState, tx uint64) (p eventqueue.Poi
 		c.armLeaseLocked(g, tx)
 	}
 	return p, tag, claimed, ok, nil
+}
+
+// takeCheckLocked returns why tx cannot take from g (a closed channel, a
+// removed group, a fenced transaction), or nil. The caller holds queueMu.
+func (c *FileChannel) takeCheckLocked(g *groupState, tx uint64) error {
+	if c.released {
+		return ErrClosed
+	}
+	if g.removed {
+		return errRemoved(g)
+	}
+	if f := g.fencedLocked(tx); f != fenceNone {
+		return errFenced(g, f)
+	}
+	return nil
 }
 
 // untake puts p, the last event tx took, back at g's head (before the

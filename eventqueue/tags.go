@@ -1,5 +1,7 @@
 package eventqueue
 
+import "strconv"
+
 // Tags. A queue can keep a word beside each slot, its tag, that moves
 // with the slot's pointer (AddTailTagged, AddHeadTagged,
 // RemoveHeadTagged; Remove shifts it with its pointer). Package channel
@@ -39,9 +41,11 @@ func (q *Queue) moveTag(from, to int) {
 }
 
 // Tag returns the tag of the pointer at logical index i, 0 <= i < Size();
-// it panics otherwise, like Get.
+// it panics otherwise, like Get. It reads no slot of the Slots store.
 func (q *Queue) Tag(i int) uint64 {
-	_ = q.Get(i) // the bounds check
+	if uint(i) >= uint(q.size) {
+		panic("eventqueue: Tag(" + strconv.Itoa(i) + ") outside queue of size " + strconv.Itoa(q.size))
+	}
 	return q.tag(q.phys(i))
 }
 

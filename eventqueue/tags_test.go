@@ -122,3 +122,25 @@ func BenchmarkTagsMemory(b *testing.B) {
 		runtime.KeepAlive(q)
 	}
 }
+
+// Tag checks its index as Get does, and reads no slot.
+func TestTagBoundsNoSlotRead(t *testing.T) {
+	g := newGuardSlots(4)
+	q, err := New(g, 4, 0, 0, map[uint32]int{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddTailTagged(NewPointer(1, 8), 5); err != nil {
+		t.Fatal(err)
+	}
+	g.reads = 0
+	if tag := q.Tag(0); tag != 5 || g.reads != 0 {
+		t.Fatalf("Tag(0) = %d with %d slot reads; want 5, none", tag, g.reads)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Tag(1) of a queue of size 1 did not panic")
+		}
+	}()
+	q.Tag(1)
+}
