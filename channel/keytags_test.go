@@ -67,6 +67,21 @@ func wantTaken(t *testing.T, tx *Transaction, want string) {
 	}
 }
 
+// firstThenSecond: a first transaction takes the event of body first and
+// stays open; after between (if not nil) a second takes all it can, want;
+// both commit and c closes.
+func firstThenSecond(t *testing.T, c *FileChannel, g *Group, first string, between func(), what string, want ...string) {
+	t.Helper()
+	tx1 := mustBegin(t, g)
+	wantTaken(t, tx1, first)
+	if between != nil {
+		between()
+	}
+	tx2 := mustBegin(t, g)
+	wantBodies(t, what, takeAll(t, tx2), want...)
+	commitAndClose(t, c, tx1, tx2)
+}
+
 func wantTags(t *testing.T, what string, got, want []uint64) {
 	t.Helper()
 	if !slices.Equal(got, want) {
@@ -233,11 +248,7 @@ func TestKeyTagKeylessFree(t *testing.T) {
 	c := mustOpen(t, orderConfig(t))
 	g := mustGroup(t, c, "a")
 	putKeyed(t, c, 0, "", "")
-	tx1 := mustBegin(t, g)
-	wantTaken(t, tx1, "0:")
-	tx2 := mustBegin(t, g)
-	wantBodies(t, "keyless", takeAll(t, tx2), "1:")
-	commitAndClose(t, c, tx1, tx2)
+	firstThenSecond(t, c, g, "0:", nil, "keyless", "1:")
 }
 
 // A damaged event claimed by its tag holds no key once its read fails,
@@ -252,12 +263,7 @@ func TestKeyTagDamagedEventHoldsNoKey(t *testing.T) {
 	putKeyed(t, c, 1, "y")
 	flipAt(t, path, first+logfile.FrameHeaderSize+20)
 	expectProblems(t, replay.ProblemCorruptRecord)
-	tx1 := mustBegin(t, g)
-	wantTaken(t, tx1, "1:y")
-	putKeyed(t, c, 2, "x")
-	tx2 := mustBegin(t, g)
-	wantBodies(t, "x free", takeAll(t, tx2), "2:x")
-	commitAndClose(t, c, tx1, tx2)
+	firstThenSecond(t, c, g, "1:y", func() { putKeyed(t, c, 2, "x") }, "x free", "2:x")
 }
 
 // With Config.checkKeyTags (every test's config), a Take whose event's
