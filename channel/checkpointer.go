@@ -259,12 +259,16 @@ func (c *FileChannel) capture() (*ckptSnapshot, *logfile.Snapshot) {
 
 // lockTakeSteps takes the orderMu of every keyed group (OrderKey) and
 // returns the unlock; the caller holds commitMu exclusively (c.groups
-// stays as it is). A keyed Take pops an event into its transaction's
-// takes and claims its key only once it has read it (takeKeyed): a
-// snapshot in between would list the event in flight under the taker,
+// stays as it is). A keyed Take whose event's key tag is unknown pops it
+// into its transaction's takes and claims its key only once it has read
+// it, under orderMu exclusive (popKeyedExclusive): a snapshot in between
+// would list the event in flight under the taker,
 // and recovery, which returns in-flight takes transaction by transaction
 // (oldest first), would bring it back ahead of its key's holder's earlier
 // events. Waiting for the step, the snapshot lists it parked (or taken).
+// A pop and claim by key tag (orderMu shared) is one queueMu round, which
+// the capture cannot come between; the read that follows it needs no
+// wait: the taker holds the key by then, as after any claim.
 func (c *FileChannel) lockTakeSteps() func() {
 	var unlocks []func()
 	for _, g := range c.groups {

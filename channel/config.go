@@ -238,6 +238,10 @@ type Config struct {
 	// noKeyCheck skips Open's step 4c: Rebuild's open only rewrites the
 	// checkpoints, which needs no key (Repair and Rebuild run without one).
 	noKeyCheck bool
+	// checkKeyTags: a keyed Take that read an event without orderMu
+	// checks the key tag it was claimed by against its headers, and
+	// panics if they disagree (checkKeyTag; tests).
+	checkKeyTags bool
 	// keepGroups: Open keeps the groups the channel has, as they are,
 	// whatever Groups says (the offline tools: Redrive).
 	keepGroups bool

@@ -346,7 +346,7 @@ func (c *FileChannel) landQueue(m *movePlan, moved []eventqueue.Pointer) error {
 	to := m.to
 	to.forgetDeliveries(moved[:m.accept])
 	to.forgetDeliveries(m.drops)
-	return to.add(moved[:m.accept])
+	return to.add(moved[:m.accept], nil)
 }
 
 // landed counts and logs what a move did to its group (drops, dead

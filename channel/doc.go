@@ -514,8 +514,10 @@ package channel
 //	ckptMu     serialises checkpoints
 //	commitMu   shared by every log write until its effect is in the queue;
 //	           exclusive while a checkpoint captures its snapshot, and in Close
-//	orderMu    per group with OrderKey (groupState.orderMu): a Take's pop,
-//	           read and key claim; a take transaction's end; a take that
+//	orderMu    per group with OrderKey (groupState.orderMu, an RWMutex):
+//	           shared by a Take's pop and key claim by key tag; exclusive
+//	           for a pop, read and claim of an event whose key tag is
+//	           unknown, a take transaction's end, a take that
 //	           leaves it (untake, dropKeyTake) and may free its key; a
 //	           checkpoint's capture (every keyed group's)
 //	queueMu    each group's queue (and the checkpoint slots under it), its

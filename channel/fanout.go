@@ -255,14 +255,15 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 		spilled := c.inflightPuts.Remove(t.id)
 		var all []eventqueue.Pointer // in put order, for the filtered groups
 		for i, g := range d.to {
-			if len(d.omit[i]) == 0 {
-				err = errors.Join(err, g.add(spilled), g.add(ptrs))
+			tags := t.keyTagsOf(g) // nil unless keyed
+			if len(d.omit[i]) == 0 && tags == nil {
+				err = errors.Join(err, g.add(spilled, nil), g.add(ptrs, nil))
 				continue
 			}
 			if all == nil {
 				all = append(slices.Clone(spilled), ptrs...)
 			}
-			err = errors.Join(err, g.add(keepMatched(all, d.omit[i])))
+			err = errors.Join(err, g.add(keepMatched(all, d.omit[i]), keepMatched(tags, d.omit[i])))
 		}
 		for _, dr := range d.drops {
 			dr.g.forgetDeliveries(dr.ptrs)
@@ -293,6 +294,7 @@ func (c *FileChannel) queuePuts(t *Transaction, d *fanout, ptrs []eventqueue.Poi
 	// The Block groups' permits now belong to the queued events.
 	t.permits = t.permits[:0]
 	t.clearFilterMarks()
+	t.clearKeyMarks()
 	for _, g := range d.to {
 		g.avail.broadcast()
 	}

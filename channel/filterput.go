@@ -3,7 +3,6 @@ package channel
 import (
 	"slices"
 
-	"github.com/flumego/filechannel/eventqueue"
 	"github.com/flumego/filechannel/logfile"
 )
 
@@ -115,13 +114,13 @@ func filterRanges(skip []uint32) []uint32 {
 	return rs
 }
 
-// keepMatched returns ptrs (the transaction's events in put order) without
-// the indices of skip (increasing).
-func keepMatched(ptrs []eventqueue.Pointer, skip []uint32) []eventqueue.Pointer {
-	if len(skip) == 0 {
+// keepMatched returns ptrs (the transaction's events, or their key tags,
+// in put order) without the indices of skip (increasing).
+func keepMatched[T any](ptrs []T, skip []uint32) []T {
+	if len(skip) == 0 || ptrs == nil {
 		return ptrs
 	}
-	out := make([]eventqueue.Pointer, 0, len(ptrs)-len(skip))
+	out := make([]T, 0, len(ptrs)-len(skip))
 	k := 0
 	for i, p := range ptrs {
 		if k < len(skip) && int(skip[k]) == i {

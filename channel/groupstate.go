@@ -59,10 +59,13 @@ type groupState struct {
 	wait waitSet
 
 	// order is its held keys and parked events (GroupConfig.OrderKey,
-	// order.go), under queueMu; orderMu serializes its takes' pops and
-	// reads (held before queueMu).
+	// order.go), under queueMu. orderMu orders its takes' pops and claims
+	// (held before queueMu): shared by a Take whose next event's key tag
+	// tells its key (pop and claim in one queueMu round), exclusive for
+	// one that must read the event to learn its key, for the end of a
+	// take transaction and for a checkpoint's capture.
 	order   keyOrder
-	orderMu sync.Mutex
+	orderMu sync.RWMutex
 
 	// compiled caches the compiled cfg.Filter (filter.go).
 	compiled atomic.Pointer[filter]
@@ -125,31 +128,34 @@ func (g *groupState) fedBlock() bool { return g.cfg.WhenFull == Block && !g.dlqO
 // for the delays of RetryDelays.
 func (g *groupState) counting() bool { return g.cfg.MaxDeliveries > 0 || len(g.cfg.RetryDelays) > 0 }
 
-// takeHead moves the event at the head into tx's in-flight takes.
-func (g *groupState) takeHead(tx uint64) (eventqueue.Pointer, bool) {
-	p, ok := g.queue.RemoveHead()
+// takeHead moves the event at the head into tx's in-flight takes, and
+// returns its key tag (keytags.go).
+func (g *groupState) takeHead(tx uint64) (eventqueue.Pointer, uint64, bool) {
+	p, tag, ok := g.queue.RemoveHeadTagged()
 	if ok {
 		g.inflight.Add(tx, p)
 	}
-	return p, ok
+	return p, tag, ok
 }
 
 // untake puts p, the last event tx took, back at the head: before the
-// events parked behind its key if tx held the key for p alone (OrderKey).
+// events parked behind its key if tx held the key for p alone (OrderKey),
+// with its key's hash if tx held it for p.
 func (g *groupState) untake(tx uint64, p eventqueue.Pointer) error {
 	g.inflight.RemovePointer(tx, p)
-	err := g.dropKeyTakeLocked(tx, p)
-	return errors.Join(err, g.queue.AddHead(p))
+	tag, err := g.dropKeyTakeLocked(tx, p)
+	return errors.Join(err, g.queue.AddHeadTagged(p, tag))
 }
 
 // returnTakes ends tx's takes without committing them: the events go back
 // to the head in their original order, before the events parked behind
-// the keys tx held (OrderKey).
+// the keys tx held (OrderKey), with their keys' hashes.
 func (g *groupState) returnTakes(tx uint64, takes []eventqueue.Pointer) error {
 	g.inflight.Remove(tx)
+	tags := g.takeTags(tx, takes)
 	err := g.releaseKeysLocked(tx)
 	for i := len(takes) - 1; i >= 0; i-- {
-		err = errors.Join(err, g.queue.AddHead(takes[i]))
+		err = errors.Join(err, g.queue.AddHeadTagged(takes[i], tagAt(tags, i)))
 	}
 	return err
 }
@@ -173,11 +179,12 @@ func (g *groupState) forgetDeliveries(ps []eventqueue.Pointer) {
 	}
 }
 
-// add appends committed events at the tail.
-func (g *groupState) add(ps []eventqueue.Pointer) error {
+// add appends committed events at the tail, with their key tags
+// (keytags.go; nil: tagUnknown).
+func (g *groupState) add(ps []eventqueue.Pointer, tags []uint64) error {
 	var err error
-	for _, p := range ps {
-		err = errors.Join(err, g.queue.AddTail(p))
+	for i, p := range ps {
+		err = errors.Join(err, g.queue.AddTailTagged(p, tagAt(tags, i)))
 	}
 	return err
 }
@@ -250,5 +257,5 @@ func (g *groupState) resize(create func(capacity int) (*checkpoint.Checkpoint, e
 		return err
 	}
 	g.queue = nq
-	return g.add(ptrs)
+	return g.add(ptrs, nil)
 }

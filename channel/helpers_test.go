@@ -26,6 +26,7 @@ func testConfig(t testing.TB, dataDirs int) Config {
 		MinimumRequiredSpace: -1,
 		SpaceReserve:         -1,
 		KeepAlive:            50 * time.Millisecond,
+		checkKeyTags:         true,
 	}
 	for i := range dataDirs {
 		cfg.DataDirs = append(cfg.DataDirs, filepath.Join(base, fmt.Sprintf("data%d", i)))

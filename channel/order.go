@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"slices"
 
@@ -14,20 +15,25 @@ import (
 // take transaction that took an event with a non-empty key value holds
 // that key (keyOrder.held) until it ends. A Take that meets, at the head,
 // an event whose key another transaction holds parks it in the key's lane
-// (read once, never re-read while the key stays held) and goes on with
-// the next event: one stuck key costs the other takes one read and one
-// map look-up per event of it, once. When the holder ends, its lanes'
-// parked events go back to the head of the ring, behind the events a
-// rollback returns (so a key's events keep their order), and are taken
-// first.
+// (unread if its key tag told its key, else read once; never re-read while
+// the key stays held) and goes on with the next event: one stuck key costs
+// the other takes one map look-up per event of it (and a read if its tag
+// is unknown), once. When the holder ends, its lanes' parked events go
+// back to the head of the ring, behind the events a rollback returns (so a
+// key's events keep their order), and are taken first.
 //
-// The key of an event is known only once it is read, after the pop from
-// the ring: a keyed group's Take holds the group's orderMu from the pop
-// to the claim (or park), so that two takers never claim a key out of the
-// order of their pops, and a checkpoint's capture takes it too
-// (lockTakeSteps), so that it never lists an event popped and not yet
-// claimed in flight under its taker, ahead of its key's holder's events at
-// recovery. The reads of a keyed group's takes are serial.
+// Two takers never claim a key out of the order of their pops, and a
+// checkpoint's capture never lists an event popped and not yet claimed in
+// flight under its taker (ahead of its key's holder's events at
+// recovery). The ring keeps each queued event's key tag (keytags.go: its
+// key's hash, computed at its Put), so a Take whose next event's tag is
+// known pops and claims (or parks) it in one queueMu round, under the
+// group's orderMu shared (popKeyedShared), and reads it after: the takes
+// of a keyed group run side by side, as an unkeyed group's. An event
+// whose tag is unknown (after a recovery, a reset, ...) is read to learn
+// its key between its pop and its claim, as before tags, under orderMu
+// exclusive (popKeyedExclusive), which the end of a take transaction and
+// a checkpoint's capture (lockTakeSteps) take too: correct, serial.
 //
 // Parked events are queued: they keep their capacity permits, their log
 // files (files) and a checkpoint lists them in flight under parkedTx,
@@ -171,7 +177,7 @@ func (g *groupState) releaseLaneLocked(k uint64, l *lane) error {
 	delete(o.held, k)
 	var err error
 	for i := len(l.parked) - 1; i >= 0; i-- {
-		err = errors.Join(err, g.queue.AddHead(l.parked[i]))
+		err = errors.Join(err, g.queue.AddHeadTagged(l.parked[i], keyTag(k)))
 	}
 	o.countParked(l.parked, -1)
 	return err
@@ -180,14 +186,15 @@ func (g *groupState) releaseLaneLocked(k uint64, l *lane) error {
 // dropKeyTakeLocked forgets p, a take of tx that leaves it (a failed read
 // put back at the head, a dead letter): if it was tx's last take of its
 // key, tx holds the key no more and the key's parked events go back to
-// the head (before p, if the caller puts p back after). The caller holds
-// queueMu (and orderMu).
-func (g *groupState) dropKeyTakeLocked(tx uint64, p eventqueue.Pointer) error {
+// the head (before p, if the caller puts p back after). It returns p's
+// key tag (tagUnknown if tx held no key for p). The caller holds queueMu
+// (and orderMu).
+func (g *groupState) dropKeyTakeLocked(tx uint64, p eventqueue.Pointer) (uint64, error) {
 	o := &g.order
 	takes := o.byTx[tx]
 	i := slices.IndexFunc(takes, func(kt keyTake) bool { return kt.p == p })
 	if i < 0 {
-		return nil
+		return tagUnknown, nil
 	}
 	k := takes[i].key
 	takes = slices.Delete(takes, i, i+1)
@@ -197,12 +204,12 @@ func (g *groupState) dropKeyTakeLocked(tx uint64, p eventqueue.Pointer) error {
 		o.byTx[tx] = takes
 	}
 	if slices.ContainsFunc(takes, func(kt keyTake) bool { return kt.key == k }) {
-		return nil
+		return keyTag(k), nil
 	}
 	if l := o.held[k]; l != nil && l.owner == tx {
-		return g.releaseLaneLocked(k, l)
+		return keyTag(k), g.releaseLaneLocked(k, l)
 	}
-	return nil
+	return keyTag(k), nil
 }
 
 // parkedBehindLocked reports whether an event is parked behind a key tx
@@ -256,34 +263,159 @@ func (g *groupState) parkedPointers() []eventqueue.Pointer {
 }
 
 // takeKeyed is a keyed group's step of Take: the pop of the next event
-// and its read, then the claim of its key for t, under g's orderMu. An
-// event whose key another transaction holds is parked and the step goes
-// on with the next one. ok false: the group is empty (or holds only
-// parked events). After a read error p is in t's takes, as takeHead
-// leaves it.
+// and the claim of its key for t under g's orderMu (popKeyed), and its
+// read, after orderMu is released if its key tag told its key. An event
+// whose key another transaction holds is parked and the step goes on
+// with the next one. ok false: the group is empty (or holds only parked
+// events). After a read error p is in t's takes, as takeHead leaves it,
+// and holds no key if it is damaged (unless it waited holding it: then
+// until it leaves t); if it failed to read, untake puts it back with its
+// key.
 func (t *Transaction) takeKeyed() (p eventqueue.Pointer, ev Event, ok bool, err, rerr error) {
+	k, ok, err := t.popKeyed()
+	if err != nil || !ok || k.how == popRead {
+		return k.p, k.ev, ok, err, k.rerr
+	}
+	ev, rerr = t.c.readEvent(k.p)
+	switch {
+	case rerr == nil:
+		t.c.checkKeyTag(t.grp, &k, &ev)
+	case k.how == popClaimed && errors.Is(rerr, ErrCorrupt):
+		t.c.dropKeyTake(t.grp, t.id, k.p)
+	}
+	return k.p, ev, true, nil, rerr
+}
+
+// keyedPop is the event popKeyed popped: p, its key tag, and how it left
+// it; ev and rerr are its read under orderMu (popRead).
+type keyedPop struct {
+	p    eventqueue.Pointer
+	tag  uint64
+	how  popHow
+	ev   Event
+	rerr error
+}
+
+// popHow is how popKeyed left the event it popped.
+type popHow uint8
+
+const (
+	popRead    popHow = iota // read under orderMu: its key tag was unknown
+	popFree                  // not read: keyless, or a due waiting event that holds its key
+	popClaimed               // not read: its key, told by its key tag, claimed for t
+)
+
+// popKeyed pops the next event of t's keyed group into t's takes and
+// claims its key. Either way below the claims of a key are in the order
+// of the pops.
+func (t *Transaction) popKeyed() (keyedPop, bool, error) {
+	if k, ok, err, done := t.popKeyedShared(); done {
+		return k, ok, err
+	}
+	return t.popKeyedExclusive()
+}
+
+// popKeyedShared is popKeyed while the next event's key tag tells its
+// key: under orderMu shared, each pop and claim (or park) is one queueMu
+// round (takeHeadKeyed), which no other taker's claim can come between;
+// an exclusive holder of orderMu (a Take reading an event to learn its
+// key, the end of a take transaction) waits for it, and it for them.
+// done false: the next event's key is not known, and it popped nothing.
+func (t *Transaction) popKeyedShared() (k keyedPop, ok bool, err error, done bool) {
+	c, g := t.c, t.grp
+	g.orderMu.RLock()
+	defer g.orderMu.RUnlock()
+	for {
+		var parked, unknown bool
+		k, parked, unknown, ok, err = c.takeHeadKeyed(g, t.id, true)
+		switch {
+		case unknown:
+			return k, false, nil, false
+		case err != nil || !ok:
+			return k, false, err, true
+		case !parked:
+			return k, true, nil, true
+		}
+	}
+}
+
+// popKeyedExclusive is popKeyed under orderMu exclusive: an event whose
+// key tag is unknown is read to learn its key, then claimed (or parked),
+// with no other taker's pop in between.
+func (t *Transaction) popKeyedExclusive() (k keyedPop, ok bool, err error) {
 	c, g := t.c, t.grp
 	g.orderMu.Lock()
 	defer g.orderMu.Unlock()
 	for {
-		var claimed bool
-		p, claimed, ok, err = c.takeHead(g, t.id)
+		var parked bool
+		k, parked, _, ok, err = c.takeHeadKeyed(g, t.id, false)
 		if err != nil || !ok {
-			return 0, Event{}, false, err, nil
+			return k, false, err
 		}
-		ev, rerr = c.readEvent(p)
-		if rerr != nil {
-			// Damaged or unreadable: holds no key (unless it waited
-			// holding it: then until it leaves t).
-			return p, Event{}, true, nil, rerr
+		if parked {
+			continue // unread
 		}
-		k, has := g.orderKeyOf(&ev)
-		if !has || claimed {
-			return p, ev, true, nil, nil
+		if k.how != popRead {
+			return k, true, nil
 		}
-		if !c.claimOrPark(g, t.id, k, p) {
-			return p, ev, true, nil, nil
+		if k.ev, k.rerr = c.readEvent(k.p); k.rerr != nil {
+			return k, true, nil
 		}
+		key, has := g.orderKeyOf(&k.ev)
+		if !has || !c.claimOrPark(g, t.id, key, k.p) {
+			return k, true, nil
+		}
+	}
+}
+
+// takeHeadKeyed is takeHead for popKeyed: under the same queueMu, it
+// claims for tx the key of an event whose key tag tells it, or parks the
+// event (parked: popKeyed pops the next). shared (orderMu held shared):
+// if the next event's key is not known it pops nothing (unknown).
+func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64, shared bool) (k keyedPop, parked, unknown, ok bool, err error) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	now := c.nowNano() // the same for the look and the pop
+	if shared && g.nextKeyUnknownLocked(now) {
+		return k, false, true, false, nil
+	}
+	var claimed bool
+	if k.p, k.tag, claimed, ok, err = c.takeHeadLocked(g, tx, now); err != nil || !ok {
+		return k, false, false, ok, err
+	}
+	switch {
+	case claimed || k.tag == tagNoKey:
+		k.how = popFree
+	case k.tag != tagUnknown:
+		k.how = popClaimed
+		parked = g.claimOrParkLocked(tx, k.tag, k.p)
+	}
+	return k, parked, false, true, nil
+}
+
+// nextKeyUnknownLocked reports whether a take of g at now may pop next an
+// event whose key only a read tells: a due waiting event without its key,
+// or the head's event with its key tag unknown (checked even when a due
+// waiting event comes first: it may be parked). It reads no slot (Close
+// may have released them: the exclusive pop then fails). The caller holds
+// queueMu.
+func (g *groupState) nextKeyUnknownLocked(now int64) bool {
+	if g.dueLocked(now) && !g.wait.heap[0].keyed {
+		return true
+	}
+	return g.queue.Size() > 0 && g.queue.Tag(0) == tagUnknown
+}
+
+// checkKeyTag (tests: Config.checkKeyTags) panics if ev, popped as k
+// with its key tag, has headers that give another tag: the tag computed
+// at its put (or kept since) is wrong.
+func (c *FileChannel) checkKeyTag(g *groupState, k *keyedPop, ev *Event) {
+	if !c.cfg.checkKeyTags || k.tag == tagUnknown {
+		return
+	}
+	if got := g.keyTagOf(ev.Headers); got != k.tag {
+		panic(fmt.Sprintf("filechannel: group %q: event %s was queued with key tag %#x, its headers give %#x",
+			g.cfg.Name, k.p, k.tag, got))
 	}
 }
 
@@ -314,7 +446,7 @@ func (c *FileChannel) dropKeyTake(g *groupState, tx uint64, p eventqueue.Pointer
 			return false, nil
 		}
 		parked := g.order.parked
-		err := g.dropKeyTakeLocked(tx, p)
+		_, err := g.dropKeyTakeLocked(tx, p)
 		return g.order.parked < parked, err
 	}()
 	if unparked {

@@ -22,6 +22,7 @@ func BenchmarkOrderKeyTake(b *testing.B) {
 			n := max(b.N, 10_000)
 			cfg := groupsBenchConfig(b, 1, n+1000)
 			cfg.TransactionCapacity = 10_000
+			cfg.checkKeyTags = false // as in production
 			if mode != "none" {
 				cfg.Groups[0].OrderKey = "k"
 			}

@@ -30,7 +30,7 @@ func TestOrderKeyCheckpointDuringPop(t *testing.T) {
 	// older's next Take, stopped after its pop of 2:x.
 	gs := g.g
 	gs.orderMu.Lock()
-	p, _, ok, err := c.takeHead(gs, older.id)
+	p, _, _, ok, err := c.takeHead(gs, older.id)
 	if err != nil || !ok {
 		t.Fatalf("takeHead: %v, %v", ok, err)
 	}
@@ -92,7 +92,7 @@ func TestOrderKeyRemoveGroupWhileHeld(t *testing.T) {
 	}
 	popper := mustBegin(t, g) // pops 3:z and stops before the claim
 	gs.orderMu.Lock()
-	p, _, ok, err := c.takeHead(gs, popper.id)
+	p, _, _, ok, err := c.takeHead(gs, popper.id)
 	if err != nil || !ok {
 		t.Fatalf("takeHead: %v, %v", ok, err)
 	}
@@ -153,7 +153,7 @@ func TestExpireTakenAfterRemoveGroup(t *testing.T) {
 	})
 	g := mustGroup(t, c, "a")
 	tx := mustBegin(t, g)
-	p, _, ok, err := c.takeHead(g.g, tx.id) // Take's pop; its read found 0 expired
+	p, _, _, ok, err := c.takeHead(g.g, tx.id) // Take's pop; its read found 0 expired
 	if err != nil || !ok {
 		t.Fatalf("takeHead: %v, %v", ok, err)
 	}

@@ -99,6 +99,7 @@ func (t *Transaction) put1(ctx context.Context, e Event) error {
 	}
 	t.markFilters(c.currentGroups(), e.Headers, t.puts)
 	t.noteDedup(e.Headers, t.puts)
+	t.markKeys(c.currentGroups(), e.Headers, t.puts)
 	held, err := t.acquirePermit(ctx)
 	if err != nil {
 		t.unmarkFilters(t.puts)
@@ -253,6 +254,7 @@ func (t *Transaction) abortPuts() {
 	}
 	t.puts, t.spills, t.permits = 0, nil, t.permits[:0]
 	t.clearFilterMarks()
+	t.clearKeyMarks()
 	t.releaseDups()
 	t.clearBatch()
 }

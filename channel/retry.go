@@ -137,10 +137,10 @@ func (g *groupState) popWaitingLocked() waitingEvent {
 func (c *FileChannel) nowNano() int64 { return c.now().UnixNano() }
 
 // takeDueLocked moves g's earliest waiting event into tx's takes if it is
-// due. A keyed one (OrderKey) gives tx its key (claimed: the caller claims
-// nothing more for it). The caller holds queueMu.
-func (c *FileChannel) takeDueLocked(g *groupState, tx uint64) (p eventqueue.Pointer, claimed, ok bool) {
-	if len(g.wait.heap) == 0 || !g.dueLocked(c.nowNano()) {
+// due at now. A keyed one (OrderKey) gives tx its key (claimed: the caller
+// claims nothing more for it). The caller holds queueMu.
+func (c *FileChannel) takeDueLocked(g *groupState, tx uint64, now int64) (p eventqueue.Pointer, claimed, ok bool) {
+	if len(g.wait.heap) == 0 || !g.dueLocked(now) {
 		return 0, false, false
 	}
 	w := g.popWaitingLocked()

@@ -99,7 +99,7 @@ func (t *Transaction) takeNext() (p eventqueue.Pointer, ev Event, ok bool, err, 
 	if t.grp.keyed() {
 		return t.takeKeyed()
 	}
-	p, _, ok, err = t.c.takeHead(t.grp, t.id)
+	p, _, _, ok, err = t.c.takeHead(t.grp, t.id)
 	if err != nil || !ok {
 		return 0, Event{}, false, err, nil
 	}
@@ -319,28 +319,44 @@ func (t *Transaction) returnTakes() {
 // nothing.
 
 // takeHead moves g's due waiting event, else the event at g's head, into
-// tx's in-flight takes. claimed: a keyed waiting event whose key tx now
-// holds (takeDueLocked).
-func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, claimed, ok bool, err error) {
+// tx's in-flight takes. tag: the key tag of an event from the head
+// (keytags.go). claimed: a keyed waiting event whose key tx now holds
+// (takeDueLocked).
+func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	if c.released {
-		return 0, false, false, ErrClosed
+	return c.takeHeadLocked(g, tx, c.nowNano())
+}
+
+// takeHeadLocked is takeHead, a waiting event due if it is at now; the
+// caller holds queueMu.
+func (c *FileChannel) takeHeadLocked(g *groupState, tx uint64, now int64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
+	if err := c.takeCheckLocked(g, tx); err != nil {
+		return 0, 0, false, false, err
 	}
-	if g.removed {
-		return 0, false, false, errRemoved(g)
-	}
-	if f := g.fencedLocked(tx); f != fenceNone {
-		return 0, false, false, errFenced(g, f)
-	}
-	p, claimed, ok = c.takeDueLocked(g, tx)
+	p, claimed, ok = c.takeDueLocked(g, tx, now)
 	if !ok {
-		p, ok = g.takeHead(tx)
+		p, tag, ok = g.takeHead(tx)
 	}
 	if ok {
 		c.armLeaseLocked(g, tx)
 	}
-	return p, claimed, ok, nil
+	return p, tag, claimed, ok, nil
+}
+
+// takeCheckLocked returns why tx cannot take from g (a closed channel, a
+// removed group, a fenced transaction), or nil. The caller holds queueMu.
+func (c *FileChannel) takeCheckLocked(g *groupState, tx uint64) error {
+	if c.released {
+		return ErrClosed
+	}
+	if g.removed {
+		return errRemoved(g)
+	}
+	if f := g.fencedLocked(tx); f != fenceNone {
+		return errFenced(g, f)
+	}
+	return nil
 }
 
 // untake puts p, the last event tx took, back at g's head (before the

@@ -61,6 +61,8 @@ type scratch struct {
 	// With Config.Dedup (dedupput.go): each put's id, the put indices the
 	// commit drops, the ids it keeps, and the ids seen by the commit.
 	dslots []dedupSlot
+	// kmarks: per keyed group, each put's key tag (keytags.go).
+	kmarks []keyMark
 	dups   []uint32
 	dkeep  []dedupID
 	seen   map[dedupID]struct{}

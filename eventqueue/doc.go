@@ -28,6 +28,11 @@
 //     the smaller side of the ring is then shifted one slot to close the gap,
 //     so a removal costs O(log n + min(i, size-1-i)) instead of Flume's scan.
 //
+// A queue can keep a tag beside each slot, a word that moves with the
+// slot's pointer (tags.go: the channel keeps a keyed group's key hashes
+// there); it costs nothing until the first non-zero tag, then 8 bytes per
+// slot, in memory only.
+//
 // Every queued pointer counts towards a per-log-file reference count
 // (FileRefs); a log file with no queued pointer, no inflight put and no
 // inflight take can be deleted by the channel.

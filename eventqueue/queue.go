@@ -22,6 +22,10 @@ type Queue struct {
 	// idx finds a pointer's physical slot for Remove. nil until the first
 	// Remove and after DropIndex; while non-nil every operation maintains it.
 	idx *posIndex
+
+	// tags is the word beside each slot (tags.go): nil until the first
+	// add of a non-zero tag, then one per slot, kept by every operation.
+	tags []uint64
 }
 
 // New builds a queue over slots holding size pointers starting at ring
@@ -115,8 +119,11 @@ func (q *Queue) Get(i int) Pointer {
 
 // AddTail appends p (a put committed). It returns ErrFull if the ring is
 // full and ErrZeroPointer for the zero pointer. O(1), plus O(log n) while the
-// Remove index exists.
-func (q *Queue) AddTail(p Pointer) error {
+// Remove index exists. p's tag is 0 (AddTailTagged).
+func (q *Queue) AddTail(p Pointer) error { return q.AddTailTagged(p, 0) }
+
+// AddTailTagged is AddTail with p's tag (tags.go).
+func (q *Queue) AddTailTagged(p Pointer, tag uint64) error {
 	if q.size == q.capacity {
 		return ErrFull
 	}
@@ -125,6 +132,7 @@ func (q *Queue) AddTail(p Pointer) error {
 	}
 	phys := q.phys(q.size)
 	q.slots.SetSlot(phys, uint64(p))
+	q.setTag(phys, tag)
 	q.size++
 	q.refs[p.FileID()]++
 	if q.idx != nil {
@@ -137,8 +145,11 @@ func (q *Queue) AddTail(p Pointer) error {
 // moves back one slot, wrapping. Rolling back takes t1..tn calls AddHead(tn)
 // first and AddHead(t1) last. It returns ErrFull if the ring is full and
 // ErrZeroPointer for the zero pointer. O(1), plus O(log n) while the Remove
-// index exists.
-func (q *Queue) AddHead(p Pointer) error {
+// index exists. p's tag is 0 (AddHeadTagged).
+func (q *Queue) AddHead(p Pointer) error { return q.AddHeadTagged(p, 0) }
+
+// AddHeadTagged is AddHead with p's tag (tags.go).
+func (q *Queue) AddHeadTagged(p Pointer, tag uint64) error {
 	if q.size == q.capacity {
 		return ErrFull
 	}
@@ -152,6 +163,7 @@ func (q *Queue) AddHead(p Pointer) error {
 	}
 	phys := q.head
 	q.slots.SetSlot(phys, uint64(p))
+	q.setTag(phys, tag)
 	q.size++
 	q.refs[p.FileID()]++
 	if q.idx != nil {
@@ -164,11 +176,17 @@ func (q *Queue) AddHead(p Pointer) error {
 // the queue is empty. Only head and size move: the vacated slot is not
 // written. O(1), plus O(log n) while the Remove index exists.
 func (q *Queue) RemoveHead() (p Pointer, ok bool) {
+	p, _, ok = q.RemoveHeadTagged()
+	return p, ok
+}
+
+// RemoveHeadTagged is RemoveHead that also returns p's tag (tags.go).
+func (q *Queue) RemoveHeadTagged() (p Pointer, tag uint64, ok bool) {
 	if q.size == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	phys := q.head
-	p = Pointer(q.slots.Slot(phys))
+	p, tag = Pointer(q.slots.Slot(phys)), q.tag(phys)
 	q.head++
 	if q.head == q.capacity {
 		q.head = 0
@@ -178,7 +196,7 @@ func (q *Queue) RemoveHead() (p Pointer, ok bool) {
 	if q.idx != nil {
 		q.idx.delete(p, phys)
 	}
-	return p, true
+	return p, tag, true
 }
 
 // Remove removes p from wherever it is in the queue (replay applying a
@@ -210,6 +228,7 @@ func (q *Queue) Remove(p Pointer) bool {
 			from := q.phys(j)
 			v := q.slots.Slot(from)
 			q.slots.SetSlot(to, v)
+			q.moveTag(from, to)
 			q.idx.move(Pointer(v), from, to)
 			to = from
 		}
@@ -224,6 +243,7 @@ func (q *Queue) Remove(p Pointer) bool {
 			from := q.phys(j)
 			v := q.slots.Slot(from)
 			q.slots.SetSlot(to, v)
+			q.moveTag(from, to)
 			q.idx.move(Pointer(v), from, to)
 			to = from
 		}

@@ -22,12 +22,13 @@ import (
 //     full run), every 10th on the key "stuck" and the others on the 1,000
 //     keys in turn; before the measurement a take transaction takes the
 //     first event (of "stuck") and stays open until it ends, so the takers
-//     park each of the key's events (read once) and must take every other
-//     one. Only the events the takers take count.
+//     park each of the key's events (unread: the ring keeps its key's hash)
+//     and must take every other one. Only the events the takers take count.
 //
 // Targets: keys >= 0.8 of none; stuck >= 0.8 of keys. A keyed group's pops
-// and reads are serial (under its orderMu), so the takers of keys and stuck
-// read one event at a time where none's read side by side.
+// and key claims are serial (under its orderMu); its takers read the
+// events after, side by side as none's do (the ring keeps each event's key
+// hash, computed at its put: channel/keytags.go).
 
 const (
 	orderHeader     = "k"     // the OrderKey header
