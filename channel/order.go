@@ -67,6 +67,63 @@ type keyOrder struct {
 	files  map[uint32]int       // parked events per log file
 	parked int                  // parked events, all lanes
 	skips  int64                // events parked, ever (metrics)
+
+	// Released lanes and transactions' take lists, kept for reuse: a
+	// keyed take claims a lane and appends to its transaction's list
+	// under queueMu, which every taker needs, so neither allocates in
+	// steady state.
+	freeLanes []*lane
+	freeTakes [][]keyTake
+}
+
+// maxFree bounds keyOrder's free lists; a lane or take list larger than
+// maxFreeCap (a stuck key's parked events) is not kept.
+const (
+	maxFree    = 1024
+	maxFreeCap = 256
+)
+
+// newLane returns a lane owned by owner, a released one if there is one.
+func (o *keyOrder) newLane(owner uint64) *lane {
+	if n := len(o.freeLanes); n > 0 {
+		l := o.freeLanes[n-1]
+		o.freeLanes = o.freeLanes[:n-1]
+		l.owner = owner
+		return l
+	}
+	return &lane{owner: owner}
+}
+
+// freeLane keeps l, released, for newLane.
+func (o *keyOrder) freeLane(l *lane) {
+	if len(o.freeLanes) >= maxFree || cap(l.parked) > maxFreeCap {
+		return
+	}
+	clear(l.parked)
+	*l = lane{parked: l.parked[:0]}
+	o.freeLanes = append(o.freeLanes, l)
+}
+
+// addTake appends kt to tx's keyed takes, starting a list from the free
+// ones if tx has none.
+func (o *keyOrder) addTake(tx uint64, kt keyTake) {
+	takes, ok := o.byTx[tx]
+	if !ok {
+		if n := len(o.freeTakes); n > 0 {
+			takes = o.freeTakes[n-1]
+			o.freeTakes = o.freeTakes[:n-1]
+		}
+	}
+	o.byTx[tx] = append(takes, kt)
+}
+
+// freeTakeList keeps takes, a list no transaction has any more, for
+// addTake.
+func (o *keyOrder) freeTakeList(takes []keyTake) {
+	if len(o.freeTakes) >= maxFree || cap(takes) > maxFreeCap {
+		return
+	}
+	o.freeTakes = append(o.freeTakes, takes[:0])
 }
 
 // keyTake is a keyed take of an open transaction: the key's hash and the
@@ -113,13 +170,13 @@ func (g *groupState) claimOrParkLocked(tx uint64, k uint64, p eventqueue.Pointer
 	o.init()
 	l := o.held[k]
 	if l == nil {
-		o.held[k] = &lane{owner: tx}
-		o.byTx[tx] = append(o.byTx[tx], keyTake{k, p})
+		o.held[k] = o.newLane(tx)
+		o.addTake(tx, keyTake{k, p})
 		return false
 	}
 	if l.owner == tx && len(l.parked) == 0 {
 		// its own key, nothing of it skipped: in order
-		o.byTx[tx] = append(o.byTx[tx], keyTake{k, p})
+		o.addTake(tx, keyTake{k, p})
 		return false
 	}
 	g.inflight.RemovePointer(tx, p)
@@ -157,7 +214,7 @@ func (g *groupState) claimDueLocked(tx uint64, w waitingEvent) bool {
 	o.init()
 	l := o.held[w.key]
 	if l == nil {
-		l = &lane{}
+		l = o.newLane(0)
 		o.held[w.key] = l
 	} else if l.owner != waitingTx && l.owner != tx {
 		l.parked = append([]eventqueue.Pointer{w.p}, l.parked...)
@@ -165,7 +222,7 @@ func (g *groupState) claimDueLocked(tx uint64, w waitingEvent) bool {
 		return false
 	}
 	l.owner = tx
-	o.byTx[tx] = append(o.byTx[tx], keyTake{w.key, w.p})
+	o.addTake(tx, keyTake{w.key, w.p})
 	return true
 }
 
@@ -180,6 +237,7 @@ func (g *groupState) releaseLaneLocked(k uint64, l *lane) error {
 		err = errors.Join(err, g.queue.AddHeadTagged(l.parked[i], keyTag(k)))
 	}
 	o.countParked(l.parked, -1)
+	o.freeLane(l)
 	return err
 }
 
@@ -239,6 +297,7 @@ func (g *groupState) releaseKeysLocked(tx uint64) error {
 			err = errors.Join(err, g.releaseLaneLocked(kt.key, l))
 		}
 	}
+	o.freeTakeList(takes)
 	return err
 }
 
@@ -373,9 +432,9 @@ func (t *Transaction) popKeyedExclusive() (k keyedPop, ok bool, err error) {
 // event (parked: popKeyed pops the next). shared (orderMu held shared):
 // if the next event's key is not known it pops nothing (unknown).
 func (c *FileChannel) takeHeadKeyed(g *groupState, tx uint64, shared bool) (k keyedPop, parked, unknown, ok bool, err error) {
+	now := c.nowNano() // the same for the look and the pop; read before queueMu, which every taker needs
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	now := c.nowNano() // the same for the look and the pop
 	if shared && g.nextKeyUnknownLocked(now) {
 		return k, false, true, false, nil
 	}
@@ -512,7 +571,7 @@ func (c *FileChannel) keyWaitingGroup(g *groupState) {
 			}
 			continue
 		}
-		o.held[k] = &lane{owner: waitingTx}
+		o.held[k] = o.newLane(waitingTx)
 		w.key, w.keyed = k, true
 		keep = append(keep, w)
 	}

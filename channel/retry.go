@@ -238,7 +238,7 @@ func (g *groupState) waitKeysLocked(tx uint64, ptrs []eventqueue.Pointer, lead [
 	for k, ms := range mates {
 		l := o.held[k]
 		if l == nil {
-			l = &lane{}
+			l = o.newLane(waitingTx)
 			o.held[k] = l
 		}
 		l.owner = waitingTx

@@ -323,9 +323,10 @@ func (t *Transaction) returnTakes() {
 // (keytags.go). claimed: a keyed waiting event whose key tx now holds
 // (takeDueLocked).
 func (c *FileChannel) takeHead(g *groupState, tx uint64) (p eventqueue.Pointer, tag uint64, claimed, ok bool, err error) {
+	now := c.nowNano() // before queueMu, which every taker needs
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	return c.takeHeadLocked(g, tx, c.nowNano())
+	return c.takeHeadLocked(g, tx, now)
 }
 
 // takeHeadLocked is takeHead, a waiting event due if it is at now; the
