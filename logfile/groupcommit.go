@@ -124,14 +124,17 @@ func (w *Writer) syncRoundLocked(gate syncGate) (more bool, err error) {
 	if w.observeSync != nil {
 		w.observeSync(time.Since(start))
 	}
-	if gate != nil {
-		gate.releaseAppends()
-	}
 	w.syncs.Add(1)
-	w.mu.Lock()
 	if err != nil {
+		if gate != nil {
+			gate.releaseAppends()
+		}
+		w.mu.Lock()
 		return false, w.syncFailedLocked(err)
 	}
+	// Synced is raised before the appends held back go on: the write of
+	// them carries the sync mark this fsync made due (Set.Sync).
+	w.mu.Lock()
 	w.setSyncedLocked(target)
 	n := 0
 	for n < len(w.waiters) && w.waiters[n].off <= w.synced {
@@ -145,6 +148,9 @@ func (w *Writer) syncRoundLocked(gate syncGate) (more bool, err error) {
 		w.endSyncingLocked(nil)
 	}
 	w.mu.Unlock()
+	if gate != nil {
+		gate.releaseAppends()
+	}
 	return rest > 0, nil
 }
 

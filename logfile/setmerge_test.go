@@ -205,8 +205,8 @@ func TestSetAppendsWaitForTheFsyncInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := wait()
-	// One write of them all (the fsync's leader also writes a sync mark).
-	var total int64
+	// One write of them all, after the sync mark the fsync made due.
+	total := int64(len(syncMarkOf(t, first.W.Synced())))
 	for _, a := range as {
 		total += a.End - a.Base
 	}
@@ -324,5 +324,59 @@ func TestSetLargeAppendDoesNotWaitForTheFsync(t *testing.T) {
 	}
 	if err := <-synced; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncMarkOf returns the encoded sync mark saying synced.
+func syncMarkOf(t *testing.T, synced int64) []byte {
+	t.Helper()
+	b, err := AppendUnsealed(nil, &Record{Type: RecordSynced, SyncedTo: synced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSyncMarkRidesOnTheNextAppend: a Sync whose fsync held back a put
+// append writes no sync mark of its own: the append's write carries it,
+// in front of the batch, saying what that fsync made durable. Fails if the
+// mark is left out (a kill after the commit could then read rot before
+// acknowledged records as a torn tail) or written in a write of its own.
+func TestSyncMarkRidesOnTheNextAppend(t *testing.T) {
+	mem := setMem(t, "/a")
+	g := &holdFS{FS: mem}
+	s := startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}}, Recovered{})
+	first := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	entered, release := g.hold()
+	synced := make(chan error, 1)
+	go func() { synced <- s.Sync(first) }()
+	<-entered
+	writes := g.writes.Load()
+	wait := appendAll(t, s, 1)
+	ok := waitPending(s, 1)
+	release()
+	if err := <-synced; err != nil || !ok {
+		t.Fatalf("Sync = %v; append pending: %v", err, ok)
+	}
+	a := wait()[0]
+	mark := syncMarkOf(t, first.End)
+	if got := g.writes.Load() - writes; got != 1 || a.Base != first.End+int64(len(mark)) {
+		t.Fatalf("%d writes, the batch at %d; want 1 write, the batch at %d after a mark", got, a.Base, first.End+int64(len(mark)))
+	}
+	if err := s.Sync(a); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(mark))
+	f, err := mem.Open(first.W.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(buf, first.End); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := first.W.Framing().DecodeRecord(buf)
+	if err != nil || r.Type != RecordSynced || r.SyncedTo != first.End {
+		t.Fatalf("before the batch: %+v, %v; want a mark synced to %d", r, err, first.End)
 	}
 }
