@@ -51,7 +51,7 @@ func TestSyncToWakesOnlyTheCommitsAnFsyncCovers(t *testing.T) {
 			end1 := write(t, w, 100)
 			leader, waiter := make(chan error, 1), make(chan error, 1)
 			go func() { leader <- w.SyncTo(end1) }()
-			<-entered[0]
+			recvWithin(t, entered[0], "fsync 1")
 			end2 := write(t, w, 100) // during fsync 1, which cannot cover it
 			go func() { waiter <- w.SyncTo(end2) }()
 			waitUntil(t, "the second commit to queue", func() bool { return queued(w) == 1 })
