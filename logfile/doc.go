@@ -47,10 +47,12 @@
 //     the set encrypts: Set.EncodedSize counts it); Set.Append seals them
 //     for the file they go to.
 //   - Writer appends encoded frames to one file and makes them durable with
-//     group commit (SyncTo): concurrent committers share fsyncs. Set.Sync
-//     is SyncTo followed by a sync mark (RecordSynced): a record saying how
-//     far the file was durable, which lets a later scan tell damage to
-//     acknowledged records from a torn write (Scanner).
+//     group commit (SyncTo, groupcommit.go): concurrent committers share
+//     fsyncs, each woken by the fsync that covers it. Set.Sync is SyncTo
+//     followed by a sync mark (RecordSynced; written in front of the next
+//     put batch when one waits): a record saying how far the file was
+//     durable, which lets a later scan tell damage to acknowledged records
+//     from a torn write (Scanner).
 //   - Reader reads single records by offset, for takes. Set.Reader hands
 //     them out from a bounded LRU cache (readercache.go) as ReaderRefs,
 //     which keep the reader open until Release.

@@ -118,6 +118,15 @@ func (w *Writer) layOut(ahead, chunk, limit int64, zero []byte) (int64, error) {
 	return to - from, nil
 }
 
+// maxZeroWrite bounds the bytes of one write of a zero-fill. A write holds
+// the file's inode lock for its whole length, and a commit's write to the
+// same file waits for it: with 1 MiB writes, 64 small committers used about
+// a third more CPU per commit and had twice the p99 commit latency than
+// with 64 KiB writes, which let commits in between (docs/benchmarks.md,
+// Performance III, target 2; the extra CPU looks like the kernel spinning
+// on the lock, not measured directly).
+const maxZeroWrite = 64 << 10
+
 // writeZeros writes zeros over [from, to) of f, len(zero) bytes at a time.
 func writeZeros(f io.WriterAt, from, to int64, zero []byte) error {
 	for off := from; off < to; {
@@ -220,7 +229,7 @@ func (s *Set) layOutLoop() {
 	defer l.done.Done()
 	ahead := s.opts.Preallocate
 	chunk := max(ahead/4, 4096)
-	zero := make([]byte, min(chunk, 1<<20))
+	zero := make([]byte, min(chunk, maxZeroWrite))
 	limit := s.opts.MaxFileSize
 	if limit <= 0 {
 		limit = MaxFileSize

@@ -359,3 +359,25 @@ func (ci *crashImages) stop() ([]*vfs.MemFS, []int64) {
 	defer ci.mu.Unlock()
 	return ci.images, ci.wants
 }
+
+// TestZeroFillWritesAreSmall: the layouter writes its zeros in writes of at
+// most maxZeroWrite, however large its chunk, so that a commit's write to
+// the file never waits behind a long one (maxZeroWrite).
+func TestZeroFillWritesAreSmall(t *testing.T) {
+	mem := setMem(t, "/a")
+	g := &holdFS{FS: mem}
+	const ahead = 4 << 20 // chunks of 1 MiB
+	s := startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}, Preallocate: ahead}, Recovered{})
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	if err := s.Sync(a); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the layouter to lay out 4 MiB", func() bool { return s.LayoutStats().LaidOut >= ahead })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.sizes {
+		if n > maxZeroWrite {
+			t.Fatalf("a write of %d bytes (writes %v); a zero-fill writes at most %d at a time", n, g.sizes, maxZeroWrite)
+		}
+	}
+}

@@ -110,9 +110,11 @@ func (s *Set) appendMergedLocked(d *dir, group []*Batch) bool {
 		return false
 	}
 	w := d.w
-	base := w.Size()
+	// The sync mark due, if any, goes first, in the same write.
+	buf, marked := s.appendSyncMarkLocked(d, w, d.mergeBuf[:0])
+	base := w.Size() + int64(len(buf)) // where the first batch goes
 	first := s.nextWOID.Add(frames) - frames
-	buf, ok := s.sealMerged(w, group, base, first, d.mergeBuf[:0])
+	buf, ok := s.sealMerged(w, group, base, first, buf)
 	if !ok {
 		return false
 	}
@@ -127,9 +129,12 @@ func (s *Set) appendMergedLocked(d *dir, group []*Batch) bool {
 		s.mergedWriteFailed(d, w, group, base, err)
 		return true
 	}
-	d.free.Add(-w.beyondLaidOut(off, off+total))
+	if marked > 0 {
+		w.markedTo.Store(marked)
+	}
+	d.free.Add(-w.beyondLaidOut(off, off+int64(len(buf))))
 	s.layouter.kick()
-	at, woid := off, first
+	at, woid := base, first
 	for _, b := range group {
 		b.written = true
 		b.merged = mergeResult{done: true,
@@ -142,13 +147,14 @@ func (s *Set) appendMergedLocked(d *dir, group []*Batch) bool {
 
 // sealMerged seals each batch of group for its place in w (the first at
 // base, each after the one before; write-order ids from first on) and
-// appends its bytes to buf. If one cannot be sealed, it unseals what it
+// appends its bytes to buf (whatever buf holds already goes before base). If one cannot be sealed, it unseals what it
 // sealed and returns false: the batches are then written one at a time,
 // and that one fails again alone. A batch that cannot be unsealed (its
 // puts' bodies lost) gets that error as its result.
 func (s *Set) sealMerged(w *Writer, group []*Batch, base int64, first uint64, buf []byte) ([]byte, bool) {
+	start := len(buf)
 	for j, b := range group {
-		at := base + int64(len(buf))
+		at := base + int64(len(buf)-start)
 		for k, off := range b.frames {
 			if err := w.fr.sealFrame(b.buf[off:], at+int64(off), first+uint64(k)); err != nil {
 				if uerr := w.fr.unsealFrames(b, k, at); uerr != nil {

@@ -180,14 +180,7 @@ func TestSetMergesWaitingAppends(t *testing.T) {
 // on the fsync that was in flight, which cannot cover them: the power
 // loss after it would lose them.
 func TestSetAppendsWaitForTheFsyncInFlight(t *testing.T) {
-	mem := setMem(t, "/a")
-	g := &holdFS{FS: mem}
-	s := startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}}, Recovered{})
-	first := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
-	entered, release := g.hold()
-	synced := make(chan error, 1)
-	go func() { synced <- s.Sync(first) }()
-	<-entered
+	mem, g, s, first, synced, release := syncHeld(t)
 	const n = 4
 	size := first.W.Size()
 	writes := g.writes.Load()
@@ -205,8 +198,8 @@ func TestSetAppendsWaitForTheFsyncInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := wait()
-	// One write of them all (the fsync's leader also writes a sync mark).
-	var total int64
+	// One write of them all, after the sync mark the fsync made due.
+	total := int64(len(syncMarkOf(t, first.W.Synced())))
 	for _, a := range as {
 		total += a.End - a.Base
 	}
@@ -290,14 +283,7 @@ func TestSetMergedWriteFailure(t *testing.T) {
 // commit's fsync is in flight: it would merge with nothing, and waiting
 // would only delay it. Fails if it waits for the fsync.
 func TestSetLargeAppendDoesNotWaitForTheFsync(t *testing.T) {
-	mem := setMem(t, "/a")
-	g := &holdFS{FS: mem}
-	s := startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}}, Recovered{})
-	first := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
-	entered, release := g.hold()
-	synced := make(chan error, 1)
-	go func() { synced <- s.Sync(first) }()
-	<-entered
+	_, _, s, _, synced, release := syncHeld(t)
 	big := s.NewBatch()
 	body := make([]byte, 1024)
 	for big.Size() <= maxMergedWrite/2 {
@@ -324,5 +310,68 @@ func TestSetLargeAppendDoesNotWaitForTheFsync(t *testing.T) {
 	}
 	if err := <-synced; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// syncMarkOf returns the encoded sync mark saying synced.
+func syncMarkOf(t *testing.T, synced int64) []byte {
+	t.Helper()
+	b, err := AppendUnsealed(nil, &Record{Type: RecordSynced, SyncedTo: synced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// syncHeld starts a set on a holdFS over mem, appends a put batch (first)
+// and starts its Sync, whose fsync it holds: it returns once that fsync is
+// in flight, with the channel the Sync returns on and the function that
+// lets the fsync go on.
+func syncHeld(t *testing.T) (mem *vfs.MemFS, g *holdFS, s *Set, first Appended, synced chan error, release func()) {
+	mem = setMem(t, "/a")
+	g = &holdFS{FS: mem}
+	s = startSet(t, SetOptions{FS: g, Dirs: []string{"/a"}}, Recovered{})
+	first = mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	entered, release := g.hold()
+	synced = make(chan error, 1)
+	go func() { synced <- s.Sync(first) }()
+	<-entered
+	return mem, g, s, first, synced, release
+}
+
+// TestSyncMarkRidesOnTheNextAppend: a Sync whose fsync held back a put
+// append writes no sync mark of its own: the append's write carries it,
+// in front of the batch, saying what that fsync made durable. Fails if the
+// mark is left out (a kill after the commit could then read rot before
+// acknowledged records as a torn tail) or written in a write of its own.
+func TestSyncMarkRidesOnTheNextAppend(t *testing.T) {
+	mem, g, s, first, synced, release := syncHeld(t)
+	writes := g.writes.Load()
+	wait := appendAll(t, s, 1)
+	ok := waitPending(s, 1)
+	release()
+	if err := <-synced; err != nil || !ok {
+		t.Fatalf("Sync = %v; append pending: %v", err, ok)
+	}
+	a := wait()[0]
+	mark := syncMarkOf(t, first.End)
+	if got := g.writes.Load() - writes; got != 1 || a.Base != first.End+int64(len(mark)) {
+		t.Fatalf("%d writes, the batch at %d; want 1 write, the batch at %d after a mark", got, a.Base, first.End+int64(len(mark)))
+	}
+	if err := s.Sync(a); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(mark))
+	f, err := mem.Open(first.W.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(buf, first.End); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := first.W.Framing().DecodeRecord(buf)
+	if err != nil || r.Type != RecordSynced || r.SyncedTo != first.End {
+		t.Fatalf("before the batch: %+v, %v; want a mark synced to %d", r, err, first.End)
 	}
 }

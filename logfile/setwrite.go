@@ -398,7 +398,9 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 			}
 		}
 	}
-	base := w.Size()
+	// The sync mark due, if any, goes in front of the batch, in one write.
+	mark, marked := s.appendSyncMarkLocked(d, w, d.mergeBuf[:0])
+	base := w.Size() + int64(len(mark))
 	if base+int64(len(b.buf)) > math.MaxUint32 {
 		return Appended{}, fmt.Errorf("records of %d bytes do not fit a log file", len(b.buf))
 	}
@@ -412,21 +414,32 @@ func (s *Set) appendLocked(d *dir, b *Batch) (Appended, error) {
 	for _, g := range b.Completes {
 		s.Complete(w.ID(), g)
 	}
-	off, err := w.Write(b.buf)
+	p := b.buf
+	if marked > 0 {
+		p = append(mark, b.buf...)
+		d.mergeBuf = p[:0]
+	}
+	off, err := w.Write(p)
 	if err != nil {
 		return Appended{}, errors.Join(fmt.Errorf("write %s: %w", w.Path(), err), w.fr.unsealFrames(b, len(b.frames), base))
 	}
+	if marked > 0 {
+		w.markedTo.Store(marked)
+	}
 	// Bytes written over laid-out zeros take no more space: the
 	// layouter counted them.
-	d.free.Add(-w.beyondLaidOut(off, off+int64(len(b.buf))))
+	d.free.Add(-w.beyondLaidOut(off, off+int64(len(p))))
 	s.layouter.kick()
 	b.written = true
-	return Appended{W: w, Base: base, End: off + int64(len(b.buf)), FirstWOID: first, dir: d}, nil
+	return Appended{W: w, Base: base, End: off + int64(len(p)), FirstWOID: first, dir: d}, nil
 }
 
 // Sync makes a's records durable: Writer.SyncTo(a.End), whose fsync
 // concurrent committers share. Then, if that fsync made more of the file
-// durable than the last sync mark says, it writes a new mark (markSynced).
+// durable than the last sync mark says, a new mark is due: when put
+// batches wait to be written to the dir, the next write carries it in
+// front of them (appendSyncMarkLocked); else Sync writes it
+// (markSynced).
 func (s *Set) Sync(a Appended) error {
 	var gate syncGate
 	if a.dir != nil {
@@ -435,10 +448,18 @@ func (s *Set) Sync(a Appended) error {
 	if err := a.W.syncTo(a.End, gate); err != nil {
 		return err
 	}
-	if a.dir != nil {
+	if a.dir != nil && a.W.Synced() > a.W.markedTo.Load() && !a.dir.appendsPending() {
 		s.markSynced(a.dir, a.W)
 	}
 	return nil
+}
+
+// appendsPending reports whether put batches wait to be written to d:
+// the write of them carries the sync mark due, if any.
+func (d *dir) appendsPending() bool {
+	d.pendMu.Lock()
+	defer d.pendMu.Unlock()
+	return len(d.pend) > 0
 }
 
 // markSynced appends a sync mark (RecordSynced) to w, d's active writer,
@@ -462,17 +483,9 @@ func (s *Set) markSynced(d *dir, w *Writer) {
 
 // markSyncedLocked is markSynced with d.mu held.
 func (s *Set) markSyncedLocked(d *dir, w *Writer) {
-	synced := w.Synced()
-	if d.w != w || synced <= w.markedTo.Load() || w.Size() <= d.start || d.full.Load() || w.Err() != nil {
-		return
-	}
 	var stack [32]byte
-	buf, err := AppendUnsealed(stack[:0], &Record{Type: RecordSynced, SyncedTo: synced})
-	if err == nil {
-		err = w.fr.sealFrame(buf, w.Size(), 0)
-	}
-	if err != nil {
-		s.log.Error("encode a sync mark", "file", w.Path(), "err", err)
+	buf, synced := s.appendSyncMarkLocked(d, w, stack[:0])
+	if synced == 0 {
 		return
 	}
 	off, err := w.Write(buf)
@@ -484,6 +497,28 @@ func (s *Set) markSyncedLocked(d *dir, w *Writer) {
 	}
 	w.markedTo.Store(synced)
 	d.free.Add(-w.beyondLaidOut(off, off+int64(len(buf))))
+}
+
+// appendSyncMarkLocked appends to buf, bytes to be written to w at
+// w.Size(), a sync mark sealed for its place after them, if one is due
+// (see markSynced), and returns the SyncedTo it says (0: none appended).
+// The caller stores that in w.markedTo once the write succeeds. d.mu is
+// held.
+func (s *Set) appendSyncMarkLocked(d *dir, w *Writer, buf []byte) ([]byte, int64) {
+	synced := w.Synced()
+	if d.w != w || synced <= w.markedTo.Load() || w.Size() <= d.start || d.full.Load() || w.Err() != nil {
+		return buf, 0
+	}
+	n := len(buf)
+	buf, err := AppendUnsealed(buf, &Record{Type: RecordSynced, SyncedTo: synced})
+	if err == nil {
+		err = w.fr.sealFrame(buf[n:], w.Size()+int64(n), 0)
+	}
+	if err != nil {
+		s.log.Error("encode a sync mark", "file", w.Path(), "err", err)
+		return buf[:n], 0
+	}
+	return buf, synced
 }
 
 // SpaceOK reports whether data dir i can take n more bytes and keep min

@@ -43,16 +43,23 @@ type Writer struct {
 	writing sync.RWMutex
 
 	// mu guards the sync state and the writer's health below.
-	mu       sync.Mutex
-	syncDone *sync.Cond // on mu; broadcast whenever an fsync ends
-	synced   int64      // bytes [0,synced) are durable
+	mu sync.Mutex
+	// syncDone is on mu, broadcast when syncing ends (Close waits for it).
+	syncDone *sync.Cond
+	synced   int64 // bytes [0,synced) are durable
 	// syncedTo is synced, stored with it under mu, for Synced to read
 	// without mu: every committer asks after its fsync (Set.markSynced),
 	// while the others woken by the same fsync hold mu in turn.
 	syncedTo atomic.Int64
-	syncing  bool  // a SyncTo leader has an fsync in flight
-	err      error // sticky write or fsync failure
-	closed   bool
+	// syncing: a SyncTo leader (or the syncer it started) has an fsync
+	// in flight, and keeps syncing while waiters remain (groupcommit.go).
+	syncing bool
+	// waiters are the SyncTo callers waiting for an fsync to cover their
+	// offset, ordered by it; gate is the syncGate the syncer passes on.
+	waiters []*syncWaiter
+	gate    syncGate
+	err     error // sticky write or fsync failure
+	closed  bool
 
 	lay layState // zero-fills ahead of the writes (layout.go)
 
@@ -220,88 +227,6 @@ func (w *Writer) unusableLocked() error {
 		return fmt.Errorf("log %d failed earlier: %w", w.id, w.err)
 	}
 	return nil
-}
-
-// SyncTo returns once bytes [0,off) of the file are durable. It is the group
-// commit: one fsync covers every byte written before it started, callers
-// arriving while an fsync is in flight wait for it and then share the next
-// one, and a caller whose range is already covered returns nil without an
-// fsync (even after a later failure or Close, since those bytes are on
-// disk). Otherwise it returns the writer's sticky failure. off must not
-// exceed Size().
-func (w *Writer) SyncTo(off int64) error { return w.syncTo(off, nil) }
-
-// A syncGate is told when an fsync of a writer starts and ends (by the
-// SyncTo leader, without the writer's locks): a dir holds back merged
-// appends meanwhile (setmerge.go).
-type syncGate interface {
-	holdAppends()
-	releaseAppends()
-}
-
-// syncTo is SyncTo, telling gate (if not nil) when an fsync it leads
-// starts and ends.
-func (w *Writer) syncTo(off int64, gate syncGate) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for {
-		if off <= w.synced {
-			return nil
-		}
-		if err := w.unusableLocked(); err != nil {
-			return err
-		}
-		if size := w.size.Load(); off > size {
-			return fmt.Errorf("sync log %d to offset %d: past its end at %d", w.id, off, size)
-		}
-		if w.syncing {
-			w.syncDone.Wait()
-			continue
-		}
-		// Lead an fsync covering everything written so far.
-		w.syncing = true
-		target := w.size.Load()
-		w.mu.Unlock()
-		if gate != nil {
-			gate.holdAppends()
-		}
-		start := time.Now()
-		err := w.f.Sync()
-		if w.observeSync != nil {
-			w.observeSync(time.Since(start))
-		}
-		if gate != nil {
-			gate.releaseAppends()
-		}
-		w.syncs.Add(1)
-		w.mu.Lock()
-		w.syncing = false
-		w.syncDone.Broadcast()
-		if err != nil {
-			err = fmt.Errorf("sync log %d: %w", w.id, err)
-			if w.err == nil {
-				w.err = err
-			}
-			// Nothing after the last good fsync can be trusted to reach
-			// the disk, but the page cache still holds it, and a restart
-			// without a power loss would replay it: take it back (best
-			// effort; the failure stays sticky either way). Writes that
-			// passed their health check before w.err was set finish
-			// first; later ones see w.err.
-			synced := w.synced
-			w.mu.Unlock()
-			w.stopLayout()
-			w.writing.Lock()
-			terr := w.takeBack(synced)
-			w.writing.Unlock()
-			w.mu.Lock()
-			if terr != nil {
-				err = errors.Join(err, terr)
-			}
-			return err
-		}
-		w.setSyncedLocked(target)
-	}
 }
 
 // Sync makes every byte written so far durable: SyncTo(Size()). It returns
