@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/flumego/filechannel/internal/corrupt"
 	"github.com/flumego/filechannel/internal/vfs"
@@ -18,8 +17,9 @@ const readGuess = 4 << 10
 
 var readBufPool = sync.Pool{New: func() any { b := make([]byte, readGuess); return &b }}
 
-// readAhead is how far ahead of a record read the Reader asks the kernel to
-// read the file (vfs.WillNeed), renewed each time the reads pass half of it.
+// readAhead is how far ahead of a stream of reads in order (a block's) the
+// Reader asks the kernel to read the file (vfs.WillNeed), renewed each time
+// the stream passes half of it.
 const readAhead = 8 << 20
 
 // Reader reads records by offset (takes). It is safe for concurrent use: it
@@ -30,8 +30,8 @@ type Reader struct {
 	path string
 	fr   Framing
 
-	// advised is the end of the range last handed to vfs.WillNeed.
-	advised atomic.Int64
+	// willNeed, if not nil, replaces vfs.WillNeed (tests).
+	willNeed func(off, n int64)
 	// hints counts the vfs.WillNeed calls under way (readAhead): Close
 	// waits for them.
 	hints sync.WaitGroup
@@ -60,6 +60,9 @@ type readBlock struct {
 	n    int    // bytes of buf read (0: none)
 	next int64  // where the frame read last ends: the next read in order (0: none)
 	used uint64 // Reader.uses at its last use
+	// advised is the end of the range last handed to vfs.WillNeed for the
+	// reads in order this block serves (readAheadLocked).
+	advised int64
 }
 
 // OpenReader opens the log file at path and validates its header: a bad
@@ -188,7 +191,6 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	if off < r.fr.HeaderSize() {
 		return Record{}, corrupt.New(r.path, off, "record offset before the end of the file header")
 	}
-	r.readAhead(off)
 	if rec, ok := r.readInBlock(off); ok {
 		return rec, nil
 	}
@@ -224,7 +226,7 @@ func (r *Reader) ReadRecord(off int64) (Record, error) {
 	if err := r.own(&rec, frame[:n], off, !owned); err != nil {
 		return Record{}, corruptAt(r.path, off, err)
 	}
-	r.setNext(off + int64(n))
+	r.setNext(off, off+int64(n))
 	return rec, nil
 }
 
@@ -259,6 +261,7 @@ func (r *Reader) readInBlock(off int64) (rec Record, ok bool) {
 	b.used = r.uses
 	for {
 		if !inBlock {
+			r.readAheadLocked(b, off)
 			if b.buf == nil {
 				b.buf = make([]byte, blockSize)
 			}
@@ -304,16 +307,18 @@ func (r *Reader) own(rec *Record, frame []byte, off int64, copyBody bool) error 
 	return nil
 }
 
-// setNext records where a frame read alone (not from a block) ends, in the
-// block used least recently: a taker reading in order gets a block at its
-// next read.
-func (r *Reader) setNext(end int64) {
+// setNext records where a frame read alone (not from a block) at off ends,
+// in the block used least recently: a taker reading in order gets a block
+// at its next read. It asks for the read ahead of that stream as a block
+// read does (a stream of frames longer than a block reads them all alone).
+func (r *Reader) setNext(off, end int64) {
 	r.blkMu.Lock()
 	defer r.blkMu.Unlock()
 	lru := &r.blks[0]
 	for i := range r.blks {
 		c := &r.blks[i]
 		if c.next == end {
+			r.readAheadLocked(c, off)
 			return // already someone's next read
 		}
 		if c.used < lru.used {
@@ -322,28 +327,46 @@ func (r *Reader) setNext(end int64) {
 	}
 	r.uses++
 	lru.next, lru.n, lru.used = end, 0, r.uses
+	r.readAheadLocked(lru, off)
 }
 
-// readAhead asks the kernel to read the file ahead of a read at off, when
-// off is past half of the range asked for last, or far behind it (another
-// taker, or a rollback): takes read a file's records in order, one small
-// read each, which from a cold file would each wait for the disk.
-func (r *Reader) readAhead(off int64) {
-	a := r.advised.Load()
-	if (off+readAhead/2 > a || off+readAhead < a) && r.advised.CompareAndSwap(a, off+readAhead) {
-		from := off
-		if a > off && a < off+readAhead {
-			from = a // the part before a was asked for already
-		}
-		// On its own goroutine: fadvise can take a millisecond on a range
-		// in the page cache (it looks up each page), and the reader (a
-		// keyed group's serial take) must not wait for a hint.
-		r.hints.Add(1)
-		go func() {
-			defer r.hints.Done()
-			vfs.WillNeed(r.f, from, off+readAhead-from)
-		}()
+// readAheadLocked asks the kernel to read the file ahead of b's stream of
+// reads in order (one per consumer group reading the file), about to read
+// at off: takes read a file's records in order, one small read each, which
+// from a cold file would each wait for the disk. It asks when off nears
+// the end of the range asked for last, or is far from it (the block went
+// to another stream); a range another block asked for counts. The hint is
+// made only when a block is read (or a frame longer than one is), and a
+// read a little behind the stream (an event a rollback or a released key
+// put back) asks for nothing. r.blkMu is held.
+func (r *Reader) readAheadLocked(b *readBlock, off int64) {
+	inside := func(a int64) bool { return off+readAhead/2 <= a && off+2*readAhead >= a }
+	a := b.advised
+	if inside(a) {
+		return // inside the range asked for, not near its end
 	}
+	for i := range r.blks {
+		if c := &r.blks[i]; inside(c.advised) {
+			b.advised = c.advised // a stream that moved to another block
+			return
+		}
+	}
+	from := off
+	if a > off && a < off+readAhead {
+		from = a // the part before a was asked for already
+	}
+	b.advised = off + readAhead
+	// On its own goroutine: fadvise can take a millisecond on a range in
+	// the page cache (it looks up each page), and the reader holds blkMu.
+	r.hints.Add(1)
+	go func() {
+		defer r.hints.Done()
+		if r.willNeed != nil {
+			r.willNeed(from, off+readAhead-from)
+			return
+		}
+		vfs.WillNeed(r.f, from, off+readAhead-from)
+	}()
 }
 
 // corruptAt turns a decodeFrame error for the frame at off in path into a
