@@ -2,7 +2,9 @@ package channel
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,10 +70,15 @@ var newerCases = []newerCase{
 		off := testutil.AppendRecord(t, p, 18, 1<<40, []byte("a newer kind of record"))
 		return FormatError{File: p, Offset: off, Version: 7, Supported: 10, RecordType: 18}
 	}},
-	// Not an unfinished create to delete: a newer release began it.
+	// Not an unfinished create to delete: a newer release began it (its
+	// header has the checksum of bytes 0..19 at 20..23, as every version
+	// keeps; shorter, or without it, it is a torn one: unfinished).
 	{"log_file_short_header_version_11", func(t *testing.T, cfg Config) FormatError {
 		p := filepath.Join(cfg.DataDirs[0], logfile.LogName(1000))
-		if err := os.WriteFile(p, []byte{'F', 'C', 'L', 'G', 0, 11, 0, 0}, 0o600); err != nil {
+		b := make([]byte, 24)
+		copy(b, []byte{'F', 'C', 'L', 'G', 0, 11})
+		binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
+		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return FormatError{File: p, Offset: 4, Version: 11, Supported: 10}

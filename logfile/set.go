@@ -497,10 +497,13 @@ func unfinishedCreate(fsys vfs.FS, path string) (bool, error) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false, fmt.Errorf("read %s: %w", path, err)
 		}
-		// A short header a newer release began (its magic and a newer
-		// version) is that release's file, not an unfinished create.
+		// A short header a newer release began (its magic, a newer
+		// version and the checksum every version keeps at bytes 20..23)
+		// is that release's file, not an unfinished create. Without the
+		// checksum (too short to hold it, or failing) it is a header a
+		// power loss tore and cut short: unfinished, as tornNewer.
 		var fe *corrupt.FormatError
-		if _, herr := DecodeFileHeader(hdr[:n]); errors.As(herr, &fe) {
+		if _, herr := DecodeFileHeader(hdr[:n]); errors.As(herr, &fe) && n >= newerHeaderCRCAt+4 && !tornNewer(hdr[:n]) {
 			fe.File = path
 			return false, fe
 		}

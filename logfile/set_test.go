@@ -418,6 +418,11 @@ func TestOpenSetUnfinishedCreates(t *testing.T) {
 		{"torn_newer_header_only", tornNewerHeader(), true},
 		{"torn_newer_header_then_zeros", cat(tornNewerHeader(), make([]byte, 4096)), true},
 		{"torn_newer_header_then_record", cat(tornNewerHeader(), rec(t, 1, "a")), false},
+		// The same tear of a header a power loss also cut short (its
+		// last bytes never written): too short to hold the checksum, or
+		// holding one that fails.
+		{"torn_newer_header_short_without_checksum", tornNewerHeader()[:newerHeaderCRCAt+3], true},
+		{"torn_newer_header_short_checksum_fails", tornNewerHeader()[:HeaderSize-1], true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fsys := setMem(t, "/a")
