@@ -88,23 +88,11 @@ func TestCrashInsideReclaimThenInsideRecovery(t *testing.T) {
 		t.Fatal("no crash image inside the deletion round")
 	}
 	// Recover it (and close), with a power loss at each operation.
-	inner, ops := recoveryCrashImages(t, cfg, img)
-	icfg := cfg
-	for i, in := range inner {
-		icfg.fs = in
-		c, err := Open(icfg)
-		if err != nil {
-			t.Fatalf("crash after op %d (%s) of the recovery: open: %v", i+1, ops[i], err)
-		}
-		got := drain(t, c)
-		from := c.Stats().RecoveredFrom
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
+	drainRecoveryCrashes(t, cfg, img, func(at string, got []string, st Stats) {
 		if len(got) != 0 {
-			t.Fatalf("crash after op %d (%s) of the recovery: taken events back: %q (recovered from %s)", i+1, ops[i], got, from)
+			t.Fatalf("%s: taken events back: %q (recovered from %s)", at, got, st.RecoveredFrom)
 		}
-	}
+	})
 }
 
 // TestFinishReclaimKeepsWhatTheCheckpointNeeds: a log file lost for
@@ -165,24 +153,37 @@ func TestFinishReclaimKeepsWhatTheCheckpointNeeds(t *testing.T) {
 	if !existsMem(img, f1) {
 		t.Fatalf("%s gone before the recovery", f1)
 	}
-	inner, ops := recoveryCrashImages(t, cfg, img)
-	icfg := cfg
-	for i, in := range inner {
-		icfg.fs = in
-		c, err := Open(icfg)
-		if err != nil {
-			t.Fatalf("crash after op %d (%s) of the recovery: open: %v", i+1, ops[i], err)
-		}
-		got := drain(t, c)
-		if err := c.Close(); err != nil {
-			t.Fatal(err)
-		}
+	drainRecoveryCrashes(t, cfg, img, func(at string, got []string, _ Stats) {
 		// A full replay (the recovery's checkpoint half written) reads
 		// file 1 without the lost take of a: a comes back, the loss of
 		// file 2 shows. b's take is in a file that stays.
 		if len(got) > 1 || len(got) == 1 && got[0] != "a" {
-			t.Fatalf("crash after op %d (%s) of the recovery: got %q", i+1, ops[i], got)
+			t.Fatalf("%s: got %q", at, got)
 		}
+	})
+}
+
+// drainRecoveryCrashes opens the channel of cfg on each image a power loss
+// inside the recovery of img leaves (recoveryCrashImages), drains and
+// closes it, and hands check where the crash was, what it took and its
+// Stats before the Close.
+func drainRecoveryCrashes(t *testing.T, cfg Config, img *vfs.MemFS, check func(at string, got []string, st Stats)) {
+	t.Helper()
+	inner, ops := recoveryCrashImages(t, cfg, img)
+	for i, in := range inner {
+		at := fmt.Sprintf("crash after op %d (%s) of the recovery", i+1, ops[i])
+		icfg := cfg
+		icfg.fs = in
+		c, err := Open(icfg)
+		if err != nil {
+			t.Fatalf("%s: open: %v", at, err)
+		}
+		got := drain(t, c)
+		st := c.Stats()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		check(at, got, st)
 	}
 }
 
