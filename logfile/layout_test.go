@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -378,6 +379,79 @@ func TestZeroFillWritesAreSmall(t *testing.T) {
 	for _, n := range g.sizes {
 		if n > maxZeroWrite {
 			t.Fatalf("a write of %d bytes (writes %v); a zero-fill writes at most %d at a time", n, g.sizes, maxZeroWrite)
+		}
+	}
+}
+
+// TestWritesPaddedToTheirPageEnd: where the file is laid out past a write,
+// Write pads it with zeros to the end of its page (a write ending inside a
+// page the page cache does not hold makes the kernel read that page
+// first), whether the batch's buffer has room for the zeros or is copied;
+// the records read back whole. Where the file is not laid out, it writes
+// the records alone: the file does not grow past them.
+func TestWritesPaddedToTheirPageEnd(t *testing.T) {
+	for _, laidOut := range []bool{true, false} {
+		t.Run(fmt.Sprintf("laidout=%v", laidOut), func(t *testing.T) {
+			mem := setMem(t, "/a")
+			g := &holdFS{FS: mem}
+			opts := SetOptions{FS: g, Dirs: []string{"/a"}}
+			if laidOut {
+				opts.Preallocate = 1 << 20
+			}
+			s := startSet(t, opts, Recovered{})
+			var as []Appended
+			for _, n := range []int{1, 2, 3, 500, 7} { // 500: a write larger than maxPadCopy
+				b := putBatch(t, s, n)
+				if n == 3 {
+					b.buf = slices.Grow(b.buf, writePage) // room for the zeros
+				}
+				a := mustAppendBatch(t, s, 0, b)
+				if err := s.Sync(a); err != nil {
+					t.Fatal(err)
+				}
+				as = append(as, a)
+				if laidOut && len(as) == 1 {
+					waitUntil(t, "the layouter", func() bool { return s.LayoutStats().LaidOut >= 1<<20 })
+				}
+			}
+			checkPadded(t, g, as[1:], laidOut) // the first before the layouter began
+			checkMerged(t, mem, as[:1]) // the first record
+			sc, err := NewScanner(mem.CrashClone(false, 0), as[0].W.Path(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			n := 0
+			for sc.Next() {
+				if sc.Record().Type == RecordPut {
+					n++
+				}
+			}
+			if n != 1+2+3+500+7 || sc.Err() != nil {
+				t.Fatalf("read back %d puts (err %v), want %d", n, sc.Err(), 1+2+3+500+7)
+			}
+		})
+	}
+}
+
+// checkPadded checks the write of each of as: ending at the end of its
+// page if padded (a batch larger than maxPadCopy may be written alone: it
+// is padded only if its buffer had room), else at the batch's end.
+func checkPadded(t *testing.T, g *holdFS, as []Appended, padded bool) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, a := range as {
+		k := slices.Index(g.offs, a.Base)
+		if k < 0 {
+			t.Fatalf("no write at %d (writes at %v)", a.Base, g.offs)
+		}
+		end := a.Base + int64(g.sizes[k])
+		pageEnd := (a.End + writePage - 1) &^ (writePage - 1)
+		switch {
+		case !padded && end != a.End,
+			padded && end != pageEnd && (a.End-a.Base <= maxPadCopy || end != a.End):
+			t.Fatalf("append %d: [%d,%d) written as [%d,%d) (padded %v)", i, a.Base, a.End, a.Base, end, padded)
 		}
 	}
 }

@@ -18,7 +18,8 @@ import (
 type holdFS struct {
 	vfs.FS
 	writes  atomic.Int64
-	sizes   []int // of every write, under mu
+	sizes   []int   // of every write, under mu
+	offs    []int64 // of every write, under mu
 	mu      sync.Mutex
 	entered chan struct{}
 	release chan struct{}
@@ -51,6 +52,7 @@ func (f *holdFile) WriteAt(p []byte, off int64) (int, error) {
 	f.g.writes.Add(1)
 	f.g.mu.Lock()
 	f.g.sizes = append(f.g.sizes, len(p))
+	f.g.offs = append(f.g.offs, off)
 	f.g.mu.Unlock()
 	return f.File.WriteAt(p, off)
 }

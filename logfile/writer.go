@@ -62,6 +62,8 @@ type Writer struct {
 	closed  bool
 
 	lay layState // zero-fills ahead of the writes (layout.go)
+	// padBuf holds a small write padded to its page's end (padded).
+	padBuf []byte
 
 	// markedTo is the SyncedTo of the last sync mark written to the file
 	// (the header's end before any); stored under the lock of the set's
@@ -150,7 +152,9 @@ func (w *Writer) ObserveSyncs(f func(time.Duration)) { w.observeSync = f }
 func (w *Writer) Syncs() int64 { return w.syncs.Load() }
 
 // Write appends p, one or more encoded frames, in one write call and returns
-// the offset of p[0]. The bytes are not durable until SyncTo covers them. It
+// the offset of p[0]. Where the file is laid out past p it writes zeros
+// after p up to the end of the page (in p's spare capacity, p[len(p):cap(p)],
+// if p has room, so the caller must not keep anything there; see claim). The bytes are not durable until SyncTo covers them. It
 // returns ErrFileFull, writing nothing, if the file would grow past
 // MaxFileSize. The offset is meaningful only when err is nil.
 func (w *Writer) Write(p []byte) (off int64, err error) {
@@ -169,9 +173,8 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 	if int64(len(p)) > MaxFileSize-off {
 		return 0, fmt.Errorf("write log %d: %d bytes at offset %d: %w", w.id, len(p), off, ErrFileFull)
 	}
-	w.claim(off + int64(len(p)))
-	n, err := w.f.WriteAt(p, off)
-	if err == nil && n != len(p) {
+	n, err := w.f.WriteAt(w.padded(p, w.claim(off+int64(len(p)))-off), off)
+	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
@@ -197,8 +200,36 @@ func (w *Writer) Write(p []byte) (off int64, err error) {
 		w.mu.Unlock()
 		return 0, err
 	}
-	w.size.Store(off + int64(n))
+	w.size.Store(off + int64(len(p)))
 	return off, nil
+}
+
+// maxPadCopy bounds the writes padded (Writer.padded) by a copy: larger
+// ones are padded only in their own spare capacity.
+const maxPadCopy = 16 << 10
+
+// padded returns p followed by zeros up to n bytes (n >= len(p)): in p's
+// spare capacity if it has room, else, for a write of at most maxPadCopy
+// bytes, in a copy in w.padBuf; else p alone. Write calls it, one at a
+// time.
+func (w *Writer) padded(p []byte, n int64) []byte {
+	if n <= int64(len(p)) {
+		return p
+	}
+	if n <= int64(cap(p)) {
+		q := p[:n]
+		clear(q[len(p):])
+		return q
+	}
+	if n > maxPadCopy {
+		return p
+	}
+	if int64(cap(w.padBuf)) < n {
+		w.padBuf = make([]byte, maxPadCopy)
+	}
+	q := w.padBuf[:n]
+	clear(q[copy(q, p):])
+	return q
 }
 
 // takeBack cuts the file back to size after a failed write or fsync, and
