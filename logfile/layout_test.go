@@ -415,7 +415,7 @@ func TestWritesPaddedToTheirPageEnd(t *testing.T) {
 				}
 			}
 			checkPadded(t, g, as[1:], laidOut) // the first before the layouter began
-			checkMerged(t, mem, as[:1]) // the first record
+			checkMerged(t, mem, as[:1])        // the first record
 			sc, err := NewScanner(mem.CrashClone(false, 0), as[0].W.Path(), 0)
 			if err != nil {
 				t.Fatal(err)
