@@ -48,10 +48,18 @@ func (x *Committers) CommitsPerFsync() float64 {
 	return float64(x.Commits) / float64(max(x.ChannelFsyncs, 1))
 }
 
+// committersSteadyID is the ID of the committers in the steady state:
+// beside a consumer, every new log file a recycled one.
+var committersSteadyID = fmt.Sprintf("filechannel/put/committers=%d/batch=1/steady-recycle", committers)
+
 // manyCommitters measures committers goroutines each committing one 1 KiB
 // event at a time, every commit timed, interleaved with the overwrite
 // baseline at batch committers (what one fsync covers when it serves all
-// of them: a perfect merge of their commits), every fdatasync timed.
+// of them: a perfect merge of their commits), every fdatasync timed. It
+// measures two channels: one alone, whose log files are laid out with
+// zeros as it goes (every byte written twice), and one in the steady state
+// (steady.go: a consumer beside it, consumed files recycled), whose
+// commits overwrite old bytes as the baseline's do.
 func (b *bench) manyCommitters() error {
 	var closers []func() error
 	err := func() error {
@@ -60,50 +68,106 @@ func (b *bench) manyCommitters() error {
 		if err != nil {
 			return err
 		}
-		reg := prometheus.NewRegistry()
-		c, closeC, err := b.openChannel("committers", func(cfg *channel.Config) { cfg.Registerer = reg })
+		alone, err := b.committersMeter(&closers, false)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, closeC)
-		var lats []time.Duration
-		ev := channel.Event{Body: b.body}
-		m := withCPU(withRounds(&meter{
-			res: Result{ID: fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers), System: "filechannel",
-				Op: fmt.Sprintf("put commit, %d committers", committers), Batch: 1, Producers: committers},
-			max: b.sz.maxEvents,
-			run: func(budget time.Duration, max int64) (int64, error) {
-				n, l, err := timedCommitters(c, ev, committers, budget, max)
-				lats = append(lats, l...)
-				return n, err
-			},
-		}))
+		steady, err := b.committersMeter(&closers, true)
+		if err != nil {
+			return err
+		}
 		base = withCPU(base)
-		fsyncs0, busy0, err := countFsyncs(reg)
-		if err != nil {
+		if err := b.interleave(b.sz.rounds, b.sz.dur, []*meter{base, alone.m, steady.m}); err != nil {
 			return err
 		}
-		if err := b.interleave(b.sz.rounds, b.sz.dur, []*meter{base, m}); err != nil {
-			return err
-		}
-		fsyncs, busy, err := countFsyncs(reg)
-		if err != nil {
-			return err
-		}
-		x := &Committers{Committers: committers, Commits: len(lats), ChannelFsyncs: fsyncs - fsyncs0, Fsyncs: len(syncs),
-			ChannelFsyncBusy: (busy - busy0).Seconds() / m.res.Seconds}
-		slices.Sort(lats)
 		slices.Sort(syncs)
-		x.P50, x.P99, x.Max = ms(pct(lats, 0.50)), ms(pct(lats, 0.99)), ms(lats[len(lats)-1])
-		x.FsyncP50, x.FsyncP99 = ms(pct(syncs, 0.50)), ms(pct(syncs, 0.99))
-		b.rep.Committers = x
-		b.logf("  %d committers: commit p50 %.2f ms, p99 %.2f ms; baseline fdatasync p50 %.2f ms, p99 %.2f ms; "+
-			"%.1f commits per channel fsync, an fsync in flight %.0f%% of the time; CPU %.1f us per commit, %.2f cores (machine %.2f)",
-			committers, x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy,
-			m.res.CPUSeconds*1e6/float64(max(m.res.Events, 1)), m.res.CPUSeconds/m.res.Seconds, m.res.MachineCPUSeconds/m.res.Seconds)
+		for _, c := range []*committersRun{alone, steady} {
+			x, err := c.stats(syncs)
+			if err != nil {
+				return err
+			}
+			if c == alone {
+				b.rep.Committers = x
+			} else {
+				b.rep.CommittersSteady = x
+			}
+			b.logf("  %s: commit p50 %.2f ms, p99 %.2f ms; baseline fdatasync p50 %.2f ms, p99 %.2f ms; "+
+				"%.1f commits per channel fsync, an fsync in flight %.0f%% of the time; CPU %.1f us per commit, %.2f cores (machine %.2f)",
+				c.m.res.ID, x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy,
+				c.m.res.CPUSeconds*1e6/float64(max(c.m.res.Events, 1)), c.m.res.CPUSeconds/c.m.res.Seconds, c.m.res.MachineCPUSeconds/c.m.res.Seconds)
+		}
 		return nil
 	}()
 	return errors.Join(err, closeAll(closers))
+}
+
+// committersRun is one channel of the many-committers step: its meter,
+// the latencies of its commits, and its registry's fsyncs before.
+type committersRun struct {
+	m       *meter
+	lats    []time.Duration
+	reg     *prometheus.Registry
+	fsyncs0 int64
+	busy0   time.Duration
+}
+
+// committersMeter opens the channel of the many-committers step, alone or
+// in the steady state (with a consumer), and returns its run.
+func (b *bench) committersMeter(closers *[]func() error, steady bool) (*committersRun, error) {
+	x := &committersRun{reg: prometheus.NewRegistry()}
+	id := fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers)
+	op := fmt.Sprintf("put commit, %d committers", committers)
+	var c *channel.FileChannel
+	backlog := 0
+	var err error
+	if steady {
+		var closeC func() error
+		id, op = committersSteadyID, op+fmt.Sprintf(" beside a consumer, RecycleLogFiles %d, TakeSyncDelay", steadyRecycle)
+		if c, closeC, backlog, err = b.openSteady("committers-steady", true, true, x.reg); err != nil {
+			return nil, err
+		}
+		*closers = append(*closers, b.closeSteady(c, closeC, id))
+	} else {
+		var closeC func() error
+		if c, closeC, err = b.openChannel("committers", func(cfg *channel.Config) { cfg.Registerer = x.reg }); err != nil {
+			return nil, err
+		}
+		*closers = append(*closers, closeC)
+	}
+	ev := channel.Event{Body: b.body}
+	x.m = withCPU(withRounds(&meter{
+		res: Result{ID: id, System: "filechannel", Op: op, Batch: 1, Producers: committers},
+		max: b.sz.maxEvents,
+		run: func(budget time.Duration, max int64) (int64, error) {
+			stop := func() error { return nil }
+			if steady {
+				stop = consume(c, 100, backlog)
+			}
+			n, l, err := timedCommitters(c, ev, committers, budget, max)
+			x.lats = append(x.lats, l...)
+			return n, errors.Join(err, stop())
+		},
+	}))
+	x.fsyncs0, x.busy0, err = countFsyncs(x.reg)
+	return x, err
+}
+
+// stats returns the latencies of x's commits, beside the baseline's
+// fdatasyncs (sorted), and the fsyncs its channel issued meanwhile.
+func (x *committersRun) stats(syncs []time.Duration) (*Committers, error) {
+	fsyncs, busy, err := countFsyncs(x.reg)
+	if err != nil {
+		return nil, err
+	}
+	if len(x.lats) == 0 || len(syncs) == 0 {
+		return nil, errors.New("many committers: no commits or no baseline fdatasyncs timed")
+	}
+	out := &Committers{Committers: committers, Commits: len(x.lats), ChannelFsyncs: fsyncs - x.fsyncs0, Fsyncs: len(syncs),
+		ChannelFsyncBusy: (busy - x.busy0).Seconds() / x.m.res.Seconds}
+	slices.Sort(x.lats)
+	out.P50, out.P99, out.Max = ms(pct(x.lats, 0.50)), ms(pct(x.lats, 0.99)), ms(x.lats[len(x.lats)-1])
+	out.FsyncP50, out.FsyncP99 = ms(pct(syncs, 0.50)), ms(pct(syncs, 0.99))
+	return out, nil
 }
 
 // timedCommitters runs n goroutines each committing one event at a time

@@ -19,8 +19,11 @@ type Report struct {
 	Latency  []Latency  `json:"latency"`
 	// Committers is the many-small-committers step's (committers.go).
 	Committers *Committers `json:"committers,omitempty"`
-	Memory     []Memory    `json:"memory"`
-	Allocs     []Allocs    `json:"allocs"`
+	// CommittersSteady is the same in the steady state (a consumer beside
+	// them, consumed files recycled).
+	CommittersSteady *Committers `json:"committers_steady,omitempty"`
+	Memory           []Memory    `json:"memory"`
+	Allocs           []Allocs    `json:"allocs"`
 	// GroupCheckpoints are the checkpoints of channels with consumer
 	// groups (groups.go).
 	GroupCheckpoints []GroupCheckpoint `json:"group_checkpoints"`
@@ -204,10 +207,15 @@ func printReport(w io.Writer, r *Report) {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%d\t%.1f\t\n", x.ID, x.Commits, x.P50, x.P99, x.Max, x.Done, x.CkptMillis)
 	}
 	tw.Flush()
-	if x := r.Committers; x != nil {
-		fmt.Fprintf(w, "\n%d committers, one event per commit: commit p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d commits); "+
-			"the baseline's fdatasync (batch %d) p50 %.2f ms, p99 %.2f ms; %.1f commits per channel fsync (%d fsyncs)\n",
-			x.Committers, x.P50, x.P99, x.Max, x.Commits, x.Committers, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), x.ChannelFsyncs)
+	for _, c := range []struct {
+		x     *Committers
+		where string
+	}{{r.Committers, ""}, {r.CommittersSteady, " (steady state: beside a consumer, files recycled)"}} {
+		if x := c.x; x != nil {
+			fmt.Fprintf(w, "\n%d committers%s, one event per commit: commit p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d commits); "+
+				"the baseline's fdatasync (batch %d) p50 %.2f ms, p99 %.2f ms; %.1f commits per channel fsync (%d fsyncs)\n",
+				x.Committers, c.where, x.P50, x.P99, x.Max, x.Commits, x.Committers, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), x.ChannelFsyncs)
+		}
 	}
 	for _, m := range r.Memory {
 		groups := ""

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flumego/filechannel/channel"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The steady-state measurement (issue 33, target 1): one producer
@@ -82,30 +83,51 @@ func (b *bench) steady() error {
 	return errors.Join(err, closeAll(closers))
 }
 
-// steadyMeter opens the channel of the steady state with recycling on or
-// off and lazy take commits or not, fills its backlog and returns the meter
-// of its producer.
-func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []string, error) {
-	id := steadyID(on, lazy)
-	name := fmt.Sprintf("steady-recycle-%v-lazy-%v", on, lazy)
+// steadyRecycle is the steady state's Config.RecycleLogFiles: the pool
+// must hold the files consumed between two checkpoints (files are deleted
+// at checkpoints) for every new file to be a recycled one. Here that is
+// about 4 (41 files of 8 MiB a second, a checkpoint every 100 ms); with 2,
+// half the new files were created and laid out with zeros.
+const steadyRecycle = channel.MaxRecycleLogFiles
+
+// openSteady opens the channel of the steady state named name, with
+// recycling on or off and lazy take commits or not, and fills its backlog,
+// which it returns.
+func (b *bench) openSteady(name string, on, lazy bool, reg *prometheus.Registry) (*channel.FileChannel, func() error, int, error) {
 	size := steadyFileSize(b.sz)
 	c, closeC, err := b.openChannel(name, func(cfg *channel.Config) {
 		cfg.MaxFileSize = size
 		// Consumed files go soon: 30 checkpoints in a measurement.
 		cfg.CheckpointInterval = max(b.sz.dur/30, time.Millisecond)
 		if on {
-			cfg.RecycleLogFiles = 2
+			cfg.RecycleLogFiles = steadyRecycle
 		}
 		if lazy {
 			cfg.TakeSyncDelay = coldTakeSyncDelay
 		}
+		if reg != nil {
+			cfg.Registerer = reg
+		}
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, 0, err
 	}
 	backlog := int(steadyBacklogFiles * size / 1100)
 	if err := fill(c, b.body, backlog, 1000); err != nil {
-		return nil, nil, nil, errors.Join(err, closeC())
+		return nil, nil, 0, errors.Join(err, closeC())
+	}
+	return c, closeC, backlog, nil
+}
+
+// steadyMeter opens the channel of the steady state with recycling on or
+// off and lazy take commits or not, fills its backlog and returns the meter
+// of its producer.
+func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []string, error) {
+	id := steadyID(on, lazy)
+	name := fmt.Sprintf("steady-recycle-%v-lazy-%v", on, lazy)
+	c, closeC, backlog, err := b.openSteady(name, on, lazy, nil)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	ev := channel.Event{Body: b.body}
 	m := &meter{
@@ -117,46 +139,30 @@ func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []s
 		},
 	}
 	if on {
-		m.res.Op = "put commit beside a consumer, RecycleLogFiles 2"
+		m.res.Op = fmt.Sprintf("put commit beside a consumer, RecycleLogFiles %d", steadyRecycle)
 	}
-	m.res.Note = fmt.Sprintf("MaxFileSize %d KiB, backlog %d events; a consumer takes batches of %d", size>>10, backlog, batch)
+	m.res.Note = fmt.Sprintf("MaxFileSize %d KiB, backlog %d events; a consumer takes batches of %d", steadyFileSize(b.sz)>>10, backlog, batch)
 	if lazy {
 		m.res.Op += fmt.Sprintf(", TakeSyncDelay %v", coldTakeSyncDelay)
 	}
-	closeStats := func() error {
+	return withRounds(withCPU(m)), b.closeSteady(c, closeC, id), fcConfig(filepath.Join(b.root, name)).DataDirs, nil
+}
+
+// closeSteady returns the function that logs what the steady channel c
+// (measured as id) recycled, and closes it with closeC.
+func (b *bench) closeSteady(c *channel.FileChannel, closeC func() error, id string) func() error {
+	return func() error {
 		st := c.Stats()
 		b.logf("  %s: %d log files recycled, %d pooled, %d files", id, st.LogFilesRecycled, st.LogFilesPooled, st.LogFiles)
 		return closeC()
 	}
-	return withRounds(withCPU(m)), closeStats, fcConfig(filepath.Join(b.root, name)).DataDirs, nil
 }
 
 // steadyRun commits put batches until budget passes or about max events
 // are put, while a consumer takes batches whenever more than backlog
 // events are queued; it returns the events put.
 func steadyRun(c *channel.FileChannel, ev channel.Event, batch, backlog int, budget time.Duration, max int64) (int64, error) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var takeErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if c.Len() <= backlog {
-				time.Sleep(100 * time.Microsecond) // the producer is behind
-				continue
-			}
-			if _, err := takeTx(c, batch); err != nil {
-				takeErr = err
-				return
-			}
-		}
-	}()
+	stop := consume(c, batch, backlog)
 	var n int64
 	var err error
 	for start := time.Now(); until(start, budget, n, int64(batch), max); n += int64(batch) {
@@ -164,7 +170,35 @@ func steadyRun(c *channel.FileChannel, ev channel.Event, batch, backlog int, bud
 			break
 		}
 	}
-	close(done)
-	wg.Wait()
-	return n, errors.Join(err, takeErr)
+	return n, errors.Join(err, stop())
+}
+
+// consume starts a consumer that takes batches from c whenever more than
+// backlog events are queued; stop ends it and returns its error.
+func consume(c *channel.FileChannel, batch, backlog int) (stop func() error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var takeErr error
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if c.Len() <= backlog {
+				time.Sleep(100 * time.Microsecond) // the producers are behind
+				continue
+			}
+			if _, err := takeTx(c, batch); err != nil {
+				takeErr = err
+				return
+			}
+		}
+	})
+	return func() error {
+		close(done)
+		wg.Wait()
+		return takeErr
+	}
 }

@@ -98,16 +98,17 @@ func targets(r *Report, sz sizes) []Target {
 	// target is on the consumer with TakeSyncDelay (its take records ride
 	// on the producer's fdatasyncs, as the baseline has one per batch);
 	// with durable take commits (the default) it is reported.
+	recycleName := fmt.Sprintf("RecycleLogFiles %d", steadyRecycle)
 	steadyRows := []struct {
 		name  string
 		a, b  string
 		least float64
 	}{
-		{"RecycleLogFiles 2, TakeSyncDelay / overwrite+fdatasync batch 100", steadyID(true, true), steadyBaselineID, 0.9},
-		{"RecycleLogFiles 2, TakeSyncDelay / off (files laid out with zeros)", steadyID(true, true), steadyID(false, true), 0},
+		{recycleName + ", TakeSyncDelay / overwrite+fdatasync batch 100", steadyID(true, true), steadyBaselineID, 0.9},
+		{recycleName + ", TakeSyncDelay / off (files laid out with zeros)", steadyID(true, true), steadyID(false, true), 0},
 		{"RecycleLogFiles off, TakeSyncDelay / overwrite+fdatasync batch 100", steadyID(false, true), steadyBaselineID, 0},
-		{"RecycleLogFiles 2, durable takes / overwrite+fdatasync batch 100", steadyID(true, false), steadyBaselineID, 0},
-		{"RecycleLogFiles 2, durable takes / off (files laid out with zeros)", steadyID(true, false), steadyID(false, false), 0},
+		{recycleName + ", durable takes / overwrite+fdatasync batch 100", steadyID(true, false), steadyBaselineID, 0},
+		{recycleName + ", durable takes / off (files laid out with zeros)", steadyID(true, false), steadyID(false, false), 0},
 	}
 	for _, x := range steadyRows {
 		addRates("steady state, puts batch 100 beside a consumer (batch 100): "+x.name, x.a, x.b, x.least, nil)
@@ -118,16 +119,20 @@ func targets(r *Report, sz sizes) []Target {
 		rate("filechannel/put/producers=8/batch=10"), rate("filechannel/put/producers=1/batch=10"), 3)
 	addRates(fmt.Sprintf("group commit: 8 producers batch 10 / overwrite+fdatasync batch %d", groupCommitBatch),
 		"filechannel/put/producers=8/batch=10", diskID(true, groupCommitBatch)+"/beside-producers", 0.8, nil)
-	addRates(fmt.Sprintf("many committers: %d committing one event each / overwrite+fdatasync batch %d", committers, committers),
-		fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers), diskID(true, committers)+"/beside-committers", 0.8,
-		func(Result, Result) string {
-			x := r.Committers
+	committersNote := func(x *Committers) func(Result, Result) string {
+		return func(Result, Result) string {
 			if x == nil {
 				return "no latencies"
 			}
 			return fmt.Sprintf("commit p50/p99 %.2f/%.2f ms, fdatasync p50/p99 %.2f/%.2f ms; %.1f commits per fsync, fsync in flight %.0f%%",
 				x.P50, x.P99, x.FsyncP50, x.FsyncP99, x.CommitsPerFsync(), 100*x.ChannelFsyncBusy)
-		})
+		}
+	}
+	committersBase := diskID(true, committers) + "/beside-committers"
+	addRates(fmt.Sprintf("many committers: %d committing one event each / overwrite+fdatasync batch %d", committers, committers),
+		fmt.Sprintf("filechannel/put/committers=%d/batch=1", committers), committersBase, 0.8, committersNote(r.Committers))
+	addRates(fmt.Sprintf("many committers in the steady state (a consumer, RecycleLogFiles %d, TakeSyncDelay) / overwrite+fdatasync batch %d",
+		steadyRecycle, committers), committersSteadyID, committersBase, 0, committersNote(r.CommittersSteady))
 	addRatio("takes batch 100 / go-diskqueue reads",
 		rate("filechannel/take/batch=100"), rate("go-diskqueue/read/syncevery=100"), 1.5)
 	// Takes from cold log files against a plain read of the same bytes
