@@ -73,6 +73,8 @@ func TestHarness(t *testing.T) {
 		// Issue 33, target 2: many small committers.
 		"many committers: 64 committing one event each / overwrite+fdatasync batch 64", "put commit, 64 committers",
 		"64 committers, one event per commit: commit p50", "commits per channel fsync",
+		"many committers in the steady state (a consumer, RecycleLogFiles 16, TakeSyncDelay) / overwrite+fdatasync batch 64",
+		"64 committers (steady state: beside a consumer, files recycled), one event per commit",
 		"cold takes: drain batch 100 / plain read of the same log",
 		"cold takes: drain batch 100, TakeSyncDelay 100ms / plain read of the same log", "take commit, TakeSyncDelay 100ms",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
@@ -98,9 +100,9 @@ func TestHarness(t *testing.T) {
 		"orderkey: take commits batch 100, 4 takers, one key stuck (every 10th event) / none stuck",
 		"g0, OrderKey, one key held by a stuck transaction (200 of 2000 queued): take commit, 4 takers",
 		// Issue 33, target 1: the steady state.
-		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 2, TakeSyncDelay / overwrite+fdatasync batch 100",
-		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 2, durable takes / off (files laid out with zeros)",
-		"put commit beside a consumer, RecycleLogFiles 2, TakeSyncDelay 100ms",
+		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 16, TakeSyncDelay / overwrite+fdatasync batch 100",
+		"steady state, puts batch 100 beside a consumer (batch 100): RecycleLogFiles 16, durable takes / off (files laid out with zeros)",
+		"put commit beside a consumer, RecycleLogFiles 16, TakeSyncDelay 100ms",
 		// Issue 31: filters.
 		"filters: puts batch 100, 4 groups each filtering on a header (~25% each) / 4 unfiltered groups",
 		"filters: takers' time per event put, unfiltered group / group whose filter matches 10%",
