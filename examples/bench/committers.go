@@ -10,6 +10,7 @@ import (
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // committers is the number of goroutines of the many-small-committers step
@@ -126,7 +127,7 @@ func (b *bench) committersMeter(closers *[]func() error, steady bool) (*committe
 		if c, closeC, backlog, err = b.openSteady("committers-steady", true, true, x.reg); err != nil {
 			return nil, err
 		}
-		*closers = append(*closers, b.closeSteady(c, closeC, id))
+		*closers = append(*closers, b.closeSteady(c, closeC, id, x.reg))
 	} else {
 		var closeC func() error
 		if c, closeC, err = b.openChannel("committers", func(cfg *channel.Config) { cfg.Registerer = x.reg }); err != nil {
@@ -199,20 +200,13 @@ func timedCommitters(c *channel.FileChannel, ev channel.Event, n int, budget tim
 // countFsyncs returns the count and the sum of the channel's
 // fsync_duration_seconds histogram on reg.
 func countFsyncs(reg *prometheus.Registry) (int64, time.Duration, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "filechannel_fsync_duration_seconds" {
-			var n int64
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				n += int64(m.GetHistogram().GetSampleCount())
-				sum += m.GetHistogram().GetSampleSum()
-			}
-			return n, time.Duration(sum * float64(time.Second)), nil
+	n, sum := histogramSum(reg, "filechannel_fsync_duration_seconds", "")
+	if n == 0 {
+		if mfs, err := reg.Gather(); err != nil || !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool {
+			return mf.GetName() == "filechannel_fsync_duration_seconds"
+		}) {
+			return 0, 0, errors.Join(err, errors.New("no filechannel_fsync_duration_seconds on the registry"))
 		}
 	}
-	return 0, 0, errors.New("no filechannel_fsync_duration_seconds on the registry")
+	return n, sum, nil
 }

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/flumego/filechannel/channel"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The steady-state measurement (issue 33, target 1): one producer
@@ -64,6 +66,12 @@ func (b *bench) steady() error {
 			return err
 		}
 		closers = append(closers, w.close)
+		var syncs []time.Duration
+		w.syncs = &syncs
+		closers = append(closers, func() error {
+			b.logf("  %s: %d fdatasyncs, mean %.0f us", steadyBaselineID, len(syncs), meanMicros(syncs))
+			return nil
+		})
 		base := w.meter()
 		base.res.ID = steadyBaselineID
 		base.res.Note = "beside the steady state's channels"
@@ -125,7 +133,8 @@ func (b *bench) openSteady(name string, on, lazy bool, reg *prometheus.Registry)
 func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []string, error) {
 	id := steadyID(on, lazy)
 	name := fmt.Sprintf("steady-recycle-%v-lazy-%v", on, lazy)
-	c, closeC, backlog, err := b.openSteady(name, on, lazy, nil)
+	reg := prometheus.NewRegistry()
+	c, closeC, backlog, err := b.openSteady(name, on, lazy, reg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -145,17 +154,67 @@ func (b *bench) steadyMeter(on, lazy bool, batch int) (*meter, func() error, []s
 	if lazy {
 		m.res.Op += fmt.Sprintf(", TakeSyncDelay %v", coldTakeSyncDelay)
 	}
-	return withRounds(withCPU(m)), b.closeSteady(c, closeC, id), fcConfig(filepath.Join(b.root, name)).DataDirs, nil
+	return withRounds(withCPU(m)), b.closeSteady(c, closeC, id, reg), fcConfig(filepath.Join(b.root, name)).DataDirs, nil
 }
 
 // closeSteady returns the function that logs what the steady channel c
-// (measured as id) recycled, and closes it with closeC.
-func (b *bench) closeSteady(c *channel.FileChannel, closeC func() error, id string) func() error {
+// (measured as id) recycled, its fsyncs and put commits (from reg, its
+// registry), and closes it with closeC. The numbers cover its whole life,
+// the fill included.
+func (b *bench) closeSteady(c *channel.FileChannel, closeC func() error, id string, reg *prometheus.Registry) func() error {
 	return func() error {
 		st := c.Stats()
-		b.logf("  %s: %d log files recycled, %d pooled, %d files", id, st.LogFilesRecycled, st.LogFilesPooled, st.LogFiles)
+		fsyncs, busy, err := countFsyncs(reg)
+		if err != nil {
+			return errors.Join(err, closeC())
+		}
+		commits, commitTime := histogramSum(reg, "filechannel_commit_duration_seconds", "put")
+		b.logf("  %s: %d log files recycled, %d pooled, %d files; %d fsyncs of log files, mean %.0f us; %d put commits, mean %.0f us",
+			id, st.LogFilesRecycled, st.LogFilesPooled, st.LogFiles, fsyncs, micros(busy, fsyncs), commits, micros(commitTime, commits))
 		return closeC()
 	}
+}
+
+// micros is d / n in microseconds (0 for n 0).
+func micros(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(n)
+}
+
+// meanMicros is the mean of ds in microseconds.
+func meanMicros(ds []time.Duration) float64 {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return micros(sum, int64(len(ds)))
+}
+
+// histogramSum returns the count and the sum of the histogram name on reg
+// whose type label is typ (every series when typ is empty); zeros if there
+// is none.
+func histogramSum(reg *prometheus.Registry, name, typ string) (int64, time.Duration) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	var n int64
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if typ != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "type" && l.GetValue() == typ }) {
+				continue
+			}
+			n += int64(m.GetHistogram().GetSampleCount())
+			sum += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return n, time.Duration(sum * float64(time.Second))
 }
 
 // steadyRun commits put batches until budget passes or about max events
