@@ -76,6 +76,8 @@ func TestHarness(t *testing.T) {
 		"many committers in the steady state (a consumer, RecycleLogFiles 16, TakeSyncDelay) / overwrite+fdatasync batch 64",
 		"64 committers (steady state: beside a consumer, files recycled), one event per commit",
 		"cold takes: drain batch 100 / plain read of the same log",
+		"take commits: fsyncs of 4 producers (batch 10) with a drain (batch 100) beside them / alone",
+		"take commits: fsyncs of 4 producers (batch 10) with a drain (batch 100) beside them / alone, TakeSyncDelay 10 ms",
 		"cold takes: drain batch 100, TakeSyncDelay 100ms / plain read of the same log", "take commit, TakeSyncDelay 100ms",
 		"checkpoint stall: p99 put commit (batch 100), checkpoints in a loop / none",
 		"checkpoint stall: max put commit (batch 100), checkpoints in a loop",

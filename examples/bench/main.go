@@ -163,6 +163,7 @@ func run(sz sizes, parent, jsonPath, svgPath string, out, progress io.Writer) er
 		{"filechannel group commit: 64 committers of one event each and overwrite+fdatasync batch 64, interleaved", b.manyCommitters},
 		{"takes: filechannel and go-diskqueue reads, interleaved", b.takes},
 		{"cold takes: filechannel drain and plain read of the log, dropped from the page cache, interleaved", b.coldTakes},
+		{"drain fsyncs: 4 producers (batch 10) alone and with a drain (batch 100) beside them, fsyncs counted, TakeSyncDelay off and 10 ms", b.drainFsyncs},
 		{"filechannel reopen and full replay", b.fcReplay},
 		{"filechannel crash replay", b.fcCrash},
 		{"filechannel checkpoint stall", b.fcStall},

@@ -22,8 +22,10 @@ type Report struct {
 	// CommittersSteady is the same in the steady state (a consumer beside
 	// them, consumed files recycled).
 	CommittersSteady *Committers `json:"committers_steady,omitempty"`
-	Memory           []Memory    `json:"memory"`
-	Allocs           []Allocs    `json:"allocs"`
+	// DrainFsyncs is the fsyncs a drain adds to producers' (drainfsyncs.go).
+	DrainFsyncs []DrainFsyncs `json:"drain_fsyncs,omitempty"`
+	Memory      []Memory      `json:"memory"`
+	Allocs      []Allocs      `json:"allocs"`
 	// GroupCheckpoints are the checkpoints of channels with consumer
 	// groups (groups.go).
 	GroupCheckpoints []GroupCheckpoint `json:"group_checkpoints"`

@@ -154,6 +154,20 @@ func targets(r *Report, sz sizes) []Target {
 		"filechannel/take/cold/batch=100", "disk/read/cold-takes", 0, coldNote)
 	addRates(fmt.Sprintf("cold takes: drain batch 100, TakeSyncDelay %v / plain read of the same log, both dropped from the page cache", coldTakeSyncDelay),
 		"filechannel/take/cold/batch=100/takesyncdelay", "disk/read/cold-takes", 0.7, coldNote)
+	// The fsyncs a drain adds to producers' (drainfsyncs.go; issue 33,
+	// target 3): checked on the default, reported with TakeSyncDelay.
+	drainName := fmt.Sprintf("take commits: fsyncs of %d producers (batch %d) with a drain (batch 100) beside them / alone", drainProducers, drainPutBatch)
+	if len(r.DrainFsyncs) == 0 {
+		notMeasured(drainName, "<= 1.1")
+	}
+	for _, x := range r.DrainFsyncs {
+		got := fmt.Sprintf("%.2f (%d / %d fsyncs; %d take commits; %d rounds)", x.Ratio(), x.With, x.Alone, x.TakeCommits, x.Rounds)
+		if x.TakeSyncDelayMillis > 0 {
+			info(fmt.Sprintf("%s, TakeSyncDelay %g ms", drainName, x.TakeSyncDelayMillis), got)
+			continue
+		}
+		add(drainName, "<= 1.1", got, x.Ratio() <= 1.1)
+	}
 
 	// Clean reopen with the channel full at sz.memCap (1,000,000 outside
 	// tests), and whether the time grows with the log bytes at that capacity.
