@@ -381,7 +381,13 @@ func (a *applier) finish(newQueue func(logfile.GroupInfo) (*eventqueue.Queue, er
 	noted := journalCounts(journal)
 	var out []GroupResult
 	var buf []eventqueue.Pointer
-	for _, g := range a.sortedGroups() {
+	groups := a.sortedGroups()
+	for i, g := range groups {
+		if i == len(groups)-1 {
+			// The last group to read applier.committed: its puts are
+			// sorted out in place (groupPuts), with no copy.
+			buf = a.committed[g.from:g.from]
+		}
 		if g.queue == nil {
 			q, err := newQueue(g.info)
 			if err != nil {
@@ -447,10 +453,8 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 			a.res.Returned++
 		}
 	}
-	for i, p := range puts {
-		if err := q.AddTail(p); err != nil {
-			return puts, fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
-		}
+	if err := q.AddTails(puts); err != nil {
+		return puts, fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts), q.Capacity(), err)
 	}
 	return puts, nil
 }

@@ -224,8 +224,16 @@ func (a *applier) sortedGroups() []*groupState {
 }
 
 // groupPuts appends to dst the committed puts g receives and did not take
-// (those it took are deleted from g.taken).
+// (those it took are deleted from g.taken). dst may be
+// applier.committed[g.from:g.from]: the puts then overwrite
+// applier.committed from g.from on (each is written at or before the
+// index it is read from), which finish does for the last group, as
+// nothing reads applier.committed after it. Otherwise dst grows once, to
+// room for every put: a full replay of millions of events spent more
+// time copying them into a doubling slice (fresh memory, faulted in page
+// by page) than adding them to the queue.
 func (a *applier) groupPuts(dst []eventqueue.Pointer, g *groupState) []eventqueue.Pointer {
+	dst = slices.Grow(dst, len(a.committed)-g.from)
 	skips := g.skips
 	for i := g.from; i < len(a.committed); i++ {
 		for len(skips) > 0 && i >= skips[0][1] {
