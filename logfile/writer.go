@@ -153,9 +153,10 @@ func (w *Writer) Syncs() int64 { return w.syncs.Load() }
 
 // Write appends p, one or more encoded frames, in one write call and returns
 // the offset of p[0]. Where the file is laid out past p it writes zeros
-// after p up to the end of the page (in p's spare capacity, p[len(p):cap(p)],
-// if p has room, so the caller must not keep anything there; see claim). The bytes are not durable until SyncTo covers them. It
-// returns ErrFileFull, writing nothing, if the file would grow past
+// after p up to the end of the page (in p's spare capacity,
+// p[len(p):cap(p)], if p has room, so the caller must not keep anything
+// there; see claim). The bytes are not durable until SyncTo covers them.
+// It returns ErrFileFull, writing nothing, if the file would grow past
 // MaxFileSize. The offset is meaningful only when err is nil.
 func (w *Writer) Write(p []byte) (off int64, err error) {
 	w.writing.RLock()
