@@ -1,8 +1,8 @@
 // Command bench measures filechannel side by side with the disk it runs on
 // and with two peers (go-diskqueue v1.1.0, goleveldb v1.0.0), in one process,
 // one measurement after another on the same disk, and checks the targets of
-// issue 5 and of Performance II (targets.go) as ratios between numbers of
-// the same run.
+// issue 5, of Performance II and of Performance III (issue 33) and the
+// later issues' (targets.go) as ratios between numbers of the same run.
 //
 //	cd examples/bench && go run . -quick            # < 1 minute, smaller sizes
 //	cd examples/bench && go run . -json r.json -svg ../../docs/benchmarks-throughput.svg
@@ -35,7 +35,18 @@
 //     timed, against the overwrite baseline at batch 64 (a perfect merge
 //     of their commits), every fdatasync timed; with the commits one
 //     channel fsync covered (its fsync_duration_seconds count), the share
-//     of the time an fsync was in flight, and the CPU per commit.
+//     of the time an fsync was in flight, and the CPU per commit; and the
+//     same committers in the steady state (a consumer beside them, log
+//     files recycled).
+//   - the steady state (steady.go): one producer (batch 100) and one
+//     consumer (batch 100) at a constant backlog of a few small log files,
+//     with Config.RecycleLogFiles on and off and the take commits durable
+//     or with TakeSyncDelay, against the overwrite baseline at batch 100,
+//     with each channel's fsyncs and put commits (count, mean).
+//   - the fsyncs a drain adds (drainfsyncs.go): 4 producers committing
+//     batches of 10, alone and with a drain taking batches of 100 beside
+//     them, the data log files' fsyncs counted, by default and with
+//     TakeSyncDelay.
 //   - filechannel consumer groups (groups.go): put commits at batch 100 to
 //     channels with 1, 2 and 4 groups and to a fan-out of 2 channels, with
 //     the data-dir bytes per event; take commits of 4 groups draining at
