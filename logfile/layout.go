@@ -60,14 +60,18 @@ type layState struct {
 func (w *Writer) claim(end int64) int64 {
 	l := &w.lay
 	l.mu.Lock()
-	padded := max(end, min((end+writePage-1)&^(writePage-1), l.laidTo))
-	if l.to > l.from && padded > l.from {
+	if l.to > l.from && end > l.from {
 		l.waits++
-		for l.to > l.from && padded > l.from {
+		for l.to > l.from && end > l.from {
 			l.done.Wait()
 		}
 	}
-	l.reserved = max(l.reserved, padded)
+	// The padding stays below laidTo, and a zero-fill never starts below
+	// laidTo, so none is in flight there. reserved stays the write's end:
+	// the layouter keeps Preallocate bytes laid out past the records, not
+	// past the padding (which would lay out a chunk more at times).
+	padded := max(end, min((end+writePage-1)&^(writePage-1), l.laidTo))
+	l.reserved = max(l.reserved, end)
 	l.mu.Unlock()
 	return padded
 }

@@ -455,3 +455,30 @@ func checkPadded(t *testing.T, g *holdFS, as []Appended, padded bool) {
 		}
 	}
 }
+
+// TestPaddingLaysOutNoMore: the layouter keeps Preallocate bytes laid out
+// past the records, not past their padding: a few small appends after the
+// first chunks lay out nothing more (with the padding counted, the write's
+// page end would ask for a chunk more, on disk for nothing).
+func TestPaddingLaysOutNoMore(t *testing.T) {
+	mem := setMem(t, "/a")
+	const ahead = 256 << 10 // chunks of 64 KiB
+	s := startSet(t, SetOptions{FS: mem, Dirs: []string{"/a"}, Preallocate: ahead}, Recovered{})
+	a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+	if err := s.Sync(a); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the layouter to lay out 256 KiB", func() bool { return s.LayoutStats().LaidOut >= ahead })
+	time.Sleep(20 * time.Millisecond) // let it finish
+	before := s.LayoutStats().LaidOut
+	for range 3 {
+		a := mustAppendBatch(t, s, 0, putBatch(t, s, 1))
+		if err := s.Sync(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a chunk more would be laid out by now
+	if after := s.LayoutStats().LaidOut; after != before {
+		t.Fatalf("laid out %d bytes after 3 small appends, %d before: the padding moved the layout", after, before)
+	}
+}
