@@ -55,8 +55,10 @@ type layState struct {
 // disk was doing (take commits in a cold drain: 79 us each, mostly that;
 // docs/benchmarks.md, Performance III, target 3). A write padded to the
 // end of its page needs no read, and the next write starts in a cached
-// page. The padding stays within the laid-out bytes, so it neither grows
-// the file nor takes space.
+// page. The padding stays below laidTo, so it never grows the file: in
+// laid-out bytes it takes no space, and in a hole a caught-up layouter
+// left (layOut) it fills the rest of a page whose first bytes, the
+// record's, allocate it anyway (with blocks of a page or more).
 func (w *Writer) claim(end int64) int64 {
 	l := &w.lay
 	l.mu.Lock()
