@@ -42,40 +42,6 @@ func BenchmarkQueue(b *testing.B) {
 		})
 	}
 
-	// The end of a full replay: 1M recovered puts (in 4 files) added to an
-	// empty ring, one at a time and at once.
-	for _, all := range []bool{false, true} {
-		name := "AddTail_each/1M"
-		if all {
-			name = "AddTails/1M"
-		}
-		b.Run(name, func(b *testing.B) {
-			const capacity = 1 << 20
-			ps := make([]Pointer, capacity)
-			for i := range ps {
-				ps[i] = NewPointer(1+uint32(i>>18), uint32(i))
-			}
-			slots := NewMemSlots(capacity)
-			b.SetBytes(8 * capacity)
-			b.ReportAllocs()
-			for b.Loop() {
-				q, err := New(slots, capacity, 0, 0, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if all {
-					err = q.AddTails(ps)
-				}
-				for i := 0; !all && i < len(ps) && err == nil; i++ {
-					err = q.AddTail(ps[i])
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-
 	// Replay of a take: Remove of a pointer near the head of a 1M queue
 	// through the index, refilled at the tail to keep the size.
 	b.Run("Remove_near_head_indexed/size_1M", func(b *testing.B) {

@@ -16,9 +16,7 @@
 // head and size are kept in memory and persisted by the checkpoint. The four
 // ring operations are Flume's:
 //
-//   - AddTail: a put transaction committed; O(1). AddTails appends many at
-//     once, all or nothing (a replay's recovered puts), counting a file's
-//     references once per run of pointers into it.
+//   - AddTail: a put transaction committed; O(1).
 //   - RemoveHead: a take; O(1); the vacated slot is not written.
 //   - AddHead: a take rolled back; the pointer goes back in front of the
 //     head; O(1). Rolling back several takes calls AddHead in reverse take

@@ -57,27 +57,6 @@ func TestQueueModel(t *testing.T) {
 		t.Repeat(map[string]func(*rapid.T){
 			"AddTail": func(t *rapid.T) { add(t, false) },
 			"AddHead": func(t *rapid.T) { add(t, true) },
-			"AddTails": func(t *rapid.T) {
-				ps := rapid.SliceOfN(drawPointer, 0, capacity+1).Draw(t, "ps")
-				if len(ps) > 0 && rapid.IntRange(0, 9).Draw(t, "zero") == 0 {
-					ps[rapid.IntRange(0, len(ps)-1).Draw(t, "zero at")] = 0
-				}
-				err := q.AddTails(ps)
-				switch {
-				case len(model)+len(ps) > capacity:
-					if !errors.Is(err, ErrFull) {
-						t.Fatalf("AddTails(%v) with %d of %d queued: %v, want ErrFull", ps, len(model), capacity, err)
-					}
-				case slices.Contains(ps, 0):
-					if !errors.Is(err, ErrZeroPointer) {
-						t.Fatalf("AddTails(%v): %v, want ErrZeroPointer", ps, err)
-					}
-				case err != nil:
-					t.Fatalf("AddTails(%v): %v", ps, err)
-				default:
-					model = append(model, ps...)
-				}
-			},
 			"RemoveHead": func(t *rapid.T) {
 				p, ok := q.RemoveHead()
 				if len(model) == 0 {

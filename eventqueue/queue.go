@@ -3,7 +3,6 @@ package eventqueue
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 )
 
@@ -138,37 +137,6 @@ func (q *Queue) AddTailTagged(p Pointer, tag uint64) error {
 	q.refs[p.FileID()]++
 	if q.idx != nil {
 		q.idx.insert(p, phys)
-	}
-	return nil
-}
-
-// AddTails appends ps in order, as AddTail one at a time would, or none of
-// them: it returns ErrFull if they do not all fit and ErrZeroPointer if
-// one is the zero pointer, and then leaves the queue as it was. It counts
-// a file's references once per run of pointers into that file rather than
-// once per pointer: a replay appends millions of pointers at once, and
-// the count was most of the time AddTail took. Tags are 0.
-func (q *Queue) AddTails(ps []Pointer) error {
-	if len(ps) > q.capacity-q.size {
-		return ErrFull
-	}
-	if slices.Contains(ps, 0) {
-		return ErrZeroPointer
-	}
-	for i := 0; i < len(ps); {
-		f := ps[i].FileID()
-		j := i
-		for ; j < len(ps) && ps[j].FileID() == f; j++ {
-			phys := q.phys(q.size)
-			q.slots.SetSlot(phys, uint64(ps[j]))
-			q.setTag(phys, 0)
-			q.size++
-			if q.idx != nil {
-				q.idx.insert(ps[j], phys)
-			}
-		}
-		q.refs[f] += j - i
-		i = j
 	}
 	return nil
 }

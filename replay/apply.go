@@ -453,8 +453,10 @@ func (a *applier) finishGroup(g *groupState, buf []eventqueue.Pointer, log *slog
 			a.res.Returned++
 		}
 	}
-	if err := q.AddTails(puts); err != nil {
-		return puts, fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts), q.Capacity(), err)
+	for i, p := range puts {
+		if err := q.AddTail(p); err != nil {
+			return puts, fmt.Errorf("%d recovered events do not fit in capacity %d: %w", q.Size()+len(puts)-i, q.Capacity(), err)
+		}
 	}
 	return puts, nil
 }
