@@ -140,13 +140,14 @@ func (b *bench) committersMeter(closers *[]func() error, steady bool) (*committe
 		res: Result{ID: id, System: "filechannel", Op: op, Batch: 1, Producers: committers},
 		max: b.sz.maxEvents,
 		run: func(budget time.Duration, max int64) (int64, error) {
-			stop := func() error { return nil }
+			stop := func() (int64, error) { return 0, nil }
 			if steady {
 				stop = consume(c, 100, backlog)
 			}
 			n, l, err := timedCommitters(c, ev, committers, budget, max)
 			x.lats = append(x.lats, l...)
-			return n, errors.Join(err, stop())
+			_, cerr := stop()
+			return n, errors.Join(err, cerr)
 		},
 	}))
 	x.fsyncs0, x.busy0, err = countFsyncs(x.reg)

@@ -98,9 +98,11 @@ func countDrainFsyncs(c *channel.FileChannel, reg *prometheus.Registry, body []b
 	}
 	ev := channel.Event{Body: body}
 	errs := make([]error, drainProducers+1)
-	var takes int64
+	stop := func() (int64, error) { return 0, nil }
+	if drain { // only full batches: it keeps up with the producers
+		stop = consume(c, 100, 99)
+	}
 	var wg sync.WaitGroup
-	done := make(chan struct{})
 	for p := range drainProducers {
 		wg.Go(func() {
 			for range commits {
@@ -110,33 +112,9 @@ func countDrainFsyncs(c *channel.FileChannel, reg *prometheus.Registry, body []b
 			}
 		})
 	}
-	var dw sync.WaitGroup
-	if drain {
-		dw.Go(func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				if c.Len() < 100 { // only full batches: it keeps up with the producers
-					time.Sleep(100 * time.Microsecond)
-					continue
-				}
-				n, err := takeTx(c, 100)
-				if n > 0 {
-					takes++
-				}
-				if err != nil {
-					errs[drainProducers] = err
-					return
-				}
-			}
-		})
-	}
 	wg.Wait()
-	close(done)
-	dw.Wait()
+	takes, err := stop()
+	errs[drainProducers] = err
 	after, _, err := countFsyncs(reg)
 	if err := errors.Join(append(errs, err)...); err != nil {
 		return 0, 0, fmt.Errorf("drain fsyncs: %w", err)

@@ -229,14 +229,17 @@ func steadyRun(c *channel.FileChannel, ev channel.Event, batch, backlog int, bud
 			break
 		}
 	}
-	return n, errors.Join(err, stop())
+	_, cerr := stop()
+	return n, errors.Join(err, cerr)
 }
 
 // consume starts a consumer that takes batches from c whenever more than
-// backlog events are queued; stop ends it and returns its error.
-func consume(c *channel.FileChannel, batch, backlog int) (stop func() error) {
+// backlog events are queued; stop ends it and returns the take commits
+// that took events, and its error.
+func consume(c *channel.FileChannel, batch, backlog int) (stop func() (int64, error)) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	var takes int64
 	var takeErr error
 	wg.Go(func() {
 		for {
@@ -249,15 +252,19 @@ func consume(c *channel.FileChannel, batch, backlog int) (stop func() error) {
 				time.Sleep(100 * time.Microsecond) // the producers are behind
 				continue
 			}
-			if _, err := takeTx(c, batch); err != nil {
+			n, err := takeTx(c, batch)
+			if n > 0 {
+				takes++
+			}
+			if err != nil {
 				takeErr = err
 				return
 			}
 		}
 	})
-	return func() error {
+	return func() (int64, error) {
 		close(done)
 		wg.Wait()
-		return takeErr
+		return takes, takeErr
 	}
 }
